@@ -1,0 +1,212 @@
+"""Trace tables -> steps -> classified items -> per-step rows and per-phase summaries (a Breakdown)."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+import pandas as pd
+
+from phaseprof import __version__
+from phaseprof.analysis import intervals as iv
+from phaseprof.analysis.items import _kernel_view, cpu_items, gpu_items, op_modules
+from phaseprof.analysis.results import (AllocCounts, BucketTime, Breakdown, IdleSplit, KernelStat, LaunchCounts,
+                                        PhaseSummary, Stats, StepRow, TraceInfo)
+from phaseprof.analysis.steps import Phase, StepDetection, assign_to_steps, detect_steps
+from phaseprof.classify.rules import RuleSet
+from phaseprof.defaults import (DEVICE_FREE_APIS, DEVICE_MALLOC_APIS, GRAPH_LAUNCH_APIS, LAUNCH_APIS,
+                                SCHEMA_VERSION, SYNC_APIS, TOP_KERNELS_PER_BUCKET)
+from phaseprof.trace.correlate import correlate
+from phaseprof.trace.tables import EventTables
+
+_US = 1e-3  # ns -> us
+
+
+def _stats(values: list[float]) -> Stats:
+    a = np.asarray(values, dtype=np.float64)
+    if a.size == 0:
+        return Stats(0.0, 0.0, 0.0, 0.0, 0.0)
+    return Stats(float(a.mean()), float(np.percentile(a, 50)), float(np.percentile(a, 90)), float(a.min()),
+                 float(a.max()))
+
+
+def _bucket_times(items: pd.DataFrame, col: str, busy_ns: float) -> list[BucketTime]:
+    if items.empty:
+        return []
+    g = items.groupby(col, observed=True)["share_ns"].agg(["sum", "size"]).sort_values("sum", ascending=False)
+    return [BucketTime(str(b), float(r["sum"]) * _US, 100.0 * float(r["sum"]) / busy_ns if busy_ns else 0.0,
+                       int(r["size"])) for b, r in g.iterrows()]
+
+
+def _kernel_stats(items: pd.DataFrame, busy_ns: float, limit: int | None) -> list[KernelStat]:
+    if items.empty:
+        return []
+    g = items.groupby(["name", "kernel_bucket"], observed=True).agg(
+        time=("share_ns", "sum"), count=("share_ns", "size"),
+        module=("module_bucket", lambda s: Counter(s).most_common(1)[0][0]))
+    g = g.sort_values("time", ascending=False)
+    if limit:
+        g = g.head(limit)
+    return [KernelStat(str(n), str(b), str(r["module"]), int(r["count"]), float(r["time"]) * _US,
+                       100.0 * float(r["time"]) / busy_ns if busy_ns else 0.0) for (n, b), r in g.iterrows()]
+
+
+class _StepContext:
+    """Host-side columns shared by all steps, computed once."""
+
+    def __init__(self, t: EventTables, det: StepDetection):
+        rt = t.runtime
+        self.rt_names = rt["name"].astype(str).to_numpy()
+        self.rt_ts = rt["ts_ns"].to_numpy()
+        self.rt_end = rt["end_ns"].to_numpy()
+        self.rt_step = assign_to_steps(self.rt_ts, det.steps)
+        self.is_launch = np.isin(self.rt_names, list(LAUNCH_APIS))
+        self.is_sync = np.isin(self.rt_names, list(SYNC_APIS))
+        self.is_malloc = np.isin(self.rt_names, list(DEVICE_MALLOC_APIS))
+        self.is_free = np.isin(self.rt_names, list(DEVICE_FREE_APIS))
+        mem = t.memory
+        self.mem_step = assign_to_steps(mem["ts_ns"].to_numpy(), det.steps)
+        self.mem_bytes = mem["bytes"].to_numpy()
+        self.mem_gpu = (mem["device_type"].to_numpy() != 0) & (mem["device_id"].to_numpy() >= 0)
+
+
+def _idle_split(items: pd.DataFrame, start: int, end: int, ctx: _StepContext, k: int) -> IdleSplit:
+    gs, ge = iv.gaps(items["ts_ns"].to_numpy(), items["end_ns"].to_numpy(), start, end)
+    if gs.size == 0:
+        return IdleSplit(0.0, 0.0, 0.0)
+    order = np.argsort(items["ts_ns"].to_numpy(), kind="stable")
+    its = items["ts_ns"].to_numpy()[order]
+    launch = items["launch"].to_numpy()[order]
+    nxt = np.searchsorted(its, ge, side="left")
+    has_next = nxt < its.size
+    nl = launch[np.minimum(nxt, its.size - 1)] if its.size else np.zeros(0, dtype=np.int64)
+    launch_end = np.where(has_next & (nl >= 0), ctx.rt_end[np.maximum(nl, 0)] if ctx.rt_end.size else 0, gs)
+    starved_end = np.clip(launch_end, gs, ge)
+    starved_end = np.where(has_next, starved_end, gs)
+    sel = (ctx.rt_step == k) & ctx.is_launch
+    in_launch = iv.overlap_with_union(gs, starved_end, ctx.rt_ts[sel], ctx.rt_end[sel])
+    starved = starved_end - gs
+    return IdleSplit(float(in_launch.sum()) * _US, float((starved - in_launch).sum()) * _US,
+                     float((ge - starved_end).sum()) * _US)
+
+
+def _step_row(k: int, det: StepDetection, items: pd.DataFrame, ctx: _StepContext, device: str) -> StepRow:
+    sw = det.steps[k]
+    its = items
+    launch = its["launch"].to_numpy()
+    first_launch = ctx.rt_ts[launch[launch >= 0]].min() if (launch >= 0).any() else None
+    lo_candidates = [x for x in (its["ts_ns"].min() if len(its) else None, first_launch) if x is not None]
+    start = sw.host_start_ns if sw.host_start_ns > -(1 << 60) else (min(lo_candidates) if lo_candidates else 0)
+    hi_candidates = [x for x in (its["end_ns"].max() if len(its) else None,) if x is not None]
+    if sw.host_end_ns < (1 << 60):
+        hi_candidates.append(sw.host_end_ns)
+    end = max(hi_candidates) if hi_candidates else start
+    wall = max(end - start, 0)
+    busy = iv.total(*iv.clip(its["ts_ns"].to_numpy(), its["end_ns"].to_numpy(), start, end))
+    if device == "gpu":
+        idle = _idle_split(its, start, end, ctx, k)
+    else:
+        idle = IdleSplit(0.0, float(wall - busy) * _US, 0.0)
+    in_step = ctx.rt_step == k
+    api_counts = Counter(ctx.rt_names[in_step & ctx.is_launch].tolist())
+    graph = sum(v for a, v in api_counts.items() if a in GRAPH_LAUNCH_APIS)
+    m = ctx.mem_step == k
+    mb = ctx.mem_bytes[m]
+    kinds = its["kind"].astype(str).to_numpy()
+    byts = its["bytes"].to_numpy()
+    return StepRow(
+        index=k, label=sw.label, phase=str(sw.phase), context_tokens=sw.context_tokens,
+        generation_tokens=sw.generation_tokens, start_us=float(start) * _US, wall_us=float(wall) * _US,
+        gpu_busy_us=float(busy) * _US, gpu_idle_us=float(wall - busy) * _US,
+        busy_pct=100.0 * busy / wall if wall else 0.0, idle=idle,
+        host_sync_us=float((ctx.rt_end - ctx.rt_ts)[in_step & ctx.is_sync].sum()) * _US,
+        kernels=int((kinds == "kernel").sum()) if device == "gpu" else len(its),
+        memcpy_count=int((kinds == "memcpy").sum()), memcpy_bytes=int(byts[kinds == "memcpy"].sum()),
+        memset_count=int((kinds == "memset").sum()), memset_bytes=int(byts[kinds == "memset"].sum()),
+        launches=LaunchCounts(total=int(sum(api_counts.values())), by_api=dict(api_counts.most_common()),
+                              graph_launches=int(graph)),
+        memory=AllocCounts(
+            allocations=int((mb > 0).sum()), frees=int((mb < 0).sum()), alloc_bytes=int(mb[mb > 0].sum()),
+            free_bytes=int(-mb[mb < 0].sum()), gpu_allocations=int(((mb > 0) & ctx.mem_gpu[m]).sum()),
+            cpu_allocations=int(((mb > 0) & ~ctx.mem_gpu[m]).sum()),
+            device_mallocs=int((in_step & ctx.is_malloc).sum()), device_frees=int((in_step & ctx.is_free).sum())),
+        kernel_view_us={str(b): float(v) * _US for b, v in its.groupby("kernel_bucket")["share_ns"].sum().items()},
+        module_view_us={str(b): float(v) * _US for b, v in its.groupby("module_bucket")["share_ns"].sum().items()},
+    )
+
+
+_PER_STEP_METRICS = {
+    "wall_us": lambda r: r.wall_us, "gpu_busy_us": lambda r: r.gpu_busy_us, "gpu_idle_us": lambda r: r.gpu_idle_us,
+    "busy_pct": lambda r: r.busy_pct, "launch_overhead_us": lambda r: r.idle.launch_overhead_us,
+    "host_work_us": lambda r: r.idle.host_work_us, "kernels": lambda r: r.kernels,
+    "launch_calls": lambda r: r.launches.total, "graph_launches": lambda r: r.launches.graph_launches,
+    "allocations": lambda r: r.memory.allocations, "gpu_allocations": lambda r: r.memory.gpu_allocations,
+    "device_mallocs": lambda r: r.memory.device_mallocs, "memcpy_count": lambda r: r.memcpy_count,
+}
+
+
+def _phase_summary(phase: str, rows: list[StepRow], items: pd.DataFrame) -> PhaseSummary:
+    busy_ns = float(items["share_ns"].sum())
+    top: dict[str, list[KernelStat]] = {}
+    for b, sub in items.groupby("kernel_bucket", observed=True):
+        top[str(b)] = _kernel_stats(sub, busy_ns, TOP_KERNELS_PER_BUCKET)
+    return PhaseSummary(
+        phase=phase, steps=len(rows), wall_us=sum(r.wall_us for r in rows),
+        gpu_busy_us=sum(r.gpu_busy_us for r in rows), gpu_idle_us=sum(r.gpu_idle_us for r in rows),
+        idle=IdleSplit(sum(r.idle.launch_overhead_us for r in rows), sum(r.idle.host_work_us for r in rows),
+                       sum(r.idle.other_us for r in rows)),
+        kernels=sum(r.kernels for r in rows),
+        kernel_view=_bucket_times(items, "kernel_bucket", busy_ns),
+        module_view=_bucket_times(items, "module_bucket", busy_ns),
+        top_kernels=top,
+        per_step={k: _stats([f(r) for r in rows]) for k, f in _PER_STEP_METRICS.items()},
+    )
+
+
+def analyze_tables(t: EventTables, rules: RuleSet) -> Breakdown:
+    """The whole analysis of one trace. Pure: same tables and rules give the same Breakdown."""
+    c = correlate(t)
+    device = "gpu" if not t.gpu.empty else "cpu"
+    kernel_buckets = _kernel_view(t.gpu["name"], rules) if device == "gpu" else np.zeros(0, dtype=object)
+    det = detect_steps(ops=t.ops, runtime=t.runtime, gpu=t.gpu, gpu_launch=c.gpu_launch,
+                       kernel_buckets=kernel_buckets)
+    op_module = op_modules(t.ops, c.op_parent, rules)
+    if device == "gpu":
+        items = gpu_items(t, c, det, rules, kernel_buckets, op_module)
+    else:
+        items = cpu_items(t, c, det, rules, op_module)
+    ctx = _StepContext(t, det)
+    by_step = items.groupby("step").indices
+    empty = items.iloc[0:0]
+    rows = [_step_row(k, det, items.iloc[by_step[k]] if k in by_step else empty, ctx, device)
+            for k in range(len(det.steps))]
+    notes = []
+    phases = []
+    for ph in (Phase.PREFILL, Phase.MIXED, Phase.DECODE, Phase.UNKNOWN):
+        sel = [r for r in rows if r.phase == ph.value]
+        if sel:
+            idx = {r.index for r in sel}
+            phases.append(_phase_summary(ph.value, sel, items[items["step"].isin(idx)]))
+    if device == "gpu":
+        all_busy = iv.total(t.gpu["ts_ns"].to_numpy(), t.gpu["end_ns"].to_numpy())
+        outside = len(t.gpu) - len(items)
+        if outside:
+            notes.append(f"{outside} GPU activities lie outside the detected steps and are not in any phase")
+    else:
+        all_busy = float(items["share_ns"].sum())
+        notes.append("CPU-only trace: CPU ops are the work items; 'busy' is CPU op time (self times)")
+    unknown = _kernel_stats(items[items["kernel_bucket"] == "unknown"], float(items["share_ns"].sum()), None)
+    props = next((p for p in t.meta.device_properties if p.get("name") == t.meta.gpu_name),
+                 t.meta.device_properties[0] if t.meta.device_properties else {})
+    return Breakdown(
+        schema_version=SCHEMA_VERSION, tool={"name": "phaseprof", "version": __version__},
+        trace=TraceInfo(path=t.meta.path, sha256=t.meta.sha256, decompressed_bytes=t.meta.decompressed_bytes,
+                        event_count=t.meta.event_count, platform=t.meta.platform, device=device,
+                        gpu_name=t.meta.gpu_name, gpu_properties=dict(props), versions=t.meta.versions,
+                        distributed=t.meta.distributed),
+        step_detection={"method": det.method, "detail": det.detail},
+        totals={"gpu_busy_us": float(all_busy) * _US, "gpu_activities": float(len(t.gpu)),
+                "kernels": float((t.gpu["kind"] == "kernel").sum()) if device == "gpu" else float(len(items)),
+                "in_steps_busy_us": float(items["share_ns"].sum()) * _US, "steps": float(len(rows))},
+        phases=phases, steps=rows, unknown_kernels=unknown, notes=notes, capture=dict(t.meta.capture),
+    )

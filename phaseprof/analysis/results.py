@@ -1,0 +1,147 @@
+"""The breakdown phaseprof produces: frozen dataclasses, serialised as versioned JSON (see schemas/).
+
+All times are microseconds (``_us``), shares are percent of GPU busy time (``_pct``) unless named otherwise.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Stats:
+    """Distribution of one per-step number across the steps of a phase."""
+
+    mean: float
+    p50: float
+    p90: float
+    min: float
+    max: float
+
+
+@dataclass(frozen=True)
+class BucketTime:
+    """Time attributed to one bucket. Overlapping kernels split their common time equally, so the bucket
+    times of a step or phase add up exactly to its GPU busy time."""
+
+    bucket: str
+    time_us: float
+    share_pct: float
+    count: int
+
+
+@dataclass(frozen=True)
+class KernelStat:
+    name: str
+    bucket: str  # kernel view
+    module: str  # module view (most common for this name)
+    count: int
+    time_us: float  # attributed (exclusive) time
+    share_pct: float
+
+
+@dataclass(frozen=True)
+class IdleSplit:
+    """Why the GPU was idle inside a step's wall time (sums to ``gpu_idle_us``).
+
+    - ``launch_overhead_us``: GPU waiting for work that had not been launched yet, while the host thread
+      was inside a launch API call (``cudaLaunchKernel``, ``cudaGraphLaunch``, ...).
+    - ``host_work_us``: GPU waiting for work not launched yet while the host did other things (Python,
+      scheduling, framework dispatch, input preparation, syncs). Together with launch overhead: GPU starved.
+    - ``other_us``: work had been launched but not started (queue/dependency latency), or after the last
+      kernel of the step.
+    """
+
+    launch_overhead_us: float
+    host_work_us: float
+    other_us: float
+
+
+@dataclass(frozen=True)
+class LaunchCounts:
+    total: int  # host calls that put work on the GPU
+    by_api: dict[str, int]
+    graph_launches: int
+
+
+@dataclass(frozen=True)
+class AllocCounts:
+    """Allocator events (``[memory]``, what ``torch.empty`` produces) vs real device mallocs (API calls)."""
+
+    allocations: int
+    frees: int
+    alloc_bytes: int
+    free_bytes: int
+    gpu_allocations: int
+    cpu_allocations: int
+    device_mallocs: int  # cudaMalloc/cuMemAlloc/hipMalloc... calls
+    device_frees: int
+
+
+@dataclass(frozen=True)
+class StepRow:
+    index: int
+    label: str
+    phase: str
+    context_tokens: int | None
+    generation_tokens: int | None
+    start_us: float  # from trace origin
+    wall_us: float  # step start to the end of its last GPU activity (or host end, whichever is later)
+    gpu_busy_us: float  # union of the step's kernel, memcpy and memset intervals (streams overlap once)
+    gpu_idle_us: float  # wall - busy
+    busy_pct: float
+    idle: IdleSplit
+    host_sync_us: float  # time the host spent in synchronize calls during the step
+    kernels: int
+    memcpy_count: int
+    memcpy_bytes: int
+    memset_count: int
+    memset_bytes: int
+    launches: LaunchCounts
+    memory: AllocCounts
+    kernel_view_us: dict[str, float]
+    module_view_us: dict[str, float]
+
+
+@dataclass(frozen=True)
+class PhaseSummary:
+    phase: str
+    steps: int
+    wall_us: float
+    gpu_busy_us: float
+    gpu_idle_us: float
+    idle: IdleSplit
+    kernels: int
+    kernel_view: list[BucketTime]
+    module_view: list[BucketTime]
+    top_kernels: dict[str, list[KernelStat]]  # per kernel-view bucket
+    per_step: dict[str, Stats]  # wall_us, gpu_busy_us, busy_pct, kernels, launches, allocations, ...
+
+
+@dataclass(frozen=True)
+class TraceInfo:
+    path: str
+    sha256: str
+    decompressed_bytes: int
+    event_count: int
+    platform: str
+    device: str  # "gpu" or "cpu" (CPU-only trace: CPU ops are the work items)
+    gpu_name: str | None
+    gpu_properties: dict[str, Any]
+    versions: dict[str, str]
+    distributed: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Breakdown:
+    schema_version: str
+    tool: dict[str, str]
+    trace: TraceInfo
+    step_detection: dict[str, str]  # method, detail
+    totals: dict[str, float]  # whole-trace GPU busy etc. for cross-checks
+    phases: list[PhaseSummary]
+    steps: list[StepRow]
+    unknown_kernels: list[KernelStat]
+    notes: list[str] = field(default_factory=list)
+    capture: dict[str, Any] = field(default_factory=dict)

@@ -1,0 +1,148 @@
+"""Find engine steps and their phases.
+
+Order of evidence: phaseprof's own per-step markers, vLLM's ``execute_context_N(T)_generation_M(T)``
+annotations, ``ProfilerStep#N``; without any, steps are inferred from what happens exactly once per step:
+the sampler kernel (greedy argmax / top-k-top-p) launched at the end of every step, or one full
+``cudaGraphLaunch`` per decode step. Idle gaps are never used: vLLM's async scheduling overlaps steps.
+Steps are host-time windows; GPU work belongs to the step during which its launch call was made.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+import numpy as np
+import pandas as pd
+
+from phaseprof.defaults import GRAPH_LAUNCH_APIS
+from phaseprof.trace.markers import parse_step_marker
+
+_NEG_INF = np.iinfo(np.int64).min // 4
+_POS_INF = np.iinfo(np.int64).max // 4
+
+
+class Phase(str, Enum):
+    PREFILL = "prefill"  # context tokens only
+    DECODE = "decode"  # generation tokens only
+    MIXED = "mixed"  # both in one step (chunked prefill alongside decodes)
+    UNKNOWN = "unknown"  # step found without token counts
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True)
+class StepWindow:
+    """One step: a host-clock window ``[host_start_ns, host_end_ns)``; infinite ends mean 'open'."""
+
+    index: int
+    host_start_ns: int
+    host_end_ns: int
+    phase: Phase
+    label: str
+    context_requests: int | None = None
+    context_tokens: int | None = None
+    generation_requests: int | None = None
+    generation_tokens: int | None = None
+
+
+@dataclass(frozen=True)
+class StepDetection:
+    method: str  # "markers:phaseprof" | "markers:vllm" | "markers:profiler_step" | "inferred:..." | "whole-trace"
+    detail: str  # one sentence for humans: how the steps were found
+    steps: tuple[StepWindow, ...]
+
+
+def phase_of(context_tokens: int | None, generation_tokens: int | None) -> Phase:
+    if context_tokens is None or generation_tokens is None:
+        return Phase.UNKNOWN
+    if context_tokens > 0 and generation_tokens == 0:
+        return Phase.PREFILL
+    if context_tokens == 0 and generation_tokens > 0:
+        return Phase.DECODE
+    return Phase.MIXED if context_tokens > 0 else Phase.UNKNOWN
+
+
+_PRIORITY = ("phaseprof", "vllm", "profiler_step")
+
+
+def _from_markers(ops: pd.DataFrame) -> StepDetection | None:
+    names = ops["name"].cat.categories
+    parsed = {n: parse_step_marker(n) for n in names if ("_context_" in n or "ProfilerStep#" in n)}
+    parsed = {n: m for n, m in parsed.items() if m is not None}
+    if not parsed:
+        return None
+    for source in _PRIORITY:
+        wanted = [n for n, m in parsed.items() if m.source == source]
+        if not wanted:
+            continue
+        rows = ops[ops["name"].isin(wanted)].sort_values("ts_ns")
+        steps = []
+        for i, r in enumerate(rows.itertuples(index=False)):
+            m = parsed[r.name]
+            steps.append(StepWindow(
+                index=i, host_start_ns=int(r.ts_ns), host_end_ns=int(r.end_ns),
+                phase=phase_of(m.context_tokens, m.generation_tokens), label=str(r.name),
+                context_requests=m.context_requests, context_tokens=m.context_tokens,
+                generation_requests=m.generation_requests, generation_tokens=m.generation_tokens))
+        what = {"phaseprof": "phaseprof capture step markers", "vllm": "vLLM execute_context annotations",
+                "profiler_step": "torch.profiler ProfilerStep#N annotations"}[source]
+        return StepDetection(f"markers:{source}", f"{len(steps)} step(s) from {what}", tuple(steps))
+    return None
+
+
+def _from_boundaries(ends: np.ndarray, method: str, detail: str) -> StepDetection:
+    """Steps ending at each boundary (host ns): step k = (ends[k-1], ends[k]]."""
+    ends = np.sort(ends)
+    starts = np.r_[_NEG_INF, ends[:-1]]
+    steps = tuple(StepWindow(index=i, host_start_ns=int(s), host_end_ns=int(e) + 1, phase=Phase.UNKNOWN,
+                             label=f"step {i}") for i, (s, e) in enumerate(zip(starts, ends)))
+    return StepDetection(method, detail, steps)
+
+
+def detect_steps(*, ops: pd.DataFrame, runtime: pd.DataFrame, gpu: pd.DataFrame, gpu_launch: np.ndarray,
+                 kernel_buckets: np.ndarray) -> StepDetection:
+    """Find step windows. ``kernel_buckets`` is the kernel-view bucket of each ``gpu`` row."""
+    found = _from_markers(ops) if not ops.empty else None
+    if found is not None:
+        return found
+    launch_end = np.where(gpu_launch >= 0, runtime["end_ns"].to_numpy()[np.maximum(gpu_launch, 0)],
+                          gpu["ts_ns"].to_numpy())
+    # 1) The sampler runs once at the end of every step: its rarest kernel marks step ends.
+    sampling = pd.Series(gpu["name"].astype(str).to_numpy()[kernel_buckets == "sampling"])
+    if not sampling.empty:
+        counts = sampling.value_counts()
+        anchor = counts.index[counts.to_numpy().argmin()]
+        n = int(counts.min())
+        if n == 1:
+            return StepDetection("inferred:single-sampler", "one sampler kernel in the trace: treated as one "
+                                 f"step ({anchor[:60]})", (StepWindow(0, _NEG_INF, _POS_INF, Phase.UNKNOWN, "step 0"),))
+        rows = (gpu["name"].astype(str) == anchor).to_numpy()
+        return _from_boundaries(launch_end[rows], "inferred:sampler-kernel",
+                                f"{n} steps inferred from the once-per-step sampler kernel {anchor[:60]!r}")
+    # 2) Full CUDA-graph decode: one graph launch per step and (almost) nothing launched outside graphs.
+    if not runtime.empty and gpu_launch.size:
+        names = runtime["name"].astype(str).to_numpy()
+        is_graph = np.isin(names, list(GRAPH_LAUNCH_APIS))
+        launched_by_graph = np.where(gpu_launch >= 0, is_graph[np.maximum(gpu_launch, 0)], False)
+        g = int(is_graph.sum())
+        if g >= 2 and launched_by_graph.mean() > 0.9:
+            return _from_boundaries(runtime["end_ns"].to_numpy()[is_graph], "inferred:graph-launch",
+                                    f"{g} steps inferred from one full CUDA-graph launch per step")
+    return StepDetection("whole-trace", "no step markers and no once-per-step kernel found: the whole trace "
+                         "is treated as one step", (StepWindow(0, _NEG_INF, _POS_INF, Phase.UNKNOWN, "whole trace"),))
+
+
+def assign_to_steps(times_ns: np.ndarray, steps: tuple[StepWindow, ...]) -> np.ndarray:
+    """Index of the step whose host window holds each time, or -1 (before/after/between steps)."""
+    if not steps:
+        return np.full(len(times_ns), -1, dtype=np.int64)
+    starts = np.array([s.host_start_ns for s in steps], dtype=np.int64)
+    ends = np.array([s.host_end_ns for s in steps], dtype=np.int64)
+    order = np.argsort(starts, kind="stable")
+    starts, ends = starts[order], ends[order]
+    t = np.asarray(times_ns, dtype=np.int64)
+    pos = np.searchsorted(starts, t, side="right") - 1
+    ok = (pos >= 0) & (t < ends[np.maximum(pos, 0)])
+    return np.where(ok, order[np.maximum(pos, 0)], -1)

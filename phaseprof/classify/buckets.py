@@ -1,0 +1,24 @@
+"""The buckets every kernel (or CPU op, on CPU-only traces) is assigned to."""
+
+from __future__ import annotations
+
+from enum import Enum
+
+
+class Bucket(str, Enum):
+    """What a kernel is (kernel view) or which model component it ran for (module view)."""
+
+    MOE = "moe"
+    GDN = "gdn"
+    ATTENTION = "attention"
+    GEMM = "gemm"
+    NORM = "norm"
+    ELEMENTWISE = "elementwise"  # elementwise / activation / rope / copies done by kernels
+    MEMORY = "memory"  # memcpy / memset activities
+    COMMUNICATION = "communication"
+    SAMPLING = "sampling"
+    OTHER = "other"  # known kernels that fit no bucket above
+    UNKNOWN = "unknown"  # matched no rule at all: always listed with its time
+
+    def __str__(self) -> str:  # so f-strings and tables print the value
+        return self.value

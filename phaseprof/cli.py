@@ -1,0 +1,68 @@
+"""The ``phaseprof`` command line. Each stage registers its own sub-commands; all call library functions."""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+from rich.console import Console
+
+from phaseprof import __version__
+from phaseprof.errors import PhaseprofError
+
+app = typer.Typer(
+    name="phaseprof",
+    help="Where every microsecond of a vLLM prefill and decode step goes.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+err_console = Console(stderr=True)
+
+
+@app.callback()
+def _root(version: bool = typer.Option(False, "--version", help="Print the version and exit.")) -> None:
+    if version:
+        typer.echo(f"phaseprof {__version__}")
+        raise typer.Exit(0)
+
+
+def _register_all() -> None:
+    # Each stage owns its CLI module; heavy dependencies (vllm, torch, streamlit) are imported lazily inside commands.
+    from phaseprof.analysis import cli as analyze_cli
+    from phaseprof.capture import cli as capture_cli
+    from phaseprof.memory import cli as memory_cli
+    from phaseprof.report import diff_cli
+    from phaseprof.dashboard import cli as dashboard_cli
+
+    for mod in (analyze_cli, capture_cli, memory_cli, diff_cli, dashboard_cli):
+        mod.register(app)
+
+
+_register_all()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point: PhaseprofError becomes one line on stderr and its exit code."""
+    try:
+        app(args=argv, standalone_mode=False)
+    except PhaseprofError as e:
+        err_console.print(f"[bold red]error:[/] {e}", highlight=False, soft_wrap=True)
+        return e.exit_code
+    except typer.Exit as e:
+        return e.exit_code
+    except (typer.Abort, KeyboardInterrupt):
+        err_console.print("aborted")
+        return 130
+    except Exception as e:  # click usage errors
+        import click
+
+        if isinstance(e, click.exceptions.ClickException):
+            e.show()
+            return e.exit_code
+        raise
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
