@@ -1,4 +1,8 @@
-"""The buckets every kernel (or CPU op, on CPU-only traces) is assigned to."""
+"""The buckets every kernel (or CPU op, on CPU-only traces) is assigned to.
+
+The same buckets serve both views: the kernel view (what a kernel is, from its name) and the module view
+(which model component it ran for, from the enclosing CPU op stack). Rules: ``rules/default.toml``.
+"""
 
 from __future__ import annotations
 

@@ -1,0 +1,157 @@
+"""Classification rules as data: load and validate TOML rule files.
+
+A rule file holds two ordered lists of tables, ``[[kernel]]`` (matched against GPU kernel names, or CPU op
+names on CPU-only traces) and ``[[module]]`` (matched against the op names of the enclosing CPU stack).
+Each table has ``bucket`` and ``patterns`` (Python regexes, ``re.search``), and optionally ``why`` and
+``examples`` (real names the rule must match; checked when the file is loaded). First match wins; there
+are no priorities. User files given with ``--rules`` come before the default file, so they override it.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Callable
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib  # type: ignore[no-redef]
+
+from phaseprof.classify.buckets import Bucket
+from phaseprof.errors import PhaseprofError
+
+DEFAULT_RULES_PATH = Path(__file__).with_name("rules") / "default.toml"
+SECTIONS = ("kernel", "module")
+_REQUIRED_KEYS = frozenset({"bucket", "patterns"})
+_ALLOWED_KEYS = _REQUIRED_KEYS | {"why", "examples"}
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One ordered matcher: a name belongs to ``bucket`` if any pattern is found in it."""
+
+    bucket: Bucket
+    patterns: tuple[re.Pattern[str], ...]
+    why: str = ""
+    examples: tuple[str, ...] = ()
+    origin: str = field(default="", compare=False)  # "file.toml [[kernel]] #3", for --explain
+
+    def match(self, name: str) -> bool:
+        return self.matching_pattern(name) is not None
+
+    def matching_pattern(self, name: str) -> re.Pattern[str] | None:
+        """The first pattern found in ``name``, or None."""
+        for pattern in self.patterns:
+            if pattern.search(name):
+                return pattern
+        return None
+
+
+@dataclass(frozen=True)
+class RuleSet:
+    """Kernel-view and module-view rules, each in match order (user rules first, then the default)."""
+
+    kernel: tuple[Rule, ...]
+    module: tuple[Rule, ...]
+    # name -> bucket memo per view; lookups are pure, so caching them changes no result.
+    _memo: dict[tuple[str, str], Bucket | None] = field(
+        default_factory=dict, init=False, repr=False, compare=False, hash=False
+    )
+
+
+def load_rules(extra: list[Path] | None = None) -> RuleSet:
+    """Rules from the user files in ``extra`` (in order, highest precedence first), then the default file.
+
+    Raises PhaseprofError naming the file for a missing file, bad TOML, an unknown bucket or key, a
+    missing key, a bad regex, or an example its own rule does not match.
+    """
+    parsed = [_read(Path(p)) for p in (extra or [])] + [_read(DEFAULT_RULES_PATH)]
+    kernel = tuple(rule for rules in parsed for rule in rules["kernel"])
+    module = tuple(rule for rules in parsed for rule in rules["module"])
+    return RuleSet(kernel=kernel, module=module)
+
+
+def _read(file: Path) -> dict[str, tuple[Rule, ...]]:
+    try:
+        stat = file.stat()
+    except OSError:
+        raise PhaseprofError("rules file not found", path=file) from None
+    return _parse_file(str(file.resolve()), stat.st_mtime_ns, stat.st_size)
+
+
+@lru_cache(maxsize=32)
+def _parse_file(path: str, mtime_ns: int, size: int) -> dict[str, tuple[Rule, ...]]:
+    # Keyed by path and stamp: each file is parsed once per process unless it changes.
+    file = Path(path)
+    try:
+        with file.open("rb") as fh:
+            data = tomllib.load(fh)
+    except OSError as exc:
+        raise PhaseprofError(f"cannot read rules file: {exc.strerror}", path=file) from None
+    except tomllib.TOMLDecodeError as exc:
+        raise PhaseprofError(f"not valid TOML: {exc}", path=file) from None
+    unknown = sorted(set(data) - set(SECTIONS))
+    if unknown:
+        raise PhaseprofError(
+            f"unknown section {unknown[0]!r} (expected [[kernel]] or [[module]])", path=file
+        )
+    out: dict[str, tuple[Rule, ...]] = {}
+    for section in SECTIONS:
+        tables = data.get(section, [])
+        if not isinstance(tables, list):
+            raise PhaseprofError(f"{section!r} must be an array of tables: write [[{section}]]", path=file)
+        out[section] = tuple(
+            _parse_rule(table, where=f"[[{section}]] #{i}", file=file) for i, table in enumerate(tables, 1)
+        )
+    return out
+
+
+def _parse_rule(table: Any, *, where: str, file: Path) -> Rule:
+    def fail(problem: str) -> PhaseprofError:
+        return PhaseprofError(f"{where}: {problem}", path=file)
+
+    if not isinstance(table, dict):
+        raise fail("must be a table")
+    missing = sorted(_REQUIRED_KEYS - set(table))
+    if missing:
+        raise fail(f"missing key {missing[0]!r}")
+    extra = sorted(set(table) - _ALLOWED_KEYS)
+    if extra:
+        raise fail(f"unknown key {extra[0]!r} (allowed: {', '.join(sorted(_ALLOWED_KEYS))})")
+    try:
+        bucket = Bucket(table["bucket"])
+    except (ValueError, TypeError):
+        names = ", ".join(b.value for b in Bucket)
+        raise fail(f"unknown bucket {table['bucket']!r} (one of: {names})") from None
+    patterns = _str_list(table["patterns"], key="patterns", fail=fail)
+    if not patterns:
+        raise fail("'patterns' is empty")
+    compiled = []
+    for text in patterns:
+        try:
+            compiled.append(re.compile(text))
+        except re.error as exc:
+            raise fail(f"bad regex {text!r}: {exc}") from None
+    why = table.get("why", "")
+    if not isinstance(why, str):
+        raise fail("'why' must be a string")
+    rule = Rule(
+        bucket=bucket,
+        patterns=tuple(compiled),
+        why=why,
+        examples=tuple(_str_list(table.get("examples", []), key="examples", fail=fail)),
+        origin=f"{file.name} {where}",
+    )
+    for example in rule.examples:
+        if not rule.match(example):
+            raise fail(f"example {example[:80]!r} matches none of the rule's patterns")
+    return rule
+
+
+def _str_list(value: Any, *, key: str, fail: Callable[[str], PhaseprofError]) -> list[str]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise fail(f"{key!r} must be a list of strings")
+    return value
