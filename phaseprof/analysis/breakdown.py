@@ -195,6 +195,11 @@ def analyze_tables(t: EventTables, rules: RuleSet) -> Breakdown:
     else:
         all_busy = float(items["share_ns"].sum())
         notes.append("CPU-only trace: CPU ops are the work items; 'busy' is CPU op time (self times)")
+    comm = (items["kernel_bucket"] == "communication").to_numpy()
+    its, ite = items["ts_ns"].to_numpy(), items["end_ns"].to_numpy()
+    comm_busy = iv.total(its[comm], ite[comm]) if device == "gpu" else 0
+    cs, ce = iv.union(its[comm], ite[comm])
+    comm_overlap = int(iv.overlap_with_union(cs, ce, its[~comm], ite[~comm]).sum()) if comm.any() else 0
     unknown = _kernel_stats(items[items["kernel_bucket"] == "unknown"], float(items["share_ns"].sum()), None)
     props = next((p for p in t.meta.device_properties if p.get("name") == t.meta.gpu_name),
                  t.meta.device_properties[0] if t.meta.device_properties else {})
@@ -207,6 +212,9 @@ def analyze_tables(t: EventTables, rules: RuleSet) -> Breakdown:
         step_detection={"method": det.method, "detail": det.detail},
         totals={"gpu_busy_us": float(all_busy) * _US, "gpu_activities": float(len(t.gpu)),
                 "kernels": float((t.gpu["kind"] == "kernel").sum()) if device == "gpu" else float(len(items)),
-                "in_steps_busy_us": float(items["share_ns"].sum()) * _US, "steps": float(len(rows))},
+                "in_steps_busy_us": float(items["share_ns"].sum()) * _US, "steps": float(len(rows)),
+                # communication kernels' union, and how much of it ran while compute kernels ran too
+                "communication_busy_us": float(comm_busy) * _US,
+                "communication_overlapped_us": float(comm_overlap) * _US},
         phases=phases, steps=rows, unknown_kernels=unknown, notes=notes, capture=dict(t.meta.capture),
     )

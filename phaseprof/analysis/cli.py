@@ -34,6 +34,9 @@ def analyze(
     from phaseprof.report.table import print_breakdown
 
     console = Console()
+    traces = _expand(traces, rules, console, json_out)
+    if not traces:
+        return
     if json_out is not None and len(traces) > 1 and json_out.suffix == ".json":
         raise PhaseprofError("--json must be a directory when several traces are given", path=json_out)
     for tr in traces:
@@ -56,6 +59,30 @@ def analyze(
             from phaseprof.analysis.hta_check import cross_check_hta, print_cross_check
 
             print_cross_check(cross_check_hta(tr, bd), console)
+
+
+def _expand(paths: list[Path], rules: list[Path], console: Console, json_out: Path | None) -> list[Path]:
+    """Directories: a run directory's trace.json.gz, or several rank traces analysed together."""
+    from phaseprof.analysis.ranks import analyze_ranks, find_trace_files
+    from phaseprof.report.json_io import write_breakdown
+    from phaseprof.report.table import print_rank_summary
+
+    out: list[Path] = []
+    for p in paths:
+        if not p.is_dir():
+            out.append(p)
+            continue
+        files = find_trace_files(p)
+        if len(files) == 1:
+            out.append(files[0])
+            continue
+        with console.status(f"analysing {len(files)} rank traces in {p} ...", spinner="dots"):
+            summary = analyze_ranks(files, rules=list(rules) or None)
+        print_rank_summary(summary, console)
+        if json_out is not None:
+            for r, bd in summary.ranks.items():
+                write_breakdown(bd, json_out / f"rank{r}.breakdown.json")
+    return out
 
 
 class _null:

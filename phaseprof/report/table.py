@@ -10,7 +10,7 @@ from phaseprof.defaults import NAME_WIDTH
 
 
 def _ms(us: float) -> str:
-    return f"{us / 1000:,.3f}"
+    return f"{us / 1000:,.2f}"
 
 
 def _short(name: str, width: int = NAME_WIDTH) -> str:
@@ -31,10 +31,12 @@ def phase_table(ph: PhaseSummary, *, view: str = "kernel") -> Table:
 
 
 def timeline_table(bd: Breakdown) -> Table:
-    t = Table(title="per phase: wall, busy, idle (sum over steps; per-step mean in the JSON)", title_justify="left")
-    for col in ("phase", "steps", "wall ms", "GPU busy ms", "busy %", "idle ms", "launch ovh ms", "host work ms",
-                "other idle ms", "kernels/step", "launch calls/step", "allocs/step", "mallocs/step"):
-        t.add_column(col, justify="right" if col != "phase" else "left")
+    """Per phase: wall/busy/idle summed over steps, plus per-step means of the counts."""
+    t = Table(title="time per phase (ms, summed over steps) and counts per step (mean)", title_justify="left")
+    cols = ("phase", "steps", "wall", "busy", "busy%", "idle", "launch", "host", "other", "kern/st", "calls/st",
+            "alloc/st", "malloc/st")
+    for col in cols:
+        t.add_column(col, justify="left" if col == "phase" else "right", no_wrap=True)
     for ph in bd.phases:
         s = ph.per_step
         t.add_row(ph.phase, str(ph.steps), _ms(ph.wall_us), _ms(ph.gpu_busy_us),
@@ -42,6 +44,8 @@ def timeline_table(bd: Breakdown) -> Table:
                   _ms(ph.idle.launch_overhead_us), _ms(ph.idle.host_work_us), _ms(ph.idle.other_us),
                   f"{s['kernels'].mean:,.0f}", f"{s['launch_calls'].mean:,.0f}", f"{s['allocations'].mean:,.0f}",
                   f"{s['device_mallocs'].mean:,.1f}")
+    t.caption = ("busy = union of kernel/memcpy/memset time; idle = wall - busy, split into launch (host inside "
+                 "launch calls), host (host doing other work) and other (queued, dependencies, tail)")
     return t
 
 
@@ -57,10 +61,11 @@ def print_breakdown(bd: Breakdown, console: Console, *, top: int = 3) -> None:
         console.print(phase_table(ph, view="module"))
         kt = Table(title=f"{ph.phase}: top kernels per bucket", title_justify="left")
         for col in ("bucket", "kernel", "count", "ms", "share %"):
-            kt.add_column(col, justify="right" if col in ("count", "ms", "share %") else "left")
+            kt.add_column(col, justify="right" if col in ("count", "ms", "share %") else "left",
+                          no_wrap=col != "kernel", overflow="ellipsis")
         for b in ph.kernel_view:
             for k in ph.top_kernels.get(b.bucket, [])[:top]:
-                kt.add_row(b.bucket, _short(k.name), f"{k.count:,}", _ms(k.time_us), f"{k.share_pct:.1f}")
+                kt.add_row(b.bucket, _short(k.name, 60), f"{k.count:,}", _ms(k.time_us), f"{k.share_pct:.1f}")
         console.print(kt)
     if bd.unknown_kernels:
         total = sum(k.time_us for k in bd.unknown_kernels)
@@ -70,3 +75,26 @@ def print_breakdown(bd: Breakdown, console: Console, *, top: int = 3) -> None:
             console.print(f"  {_ms(k.time_us):>10} ms  x{k.count:<6} {_short(k.name)}")
     for n in bd.notes:
         console.print(f"[dim]note: {n}[/]")
+
+
+def print_rank_summary(summary: "RankSummary", console: Console) -> None:  # noqa: F821 (import cycle-free hint)
+    """Per-rank totals and per-step load imbalance of a multi-rank run."""
+    t = Table(title=f"ranks ({len(summary.ranks)} of world size {summary.world_size})", title_justify="left")
+    for col in ("rank", "GPU", "steps", "busy ms", "comm %", "comm overlapped %", "top bucket"):
+        t.add_column(col, justify="left" if col in ("GPU", "top bucket") else "right", no_wrap=True)
+    for r, bd in summary.ranks.items():
+        top = max((b for ph in bd.phases for b in ph.kernel_view), key=lambda b: b.time_us, default=None)
+        t.add_row(str(r), bd.trace.gpu_name or "-", str(len(bd.steps)), _ms(bd.totals["gpu_busy_us"]),
+                  f"{summary.communication_share_pct[r]:.1f}", f"{summary.communication_overlap_pct[r]:.1f}",
+                  f"{top.bucket} {top.share_pct:.0f}%" if top else "-")
+    console.print(t)
+    if summary.steps and len(summary.ranks) > 1:
+        s = Table(title="load imbalance per step (GPU busy)", title_justify="left")
+        for col in ("step", "slowest rank", "fastest rank", "spread ms", "spread %"):
+            s.add_column(col, justify="right")
+        for st in summary.steps:
+            s.add_row(str(st.step), str(st.slowest_rank), str(st.fastest_rank), _ms(st.spread_us),
+                      f"{st.spread_pct:.1f}")
+        console.print(s)
+    for w in summary.warnings:
+        console.print(f"[yellow]warning:[/] {w}")
