@@ -42,6 +42,17 @@ def _register_all() -> None:
 _register_all()
 
 
+def _click_exceptions() -> tuple[type[BaseException], ...]:
+    # typer >= 0.20 vendors click as typer._click; older typer uses click itself. Accept both.
+    kinds: list[type[BaseException]] = []
+    for mod in ("typer._click.exceptions", "click.exceptions"):
+        try:
+            kinds.append(__import__(mod, fromlist=["ClickException"]).ClickException)
+        except ImportError:
+            pass
+    return tuple(kinds)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point: PhaseprofError becomes one line on stderr and its exit code."""
     try:
@@ -54,10 +65,8 @@ def main(argv: list[str] | None = None) -> int:
     except (typer.Abort, KeyboardInterrupt):
         err_console.print("aborted")
         return 130
-    except Exception as e:  # click usage errors
-        import click
-
-        if isinstance(e, click.exceptions.ClickException):
+    except Exception as e:
+        if isinstance(e, _click_exceptions()):  # usage errors: one line + usage hint, exit 2
             e.show()
             return e.exit_code
         raise
