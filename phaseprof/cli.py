@@ -6,6 +6,7 @@ import sys
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from phaseprof import __version__
 from phaseprof.errors import PhaseprofError
@@ -56,9 +57,9 @@ def _click_exceptions() -> tuple[type[BaseException], ...]:
 def main(argv: list[str] | None = None) -> int:
     """Entry point: PhaseprofError becomes one line on stderr and its exit code."""
     try:
-        app(args=argv, standalone_mode=False)
+        rv = app(args=argv, standalone_mode=False)
     except PhaseprofError as e:
-        err_console.print(f"[bold red]error:[/] {e}", highlight=False, soft_wrap=True)
+        err_console.print(f"[bold red]error:[/] {escape(str(e))}", highlight=False, soft_wrap=True)
         return e.exit_code
     except typer.Exit as e:
         return e.exit_code
@@ -70,7 +71,8 @@ def main(argv: list[str] | None = None) -> int:
             e.show()
             return e.exit_code
         raise
-    return 0
+    # With standalone_mode=False, click returns the code of a typer.Exit raised inside a command.
+    return rv if isinstance(rv, int) else 0
 
 
 if __name__ == "__main__":

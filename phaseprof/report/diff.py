@@ -1,0 +1,535 @@
+"""Compare two breakdowns (A = baseline, B = candidate): what moved, per phase, in both views.
+
+Conventions used by every number here:
+- Changes are ``B − A``; ``rel_pct`` is ``100 · (B − A) / |A|`` (None when A is 0 or a side is missing).
+- Times and counts are **per step**: the mean over the phase's steps, so runs with different step counts
+  compare. Times are milliseconds.
+- Shares are percent of the phase's GPU busy time (busy = union of kernel, memcpy and memset intervals);
+  their changes are percentage points (pp).
+- Kernels are matched inside the same phase, kernel-view bucket and module-view bucket only, never by name
+  alone: equal names first, then a minimum-cost pairing on calls per step, time per step and position in
+  the step (or time rank when only breakdown JSON is at hand). Only each bucket's top kernels (as kept in
+  the breakdown) take part.
+
+``diff_breakdowns`` is pure; ``load_comparable`` / ``load_side`` read breakdown JSON, run directories or
+raw traces (analysed on the fly).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import orjson
+
+from phaseprof.analysis.results import Breakdown, KernelStat, PhaseSummary
+from phaseprof.errors import PhaseprofError
+from phaseprof.report.json_io import load_breakdown
+
+#: Per-step phase metrics: diff name -> (key in ``PhaseSummary.per_step``, unit, scale from the stored unit).
+PHASE_METRICS: dict[str, tuple[str, str, float]] = {
+    "wall_ms": ("wall_us", "ms", 1e-3),
+    "gpu_busy_ms": ("gpu_busy_us", "ms", 1e-3),
+    "gpu_idle_ms": ("gpu_idle_us", "ms", 1e-3),
+    "busy_pct": ("busy_pct", "%", 1.0),
+    "launch_overhead_ms": ("launch_overhead_us", "ms", 1e-3),
+    "host_work_ms": ("host_work_us", "ms", 1e-3),
+    "kernels_per_step": ("kernels", "count", 1.0),
+    "launches_per_step": ("launch_calls", "count", 1.0),
+    "graph_launches_per_step": ("graph_launches", "count", 1.0),
+    "allocations_per_step": ("allocations", "count", 1.0),
+    "gpu_allocations_per_step": ("gpu_allocations", "count", 1.0),
+    "device_mallocs_per_step": ("device_mallocs", "count", 1.0),
+    "memcpy_per_step": ("memcpy_count", "count", 1.0),
+}
+#: Run-level clean timings (measured with the profiler off by ``phaseprof capture``), in ms.
+TIMING_METRICS: tuple[str, ...] = ("ttft_ms", "tpot_ms")
+_MATCH_GAP_COST = 1.0  # leaving a kernel unmatched; a pair costing more than two of these is never made
+_PAIR_MAX = 12  # per group and side, the kernels with most time that take part in pairing (breakdowns keep 10)
+_TRACE_GLOBS = ("trace.json.gz", "trace.json", "*.pt.trace.json.gz", "*.trace.json.gz", "*.json.gz")
+
+
+@dataclass(frozen=True)
+class Delta:
+    """One number on both sides: ``change = b − a``; ``rel_pct = 100·change/|a|`` (None if a is 0/missing)."""
+
+    metric: str
+    unit: str  # "ms" | "%" (share or busy percent; change in pp) | "count"
+    a: float | None
+    b: float | None
+    change: float | None
+    rel_pct: float | None
+
+
+def make_delta(metric: str, unit: str, a: float | None, b: float | None) -> Delta:
+    change = None if a is None or b is None else b - a
+    rel = None if change is None or not a else 100.0 * change / abs(a)
+    return Delta(metric, unit, a, b, change, rel)
+
+
+@dataclass(frozen=True)
+class BucketDelta:
+    """One bucket of one view: ``time_ms`` and ``count`` per step, ``share`` in % of GPU busy (change in pp).
+    A bucket absent on one side counts as 0 there."""
+
+    bucket: str
+    time_ms: Delta
+    share: Delta
+    count: Delta
+
+
+@dataclass(frozen=True)
+class KernelSide:
+    """One kernel name on one side. ``position``: median position of its first launch in the step, 0 = first
+    GPU item of the step, 1 = last (None when only breakdown JSON was given); ``rank``: 1 = most time in its
+    bucket and module."""
+
+    name: str
+    ms_per_step: float
+    calls_per_step: float
+    position: float | None
+    rank: int
+
+
+@dataclass(frozen=True)
+class KernelMatch:
+    """A pair of kernels doing the same job (same phase, bucket, module), or one side left unmatched.
+    ``how``: "name" (same name), "order" (aligned by order in the step), "rank" (aligned by time rank),
+    "unmatched"."""
+
+    bucket: str
+    module: str
+    a: KernelSide | None
+    b: KernelSide | None
+    how: str
+
+
+@dataclass(frozen=True)
+class PhaseDiff:
+    """One phase present on both sides. ``metrics``: per-step means (see PHASE_METRICS) plus
+    ``other_idle_ms``; ``launches_by_api``: host launch calls per step, by API."""
+
+    phase: str
+    a_steps: int
+    b_steps: int
+    metrics: tuple[Delta, ...]
+    launches_by_api: tuple[Delta, ...]
+    kernel_view: tuple[BucketDelta, ...]
+    module_view: tuple[BucketDelta, ...]
+    kernels: tuple[KernelMatch, ...]  # matched pairs first, then unmatched, by bucket
+
+    def metric(self, name: str) -> Delta | None:
+        return next((m for m in self.metrics if m.metric == name), None)
+
+
+@dataclass(frozen=True)
+class Comparability:
+    """One aspect checked before comparing: ``status`` is "same", "differs" or "unknown" (not recorded)."""
+
+    aspect: str
+    a: str
+    b: str
+    status: str
+
+
+@dataclass(frozen=True)
+class Side:
+    """What one input is: where it came from and what it ran on."""
+
+    label: str
+    path: str
+    gpu: str
+    platform: str
+    device: str
+    model: str | None
+    mode: str | None  # "eager" / "graph" from capture info, else inferred from graph launches
+    phases: dict[str, int]  # phase -> steps
+
+
+@dataclass(frozen=True)
+class BreakdownDiff:
+    a: Side
+    b: Side
+    comparability: tuple[Comparability, ...]
+    timings: tuple[Delta, ...]  # clean TTFT / TPOT (ms), when at least one side carries them
+    phases: tuple[PhaseDiff, ...]  # phases present on both sides, in pipeline order
+    only_in_a: tuple[str, ...]  # phases A has and B lacks
+    only_in_b: tuple[str, ...]
+    notes: tuple[str, ...] = ()  # how the comparison was made where it is not obvious
+
+    @property
+    def warnings(self) -> list[str]:
+        """One sentence per aspect where A and B differ (they are not strictly comparable)."""
+        return [f"{c.aspect} differs: {c.a} (A) vs {c.b} (B)" for c in self.comparability if c.status == "differs"]
+
+    def phase(self, name: str) -> PhaseDiff | None:
+        return next((p for p in self.phases if p.phase == name), None)
+
+
+# ---------------------------------------------------------------------------------------------- loading
+KernelOrder = dict[str, dict[str, float]]  # phase -> kernel name -> median first position in the step (0..1)
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """A breakdown plus, when a raw trace was analysed, each kernel's order in the step."""
+
+    breakdown: Breakdown
+    order: KernelOrder | None
+    source: str  # "breakdown" | "trace" | "run-dir"
+
+
+def _is_breakdown_json(p: Path) -> bool:
+    with p.open("rb") as f:
+        head = f.read(4096)
+    return head[:2] != b"\x1f\x8b" and b'"schema_version"' in head
+
+
+def _find_trace(d: Path) -> Path | None:
+    for g in _TRACE_GLOBS:
+        hits = sorted(x for x in d.glob(g) if x.is_file())
+        if hits:
+            return hits[0]
+    return None
+
+
+def load_side(path: str | Path, *, rules: list[Path] | None = None) -> Loaded:
+    """Read one diff input: a breakdown JSON, a run directory (``breakdown.json`` / trace / ``run.json``) or
+    a raw trace. A run directory's ``breakdown.json`` is used as is unless ``rules`` are given and the trace
+    is there (then the trace is re-analysed); its ``run.json`` fills ``capture``."""
+    p = Path(path)
+    if not p.exists():
+        raise PhaseprofError("no such file or directory", path=p)
+    if p.is_dir():
+        bd_json, trace = p / "breakdown.json", _find_trace(p)
+        if bd_json.is_file() and not (rules and trace):
+            loaded = Loaded(load_breakdown(bd_json), None, "run-dir")
+        elif trace is not None:
+            loaded = replace(_analyze(trace, rules), source="run-dir")
+        else:
+            raise PhaseprofError("not a run directory (no breakdown.json and no trace)", path=p)
+        run_json = p / "run.json"
+        if run_json.is_file():
+            try:
+                run = orjson.loads(run_json.read_bytes())
+            except orjson.JSONDecodeError as e:
+                raise PhaseprofError(f"not valid JSON ({e})", path=run_json) from None
+            if isinstance(run, dict):
+                bd = loaded.breakdown
+                loaded = replace(loaded, breakdown=replace(bd, capture={**bd.capture, **run}))
+        return loaded
+    if _is_breakdown_json(p):
+        return Loaded(load_breakdown(p), None, "breakdown")
+    return _analyze(p, rules)
+
+
+def load_comparable(path_or_dir: str | Path, *, rules: list[Path] | None = None) -> Breakdown:
+    """The breakdown of a diff input (breakdown JSON, run directory or raw trace)."""
+    return load_side(path_or_dir, rules=rules).breakdown
+
+
+def _analyze(trace: Path, rules: list[Path] | None) -> Loaded:
+    # Same steps as analysis.pipeline.analyze_trace, keeping the tables to compute kernel order from them.
+    from phaseprof.analysis.breakdown import analyze_tables
+    from phaseprof.classify.rules import load_rules
+    from phaseprof.trace.tables import load_tables
+
+    tables = load_tables(trace)
+    rs = load_rules(rules)
+    return Loaded(analyze_tables(tables, rs), kernel_order(tables, rs), "trace")
+
+
+def kernel_order(tables: Any, rules: Any) -> KernelOrder:
+    """Per phase, each work item name's median position of first occurrence in its step (0 = the step's
+    first GPU item by start time, 1 = its last), over the steps where it occurs."""
+    from phaseprof.analysis.items import cpu_items, gpu_items, op_modules
+    from phaseprof.analysis.steps import detect_steps
+    from phaseprof.classify.classifier import classify_kernels
+    from phaseprof.trace.correlate import correlate
+
+    c = correlate(tables)
+    gpu = not tables.gpu.empty
+    kb = np.asarray([str(b) for b in classify_kernels(tables.gpu["name"].astype(str), rules)], dtype=object) \
+        if gpu else np.zeros(0, dtype=object)
+    det = detect_steps(ops=tables.ops, runtime=tables.runtime, gpu=tables.gpu, gpu_launch=c.gpu_launch,
+                       kernel_buckets=kb)
+    om = op_modules(tables.ops, c.op_parent, rules)
+    items = gpu_items(tables, c, det, rules, kb, om) if gpu else cpu_items(tables, c, det, rules, om)
+    if items.empty:
+        return {}
+    items = items.sort_values(["step", "ts_ns"], kind="stable")
+    g = items.groupby("step")
+    items["pos"] = g.cumcount() / (g["step"].transform("size") - 1).clip(lower=1)
+    items["name"] = items["name"].astype(str)
+    first = items.groupby(["step", "name"])["pos"].min().reset_index()
+    first["phase"] = [str(det.steps[int(k)].phase) for k in first["step"]]
+    med = first.groupby(["phase", "name"])["pos"].median()
+    out: KernelOrder = {}
+    for (ph, name), v in med.items():
+        out.setdefault(str(ph), {})[str(name)] = float(v)
+    return out
+
+
+# ------------------------------------------------------------------------------------------- comparing
+def _leaves(d: Mapping[str, Any], prefix: str = "") -> Iterator[tuple[str, Any]]:
+    for k, v in d.items():
+        key = f"{prefix}.{k}" if prefix else str(k)
+        if isinstance(v, Mapping):
+            yield from _leaves(v, key)
+        else:
+            yield key, v
+
+
+def clean_timings(capture: Mapping[str, Any]) -> dict[str, float]:
+    """Clean TTFT / TPOT in ms from capture info (``run.json`` or embedded): the first key path naming
+    ``ttft`` / ``tpot`` with a number, preferring a plain value, then ``mean``, then ``p50``/``median``; the
+    unit comes from the name (``_us``, ``_s``, else ms). Profiled timings (paths with "profil") are skipped."""
+    found: dict[str, tuple[int, int, float]] = {}
+    stat_rank = {"mean": 1, "avg": 1, "p50": 2, "median": 2}
+    for path, v in _leaves(capture):
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+            continue
+        parts = path.lower().split(".")
+        if any("profil" in x for x in parts):
+            continue
+        for what in ("ttft", "tpot"):
+            named = [x for x in parts if what in x]
+            if not named:
+                continue
+            leaf = parts[-1]
+            rank = 0 if what in leaf else stat_rank.get(leaf)
+            if rank is None:
+                continue
+            unit = named[-1]
+            scale = 1e-3 if unit.endswith("_us") else 1e3 if unit.endswith("_s") else 1.0
+            cand = (rank, len(parts), float(v) * scale)
+            if what not in found or cand[:2] < found[what][:2]:
+                found[what] = cand
+    return {f"{k}_ms": v[2] for k, v in found.items()}
+
+
+def capture_field(capture: Mapping[str, Any], names: tuple[str, ...]) -> str | None:
+    """The shallowest scalar whose key (at any depth of the capture info / run.json) is one of ``names``
+    (shallowest, so a top-level ``mode`` wins over e.g. ``compilation_config.mode``)."""
+    hits = [(path.count("."), str(v).lower() if isinstance(v, bool) else str(v)) for path, v in _leaves(capture)
+            if path.lower().rsplit(".", 1)[-1] in names and isinstance(v, (str, int, float))]
+    return min(hits, key=lambda h: h[0])[1] if hits else None
+
+
+def capture_mode(capture: Mapping[str, Any]) -> str | None:
+    """Execution mode recorded by the capture: its ``mode`` key, else "eager"/"graph" from ``enforce_eager``."""
+    m = capture_field(capture, ("mode",))
+    if m:
+        return m.lower()
+    eager = capture_field(capture, ("enforce_eager",))
+    if eager is not None:
+        return "eager" if eager.lower() in ("true", "1") else "graph"
+    return None
+
+
+def _mode(bd: Breakdown) -> str | None:
+    m = capture_mode(bd.capture)
+    if m or not bd.steps or bd.trace.device != "gpu":
+        return m
+    return "graph (inferred)" if any(s.launches.graph_launches for s in bd.steps) else "eager (inferred)"
+
+
+def _side(bd: Breakdown, label: str | None) -> Side:
+    tr = bd.trace
+    return Side(label=label or Path(tr.path).name, path=tr.path, gpu=tr.gpu_name or tr.platform,
+                platform=tr.platform, device=tr.device,
+                model=capture_field(bd.capture, ("model", "model_name", "model_id")), mode=_mode(bd),
+                phases={p.phase: p.steps for p in bd.phases})
+
+
+def _tokens(bd: Breakdown) -> str | None:
+    per_phase = {}
+    for ph in bd.phases:
+        rows = [s for s in bd.steps if s.phase == ph.phase and s.context_tokens is not None]
+        if rows:
+            ctx = sum(s.context_tokens or 0 for s in rows) / len(rows)
+            gen = sum(s.generation_tokens or 0 for s in rows) / len(rows)
+            per_phase[ph.phase] = f"{ph.phase} {ctx:g}+{gen:g}"
+    if per_phase:
+        return ", ".join(per_phase.values()) + " tokens/step (context+generation)"
+    t = capture_field(bd.capture, ("tokens", "num_tokens", "prompt_tokens"))
+    return f"{t} tokens" if t else None
+
+
+def _compare(aspect: str, a: object, b: object) -> Comparability:
+    sa, sb = ("not recorded" if v is None else str(v) for v in (a, b))
+    status = "unknown" if a is None or b is None else ("same" if sa == sb else "differs")
+    return Comparability(aspect, sa, sb, status)
+
+
+def comparability(a: Breakdown, b: Breakdown) -> tuple[Comparability, ...]:
+    """Model, token counts, phases, mode, GPU, platform, world size and step detection of A against B."""
+    def world(bd: Breakdown) -> object:
+        return bd.trace.distributed.get("world_size")
+
+    sa, sb = _side(a, None), _side(b, None)
+    return (
+        _compare("model", sa.model, sb.model),
+        _compare("tokens", _tokens(a), _tokens(b)),
+        # step counts may differ freely: every number is per step
+        _compare("phases", ", ".join(sa.phases) or "none", ", ".join(sb.phases) or "none"),
+        _compare("mode", sa.mode, sb.mode),
+        _compare("GPU", a.trace.gpu_name, b.trace.gpu_name),
+        _compare("platform", f"{a.trace.platform}/{a.trace.device}", f"{b.trace.platform}/{b.trace.device}"),
+        _compare("world size", world(a), world(b)),
+        _compare("step detection", a.step_detection.get("method"), b.step_detection.get("method")),
+    )
+
+
+def _per_step(ph: PhaseSummary, key: str) -> float | None:
+    s = ph.per_step.get(key)
+    return None if s is None else float(s.mean)
+
+
+def _bucket_deltas(a: PhaseSummary, b: PhaseSummary, view: str) -> tuple[BucketDelta, ...]:
+    ra = {x.bucket: x for x in getattr(a, view)}
+    rb = {x.bucket: x for x in getattr(b, view)}
+    na, nb = max(a.steps, 1), max(b.steps, 1)
+    out = []
+    for name in list(ra) + [k for k in rb if k not in ra]:
+        xa, xb = ra.get(name), rb.get(name)
+        out.append(BucketDelta(
+            name,
+            make_delta("time_ms", "ms", xa.time_us / 1e3 / na if xa else 0.0, xb.time_us / 1e3 / nb if xb else 0.0),
+            make_delta("share", "%", xa.share_pct if xa else 0.0, xb.share_pct if xb else 0.0),
+            make_delta("count", "count", xa.count / na if xa else 0.0, xb.count / nb if xb else 0.0)))
+    return tuple(sorted(out, key=lambda d: -max(d.time_ms.a or 0.0, d.time_ms.b or 0.0)))
+
+
+def _launches_by_api(bd: Breakdown, phase: str) -> dict[str, float]:
+    rows = [s for s in bd.steps if s.phase == phase]
+    tot: dict[str, float] = {}
+    for s in rows:
+        for api, n in s.launches.by_api.items():
+            tot[api] = tot.get(api, 0.0) + n
+    return {k: v / max(len(rows), 1) for k, v in tot.items()}
+
+
+# ------------------------------------------------------------------------------------- kernel matching
+def _sides(ph: PhaseSummary, order: Mapping[str, float] | None) -> dict[tuple[str, str], list[KernelSide]]:
+    groups: dict[tuple[str, str], list[KernelStat]] = {}
+    for ks in ph.top_kernels.values():
+        for k in ks:
+            groups.setdefault((k.bucket, k.module), []).append(k)
+    n = max(ph.steps, 1)
+    out = {}
+    for key, ks in groups.items():
+        ks = sorted(ks, key=lambda k: -k.time_us)
+        out[key] = [KernelSide(k.name, k.time_us / 1e3 / n, k.count / n,
+                               None if order is None else order.get(k.name), i + 1) for i, k in enumerate(ks)]
+    return out
+
+
+def _pair_cost(x: KernelSide, y: KernelSide, rank_x: float, rank_y: float) -> float:
+    """How unlike two kernels of one group are: half the |log2| of their calls-per-step ratio, a quarter of
+    the |log2| of their time ratio (vendors differ in speed far less than unrelated kernels do), plus the gap
+    between their positions in the step (start vs end of step costs as much as leaving one out) or, without
+    positions, the gap between their time ranks (``rank_*``: 0 = most time of the candidates, 1 = least)."""
+    def ratio(u: float, v: float) -> float:
+        return abs(math.log2(max(u, 1e-9) / max(v, 1e-9)))
+
+    if x.position is not None and y.position is not None:
+        where = abs(x.position - y.position)
+    else:
+        where = abs(rank_x - rank_y)
+    return 0.5 * ratio(x.calls_per_step, y.calls_per_step) + 0.25 * ratio(x.ms_per_step, y.ms_per_step) + where
+
+
+def _assign(xs: list[KernelSide], ys: list[KernelSide]) -> list[tuple[int, int]]:
+    """Minimum-cost pairing of two time-sorted lists, exact (dynamic programming over subsets of ``ys``):
+    each kernel pairs at most once, leaving one out costs ``_MATCH_GAP_COST``. Callers keep both lists to
+    ``_PAIR_MAX`` kernels."""
+    nx, ny = max(len(xs) - 1, 1), max(len(ys) - 1, 1)
+    c = [[_pair_cost(x, y, i / nx, j / ny) for j, y in enumerate(ys)] for i, x in enumerate(xs)]
+    best: dict[int, tuple[float, tuple[tuple[int, int], ...]]] = {0: (0.0, ())}
+    for i in range(len(xs)):
+        nxt: dict[int, tuple[float, tuple[tuple[int, int], ...]]] = {}
+        for mask, (cost, pr) in best.items():
+            options = [(mask, cost + _MATCH_GAP_COST, pr)]
+            options += [(mask | 1 << j, cost + c[i][j], pr + ((i, j),)) for j in range(len(ys)) if not mask >> j & 1]
+            for m, v, p in options:
+                if m not in nxt or v < nxt[m][0] - 1e-12:
+                    nxt[m] = (v, p)
+        best = nxt
+    total = {m: v + _MATCH_GAP_COST * (len(ys) - bin(m).count("1")) for m, (v, _) in best.items()}
+    return list(best[min(total, key=lambda m: (total[m], m))][1])
+
+
+def match_kernels(a: PhaseSummary, b: PhaseSummary, *, order_a: Mapping[str, float] | None = None,
+                  order_b: Mapping[str, float] | None = None) -> tuple[KernelMatch, ...]:
+    """Pair each bucket's top kernels of A and B within the same (kernel bucket, module) group."""
+    ga, gb = _sides(a, order_a), _sides(b, order_b)
+    out: list[KernelMatch] = []
+    for key in list(ga) + [k for k in gb if k not in ga]:
+        xs, ys = ga.get(key, []), gb.get(key, [])
+        names_b = {y.name for y in ys}
+        same = [x for x in xs if x.name in names_b]
+        pairs = [(x, next(y for y in ys if y.name == x.name), "name") for x in same]
+        rx = [x for x in xs if x.name not in names_b]
+        ry = [y for y in ys if y.name not in {x.name for x in same}]
+        by_order = all(k.position is not None for k in rx + ry)
+        ij = _assign(rx[:_PAIR_MAX], ry[:_PAIR_MAX])
+        pairs += [(rx[i], ry[j], "order" if by_order else "rank") for i, j in ij]
+        used_x, used_y = {i for i, _ in ij}, {j for _, j in ij}
+        out += [KernelMatch(key[0], key[1], x, y, how) for x, y, how in pairs]
+        out += [KernelMatch(key[0], key[1], x, None, "unmatched") for i, x in enumerate(rx) if i not in used_x]
+        out += [KernelMatch(key[0], key[1], None, y, "unmatched") for j, y in enumerate(ry) if j not in used_y]
+
+    def weight(m: KernelMatch) -> float:
+        return max(m.a.ms_per_step if m.a else 0.0, m.b.ms_per_step if m.b else 0.0)
+
+    return tuple(sorted(out, key=lambda m: (m.how == "unmatched", -weight(m))))
+
+
+def diff_phase(a: PhaseSummary, b: PhaseSummary, *, a_bd: Breakdown, b_bd: Breakdown,
+               order_a: Mapping[str, float] | None = None,
+               order_b: Mapping[str, float] | None = None) -> PhaseDiff:
+    metrics = [make_delta(name, unit, None if (va := _per_step(a, key)) is None else va * scale,
+                          None if (vb := _per_step(b, key)) is None else vb * scale)
+               for name, (key, unit, scale) in PHASE_METRICS.items()]
+    metrics.append(make_delta("other_idle_ms", "ms", a.idle.other_us / 1e3 / max(a.steps, 1),
+                              b.idle.other_us / 1e3 / max(b.steps, 1)))
+    la, lb = _launches_by_api(a_bd, a.phase), _launches_by_api(b_bd, b.phase)
+    apis = sorted(set(la) | set(lb), key=lambda k: -max(la.get(k, 0.0), lb.get(k, 0.0)))
+    return PhaseDiff(
+        phase=a.phase if a.phase != "unknown" else b.phase, a_steps=a.steps, b_steps=b.steps, metrics=tuple(metrics),
+        launches_by_api=tuple(make_delta(k, "count", la.get(k, 0.0), lb.get(k, 0.0)) for k in apis),
+        kernel_view=_bucket_deltas(a, b, "kernel_view"), module_view=_bucket_deltas(a, b, "module_view"),
+        kernels=match_kernels(a, b, order_a=order_a, order_b=order_b))
+
+
+def diff_breakdowns(a: Breakdown, b: Breakdown, *, order_a: KernelOrder | None = None,
+                    order_b: KernelOrder | None = None,
+                    labels: tuple[str, str] | None = None) -> BreakdownDiff:
+    """Compare B against A. Pure. ``order_*`` (from ``load_side``) enable order-in-step kernel matching;
+    ``labels`` name the inputs in reports (default: the trace file names)."""
+    pa = {p.phase: p for p in a.phases}
+    pb = {p.phase: p for p in b.phases}
+    pairs = [(k, k) for k in pa if k in pb]
+    notes = []
+    if not pairs and len(pa) == len(pb) == 1 and "unknown" in (*pa, *pb):
+        # One side has no token counts (no step markers): its steps are the other side's only phase.
+        pairs = [(next(iter(pa)), next(iter(pb)))]
+        notes.append(f"A's {pairs[0][0]} steps compared with B's {pairs[0][1]} steps: one side's steps carry no "
+                     "token counts, so their phase is unknown")
+    phases = tuple(diff_phase(pa[ka], pb[kb], a_bd=a, b_bd=b,
+                              order_a=None if order_a is None else order_a.get(ka, {}),
+                              order_b=None if order_b is None else order_b.get(kb, {}))
+                   for ka, kb in pairs)
+    ta, tb = clean_timings(a.capture), clean_timings(b.capture)
+    timings = tuple(make_delta(k, "ms", ta.get(k), tb.get(k)) for k in TIMING_METRICS if k in ta or k in tb)
+    used_a, used_b = {ka for ka, _ in pairs}, {kb for _, kb in pairs}
+    return BreakdownDiff(
+        a=_side(a, labels[0] if labels else None), b=_side(b, labels[1] if labels else None),
+        comparability=comparability(a, b), timings=timings, phases=phases,
+        only_in_a=tuple(k for k in pa if k not in used_a), only_in_b=tuple(k for k in pb if k not in used_b),
+        notes=tuple(notes))

@@ -1,0 +1,154 @@
+"""``phaseprof diff A B``: what changed from A (baseline) to B, as a terminal table, a PR comment or JSON;
+``--fail-on`` turns it into a CI gate (exit 1 when a threshold is passed, 2 on bad input)."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from enum import Enum
+from pathlib import Path
+
+import orjson
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from phaseprof.errors import PhaseprofError
+from phaseprof.report.diff import BreakdownDiff, BucketDelta, Delta
+from phaseprof.report.diff_markdown import (METRIC_LABELS, fmt_change, fmt_rel, fmt_value, diff_markdown,
+                                            HEADLINE_SHIFTS)
+from phaseprof.report.fail_on import CheckResult, describe
+
+
+class DiffFormat(str, Enum):
+    table = "table"
+    markdown = "markdown"
+    json = "json"
+
+
+def diff_json(d: BreakdownDiff, checks: list[CheckResult]) -> bytes:
+    """The whole diff (and check results) as JSON; infinities (relative change from 0) become null."""
+    doc = {"diff": dataclasses.asdict(d), "warnings": d.warnings,
+           "checks": [dataclasses.asdict(c) | {"observed": c.observed if math.isfinite(c.observed) else None}
+                      for c in checks]}
+    return orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS)
+
+
+def _delta_table(title: str, deltas: list[Delta] | tuple[Delta, ...]) -> Table:
+    t = Table(title=title, title_justify="left")
+    for col in ("", "A", "B", "Δ", "Δ %"):
+        t.add_column(col, justify="left" if not col else "right")
+    for d in deltas:
+        t.add_row(METRIC_LABELS.get(d.metric, d.metric), fmt_value(d.a, d.unit), fmt_value(d.b, d.unit),
+                  fmt_change(d), fmt_rel(d))
+    return t
+
+
+def _bucket_table(title: str, rows: tuple[BucketDelta, ...]) -> Table:
+    t = Table(title=title, title_justify="left")
+    for col in ("bucket", "A ms/step", "B ms/step", "Δ ms", "A %", "B %", "Δ pp", "A n/step", "B n/step"):
+        t.add_column(col, justify="left" if col == "bucket" else "right")
+    for r in rows:
+        pp = r.share.change or 0.0
+        style = "red" if pp >= 1 else "green" if pp <= -1 else ""
+        t.add_row(r.bucket, fmt_value(r.time_ms.a, "ms"), fmt_value(r.time_ms.b, "ms"), fmt_change(r.time_ms),
+                  fmt_value(r.share.a, "%"), fmt_value(r.share.b, "%"), f"[{style}]{pp:+.1f}[/]" if style else
+                  f"{pp:+.1f}", fmt_value(r.count.a, "count"), fmt_value(r.count.b, "count"))
+    return t
+
+
+def print_diff(d: BreakdownDiff, console: Console, *, kernels: int = 15) -> None:
+    """Terminal rendering: who is A and B, comparability warnings, then per phase the metrics, both bucket
+    views and the biggest matched kernel pairs."""
+    for key, s in (("A", d.a), ("B", d.b)):
+        console.print(f"[bold]{key}[/] " + escape(f"{s.label}  {s.gpu} ({s.platform}, {s.mode or 'mode unknown'})"))
+    for w in d.warnings:
+        console.print(f"[yellow]warning: not like for like: {escape(w)}[/]")
+    unknown = [c.aspect for c in d.comparability if c.status == "unknown"]
+    if unknown:
+        console.print(f"[dim]not recorded on both sides, not checked: {', '.join(unknown)}[/]")
+    for n in d.notes:
+        console.print(f"[dim]note: {escape(n)}[/]")
+    if d.only_in_a or d.only_in_b:
+        console.print(f"[yellow]phases only in A: {', '.join(d.only_in_a) or 'none'}; only in B: "
+                      f"{', '.join(d.only_in_b) or 'none'} (not compared)[/]")
+    if d.timings:
+        console.print(_delta_table("clean timings (profiler off)", d.timings))
+    for ph in d.phases:
+        console.print(_delta_table(f"{ph.phase}: per step (A {ph.a_steps} steps, B {ph.b_steps} steps; "
+                                   "Δ = B − A)", ph.metrics))
+        console.print(_bucket_table(f"{ph.phase}: kernel view (share = % of GPU busy)", ph.kernel_view))
+        console.print(_bucket_table(f"{ph.phase}: module view", ph.module_view))
+        if ph.launches_by_api:
+            console.print(_delta_table(f"{ph.phase}: launch calls per step by API", ph.launches_by_api))
+        kt = Table(title=f"{ph.phase}: matched kernels (same bucket and module; top {kernels} by time)",
+                   title_justify="left")
+        for col in ("bucket/module", "A kernel", "B kernel", "A ms/step", "B ms/step", "by"):
+            kt.add_column(col, justify="right" if "ms" in col else "left", overflow="fold")
+        for m in [m for m in ph.kernels if m.how != "unmatched"][:kernels]:
+            group = m.bucket if m.bucket == m.module else f"{m.bucket}/{m.module}"
+            kt.add_row(group, _short(m.a.name if m.a else "—"), _short(m.b.name if m.b else "—"),
+                       fmt_value(m.a.ms_per_step if m.a else None, "ms"),
+                       fmt_value(m.b.ms_per_step if m.b else None, "ms"), m.how)
+        console.print(kt)
+        only = [m for m in ph.kernels if m.how == "unmatched"]
+        if only:
+            console.print(f"[dim]{ph.phase}: {len(only)} top kernel(s) without a counterpart, biggest: " + "; ".join(
+                f"{'A' if m.a else 'B'} {m.bucket}: {_short((m.a or m.b).name, 50)}"  # type: ignore[union-attr]
+                for m in only[:HEADLINE_SHIFTS]) + "[/]")
+
+
+def _short(name: str, width: int = 60) -> str:
+    return name if len(name) <= width else name[: width - 1] + "…"
+
+
+def diff(
+    a: Path = typer.Argument(..., help="Baseline: a breakdown JSON, a run directory, or a raw trace."),
+    b: Path = typer.Argument(..., help="Candidate, same kinds; every change is B − A."),
+    fmt: DiffFormat = typer.Option(DiffFormat.table, "--format", "-f", help="table, markdown (a PR comment) "
+                                   "or json."),
+    fail_on: list[str] = typer.Option([], "--fail-on", help="Exit 1 when this threshold is passed, e.g. "
+                                      "'moe.share > +2pp', 'decode.launches_per_step > +10%'. Repeatable; "
+                                      "grammar in docs/diff.md."),
+    rules: list[Path] = typer.Option([], "--rules", help="Extra classification rules (TOML) for inputs that "
+                                     "are analysed here (raw traces). Repeatable."),
+) -> None:
+    """Compare two breakdowns per phase: bucket deltas in both views, launches, allocations, idle time, matched
+    kernels, and whether A and B are comparable at all."""
+    from phaseprof.report.diff import diff_breakdowns, load_side
+    from phaseprof.report.fail_on import evaluate, parse_thresholds
+
+    thresholds = parse_thresholds(list(fail_on))  # bad expressions fail before the slow part
+    console = Console()
+    err = Console(stderr=True)
+    sides = []
+    for p in (a, b):
+        with err.status(f"reading {p} ...", spinner="dots"):
+            sides.append(load_side(p, rules=list(rules) or None))
+    sa, sb = sides
+    d = diff_breakdowns(sa.breakdown, sb.breakdown, order_a=sa.order, order_b=sb.order,
+                        labels=(_label(a), _label(b)))
+    checks = evaluate(thresholds, d)
+    if fmt == DiffFormat.table:
+        print_diff(d, console)
+    elif fmt == DiffFormat.markdown:
+        typer.echo(diff_markdown(d, checks=checks), nl=False)
+    else:
+        typer.echo(diff_json(d, checks).decode())
+    for c in checks:
+        err.print(("[red]FAIL " if c.failed else "[green]ok   ") + describe(c) + "[/]", highlight=False,
+                  soft_wrap=True)
+    failed = [c for c in checks if c.failed]
+    if failed:
+        # An error with exit code 1 (not typer.Exit): phaseprof.cli.main turns it into one line and exit 1.
+        raise PhaseprofError(f"{len(failed)} of {len(checks)} --fail-on check(s) failed", exit_code=1)
+
+
+def _label(p: Path) -> str:
+    return p.name if p.name not in ("breakdown.json", "trace.json.gz") else f"{p.parent.name}/{p.name}"
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``phaseprof diff`` to ``app``."""
+    app.command("diff")(diff)
