@@ -34,7 +34,7 @@ def read_trace_bytes(path: str | Path) -> tuple[bytes, str]:
             raw = gzip.decompress(raw)
         except (EOFError, OSError, zlib.error) as e:
             raise TraceError(f"corrupt or truncated gzip ({e})", path=p) from None
-        if not raw.strip():
+        if not raw or raw.isspace():  # isspace() stops at the first byte; strip() would copy it all
             raise TraceError("empty trace inside gzip", path=p)
     return raw, sha
 

@@ -1,0 +1,1 @@
+"""phaseprof dashboard (Streamlit): run with ``phaseprof dashboard [RUNS_DIR]``."""

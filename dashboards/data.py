@@ -1,0 +1,297 @@
+"""Cached loading for the dashboard. Every number comes from phaseprof's library; this module only caches it.
+
+Cache keys are file *content* hashes (sha256) with the file's path (so a result names the file it came
+from): a touched-but-unchanged file is not analysed again, a changed one is. The hash itself is memoised by
+(path, size, mtime), so an interaction costs a ``stat``, not a re-read. Parsed trace tables are held once per
+trace (``st.cache_resource``, not copied); results (breakdowns, step timelines) are small and live in
+``st.cache_data``. Failures are cached too (as their one-line message), so a bad 100 MB file is not re-parsed
+on every click.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import tempfile
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import streamlit as st
+
+from dashboards.sources import Kind, Roots, Source, file_source, first_of, guard, iso_time, read_json, scan
+from phaseprof.analysis.results import Breakdown
+from phaseprof.errors import PhaseprofError
+
+#: Traces at least this big show a step-by-step progress box while they are analysed.
+BIG_TRACE_BYTES = 100 * 1024 * 1024
+DEFAULT_MAX_UPLOAD_MB = 512
+
+
+@dataclass(frozen=True)
+class Context:
+    """What every page gets: where it may read from, and the upload cap."""
+
+    roots: Roots
+    max_upload_mb: int = DEFAULT_MAX_UPLOAD_MB
+
+    @property
+    def runs_dir(self) -> Path:
+        return self.roots.runs_dir
+
+
+@st.cache_resource(show_spinner=False)
+def upload_dir() -> Path:
+    """This server's private upload directory (one per process, removed with the temp dir)."""
+    return Path(tempfile.mkdtemp(prefix="phaseprof-uploads-"))
+
+
+# ----------------------------------------------------------------------------------------------- hashing
+@st.cache_data(show_spinner=False, max_entries=4096)
+def _sha256(path: str, size: int, mtime_ns: int) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 22):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def sha256_of(path: Path) -> str:
+    s = path.stat()
+    return _sha256(str(path), s.st_size, s.st_mtime_ns)
+
+
+def _key(src: Source) -> str:
+    """Content key of everything a source's breakdown is made from."""
+    main = src.breakdown if src.breakdown is not None else src.trace
+    files = [f for f in (main, src.run_json) if f is not None]
+    return "+".join(sha256_of(f) for f in files)
+
+
+# ------------------------------------------------------------------------------------------- the caches
+def _raise(value: Any) -> Any:
+    if isinstance(value, _Failed):
+        raise PhaseprofError(value.message)
+    return value
+
+
+@dataclass(frozen=True)
+class _Failed:
+    message: str
+
+
+@st.cache_resource(show_spinner=False, max_entries=2)
+def _tables(sha: str, path: str) -> Any:
+    from phaseprof.trace.tables import load_tables
+
+    try:
+        return load_tables(path)
+    except PhaseprofError as e:
+        return _Failed(str(e))
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def _trace_breakdown(sha: str, path: str) -> Breakdown | _Failed:
+    from phaseprof.analysis.breakdown import analyze_tables
+    from phaseprof.classify.rules import load_rules
+
+    try:
+        # analysis.pipeline.analyze_trace, with the tables kept for the Timeline page.
+        return analyze_tables(_raise(_tables(sha, path)), load_rules())
+    except PhaseprofError as e:
+        return _Failed(str(e))
+
+
+@st.cache_data(show_spinner=False, max_entries=256)
+def _stored_breakdown(key: str, path: str) -> Breakdown | _Failed:
+    """A breakdown JSON, or a run directory through ``phaseprof diff``'s loader (breakdown.json + run.json)."""
+    from phaseprof.report.diff import load_side
+
+    try:
+        return load_side(path).breakdown
+    except PhaseprofError as e:
+        return _Failed(str(e))
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def _run_json(sha: str, path: str) -> dict[str, Any] | _Failed:
+    try:
+        return read_json(Path(path))
+    except PhaseprofError as e:
+        return _Failed(str(e))
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def _kernel_order(sha: str, path: str) -> Any:
+    from phaseprof.classify.rules import load_rules
+    from phaseprof.report.diff import kernel_order
+
+    return kernel_order(_raise(_tables(sha, path)), load_rules())
+
+
+@st.cache_resource(show_spinner=False, max_entries=2)
+def _timeline_index(sha: str, path: str) -> Any:
+    from phaseprof.analysis.timeline import index_trace
+    from phaseprof.classify.rules import load_rules
+
+    return index_trace(_raise(_tables(sha, path)), load_rules())
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def _step_timeline(sha: str, path: str, step: int) -> Any:
+    from phaseprof.analysis.timeline import step_timeline
+
+    return step_timeline(_timeline_index(sha, path), step=step)
+
+
+@st.cache_resource(show_spinner=False)
+def _analysed() -> dict[str, Breakdown | _Failed]:
+    """Content key -> breakdown (or failure) of every source analysed so far in this server (for the Runs
+    table, and to show a progress box only when a trace really gets parsed)."""
+    return {}
+
+
+# ------------------------------------------------------------------------------------------ public API
+def _trace_path(src: Source, roots: Roots) -> str:
+    if src.trace is None:
+        raise PhaseprofError("has no trace (only a breakdown): the timeline needs the raw trace", path=src.path)
+    return str(guard(src.trace, roots))
+
+
+def _with_progress(src: Source, sha: str, path: str) -> Breakdown | _Failed:
+    size_mb = src.size_bytes / 1e6
+    with st.status(f"Analysing {src.name} ({size_mb:,.0f} MB)…", expanded=src.size_bytes >= BIG_TRACE_BYTES) as box:
+        box.write("Reading, decompressing and decoding the trace…")
+        tables = _tables(sha, path)
+        if not isinstance(tables, _Failed):
+            box.write(f"{tables.meta.event_count:,} events. Correlating launches, finding steps, "
+                      "classifying kernels…")
+        result = _trace_breakdown(sha, path)
+        failed = isinstance(result, _Failed)
+        box.update(label=f"Could not analyse {src.name}" if failed else f"Analysed {src.name}",
+                   state="error" if failed else "complete", expanded=False)
+    return result
+
+
+def breakdown(src: Source, roots: Roots) -> Breakdown:
+    """The source's breakdown: a run directory's ``breakdown.json`` (with its ``run.json``), a breakdown
+    file, or the analysis of a trace (``analyze_trace``'s steps). Raises PhaseprofError on a bad file."""
+    reg = _analysed()
+    key = _key(src)
+    if src.kind == Kind.TRACE or (src.kind == Kind.RUN and src.breakdown is None):
+        path = _trace_path(src, roots)
+        sha = sha256_of(Path(path))
+        result = _trace_breakdown(sha, path) if key in reg else _with_progress(src, sha, path)
+    else:
+        result = _stored_breakdown(key, str(guard(src.path, roots)))
+    if isinstance(result, _Failed):
+        reg[key] = result
+        raise PhaseprofError(result.message)
+    bd = result
+    if src.kind == Kind.RUN and src.breakdown is None and src.run_json is not None:
+        bd = replace(bd, capture={**bd.capture, **run_json(src, roots)})  # as `phaseprof diff` reads run dirs
+    reg[key] = bd
+    return bd
+
+
+def cached_breakdown(src: Source) -> Breakdown | str | None:
+    """The breakdown if this server has already computed it, its error message if that failed, else None
+    (never analyses)."""
+    try:
+        hit = _analysed().get(_key(src))
+    except OSError:
+        return None
+    return hit.message if isinstance(hit, _Failed) else hit
+
+
+def run_json(src: Source, roots: Roots) -> dict[str, Any]:
+    if src.run_json is None:
+        return {}
+    path = guard(src.run_json, roots)
+    return _raise(_run_json(sha256_of(path), str(path)))
+
+
+def kernel_order(src: Source, roots: Roots) -> Any:
+    """Each kernel's order in its step (for kernel matching in diffs); None without a raw trace."""
+    if src.trace is None or src.breakdown is not None:
+        return None  # `phaseprof diff` also ranks by time when it reads a stored breakdown
+    path = _trace_path(src, roots)
+    return _kernel_order(sha256_of(Path(path)), path)
+
+
+def step_timeline(src: Source, roots: Roots, step: int) -> Any:
+    path = _trace_path(src, roots)
+    sha = sha256_of(Path(path))
+    breakdown(src, roots)  # parse once, with progress, before indexing
+    with st.spinner("Laying out the step…"):
+        return _step_timeline(sha, path, step)
+
+
+@st.cache_data(show_spinner=False, ttl=5)
+def _scan(runs_dir: str, uploads: str) -> tuple[list[Source], list[Path]]:
+    sources, sweeps = scan(Path(runs_dir))
+    up, _ = scan(Path(uploads), prefix="upload/")
+    return sources + up, sweeps
+
+
+def rescan() -> None:
+    """Forget the directory listing (after an upload or an added path)."""
+    _scan.clear()
+
+
+def sources(ctx: Context) -> list[Source]:
+    """Everything under the runs directory and the uploads, plus files added by path in this session."""
+    found, _ = _scan(str(ctx.runs_dir), str(ctx.roots.upload_dir))
+    keys = {s.key for s in found}
+    added = []
+    for p in st.session_state.get("addedpaths", []):
+        key = "added/" + Path(p).name
+        if key not in keys and Path(p).is_file():
+            added.append(file_source(Path(p), key))
+    return found + added
+
+
+def sweeps(ctx: Context) -> list[Path]:
+    return _scan(str(ctx.runs_dir), str(ctx.roots.upload_dir))[1]
+
+
+#: Where run.json (``phaseprof capture``) and embedded capture info keep what the Runs table shows.
+FACT_PATHS: dict[str, tuple[str, ...]] = {
+    "gpu": ("device.name", "gpu", "gpu_name"),
+    "model": ("model.name", "model", "model_name", "preset"),
+    "phase": ("request.phase", "timing.phase", "phase"),
+    "tokens": ("request.prompt_tokens", "timing.prompt_tokens", "prompt_tokens", "tokens"),
+    "output_tokens": ("request.max_tokens", "timing.output_tokens", "output_tokens"),
+    "mode": ("mode", "engine.mode", "request.mode"),
+    "eager": ("engine.kwargs.enforce_eager", "enforce_eager"),
+    "date": ("created_utc", "created", "created_at", "started_at", "timestamp"),
+    "ttft_ms": ("timing.ttft.median_ms", "ttft.median_ms"),
+    "tpot_ms": ("timing.tpot.median_ms", "tpot.median_ms"),
+}
+
+
+def facts(src: Source, bd: Breakdown | None, run: dict[str, Any]) -> dict[str, Any]:
+    """One row of the Runs table: what the run is (from run.json / capture info / the breakdown). TTFT and
+    TPOT are the clean (profiler-off) medians the capture measured, as ``phaseprof diff`` reads them."""
+    from phaseprof.report.diff import clean_timings
+
+    cap = {**(bd.capture if bd else {}), **run}
+
+    def get(name: str) -> Any:
+        return first_of(cap, FACT_PATHS[name])
+
+    timings = clean_timings(cap)
+    mode = get("mode")
+    if mode is None and get("eager") is not None:
+        mode = "eager" if str(get("eager")).lower() in ("true", "1") else "graph"
+    date = get("date")
+    return {
+        "run": src.key, "kind": src.kind,
+        "GPU": (bd.trace.gpu_name or bd.trace.platform) if bd else get("gpu"),
+        "model": get("model"),
+        "phase": get("phase") or (", ".join(p.phase for p in bd.phases) if bd else None),
+        "tokens": get("tokens"), "mode": mode,
+        "TTFT ms": timings.get("ttft_ms", get("ttft_ms")), "TPOT ms": timings.get("tpot_ms", get("tpot_ms")),
+        "steps": ", ".join(f"{p.phase} ×{p.steps}" for p in bd.phases) if bd else None,
+        "date": str(date) if date is not None else iso_time(src.mtime),
+        "size MB": round(src.size_bytes / 1e6, 1), "what": src.description or None,
+    }

@@ -1,0 +1,225 @@
+"""What the dashboard may read: run directories, traces and breakdowns under the runs directory, and uploads.
+
+Safety rule: every file the dashboard opens goes through ``guard``, which resolves symlinks and refuses any
+path outside the allowed roots (the runs directory and this server's private upload directory). Nothing is
+unpickled or evaluated; traces and breakdowns are parsed by phaseprof's own readers (msgspec / orjson).
+No Streamlit here, so everything in this module is testable as plain functions.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import os
+import re
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from phaseprof.errors import PhaseprofError
+
+RUN_MARKERS = ("run.json", "breakdown.json", "trace.json.gz", "trace.json")
+TRACE_NAMES = ("trace.json.gz", "trace.json")
+SWEEP_NAME = "sweep.json"
+#: JSON files under the runs directory that are neither traces nor breakdowns.
+NOT_INPUTS = frozenset({"run.json", SWEEP_NAME, "plot.json", "package.json", "MANIFEST.json"})
+MAX_SCAN_DEPTH = 4  # runs/<sweep>/<run>/... is as deep as capture writes
+_SAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+class Kind:
+    RUN = "run"  # a run directory written by ``phaseprof capture``
+    TRACE = "trace"  # a loose Kineto trace
+    BREAKDOWN = "breakdown"  # a loose breakdown JSON
+
+
+@dataclass(frozen=True)
+class Source:
+    """One thing the user can look at. ``key`` is unique: the path relative to its root, uploads prefixed."""
+
+    key: str
+    kind: str
+    path: Path  # run directory or file
+    trace: Path | None = None
+    breakdown: Path | None = None
+    run_json: Path | None = None
+    description: str = ""  # from a MANIFEST.tsv beside the file ("what" column), if any
+    size_bytes: int = 0  # of the trace (or breakdown) file
+    mtime: float = 0.0
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+    @property
+    def has_trace(self) -> bool:
+        return self.trace is not None
+
+
+@dataclass(frozen=True)
+class Roots:
+    """The directories the dashboard may read from."""
+
+    runs_dir: Path
+    upload_dir: Path
+
+    def all(self) -> tuple[Path, ...]:
+        return (self.runs_dir, self.upload_dir)
+
+
+def guard(path: str | Path, roots: Roots) -> Path:
+    """The resolved ``path`` if it lies under one of ``roots`` (symlinks followed first), else PhaseprofError."""
+    p = Path(path).expanduser()
+    try:
+        real = p.resolve(strict=True)
+    except (OSError, RuntimeError):
+        raise PhaseprofError("no such file or directory", path=p) from None
+    for root in roots.all():
+        try:
+            real.relative_to(root.resolve())
+            return real
+        except ValueError:
+            continue
+    raise PhaseprofError(f"outside the runs directory {roots.runs_dir} (the dashboard only reads files there "
+                         "or ones you upload)", path=p)
+
+
+def resolve_user_path(text: str, roots: Roots) -> Path:
+    """A path typed by the user: relative paths are taken from the runs directory; must stay inside it."""
+    text = text.strip().strip('"').strip("'")
+    if not text:
+        raise PhaseprofError("enter a path")
+    p = Path(text).expanduser()
+    return guard(p if p.is_absolute() else roots.runs_dir / p, roots)
+
+
+def looks_like_breakdown(path: Path) -> bool:
+    """A breakdown JSON (phaseprof's own, uncompressed) rather than a trace: checked from the first 4 KiB."""
+    with path.open("rb") as f:
+        head = f.read(4096)
+    return head[:2] != b"\x1f\x8b" and b'"schema_version"' in head and b'"traceEvents"' not in head
+
+
+def _manifest(d: Path) -> dict[str, str]:
+    """``file -> what`` from a MANIFEST.tsv in ``d`` (the public trace directory carries one)."""
+    m = d / "MANIFEST.tsv"
+    if not m.is_file():
+        return {}
+    try:
+        with m.open(newline="", encoding="utf-8") as f:
+            return {r["file"]: r.get("what", "") or "" for r in csv.DictReader(f, delimiter="\t") if r.get("file")}
+    except (OSError, KeyError, csv.Error, UnicodeDecodeError):
+        return {}
+
+
+def _is_input_file(name: str) -> bool:
+    return (name.endswith(".json") or name.endswith(".json.gz")) and name not in NOT_INPUTS \
+        and not name.endswith(".schema.json") and not name.startswith(".")
+
+
+def _run_source(d: Path, key: str) -> Source:
+    trace = next((d / n for n in TRACE_NAMES if (d / n).is_file()), None)
+    bd = d / "breakdown.json"
+    rj = d / "run.json"
+    main = trace if trace is not None else (bd if bd.is_file() else rj)
+    st = main.stat() if main.is_file() else d.stat()
+    return Source(key=key, kind=Kind.RUN, path=d, trace=trace, breakdown=bd if bd.is_file() else None,
+                  run_json=rj if rj.is_file() else None, size_bytes=st.st_size, mtime=st.st_mtime)
+
+
+def file_source(f: Path, key: str, description: str = "") -> Source:
+    """A loose trace or breakdown file."""
+    st = f.stat()
+    is_bd = looks_like_breakdown(f)
+    return Source(key=key, kind=Kind.BREAKDOWN if is_bd else Kind.TRACE, path=f,
+                  trace=None if is_bd else f, breakdown=f if is_bd else None, description=description,
+                  size_bytes=st.st_size, mtime=st.st_mtime)
+
+
+def scan(root: Path, *, prefix: str = "") -> tuple[list[Source], list[Path]]:
+    """Run directories, loose traces and breakdowns under ``root``, and the sweep files there.
+
+    A directory holding any of ``RUN_MARKERS`` is one run (not descended into). Hidden entries and symlinks
+    leading outside ``root`` are skipped.
+    """
+    root = root.resolve()
+    if not root.is_dir():
+        raise PhaseprofError("runs directory does not exist", path=root)
+    sources: list[Source] = []
+    sweeps: list[Path] = []
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        d = Path(dirpath)
+        depth = len(d.relative_to(root).parts)
+        dirnames[:] = sorted(n for n in dirnames if not n.startswith(".")) if depth < MAX_SCAN_DEPTH else []
+        rel = d.relative_to(root).as_posix()
+        if SWEEP_NAME in filenames:
+            sweeps.append(d / SWEEP_NAME)
+        if d != root and any(m in filenames for m in RUN_MARKERS):
+            sources.append(_run_source(d, prefix + rel))
+            dirnames[:] = []
+            continue
+        manifest = None
+        for n in sorted(filenames):
+            f = d / n
+            if not _is_input_file(n) or not f.is_file():
+                continue
+            try:
+                f.resolve().relative_to(root)
+            except ValueError:  # a symlink pointing outside the runs directory
+                continue
+            if manifest is None:
+                manifest = _manifest(d)
+            key = prefix + (n if d == root else f"{rel}/{n}")
+            try:
+                sources.append(file_source(f, key, manifest.get(n, "")))
+            except OSError:
+                continue
+    return sources, sorted(sweeps)
+
+
+def save_upload(name: str, data: bytes, upload_dir: Path) -> Path:
+    """Store uploaded bytes in the private upload directory as ``<sha256[:12]>-<safe name>``."""
+    safe = _SAFE_NAME.sub("_", Path(name).name).lstrip(".") or "upload.json"
+    if not safe.endswith((".json", ".json.gz")):
+        raise PhaseprofError("expected a .json or .json.gz file (a Kineto trace or a phaseprof breakdown)",
+                             path=name)
+    upload_dir.mkdir(parents=True, exist_ok=True)
+    dest = upload_dir / f"{hashlib.sha256(data).hexdigest()[:12]}-{safe}"
+    if not dest.exists():
+        tmp = dest.with_name(f".{dest.name}.tmp")
+        tmp.write_bytes(data)
+        os.replace(tmp, dest)
+    return dest
+
+
+def read_json(path: Path) -> dict[str, Any]:
+    """A small JSON document (run.json, sweep.json) as a dict; PhaseprofError when it is not one."""
+    try:
+        doc = orjson.loads(path.read_bytes())
+    except OSError as e:
+        raise PhaseprofError(f"cannot read: {e.strerror}", path=path) from None
+    except orjson.JSONDecodeError as e:
+        raise PhaseprofError(f"not valid JSON ({e})", path=path) from None
+    if not isinstance(doc, dict):
+        raise PhaseprofError("expected a JSON object", path=path)
+    return doc
+
+
+def first_of(doc: Any, paths: tuple[str, ...]) -> Any:
+    """The first dotted key path (``"request.prompt_tokens"``) that leads to a plain scalar, else None."""
+    for path in paths:
+        v = doc
+        for part in path.split("."):
+            v = v.get(part) if isinstance(v, dict) else None
+        if isinstance(v, (str, int, float)) and not isinstance(v, bool) and v != "":
+            return v
+        if isinstance(v, bool):
+            return v
+    return None
+
+
+def iso_time(ts: float) -> str:
+    return datetime.fromtimestamp(ts, tz=timezone.utc).strftime("%Y-%m-%d %H:%M")

@@ -1,0 +1,130 @@
+"""Breakdown: one run's phases by bucket (kernel or module view), its steps, and its top and unknown kernels."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from dashboards import charts, data, widgets
+from phaseprof.analysis.results import Breakdown, KernelStat, PhaseSummary, StepRow
+
+DEFAULT_STEP_METRICS = ("wall µs", "GPU busy µs", "launch overhead µs", "kernels", "launch calls")
+
+
+def phase_table(bd: Breakdown) -> pd.DataFrame:
+    """Per phase: sums over its steps and per-step means (``PhaseSummary`` fields as stored)."""
+    rows = []
+    for ph in bd.phases:
+        s = ph.per_step
+        rows.append({
+            "phase": ph.phase, "steps": ph.steps, "wall µs": ph.wall_us, "GPU busy µs": ph.gpu_busy_us,
+            "GPU idle µs": ph.gpu_idle_us, "launch overhead µs": ph.idle.launch_overhead_us,
+            "host work µs": ph.idle.host_work_us, "other idle µs": ph.idle.other_us, "kernels": ph.kernels,
+            "busy % (mean/step)": s["busy_pct"].mean, "launch calls/step": s["launch_calls"].mean,
+            "allocations/step": s["allocations"].mean, "device mallocs/step": s["device_mallocs"].mean,
+        })
+    return pd.DataFrame(rows)
+
+
+def step_table(rows: list[StepRow]) -> pd.DataFrame:
+    """One row per step, every count and time exactly as in the breakdown's step rows (µs)."""
+    apis = sorted({a for r in rows for a in r.launches.by_api})
+    out = []
+    for r in rows:
+        out.append({
+            "step": r.index, "phase": r.phase, "context tokens": r.context_tokens,
+            "generation tokens": r.generation_tokens, "wall µs": r.wall_us, "GPU busy µs": r.gpu_busy_us,
+            "GPU idle µs": r.gpu_idle_us, "busy %": r.busy_pct, "launch overhead µs": r.idle.launch_overhead_us,
+            "host work µs": r.idle.host_work_us, "other idle µs": r.idle.other_us, "kernels": r.kernels,
+            "launch calls": r.launches.total, **{a: r.launches.by_api.get(a, 0) for a in apis},
+            "graph launches": r.launches.graph_launches, "allocations": r.memory.allocations,
+            "GPU allocations": r.memory.gpu_allocations, "device mallocs": r.memory.device_mallocs,
+            "memcpys": r.memcpy_count, "label": r.label,
+        })
+    return pd.DataFrame(out)
+
+
+def bucket_table(ph: PhaseSummary, view: str) -> pd.DataFrame:
+    rows = ph.kernel_view if view == "kernel" else ph.module_view
+    return pd.DataFrame([{"bucket": b.bucket, "µs": b.time_us, "share %": b.share_pct, "items": b.count}
+                         for b in rows])
+
+
+def kernel_table(ks: list[KernelStat]) -> pd.DataFrame:
+    return pd.DataFrame([{"kernel": k.name, "bucket": k.bucket, "module": k.module, "count": k.count,
+                          "µs": k.time_us, "share %": k.share_pct} for k in ks])
+
+
+def _top_kernels(st: Any, ph: PhaseSummary) -> None:
+    st.subheader(f"Top kernels per bucket: {ph.phase}")
+    for b in ph.kernel_view:
+        ks = ph.top_kernels.get(b.bucket, [])
+        if not ks:
+            continue
+        with st.expander(f"{b.bucket}: {b.time_us / 1e3:,.3f} ms, {b.share_pct:.1f}% of GPU busy",
+                         expanded=b.bucket == "unknown"):
+            widgets.table(st, kernel_table(ks), key=f"top_{ph.phase}_{b.bucket}")
+
+
+def _unknown(st: Any, bd: Breakdown) -> None:
+    if not bd.unknown_kernels:
+        st.success("Every kernel matched a classification rule (no 'unknown' bucket).")
+        return
+    time = {p.phase: next((b.time_us for b in p.kernel_view if b.bucket == "unknown"), 0.0) for p in bd.phases}
+    spent = ", ".join(f"{ph}: {us / 1e3:,.3f} ms" for ph, us in time.items() if us)
+    st.warning(f"{len(bd.unknown_kernels)} kernel name(s) matched no rule (bucket 'unknown'; {spent}). "
+               "Add a rule with `phaseprof analyze --rules my.toml`.")
+    widgets.table(st, kernel_table(bd.unknown_kernels).rename(columns={"kernel": "unclassified kernel"}),
+                  key="unknown_kernels")
+
+
+def render(st: Any, ctx: data.Context) -> None:
+    st.title("Breakdown")
+    src = widgets.current(st, ctx)
+    if src is None:
+        return
+    bd = data.breakdown(src, ctx.roots)
+    st.markdown(widgets.source_line(src, bd))
+    st.caption(f"steps: {bd.step_detection.get('detail', '')}")
+    f = data.facts(src, bd, data.run_json(src, ctx.roots))
+    shown = {k: f[k] for k in ("TTFT ms", "TPOT ms", "model", "mode", "tokens") if f[k] is not None}
+    if shown:
+        cols = st.columns(len(shown))
+        for c, (k, v) in zip(cols, shown.items()):
+            c.metric(k.replace(" ms", " (clean, ms)"), f"{v:,.3f}" if isinstance(v, float) else str(v))
+    if not bd.phases:
+        st.warning("No steps with work in this trace: nothing to break down.")
+        return
+    widgets.table(st, phase_table(bd), key="phase_table")
+    c1, c2 = st.columns(2)
+    view = c1.radio("View", ["kernel", "module"], horizontal=True, key="bd_view",
+                    help="kernel: what each kernel is; module: which model component launched it")
+    unit = c2.radio("Bar height", ["ms", "%"], horizontal=True, key="bd_unit",
+                    format_func=lambda u: "ms (sum over steps)" if u == "ms" else "% of GPU busy")
+    st.plotly_chart(charts.phase_buckets(bd, view=view, unit=unit), key="phase_buckets")
+    phases = [p.phase for p in bd.phases]
+    default = "decode" if "decode" in phases else phases[0]
+    ph_name = st.selectbox("Phase", phases, index=phases.index(default), key="bd_phase")
+    ph = next(p for p in bd.phases if p.phase == ph_name)
+    widgets.table(st, bucket_table(ph, view), key="bucket_table")
+    st.subheader("Per step")
+    widgets.table(st, step_table(bd.steps), key="step_table")
+    rows = [r for r in bd.steps if r.phase == ph_name]
+    metrics = st.multiselect("Per-step chart", list(charts.STEP_METRICS), default=list(DEFAULT_STEP_METRICS),
+                             key="bd_metrics")
+    if metrics:
+        st.plotly_chart(charts.per_step(rows, metrics, title=f"{ph_name} steps"), key="per_step")
+    _top_kernels(st, ph)
+    st.subheader("Unknown kernels")
+    _unknown(st, bd)
+    for n in bd.notes:
+        st.caption(f"note: {n}")
+    from phaseprof.report.json_io import dumps
+    from phaseprof.report.markdown import breakdown_markdown
+
+    md = breakdown_markdown(bd)
+    with st.expander("Markdown (as `phaseprof analyze --format markdown`)"):
+        st.code(md, language="markdown")
+    st.download_button("Download breakdown JSON", dumps(bd), file_name=f"{src.name}.breakdown.json",
+                       mime="application/json", key="dl_json")

@@ -1,0 +1,135 @@
+"""Runs: every run directory, trace and breakdown under the runs directory, with filters; add or upload more."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from dashboards import data, widgets
+from dashboards.sources import Source, file_source, resolve_user_path, save_upload
+from phaseprof.errors import PhaseprofError
+
+FILTERS = ("GPU", "model", "phase", "mode", "kind")
+
+
+def _row(src: Source, ctx: data.Context) -> dict[str, Any]:
+    """A Runs-table row. Stored breakdowns are read (cheap); raw traces only once analysed."""
+    status = "ok"
+    bd = data.cached_breakdown(src)
+    run: dict[str, Any] = {}
+    if isinstance(bd, str):
+        status, bd = f"error: {bd}", None
+    try:
+        run = data.run_json(src, ctx.roots)
+        if bd is None and src.breakdown is not None and status == "ok":
+            bd = data.breakdown(src, ctx.roots)
+        elif bd is None and status == "ok":
+            status = "not analysed yet"
+    except PhaseprofError as e:
+        status = f"error: {widgets.one_line(e)}"
+    return {**data.facts(src, bd, run), "status": status}
+
+
+def _select(st: Any) -> None:
+    # on_select callback: runs before the rerun, so the run picker sees the new choice.
+    rows = st.session_state["runs_table"].selection.rows
+    keys = st.session_state.get("_runs_table_keys", [])
+    if rows and rows[0] < len(keys):
+        st.session_state["current_run"] = keys[rows[0]]
+
+
+def _add(st: Any, ctx: data.Context) -> None:
+    with st.expander("Add a trace or breakdown", expanded=False):
+        st.caption(f"By path (only files under {ctx.runs_dir}), or upload (max {ctx.max_upload_mb} MB; kept in "
+                   "this server's temporary upload folder).")
+        text = st.text_input("Path under the runs directory", key="add_path",
+                             placeholder="e.g. my-traces/rank0.pt.trace.json.gz")
+        if st.button("Add", key="add_button") and text:
+            try:
+                p = resolve_user_path(text, ctx.roots)
+                if not p.is_file():
+                    raise PhaseprofError("not a file", path=p)
+                file_source(p, p.name)  # readable, and a trace or a breakdown
+                added = st.session_state.setdefault("added_paths", [])
+                if str(p) not in added:
+                    added.append(str(p))
+                st.session_state["current_run"] = _key_for(p, ctx)
+                data.rescan()
+                st.success(f"Added {p.name}: it is now the current run (see Breakdown).")
+            except (PhaseprofError, OSError) as e:
+                st.error(widgets.one_line(e))
+        files = st.file_uploader("Upload traces (.json / .json.gz) or breakdown JSON", type=["json", "gz"],
+                                 accept_multiple_files=True, key="uploads",
+                                 help=f"At most {ctx.max_upload_mb} MB each (phaseprof dashboard --max-upload-mb).")
+        done = st.session_state.setdefault("_uploaded", {})  # file_id -> message: each upload is stored once
+        for f in files or []:
+            if f.file_id not in done:
+                if f.size > ctx.max_upload_mb * 1024 * 1024:
+                    done[f.file_id] = f"{f.name}: {f.size / 1e6:,.0f} MB is over the {ctx.max_upload_mb} MB upload cap"
+                else:
+                    try:
+                        dest = save_upload(f.name, f.getvalue(), ctx.roots.upload_dir)
+                        st.session_state["current_run"] = "upload/" + dest.name
+                        data.rescan()
+                        done[f.file_id] = ""
+                    except PhaseprofError as e:
+                        done[f.file_id] = widgets.one_line(e)
+            if done[f.file_id]:
+                st.error(done[f.file_id])
+            else:
+                st.caption(f"uploaded {f.name}")
+
+
+def _key_for(p: Any, ctx: data.Context) -> str:
+    try:
+        return p.relative_to(ctx.runs_dir).as_posix()
+    except ValueError:
+        return "added/" + p.name
+
+
+def render(st: Any, ctx: data.Context) -> None:
+    st.title("Runs")
+    _add(st, ctx)
+    srcs = data.sources(ctx)
+    if not srcs:
+        st.info(f"No runs, traces or breakdowns under {ctx.runs_dir}. Capture one with `phaseprof capture`, "
+                "or add one above.")
+        return
+    todo = [s for s in srcs if s.breakdown is None and data.cached_breakdown(s) is None]
+    if todo and st.button(f"Analyse the {len(todo)} trace(s) not analysed yet", key="analyse_all"):
+        bar = st.progress(0.0, text="analysing…")
+        for i, s in enumerate(todo, 1):
+            try:
+                data.breakdown(s, ctx.roots)
+            except PhaseprofError as e:
+                st.error(widgets.one_line(e))
+            bar.progress(i / len(todo), text=f"{i}/{len(todo)}: {s.key}")
+    df = pd.DataFrame([_row(s, ctx) for s in srcs])
+    cols = st.columns(len(FILTERS) + 1)
+    mask = pd.Series(True, index=df.index)
+    for c, name in zip(cols, FILTERS):
+        options = sorted({str(v) for v in df[name].dropna()})
+        chosen = c.multiselect(name, options, key=f"filter_{name}")
+        if chosen:
+            mask &= df[name].astype(str).isin(chosen)
+    text = cols[-1].text_input("name contains", key="filter_text")
+    if text:
+        mask &= df["run"].str.contains(text, case=False, regex=False)
+    shown = df[mask].reset_index(drop=True)
+    st.session_state["_runs_table_keys"] = shown["run"].tolist()
+    st.caption(f"{len(shown)} of {len(df)} under `{ctx.runs_dir}` · click a column to sort, a row to make it "
+               "the current run")
+    st.dataframe(shown, hide_index=True, width="stretch", on_select=lambda: _select(st),
+                 selection_mode="single-row", key="runs_table",
+                 column_config={"TTFT ms": st.column_config.NumberColumn(format="%.2f"),
+                                "TPOT ms": st.column_config.NumberColumn(format="%.3f")})
+    cur = widgets.pick(st, srcs, title="Current run", state="current_run")
+    c1, c2, c3 = st.columns(3)
+    if c1.button("Open in Breakdown", key="open_breakdown"):
+        st.session_state["goto"] = "Breakdown"
+        st.rerun()
+    for col, side in ((c2, "A"), (c3, "B")):
+        if col.button(f"Use as {side} in Compare", key=f"use_{side.lower()}") and cur:
+            st.session_state[f"cmp_{side.lower()}"] = cur.key
+            col.caption(f"{side} = {cur.key}")

@@ -1,0 +1,120 @@
+"""Pieces every page shares: settings, the run picker, and the error boundary (one line, never a traceback)."""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import os
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from dashboards import data
+from dashboards.sources import Roots, Source
+from phaseprof.errors import PhaseprofError
+
+ENV_RUNS_DIR = "PHASEPROF_RUNS_DIR"
+ENV_MAX_UPLOAD_MB = "PHASEPROF_MAX_UPLOAD_MB"
+ENV_UPLOAD_DIR = "PHASEPROF_UPLOAD_DIR"  # where uploads are kept (default: a private temp dir per server)
+
+
+def settings(argv: Sequence[str], env: Mapping[str, str]) -> tuple[Path, int]:
+    """Runs directory and upload cap: ``-- --runs-dir D --max-upload-mb N`` after the script (what
+    ``phaseprof dashboard`` passes), else the ``PHASEPROF_*`` environment variables, else ``./runs``, 512."""
+    p = argparse.ArgumentParser(add_help=False)
+    p.add_argument("--runs-dir")
+    p.add_argument("--max-upload-mb", type=int)
+    ns, _ = p.parse_known_args(list(argv))
+    runs = ns.runs_dir or env.get(ENV_RUNS_DIR) or "runs"
+    cap = ns.max_upload_mb or int(env.get(ENV_MAX_UPLOAD_MB) or data.DEFAULT_MAX_UPLOAD_MB)
+    return Path(runs).expanduser().resolve(), cap
+
+
+def context(argv: Sequence[str]) -> data.Context:
+    runs, cap = settings(argv, os.environ)
+    up = os.environ.get(ENV_UPLOAD_DIR)
+    uploads = Path(up).expanduser().resolve() if up else data.upload_dir()
+    uploads.mkdir(parents=True, exist_ok=True)
+    return data.Context(roots=Roots(runs_dir=runs, upload_dir=uploads), max_upload_mb=cap)
+
+
+def one_line(e: BaseException) -> str:
+    text = str(e).strip().splitlines()
+    return text[0] if text else type(e).__name__
+
+
+def guarded(st: Any, render: Callable[..., None], *args: Any, **kwargs: Any) -> None:
+    """Run a page; a phaseprof error becomes its one-line message in an error box, anything else a one-line
+    'internal error' box (the page stays alive, no traceback is shown)."""
+    try:
+        render(st, *args, **kwargs)
+    except PhaseprofError as e:
+        st.error(one_line(e))
+    except Exception as e:  # noqa: BLE001 - the page must never die with a traceback
+        if type(e).__name__ in ("RerunException", "StopException"):  # Streamlit control flow
+            raise
+        st.error(f"internal error ({type(e).__name__}): {one_line(e)}")
+
+
+def call_with(render: Callable[..., None], st: Any, available: Mapping[str, Any]) -> None:
+    """Call ``render(st, ...)`` passing only the keyword arguments it declares (for pages owned elsewhere)."""
+    params = inspect.signature(render).parameters
+    if any(p.kind == p.VAR_KEYWORD for p in params.values()):
+        render(st, **available)
+        return
+    render(st, **{k: v for k, v in available.items() if k in params})
+
+
+def label(src: Source) -> str:
+    return f"{src.key}  [{src.kind}]"
+
+
+def _copy(st: Any, src_key: str, dst_key: str) -> None:
+    st.session_state[dst_key] = st.session_state[src_key]
+
+
+def pick(st: Any, sources: list[Source], *, title: str, state: str, default: str | None = None,
+         where: Any = None, need_trace: bool = False, help: str | None = None) -> Source | None:
+    """A selectbox of sources whose choice lives in ``st.session_state[state]``, so it survives pages that
+    do not draw this widget (Streamlit drops the state of widgets a run does not draw)."""
+    pool = [s for s in sources if s.has_trace] if need_trace else sources
+    if not pool:
+        return None
+    keys = [s.key for s in pool]
+    chosen = st.session_state.get(state)
+    if chosen not in keys:
+        chosen = default if default in keys else keys[0]
+    widget = f"_pick_{state}"
+    st.session_state[widget] = chosen
+    (where or st).selectbox(title, keys, key=widget, on_change=_copy, args=(st, widget, state), help=help)
+    st.session_state[state] = st.session_state[widget]
+    return next(s for s in pool if s.key == st.session_state[state])
+
+
+def current(st: Any, ctx: data.Context, *, need_trace: bool = False) -> Source | None:
+    """The run the Breakdown and Timeline pages show (chosen on the Runs page or on either page)."""
+    srcs = data.sources(ctx)
+    if not srcs:
+        st.info(f"Nothing to show yet: no runs, traces or breakdowns under {ctx.runs_dir}. Capture one with "
+                "`phaseprof capture`, or add a file on the Runs page.")
+        return None
+    if need_trace and not any(s.has_trace for s in srcs):
+        st.info("Only breakdowns here, no raw trace: the timeline needs a trace.")
+        return None
+    return pick(st, srcs, title="Run", state="current_run", need_trace=need_trace)
+
+
+def table(st: Any, df: Any, *, key: str) -> None:
+    """A sortable table; numbers keep their stored values and are only displayed with thousands separators."""
+    cfg = {c: st.column_config.NumberColumn(format="localized") for c in df.columns
+           if str(df[c].dtype).startswith(("float", "int"))}
+    st.dataframe(df, hide_index=True, width="stretch", key=key, column_config=cfg)
+
+
+def source_line(src: Source, bd: Any) -> str:
+    """What a source is, in one line of markdown."""
+    tr = bd.trace
+    bits = [f"**{src.key}**", tr.gpu_name or tr.platform, f"{tr.device} trace", f"{tr.event_count:,} events"]
+    if src.description:
+        bits.append(src.description)
+    return " · ".join(bits)

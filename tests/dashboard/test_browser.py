@@ -1,0 +1,166 @@
+"""End to end: ``phaseprof dashboard`` serves on localhost and headless Chromium walks every page.
+
+Screenshots go to test-artifacts/dashboard/ (git-ignored). With ``PHASEPROF_UPDATE_DOCS_IMG=1`` and the public
+traces present, the Breakdown and Compare screenshots of the public H100 vs B200 pair are also written to
+docs/img/ (small PNGs for docs/dashboard.md).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import PUBLIC_DIR, REPO
+
+from .conftest import B200_PREFILL, H100_DECODE, PUBLIC_B200, PUBLIC_H100
+
+pytestmark = pytest.mark.browser
+
+CHROMIUM = Path(os.environ.get("PHASEPROF_CHROMIUM", "/usr/bin/chromium"))
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+         "--disable-component-update", "--disable-sync", "--no-first-run"]
+ARTIFACTS = REPO / "test-artifacts" / "dashboard"
+DOCS_IMG = REPO / "docs" / "img"
+#: Per page: the text of its last element (so the whole page has been drawn), and other text it must show.
+PAGES = {
+    "Runs": ("Use as B in Compare", ["Open in Breakdown", "Add a trace or breakdown"]),
+    "Breakdown": ("Download breakdown JSON", ["GPU busy time by bucket", "Per step", "Top kernels per bucket",
+                                              "Unknown kernels"]),
+    "Timeline": ("Largest idle gaps", ["GPU idle", "µs since step start"]),
+    "Compare": ("Download markdown", ["Comparing NVIDIA H100 80GB HBM3 (A) with NVIDIA B200 (B)", "Delta by bucket",
+                                      "Markdown for a PR"]),
+    "Sweep": ("Lines: median over reps", ["TTFT ms vs prompt tokens"]),
+    "Memory": ("Memory", []),
+}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[object]:
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        pytest.skip("playwright (python) is not installed: pip install playwright")
+    if not CHROMIUM.exists():
+        pytest.skip(f"no Chromium at {CHROMIUM}: apt-get install -y chromium (or set PHASEPROF_CHROMIUM)")
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=str(CHROMIUM), args=FLAGS, headless=True)
+        yield b
+        b.close()
+
+
+def _serve(runs: Path, tmp: Path) -> tuple[subprocess.Popen, str]:
+    port = _free_port()
+    env = {**os.environ, "PHASEPROF_UPLOAD_DIR": str(tmp / "uploads")}
+    log = (tmp / "dashboard.log").open("w")  # a file, not a pipe: an unread pipe could block the server
+    proc = subprocess.Popen([sys.executable, "-m", "phaseprof.cli", "dashboard", str(runs), "--port", str(port)],
+                            cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, text=True)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise AssertionError(f"dashboard exited early: {(tmp / 'dashboard.log').read_text()}")
+        try:
+            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as r:
+                if r.status == 200:
+                    return proc, url
+        except OSError:
+            time.sleep(0.5)
+    _stop(proc)
+    raise AssertionError("dashboard did not start within 60 s")
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    """Stop ``phaseprof dashboard``; it stops its streamlit child (checked: nothing is left listening)."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+@pytest.fixture()
+def server(runs_dir: Path, tmp_path: Path) -> Iterator[str]:
+    proc, url = _serve(runs_dir, tmp_path)
+    yield url
+    _stop(proc)
+    with pytest.raises(OSError):  # the server is gone with the CLI
+        urllib.request.urlopen(f"{url}/_stcore/health", timeout=2)
+
+
+def _visit(page: object, url: str, name: str, *, query: str = "", shot: Path | None = None) -> str:
+    done, expected = PAGES[name]
+    page.goto(f"{url}/?page={name}{query}")  # type: ignore[attr-defined]
+    page.get_by_text(done, exact=False).first.wait_for(timeout=120_000)  # type: ignore[attr-defined]
+    page.wait_for_function(  # type: ignore[attr-defined]  # the script run has finished
+        "!document.querySelector('[data-testid=\"stStatusWidget\"]')", timeout=120_000)
+    page.wait_for_function(  # type: ignore[attr-defined]  # every chart drawn by plotly.js
+        "Array.from(document.querySelectorAll('[data-testid=\"stPlotlyChart\"]'))"
+        ".every(c => c.querySelector('.js-plotly-plot .main-svg'))", timeout=60_000)
+    page.wait_for_timeout(500)  # type: ignore[attr-defined]
+    text = page.locator('[data-testid="stMain"]').inner_text()  # type: ignore[attr-defined]
+    # Chart titles and labels are SVG text, not in inner_text.
+    text += page.evaluate("Array.from(document.querySelectorAll('.js-plotly-plot'))"  # type: ignore[attr-defined]
+                          ".map(e => e.textContent).join(' ')")
+    for t in expected:
+        assert t in text, f"{name}: {t!r} not on the page"
+    assert "Traceback" not in text and "internal error" not in text
+    assert page.locator('[data-testid="stException"]').count() == 0  # type: ignore[attr-defined]
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(shot or ARTIFACTS / f"{name.lower()}.png"))  # type: ignore[attr-defined]
+    return text
+
+
+def test_every_page_in_headless_chromium(browser: object, server: str, runs_dir: Path) -> None:
+    page = browser.new_page(viewport={"width": 1400, "height": 2000})  # type: ignore[attr-defined]
+    text = _visit(page, server, "Runs")
+    n = len(list(runs_dir.glob("*.json.gz"))) + 1  # loose traces and the run directory (the table is a canvas)
+    assert f"{n} of {n} under" in text
+    assert page.locator('[data-testid="stDataFrame"]').count() == 1
+    # Navigation by clicking the sidebar, as a user does.
+    page.get_by_text("Breakdown", exact=True).first.click()
+    page.get_by_text(PAGES["Breakdown"][0]).first.wait_for(timeout=120_000)
+    _visit(page, server, "Breakdown")
+    _visit(page, server, "Timeline")
+    text = _visit(page, server, "Compare", query=f"&a={H100_DECODE}&b={B200_PREFILL}")
+    assert H100_DECODE in text and B200_PREFILL in text
+    _visit(page, server, "Sweep")
+    _visit(page, server, "Memory")
+    page.close()
+
+
+@pytest.mark.public
+def test_public_h100_vs_b200_in_chromium(browser: object, runs_dir: Path, tmp_path: Path) -> None:
+    if not PUBLIC_DIR.is_dir():
+        pytest.skip(f"public traces not present at {PUBLIC_DIR}")
+    proc, url = _serve(PUBLIC_DIR, tmp_path)
+    try:
+        docs = os.environ.get("PHASEPROF_UPDATE_DOCS_IMG") == "1"
+        page = browser.new_page(viewport={"width": 1280, "height": 2300})  # type: ignore[attr-defined]
+        query = f"&a={PUBLIC_H100}&b={PUBLIC_B200}"
+        _visit(page, url, "Compare", query=query)  # analyses both (progress boxes), then cached:
+        text = _visit(page, url, "Compare", query=query, shot=ARTIFACTS / "compare-public-h100-b200.png")
+        assert "LlamaForCausalLM" in text and "gpt-oss-120b" in text and "different workloads" in text
+        _visit(page, url, "Breakdown", query=f"&run={PUBLIC_H100}", shot=ARTIFACTS / "breakdown-public.png")
+        if docs:
+            DOCS_IMG.mkdir(parents=True, exist_ok=True)
+            shutil.copy(ARTIFACTS / "compare-public-h100-b200.png", DOCS_IMG / "compare.png")
+            shutil.copy(ARTIFACTS / "breakdown-public.png", DOCS_IMG / "breakdown.png")
+        page.close()
+    finally:
+        _stop(proc)

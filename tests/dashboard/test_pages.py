@@ -1,0 +1,218 @@
+"""Every dashboard page under Streamlit's AppTest, on real traces: no exception, and the numbers shown are the
+library's (the expected values are computed here with the same functions the CLI calls)."""
+
+from __future__ import annotations
+
+import pytest
+
+from phaseprof.analysis.breakdown import analyze_tables
+from phaseprof.analysis.pipeline import analyze_trace
+from phaseprof.analysis.timeline import index_trace, step_timeline
+from phaseprof.classify.rules import load_rules
+from phaseprof.report.json_io import load_breakdown
+from phaseprof.report.markdown import breakdown_markdown
+from phaseprof.trace.tables import load_tables
+
+from .conftest import (B200_PREFILL, DECODE_SWEEP_JSON, H100_DECODE, RUN_JSON, RUN_NAME, SWEEP_JSON, figure, frame,
+                       ok)
+
+
+def test_runs_page_lists_everything_and_reads_run_json(make_app, runs_dir):
+    at = ok(make_app("Runs").run())
+    df = frame(at, "run", "GPU", "TTFT ms")
+    expected = {p.name for p in runs_dir.glob("*.json.gz")} | {RUN_NAME}
+    assert set(df["run"]) == expected
+    run = df[df["run"] == RUN_NAME].iloc[0]
+    assert run["kind"] == "run"
+    assert (run["GPU"], run["model"], run["phase"], run["tokens"], run["mode"]) == (
+        "NVIDIA H100 80GB HBM3", "llama-70b", "decode", 128, "graph")
+    assert run["TTFT ms"] == RUN_JSON["timing"]["ttft"]["median_ms"]
+    assert run["TPOT ms"] == RUN_JSON["timing"]["tpot"]["median_ms"]
+    assert run["date"] == RUN_JSON["created_utc"]
+    # Raw traces are analysed on request; then their GPU comes from the analysis.
+    at.button(key="analyse_all").click().run()
+    df = frame(at, "run", "GPU")
+    gpu = dict(zip(df["run"], df["GPU"]))
+    assert gpu[B200_PREFILL] == analyze_trace(runs_dir / B200_PREFILL).trace.gpu_name == "NVIDIA B200"
+    assert [e.value for e in at.error] == [analyze_error(runs_dir / "broken.json.gz")]
+    status = dict(zip(df["run"], df["status"]))
+    assert status["broken.json.gz"] == f"error: {analyze_error(runs_dir / 'broken.json.gz')}"
+    assert status[B200_PREFILL] == "ok"
+
+
+def analyze_error(path):
+    from phaseprof.errors import PhaseprofError
+
+    with pytest.raises(PhaseprofError) as e:
+        analyze_trace(path)
+    return str(e.value)
+
+
+def test_runs_page_filters_and_hands_runs_to_other_pages(make_app):
+    at = ok(make_app("Runs").run())
+    at.multiselect(key="filter_kind").set_value(["run"]).run()
+    assert frame(ok(at), "run")["run"].tolist() == [RUN_NAME]
+    at.session_state["current_run"] = B200_PREFILL
+    at.button(key="use_a").click().run()
+    at.session_state["current_run"] = H100_DECODE
+    at.button(key="use_b").click().run()
+    at.button(key="open_breakdown").click().run()
+    assert ok(at).title[0].value == "Breakdown" and at.sidebar.radio(key="page").value == "Breakdown"
+    assert H100_DECODE in at.markdown[0].value or any(H100_DECODE in m.value for m in at.markdown)
+    at.sidebar.radio(key="page").set_value("Compare").run()
+    assert ok(at).subheader[0].value == "Comparing NVIDIA B200 (A) with NVIDIA H100 80GB HBM3 (B)"
+
+
+@pytest.mark.parametrize("name", [H100_DECODE, "v100_tb_plugin_resnet50_2steps.json.gz",
+                                  "mi300x_sglang_qwen3_8b_decode.json.gz"])
+def test_breakdown_page_shows_the_library_numbers(make_app, runs_dir, name):
+    at = make_app("Breakdown")
+    at.session_state["current_run"] = name
+    ok(at.run())
+    bd = analyze_trace(runs_dir / name)
+    phases = frame(at, "phase", "wall µs", "GPU busy µs")
+    assert phases["wall µs"].tolist() == [p.wall_us for p in bd.phases]
+    assert phases["GPU busy µs"].tolist() == [p.gpu_busy_us for p in bd.phases]
+    assert phases["launch overhead µs"].tolist() == [p.idle.launch_overhead_us for p in bd.phases]
+    steps = frame(at, "step", "launch calls", "allocations", "device mallocs")
+    assert steps["wall µs"].tolist() == [r.wall_us for r in bd.steps]
+    assert steps["GPU idle µs"].tolist() == [r.gpu_idle_us for r in bd.steps]
+    assert steps["kernels"].tolist() == [r.kernels for r in bd.steps]
+    assert steps["launch calls"].tolist() == [r.launches.total for r in bd.steps]
+    assert steps["allocations"].tolist() == [r.memory.allocations for r in bd.steps]
+    assert steps["device mallocs"].tolist() == [r.memory.device_mallocs for r in bd.steps]
+    for api in {a for r in bd.steps for a in r.launches.by_api}:
+        assert steps[api].tolist() == [r.launches.by_api.get(api, 0) for r in bd.steps]
+    # Stacked bars: one trace per bucket, heights = the phase's bucket times (ms).
+    bars = {t["name"]: t["y"] for t in figure(at, "phase_buckets")["data"]}
+    for i, ph in enumerate(bd.phases):
+        for b in ph.kernel_view:
+            assert bars[b.bucket][i] == pytest.approx(b.time_us / 1e3)
+    per_step = {t["name"]: t["y"] for t in figure(at, "per_step")["data"]}
+    shown = [r for r in bd.steps if r.phase == at.selectbox(key="bd_phase").value]
+    assert per_step["launch calls"] == [r.launches.total for r in shown]
+    assert at.code[0].value == breakdown_markdown(bd).rstrip("\n")  # st.code drops the final newline
+    if bd.unknown_kernels:
+        unknown = frame(at, "unclassified kernel")
+        assert unknown["unclassified kernel"].tolist() == [k.name for k in bd.unknown_kernels]
+        assert unknown["µs"].tolist() == [k.time_us for k in bd.unknown_kernels]
+        assert any("matched no rule" in w.value for w in at.warning)
+    # Module view switch: the bars follow the module view.
+    at.radio(key="bd_view").set_value("module").run()
+    bars = {t["name"]: t["y"] for t in figure(ok(at), "phase_buckets")["data"]}
+    assert {b.bucket: b.time_us / 1e3 for b in bd.phases[0].module_view} == pytest.approx(
+        {k: v[0] for k, v in bars.items() if v[0] is not None})
+
+
+def test_breakdown_page_reads_a_run_directory(make_app, runs_dir):
+    at = make_app("Breakdown")
+    at.session_state["current_run"] = RUN_NAME
+    ok(at.run())
+    stored = load_breakdown(runs_dir / RUN_NAME / "breakdown.json")
+    assert frame(at, "step", "launch calls")["launch calls"].tolist() == [r.launches.total for r in stored.steps]
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics == {"TTFT (clean, ms)": "41.500", "TPOT (clean, ms)": "29.750", "model": "llama-70b",
+                       "mode": "graph", "tokens": "128"}
+
+
+def test_timeline_page_draws_the_step_the_library_cuts(make_app, runs_dir):
+    at = make_app("Timeline", step="1")
+    at.session_state["current_run"] = H100_DECODE
+    ok(at.run())
+    t = load_tables(runs_dir / H100_DECODE)
+    bd = analyze_tables(t, load_rules())
+    tl = step_timeline(index_trace(t, load_rules()), step=1)
+    row = bd.steps[1]
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["wall µs"] == f"{row.wall_us:,.1f}"
+    assert metrics["idle: in launch calls µs"] == f"{row.idle.launch_overhead_us:,.1f}"
+    assert metrics["idle: queued / tail µs"] == f"{row.idle.other_us:,.1f}"
+    fig = figure(at, "timeline")
+    kernels = sum(len(tr["y"]) for tr in fig["data"] if str(tr["y"][0]).startswith("stream"))
+    assert kernels == len(tl.activities)
+    idle = sum(len(tr["y"]) for tr in fig["data"] if tr["y"][0] == "GPU idle")
+    assert idle == len(tl.idle)
+    gaps = frame(at, "idle µs", "cause")
+    assert gaps["idle µs"].max() == pytest.approx((tl.gaps["end_ns"] - tl.gaps["ts_ns"]).max() / 1e3)
+
+
+def test_compare_page_is_the_cli_diff(make_app, runs_dir, capsys):
+    from phaseprof.cli import main
+    from phaseprof.report.diff import diff_breakdowns, load_side
+
+    at = ok(make_app("Compare", a=H100_DECODE, b=B200_PREFILL).run())
+    sa, sb = load_side(runs_dir / H100_DECODE), load_side(runs_dir / B200_PREFILL)
+    d = diff_breakdowns(sa.breakdown, sb.breakdown, order_a=sa.order, order_b=sb.order,
+                        labels=(H100_DECODE, B200_PREFILL))
+    ph = d.phases[0]
+    buckets = frame(at, "bucket", "A ms/step", "Δ share pp")
+    assert buckets["bucket"].tolist() == [x.bucket for x in ph.kernel_view]
+    assert buckets["A ms/step"].tolist() == pytest.approx([x.time_ms.a for x in ph.kernel_view])
+    assert buckets["Δ share pp"].tolist() == pytest.approx([x.share.change for x in ph.kernel_view])
+    bars = figure(at, "cmp_bars")["data"]
+    assert bars[1]["y"] == pytest.approx([x.time_ms.b for x in ph.kernel_view])
+    kernels = frame(at, "A kernel", "B kernel", "matched by")
+    assert kernels["matched by"].tolist() == [m.how for m in ph.kernels]
+    assert main(["diff", str(runs_dir / H100_DECODE), str(runs_dir / B200_PREFILL), "--format", "markdown"]) == 0
+    assert at.code[0].value == capsys.readouterr().out.rstrip("\n")
+    text = " ".join(m.value for m in at.markdown) + " ".join(h.value for h in at.subheader)
+    assert "NVIDIA H100 80GB HBM3" in text and "NVIDIA B200" in text
+
+
+@pytest.mark.public
+def test_compare_page_says_what_it_compares_on_the_public_h100_and_b200_traces(make_app, public_dir):
+    from .conftest import PUBLIC_B200, PUBLIC_H100
+
+    at = ok(make_app("Compare", runs=public_dir, a=PUBLIC_H100, b=PUBLIC_B200).run())
+    assert at.subheader[0].value == "Comparing NVIDIA H100 80GB HBM3 (A) with NVIDIA B200 (B)"
+    md = " ".join(m.value for m in at.markdown)
+    assert "LlamaForCausalLM" in md and "gpt-oss-120b" in md  # what each trace is (MANIFEST.tsv)
+    warnings = " ".join(w.value for w in at.warning)
+    assert "different workloads" in warnings and "GPU differs" in warnings
+    assert "model" in " ".join(i.value for i in at.info)  # models not recorded in the traces: said so
+
+
+def test_sweep_page_plots_the_stored_points(make_app):
+    at = ok(make_app("Sweep").run())
+    fig = figure(at, "sweep_chart")
+    line = next(t for t in fig["data"] if t.get("mode") == "lines+markers")
+    assert line["x"] == [p["prompt_tokens"] for p in SWEEP_JSON["points"]]
+    assert line["y"] == [p["ttft"]["median_ms"] for p in SWEEP_JSON["points"]]
+    assert frame(at, "sweep", "p90")["p90"].tolist() == [p["ttft"]["p90_ms"] for p in SWEEP_JSON["points"]]
+    assert any("17.50 µs per prompt token" in c.value for c in at.caption)
+    at.radio(key="sweep_phase").set_value("decode").run()
+    table = frame(ok(at), "sweep", "TPOT ms (median)")
+    assert table["TPOT ms (median)"].tolist() == [p["tpot"]["median_ms"] for p in DECODE_SWEEP_JSON["points"]]
+    assert table["output tok/s (median)"].tolist() == [p["output_tok_per_s"]["median"]
+                                                       for p in DECODE_SWEEP_JSON["points"]]
+
+
+def test_memory_page_mounts(make_app):
+    at = ok(make_app("Memory").run())
+    assert at.sidebar.radio(key="page").value == "Memory"
+    assert len(at.main.children) > 0
+
+
+def test_a_trace_is_parsed_once_with_progress_then_served_from_cache(make_app, runs_dir, tmp_path, monkeypatch):
+    import gzip
+
+    import phaseprof.trace.tables as tables
+
+    runs = tmp_path / "fresh"
+    runs.mkdir()
+    raw = gzip.decompress((runs_dir / B200_PREFILL).read_bytes())
+    (runs / "fresh.json.gz").write_bytes(gzip.compress(raw, mtime=1))  # new content hash: not cached yet
+    calls = []
+    real = tables.load_tables
+    monkeypatch.setattr(tables, "load_tables", lambda p: calls.append(p) or real(p))
+    at = make_app("Breakdown", runs=runs)
+    ok(at.run())
+    progress = [m.value for m in at.markdown if "decoding the trace" in m.value]
+    assert progress and len(calls) == 1
+    for view in ("module", "kernel"):  # interactions: no re-parse, no progress box
+        at.radio(key="bd_view").set_value(view).run()
+        assert not [m.value for m in ok(at).markdown if "decoding the trace" in m.value]
+    at.sidebar.radio(key="page").set_value("Timeline").run()
+    at.sidebar.radio(key="page").set_value("Compare").run()
+    ok(at)
+    assert len(calls) == 1
