@@ -70,27 +70,49 @@ class _StepContext:
         self.mem_gpu = (mem["device_type"].to_numpy() != 0) & (mem["device_id"].to_numpy() >= 0)
 
 
-def _idle_split(items: pd.DataFrame, start: int, end: int, ctx: _StepContext, k: int) -> IdleSplit:
-    gs, ge = iv.gaps(items["ts_ns"].to_numpy(), items["end_ns"].to_numpy(), start, end)
+def _idle_split(work: "_AllGpuWork", start: int, end: int, ctx: _StepContext) -> IdleSplit:
+    """Split the GPU's idle time inside ``[start, end)`` by cause (see IdleSplit). Idle means no activity of
+    any step ran; the activity that ends a gap tells whether its launch call was still in progress."""
+    its, ite, launch = work.window(start, end)
+    gs, ge = iv.gaps(its, ite, start, end)
     if gs.size == 0:
         return IdleSplit(0.0, 0.0, 0.0)
-    order = np.argsort(items["ts_ns"].to_numpy(), kind="stable")
-    its = items["ts_ns"].to_numpy()[order]
-    launch = items["launch"].to_numpy()[order]
     nxt = np.searchsorted(its, ge, side="left")
     has_next = nxt < its.size
-    nl = launch[np.minimum(nxt, its.size - 1)] if its.size else np.zeros(0, dtype=np.int64)
+    nl = launch[np.minimum(nxt, its.size - 1)] if its.size else np.zeros(gs.size, dtype=np.int64)
     launch_end = np.where(has_next & (nl >= 0), ctx.rt_end[np.maximum(nl, 0)] if ctx.rt_end.size else 0, gs)
-    starved_end = np.clip(launch_end, gs, ge)
-    starved_end = np.where(has_next, starved_end, gs)
-    sel = (ctx.rt_step == k) & ctx.is_launch
+    starved_end = np.where(has_next, np.clip(launch_end, gs, ge), gs)
+    sel = ctx.is_launch & (ctx.rt_ts < end) & (ctx.rt_end > start)
     in_launch = iv.overlap_with_union(gs, starved_end, ctx.rt_ts[sel], ctx.rt_end[sel])
     starved = starved_end - gs
     return IdleSplit(float(in_launch.sum()) * _US, float((starved - in_launch).sum()) * _US,
                      float((ge - starved_end).sum()) * _US)
 
 
-def _step_row(k: int, det: StepDetection, items: pd.DataFrame, ctx: _StepContext, device: str) -> StepRow:
+class _AllGpuWork:
+    """Every in-step GPU interval sorted by start, to find what ran inside a step's window from any step."""
+
+    def __init__(self, items: pd.DataFrame):
+        order = np.argsort(items["ts_ns"].to_numpy(), kind="stable")
+        self.ts = items["ts_ns"].to_numpy()[order]
+        self.end = items["end_ns"].to_numpy()[order]
+        self.launch = items["launch"].to_numpy()[order]
+        self.max_dur = int((self.end - self.ts).max()) if self.ts.size else 0
+
+    def window(self, start: int, end: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Intervals (sorted by start) that overlap ``[start, end)``, with their launch rows."""
+        lo = np.searchsorted(self.ts, start - self.max_dur, side="left")
+        hi = np.searchsorted(self.ts, end, side="left")
+        keep = self.end[lo:hi] > start
+        return self.ts[lo:hi][keep], self.end[lo:hi][keep], self.launch[lo:hi][keep]
+
+    def union_in(self, start: int, end: int) -> int:
+        ts, te, _ = self.window(start, end)
+        return iv.total(*iv.clip(ts, te, start, end))
+
+
+def _step_row(k: int, det: StepDetection, items: pd.DataFrame, ctx: _StepContext, device: str,
+              work: _AllGpuWork) -> StepRow:
     sw = det.steps[k]
     its = items
     launch = its["launch"].to_numpy()
@@ -102,9 +124,11 @@ def _step_row(k: int, det: StepDetection, items: pd.DataFrame, ctx: _StepContext
         hi_candidates.append(sw.host_end_ns)
     end = max(hi_candidates) if hi_candidates else start
     wall = max(end - start, 0)
-    busy = iv.total(*iv.clip(its["ts_ns"].to_numpy(), its["end_ns"].to_numpy(), start, end))
+    busy = int(round(float(its["share_ns"].sum())))  # this step's share of GPU busy (see StepRow.gpu_busy_us)
+    any_busy = work.union_in(start, end) if device == "gpu" else busy
+    other_steps = max(any_busy - busy, 0)
     if device == "gpu":
-        idle = _idle_split(its, start, end, ctx, k)
+        idle = _idle_split(work, start, end, ctx)
     else:
         idle = IdleSplit(0.0, float(wall - busy) * _US, 0.0)
     in_step = ctx.rt_step == k
@@ -117,7 +141,8 @@ def _step_row(k: int, det: StepDetection, items: pd.DataFrame, ctx: _StepContext
     return StepRow(
         index=k, label=sw.label, phase=str(sw.phase), context_tokens=sw.context_tokens,
         generation_tokens=sw.generation_tokens, start_us=float(start) * _US, wall_us=float(wall) * _US,
-        gpu_busy_us=float(busy) * _US, gpu_idle_us=float(wall - busy) * _US,
+        gpu_busy_us=float(busy) * _US, gpu_idle_us=float(max(wall - any_busy, 0)) * _US,
+        gpu_busy_other_steps_us=float(other_steps) * _US,
         busy_pct=100.0 * busy / wall if wall else 0.0, idle=idle,
         host_sync_us=float((ctx.rt_end - ctx.rt_ts)[in_step & ctx.is_sync].sum()) * _US,
         kernels=int((kinds == "kernel").sum()) if device == "gpu" else len(its),
@@ -178,7 +203,8 @@ def analyze_tables(t: EventTables, rules: RuleSet) -> Breakdown:
     ctx = _StepContext(t, det)
     by_step = items.groupby("step").indices
     empty = items.iloc[0:0]
-    rows = [_step_row(k, det, items.iloc[by_step[k]] if k in by_step else empty, ctx, device)
+    work = _AllGpuWork(items)
+    rows = [_step_row(k, det, items.iloc[by_step[k]] if k in by_step else empty, ctx, device, work)
             for k in range(len(det.steps))]
     notes = []
     phases = []

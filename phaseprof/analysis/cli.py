@@ -58,7 +58,8 @@ def analyze(
                 raise PhaseprofError(f"unknown --cross-check {cross_check!r} (supported: hta)")
             from phaseprof.analysis.hta_check import cross_check_hta, print_cross_check
 
-            print_cross_check(cross_check_hta(tr, bd), console)
+            # On stderr when stdout carries JSON or markdown, so piped output stays parseable.
+            print_cross_check(cross_check_hta(tr, bd), console if fmt == OutputFormat.table else Console(stderr=True))
 
 
 def _expand(paths: list[Path], rules: list[Path], console: Console, json_out: Path | None) -> list[Path]:

@@ -56,10 +56,9 @@ def gpu_items(t: EventTables, c: Correlated, det: StepDetection, rules: RuleSet,
         "launch": launch, "bytes": g["bytes"].to_numpy(), "stream": g["stream"].to_numpy(),
     })
     items = items[items["step"] >= 0].copy()
-    share = np.zeros(len(items))
-    for _, idx in items.groupby("step").indices.items():
-        share[idx] = iv.exclusive_shares(items["ts_ns"].to_numpy()[idx], items["end_ns"].to_numpy()[idx])
-    items["share_ns"] = share
+    # Shares over all steps at once: when adjacent steps overlap on the GPU (async scheduling, other streams) the
+    # common time is split between them instead of counted in both.
+    items["share_ns"] = iv.exclusive_shares(items["ts_ns"].to_numpy(), items["end_ns"].to_numpy())
     return items
 
 

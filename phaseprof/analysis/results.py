@@ -88,8 +88,8 @@ class StepRow:
     generation_tokens: int | None
     start_us: float  # from trace origin
     wall_us: float  # step start to the end of its last GPU activity (or host end, whichever is later)
-    gpu_busy_us: float  # union of the step's kernel, memcpy and memset intervals (streams overlap once)
-    gpu_idle_us: float  # wall - busy
+    gpu_busy_us: float  # the step's share of GPU busy: union of kernel/memcpy/memset time, overlaps split evenly
+    gpu_idle_us: float  # time in the step's wall window when no GPU activity of any step ran
     busy_pct: float
     idle: IdleSplit
     host_sync_us: float  # time the host spent in synchronize calls during the step
@@ -102,6 +102,7 @@ class StepRow:
     memory: AllocCounts
     kernel_view_us: dict[str, float]
     module_view_us: dict[str, float]
+    gpu_busy_other_steps_us: float = 0.0  # neighbouring steps' GPU work inside this step's window (async overlap)
 
 
 @dataclass(frozen=True)

@@ -93,9 +93,9 @@ def _from_markers(ops: pd.DataFrame) -> StepDetection | None:
 
 
 def _from_boundaries(ends: np.ndarray, method: str, detail: str) -> StepDetection:
-    """Steps ending at each boundary (host ns): step k = (ends[k-1], ends[k]]."""
+    """Steps ending at each boundary (host ns): step k = [ends[k-1] + 1, ends[k] + 1), disjoint."""
     ends = np.sort(ends)
-    starts = np.r_[_NEG_INF, ends[:-1]]
+    starts = np.r_[_NEG_INF, ends[:-1] + 1]
     steps = tuple(StepWindow(index=i, host_start_ns=int(s), host_end_ns=int(e) + 1, phase=Phase.UNKNOWN,
                              label=f"step {i}") for i, (s, e) in enumerate(zip(starts, ends)))
     return StepDetection(method, detail, steps)

@@ -41,6 +41,8 @@ def read_trace_bytes(path: str | Path) -> tuple[bytes, str]:
 
 def decode_trace(data: bytes, path: str | Path) -> TraceDoc:
     """Decode the JSON document; a bare event array (allowed by the chrome trace format) is accepted too."""
+    if data[:3] == b"\xef\xbb\xbf":  # UTF-8 byte-order mark written by some Windows tools
+        data = data[3:]
     head = data[:4096].lstrip()
     try:
         if head[:1] == b"[":

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 
 PHASEPROF_STEP_PREFIX = "phaseprof_step#"
 
-_VLLM_SHORT = re.compile(r"^execute_context_(\d+)\((\d+)\)_generation_(\d+)\((\d+)\)$")
+# Some vLLM builds append the squared token count: ``execute_context_1(888_788544)_generation_0(0)``.
+_VLLM_SHORT = re.compile(r"^execute_context_(\d+)\((\d+)(?:_\d+)?\)_generation_(\d+)\((\d+)(?:_\d+)?\)$")
 _VLLM_LONG = re.compile(
     r"^execute_(\d+)_context_(\d+)\(sq(\d+)sk\d+sqsq\d+sqsk\d+\)_generation_(\d+)\(sq(\d+)sk\d+sqsq\d+sqsk\d+\)$"
 )
