@@ -17,7 +17,7 @@ def _short(name: str, width: int = NAME_WIDTH) -> str:
     return name if len(name) <= width else name[: width - 1] + "…"
 
 
-def phase_table(ph: PhaseSummary, *, view: str = "kernel") -> Table:
+def phase_table(ph: PhaseSummary, *, view: str = "kernel", device: str = "gpu") -> Table:
     rows = ph.kernel_view if view == "kernel" else ph.module_view
     t = Table(title=f"{ph.phase}: {ph.steps} step(s), {view} view", title_justify="left")
     t.add_column("bucket")
@@ -26,7 +26,7 @@ def phase_table(ph: PhaseSummary, *, view: str = "kernel") -> Table:
     t.add_column("items", justify="right")
     for b in rows:
         t.add_row(b.bucket, _ms(b.time_us), f"{b.share_pct:.1f}", f"{b.count:,}")
-    t.add_row("[bold]GPU busy[/]", f"[bold]{_ms(ph.gpu_busy_us)}[/]", "100.0", f"{ph.kernels:,}")
+    t.add_row("[bold]GPU busy[/]" if device == "gpu" else "[bold]CPU op time[/]", f"[bold]{_ms(ph.gpu_busy_us)}[/]", "100.0", f"{ph.kernels:,}")
     return t
 
 
@@ -57,8 +57,8 @@ def print_breakdown(bd: Breakdown, console: Console, *, top: int = 3) -> None:
     console.print(f"steps: {bd.step_detection['detail']}")
     console.print(timeline_table(bd))
     for ph in bd.phases:
-        console.print(phase_table(ph, view="kernel"))
-        console.print(phase_table(ph, view="module"))
+        console.print(phase_table(ph, view="kernel", device=tr.device))
+        console.print(phase_table(ph, view="module", device=tr.device))
         kt = Table(title=f"{ph.phase}: top kernels per bucket", title_justify="left")
         for col in ("bucket", "kernel", "count", "ms", "share %"):
             kt.add_column(col, justify="right" if col in ("count", "ms", "share %") else "left",
