@@ -1,0 +1,197 @@
+"""``phaseprof capture`` and ``phaseprof sweep``: real vLLM runs, timed cleanly, then profiled.
+
+vllm and torch are imported only inside the commands (``phaseprof --help`` stays fast without them).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.console import Console
+
+from phaseprof.capture.options import (
+    CaptureOptions,
+    EngineOptions,
+    Mode,
+    Phase,
+    Quant,
+    parse_engine_args,
+    parse_int_list,
+)
+from phaseprof.errors import PhaseprofError
+
+_MODEL_HELP = ("A preset name (see `phaseprof capture --list-presets`), a local Hugging Face model directory, or a "
+               "repo id. Default: qwen3.5-35b-a3b with CUDA, else tiny-hybrid (CPU).")
+_ENGINE_ARG_HELP = ("KEY=VALUE passed to vllm.LLM (VALUE parsed as JSON when possible), e.g. "
+                    "gpu_memory_utilization=0.9 or compilation_config='{\"cudagraph_capture_sizes\":[1,2,4]}'. "
+                    "Repeatable; wins over phaseprof's defaults.")
+
+
+def canonical_command(ctx: typer.Context) -> list[str]:
+    """``phaseprof <command>`` with every option that has a value, as parsed (a reproducible command line)."""
+    out = ["phaseprof", ctx.info_name or ""]
+    for param in ctx.command.params:
+        if getattr(param, "param_type_name", "") != "option" or param.name == "list_presets":
+            continue
+        value = ctx.params.get(param.name or "")
+        flag = param.opts[0]
+        if value is None or value is False or value == [] or value == ():
+            continue
+        if value is True:
+            out.append(flag)
+        elif isinstance(value, (list, tuple)):
+            for v in value:
+                out += [flag, str(getattr(v, "value", v))]
+        else:
+            out += [flag, str(getattr(value, "value", value))]
+    return out
+
+
+def _positive(name: str, value: int) -> int:
+    if value < 1:
+        raise PhaseprofError(f"--{name} must be at least 1, got {value}")
+    return value
+
+
+def capture(
+    ctx: typer.Context,
+    phase: Phase = typer.Option(Phase.PREFILL, "--phase", help="prefill: time TTFT; decode: time TPOT."),
+    tokens: int = typer.Option(4096, "--tokens", help="Prompt length in tokens (random ids, seeded)."),
+    output_tokens: int = typer.Option(32, "--output-tokens", help="Decode only: tokens generated per request."),
+    model: str | None = typer.Option(None, "--model", help=_MODEL_HELP),
+    mode: Mode = typer.Option(Mode.EAGER, "--mode", help="eager: enforce_eager; graph: torch.compile + CUDA graphs."),
+    quant: Quant = typer.Option(Quant.BF16, "--quant", help="bf16 weights, or vLLM's online fp8."),
+    reps: int = typer.Option(5, "--reps", help="Timed (unprofiled) requests; median, p10 and p90 are reported."),
+    warmup: int = typer.Option(2, "--warmup", help="Untimed requests first (JIT, autotuning, caches)."),
+    engine_arg: list[str] = typer.Option([], "--engine-arg", help=_ENGINE_ARG_HELP),
+    out: Path = typer.Option(Path("runs"), "--out", help="Parent directory of the run directory."),
+    profile_steps: int | None = typer.Option(None, "--profile-steps", help="Decode only: profile just the first N "
+                                             "decode steps (smaller trace); the request still runs to the end."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the random prompt."),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Show vLLM's own log while it runs."),
+    list_presets: bool = typer.Option(False, "--list-presets", help="List the built-in presets and exit."),
+) -> None:
+    """Start vLLM in-process, time one phase without the profiler, profile it once, write a run directory."""
+    console = Console()
+    if list_presets:
+        _print_presets(console)
+        return
+    _positive("tokens", tokens)
+    _positive("reps", reps)
+    if phase is Phase.DECODE:
+        _positive("output-tokens", output_tokens)
+    if profile_steps is not None:
+        _positive("profile-steps", profile_steps)
+    n_out = output_tokens if phase is Phase.DECODE else 1
+    engine_opts = EngineOptions(model=model, mode=mode, quant=quant, max_prompt_tokens=tokens,
+                                max_output_tokens=n_out, max_num_seqs=2,
+                                engine_args=parse_engine_args(engine_arg), verbose=verbose)
+    cap = CaptureOptions(phase=phase, tokens=tokens, output_tokens=n_out, reps=reps, warmup=max(warmup, 0),
+                         seed=seed, profile_decode_steps=profile_steps, out=out)
+    from phaseprof.capture.engine import explain_engine_error  # noqa: PLC0415
+    from phaseprof.capture.rundir import print_table  # noqa: PLC0415
+    from phaseprof.capture.runner import capture_phase, open_session, print_headline  # noqa: PLC0415
+
+    session = open_session(engine_opts, console=console)
+    try:
+        result = capture_phase(session, cap, console=console, argv=canonical_command(ctx))
+    except PhaseprofError:
+        raise
+    except Exception as e:  # noqa: BLE001 - one line, never a traceback
+        if verbose:
+            console.print_exception()
+        raise explain_engine_error(e, session.plan) from e
+    finally:
+        session.close()
+    print_headline(result, console)
+    if result.breakdown is not None:
+        print_table(result.breakdown, console)
+
+
+def sweep(
+    ctx: typer.Context,
+    phase: Phase = typer.Option(Phase.PREFILL, "--phase", help="prefill: TTFT per length; decode: TPOT per "
+                                "concurrency."),
+    tokens: str | None = typer.Option(None, "--tokens", help="Prefill: prompt lengths, a list (128,256), a range "
+                                      "(128:8192:128) or doubling (128..8192x2; the default). Decode: one prompt "
+                                      "length (default 128)."),
+    concurrency: str = typer.Option("1,2,4,8,16", "--concurrency", help="Decode: concurrent requests per point."),
+    output_tokens: int = typer.Option(128, "--output-tokens", help="Decode: tokens generated per request."),
+    profile_at: str | None = typer.Option(None, "--profile-at", help="Prefill: also capture profiled breakdowns at "
+                                          "these lengths, e.g. 512,4096."),
+    model: str | None = typer.Option(None, "--model", help=_MODEL_HELP),
+    mode: Mode = typer.Option(Mode.EAGER, "--mode", help="eager or graph (torch.compile + CUDA graphs)."),
+    quant: Quant = typer.Option(Quant.BF16, "--quant", help="bf16 or fp8."),
+    reps: int = typer.Option(5, "--reps", help="Timed requests (rounds, for decode) per point."),
+    warmup: int = typer.Option(1, "--warmup", help="Untimed requests per point first."),
+    engine_arg: list[str] = typer.Option([], "--engine-arg", help=_ENGINE_ARG_HELP),
+    out: Path = typer.Option(Path("runs"), "--out", help="Parent directory of the sweep directory."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the random prompts."),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Show vLLM's own log while it runs."),
+) -> None:
+    """One engine start, many points: the TTFT floor, slope and CUDA-graph steps, or decode scaling."""
+    console = Console()
+    _positive("reps", reps)
+    if phase is Phase.PREFILL:
+        lengths = parse_int_list(tokens or "128..8192x2", what="tokens")
+        prof = parse_int_list(profile_at, what="profile-at") if profile_at else []
+        conc: list[int] = []
+        max_prompt, max_out, max_seqs = max(lengths + prof), 1, 2
+    else:
+        if profile_at:
+            raise PhaseprofError("--profile-at is for prefill sweeps; use `phaseprof capture --phase decode`")
+        prompt_list = parse_int_list(tokens or "128", what="tokens")
+        if len(prompt_list) != 1:
+            raise PhaseprofError("a decode sweep takes one prompt length in --tokens (it sweeps --concurrency)")
+        if output_tokens < 2:
+            raise PhaseprofError("a decode sweep needs --output-tokens of at least 2")
+        conc = parse_int_list(concurrency, what="concurrency")
+        lengths, prof = prompt_list, []
+        max_prompt, max_out, max_seqs = prompt_list[0], output_tokens, max(2, max(conc))
+    engine_opts = EngineOptions(model=model, mode=mode, quant=quant, max_prompt_tokens=max_prompt,
+                                max_output_tokens=max_out, max_num_seqs=max_seqs,
+                                engine_args=parse_engine_args(engine_arg), verbose=verbose)
+    from phaseprof.capture.engine import explain_engine_error  # noqa: PLC0415
+    from phaseprof.capture.runner import open_session  # noqa: PLC0415
+    from phaseprof.capture.sweep_dir import SweepRequest, print_sweep, run_sweep  # noqa: PLC0415
+
+    req = SweepRequest(phase=phase, lengths=tuple(lengths), concurrency=tuple(conc), prompt_tokens=max_prompt,
+                       output_tokens=output_tokens, reps=reps, warmup=max(warmup, 0), seed=seed,
+                       profile_at=tuple(prof), out=out)
+    session = open_session(engine_opts, console=console)
+    try:
+        directory, doc = run_sweep(session, req, console=console, argv=canonical_command(ctx))
+    except PhaseprofError:
+        raise
+    except Exception as e:  # noqa: BLE001
+        if verbose:
+            console.print_exception()
+        raise explain_engine_error(e, session.plan) from e
+    finally:
+        session.close()
+    print_sweep(doc, console)
+    if doc.get("slope_us_per_token") is not None:
+        console.print(f"slope {doc['slope_us_per_token']:.2f} µs per prompt token (least squares)")
+    console.print(f"sweep directory: {directory}")
+
+
+def _print_presets(console: Console) -> None:
+    from rich.table import Table  # noqa: PLC0415
+
+    from phaseprof.presets import list_presets, load_preset  # noqa: PLC0415
+
+    table = Table(title="phaseprof presets (dummy weights)")
+    for col in ("name", "architecture", "device", "layers", "notes"):
+        table.add_column(col)
+    for name in list_presets():
+        p = load_preset(name)
+        table.add_row(name, p.architecture, p.device, str(p.hf_config.get("num_hidden_layers")),
+                      p.notes[:90] + ("…" if len(p.notes) > 90 else ""))
+    console.print(table)
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``capture`` and ``sweep`` to the phaseprof CLI."""
+    app.command("capture")(capture)
+    app.command("sweep")(sweep)

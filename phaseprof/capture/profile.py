@@ -1,0 +1,191 @@
+"""Run one request under torch.profiler with a marker per engine step, and write the trace phaseprof reads.
+
+Profiler settings: CPU activity (+ CUDA when the engine runs on CUDA), ``profile_memory=True``,
+``record_shapes=False``, ``with_stack=False``. Each ``LLMEngine.step()`` is wrapped in
+``record_function(phaseprof_step#<i>_context_<n>(<tok>)_generation_<m>(<tok>))``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from phaseprof.capture.options import Phase
+from phaseprof.capture.steps import DriveResult, StepCounts, StepRecord, drive_requests, random_prompt
+from phaseprof.capture.timing import host_ttft_s
+from phaseprof.trace.markers import PHASEPROF_STEP_PREFIX
+
+DEFAULT_MAX_TRACE_BYTES = 5 * 1024 * 1024  # gzipped; the repository's limit for committed traces
+DEFAULT_DISTRIBUTED_INFO = {"backend": "none", "rank": 0, "world_size": 1}
+
+
+@dataclass(frozen=True)
+class ProfiledRun:
+    """The profiled request.
+
+    ``host_s``: the phase's host-clock time under the profiler: TTFT for prefill; for decode the mean host time
+    of the profiled decode steps (one token each). ``profiled_steps``: steps that ran under the profiler (each
+    has a marker). ``raw_trace``: the exported, unprocessed Chrome trace.
+    """
+
+    drive: DriveResult
+    profiled_steps: int
+    host_s: float | None
+    raw_trace: Path
+
+
+def profile_request(session: Any, *, phase: Phase, prompt_tokens: int, output_tokens: int, seed: int,
+                    profile_decode_steps: int | None, workdir: Path) -> ProfiledRun:
+    """Run the capture's request once under torch.profiler; export the Chrome trace into ``workdir``.
+
+    For decode, ``profile_decode_steps`` = k stops the profiler after k decode steps (the prefill step is always
+    profiled); the request still runs to completion unprofiled, so the engine is left clean.
+    """
+    import torch  # noqa: PLC0415
+    from torch.profiler import ProfilerActivity, profile, record_function  # noqa: PLC0415
+
+    cuda = session.device.kind == "cuda"
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    max_tokens = 1 if phase is Phase.PREFILL else output_tokens
+    prompt = random_prompt(prompt_tokens, vocab_size=session.vocab_size, seed=seed)
+    prof = profile(activities=activities, profile_memory=True, record_shapes=False, with_stack=False)
+    limit = profile_decode_steps if phase is Phase.DECODE and profile_decode_steps is not None else None
+    state = {"on": False, "profiled": 0, "decode": 0}
+
+    def stop() -> None:
+        if state["on"]:
+            if cuda:
+                torch.cuda.synchronize()
+            prof.stop()
+            state["on"] = False
+
+    def step_context(_prev: StepRecord | None, i: int, predicted: StepCounts) -> contextlib.AbstractContextManager:
+        if not state["on"]:
+            return contextlib.nullcontext()
+        state["profiled"] += 1
+        return record_function(predicted.marker(i))
+
+    def after_step(step: StepRecord) -> None:
+        if step.counts.context_tokens == 0:
+            state["decode"] += 1
+        if limit is not None and state["decode"] >= limit:
+            stop()
+
+    prof.start()
+    state["on"] = True
+    try:
+        drive = drive_requests(session, [prompt], max_tokens, step_context=step_context, prefix="p",
+                               after_step=after_step)
+    finally:
+        stop()
+    raw = workdir / "trace.raw.json"
+    prof.export_chrome_trace(str(raw))
+    if phase is Phase.PREFILL:
+        host = host_ttft_s(drive.requests[0])
+    else:
+        decode = [s for s in drive.steps[: state["profiled"]] if s.counts.context_tokens == 0]
+        host = sum(s.host_s for s in decode) / len(decode) if decode else None
+    return ProfiledRun(drive=drive, profiled_steps=state["profiled"], host_s=host, raw_trace=raw)
+
+
+@dataclass(frozen=True)
+class TraceFile:
+    """What was written: gzipped size, event count, step markers kept, and what trimming dropped (in order)."""
+
+    path: Path
+    gz_bytes: int
+    events: int
+    markers: int
+    renamed_markers: dict[str, str]
+    dropped: tuple[str, ...] = field(default_factory=tuple)
+
+    def to_dict(self) -> dict[str, object]:
+        return {"file": self.path.name, "gz_bytes": self.gz_bytes, "events": self.events, "markers": self.markers,
+                "renamed_markers": self.renamed_markers, "dropped": list(self.dropped)}
+
+
+def _is_marker(e: dict[str, Any]) -> bool:
+    return e.get("ph") == "X" and str(e.get("name", "")).startswith(PHASEPROF_STEP_PREFIX) and \
+        e.get("cat") in ("user_annotation", "cpu_op", None)
+
+
+def _window(events: list[dict[str, Any]], markers: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Events overlapping [first marker start, last marker end]; metadata (ph M) always kept."""
+    lo = min(float(m["ts"]) for m in markers)
+    hi = max(float(m["ts"]) + float(m.get("dur", 0)) for m in markers)
+    keep = []
+    for e in events:
+        if "ts" not in e or e.get("ph") == "M":
+            keep.append(e)
+            continue
+        ts = float(e["ts"])
+        if ts <= hi and ts + float(e.get("dur", 0) or 0) >= lo:
+            keep.append(e)
+    return keep
+
+
+def _encode(doc: dict[str, Any]) -> bytes:
+    return gzip.compress(orjson.dumps(doc), compresslevel=6, mtime=0)
+
+
+def finalize_trace(raw: Path, dest: Path, *, corrections: dict[str, str] | None = None,
+                   metadata: dict[str, Any] | None = None, max_bytes: int = DEFAULT_MAX_TRACE_BYTES) -> TraceFile:
+    """Make the exported trace what phaseprof and HTA expect, then gzip it to ``dest`` (≤ ``max_bytes``).
+
+    1. ``distributedInfo`` added when absent (HTA needs it); 2. markers whose predicted token counts were wrong
+    renamed to what the scheduler really ran; 3. events outside the profiled steps dropped; 4. if still too big:
+    drop ``python_function`` events, then memory events, then the last steps, until it fits.
+    ``metadata`` is embedded as the top-level ``phaseprof`` key (what was captured, how; ``analyze`` reads it).
+    """
+    doc = orjson.loads(raw.read_bytes())
+    doc.setdefault("distributedInfo", dict(DEFAULT_DISTRIBUTED_INFO))
+    if metadata:
+        doc["phaseprof"] = metadata
+        if metadata.get("vllm_version"):
+            doc.setdefault("vllm_version", metadata["vllm_version"])
+    events: list[dict[str, Any]] = doc.get("traceEvents", [])
+    corrections = dict(corrections or {})
+    if corrections:
+        for e in events:
+            name = e.get("name")
+            if name in corrections:
+                e["name"] = corrections[name]
+    markers = [e for e in events if _is_marker(e)]
+    dropped: list[str] = []
+    if markers:
+        before = len(events)
+        events = _window(events, markers)
+        if len(events) < before:
+            dropped.append(f"{before - len(events)} events outside the profiled steps")
+    doc["traceEvents"] = events
+    blob = _encode(doc)
+    filters = [
+        ("python_function events", lambda e: e.get("cat") != "python_function"),
+        ("memory events", lambda e: not (e.get("name") == "[memory]" or e.get("cat") == "cpu_instant_event")),
+    ]
+    for label, keep in filters:
+        if len(blob) <= max_bytes:
+            break
+        n = len(events)
+        events = [e for e in events if keep(e)]
+        doc["traceEvents"] = events
+        if len(events) < n:
+            dropped.append(f"{n - len(events)} {label}")
+            blob = _encode(doc)
+    markers = sorted((e for e in events if _is_marker(e)), key=lambda e: float(e["ts"]))
+    while len(blob) > max_bytes and len(markers) > 1:
+        markers = markers[: max(1, len(markers) // 2)]
+        events = _window(events, markers)
+        doc["traceEvents"] = events
+        blob = _encode(doc)
+        dropped.append(f"kept only the first {len(markers)} steps")
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    dest.write_bytes(blob)
+    n_markers = sum(1 for e in events if _is_marker(e))
+    return TraceFile(path=dest, gz_bytes=len(blob), events=len(events), markers=n_markers,
+                     renamed_markers=corrections, dropped=tuple(dropped))

@@ -1,0 +1,104 @@
+"""Run directories: ``runs/<UTC time>-<gpu|cpu>-<model>-<phase>-<tokens>/``, written atomically.
+
+A capture's directory holds ``trace.json.gz``, ``breakdown.json`` (from ``analyze``) and ``run.json``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import orjson
+from rich.console import Console
+
+from phaseprof.io import atomic_write_bytes
+
+RUN_SCHEMA_VERSION = 1
+
+
+def utc_stamp(now: dt.datetime | None = None) -> str:
+    """``20261130T083500Z``: sortable, file-name safe."""
+    now = now or dt.datetime.now(dt.timezone.utc)
+    return now.strftime("%Y%m%dT%H%M%SZ")
+
+
+def tokens_label(phase: str, prompt_tokens: int, output_tokens: int) -> str:
+    """``4096`` for prefill; ``128in-32out`` for decode."""
+    return str(prompt_tokens) if phase == "prefill" else f"{prompt_tokens}in-{output_tokens}out"
+
+
+def run_dir_name(*, device_slug: str, model_slug: str, phase: str, tokens: str, stamp: str | None = None) -> str:
+    return f"{stamp or utc_stamp()}-{device_slug}-{model_slug}-{phase}-{tokens}"
+
+
+def unique_run_dir(root: Path, name: str) -> Path:
+    """``root/name``, or ``root/name-2``, ... when two runs start within the same second."""
+    path = root / name
+    k = 2
+    while path.exists():
+        path = root / f"{name}-{k}"
+        k += 1
+    return path
+
+
+def make_readable(directory: Path) -> None:
+    """Give a finished run directory ordinary permissions (temp directories and files start private)."""
+    umask = os.umask(0)
+    os.umask(umask)
+    directory.chmod(0o777 & ~umask)
+    for p in directory.rglob("*"):
+        p.chmod((0o777 if p.is_dir() else 0o666) & ~umask)
+
+
+def write_json(path: Path, data: Any) -> Path:
+    """Indented, key-sorted JSON, written atomically."""
+    return atomic_write_bytes(path, orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS |
+                                                 orjson.OPT_SERIALIZE_NUMPY) + b"\n")
+
+
+def command_line(argv: list[str] | None = None) -> list[str]:
+    """The command that produced a run: ``argv`` when the caller knows it (the CLI passes its canonical form,
+    every option spelled out), else this process's ``sys.argv``."""
+    if argv is not None:
+        return list(argv)
+    args = list(sys.argv)
+    if args and args[0].endswith(("phaseprof", "__main__.py", "cli.py")):
+        args[0] = "phaseprof"
+    return args
+
+
+def analyze_into(trace: Path, run_dir: Path, *, final_trace: Path | None = None) -> tuple[Any | None, str | None]:
+    """Run phaseprof's analysis on ``trace`` and write ``run_dir/breakdown.json``.
+
+    ``final_trace``: where the trace will live once the run directory is renamed into place (the breakdown
+    names that path, not the temporary one).
+
+    Returns (Breakdown, None), or (None, reason) when the analysis is not available or fails; a capture still
+    succeeds without a breakdown (the trace is the primary artefact) and run.json records the reason.
+    """
+    try:
+        from phaseprof.analysis.pipeline import analyze_trace  # noqa: PLC0415
+        from phaseprof.report.json_io import write_breakdown  # noqa: PLC0415
+    except ImportError as e:
+        return None, f"analysis not available: {e}"
+    try:
+        bd = analyze_trace(trace)
+        if final_trace is not None and dataclasses.is_dataclass(getattr(bd, "trace", None)):
+            bd = dataclasses.replace(bd, trace=dataclasses.replace(bd.trace, path=str(final_trace)))
+        write_breakdown(bd, run_dir / "breakdown.json")
+    except Exception as e:  # noqa: BLE001 - the trace is still worth keeping
+        return None, f"analysis failed: {type(e).__name__}: {e}"
+    return bd, None
+
+
+def print_table(bd: Any, console: Console) -> None:
+    """The analysis' bucket table, if the report module is available."""
+    try:
+        from phaseprof.report.table import print_breakdown  # noqa: PLC0415
+    except ImportError:
+        return
+    print_breakdown(bd, console)

@@ -1,0 +1,183 @@
+"""Sweeps on one engine: TTFT over prompt lengths (prefill) or TPOT and throughput over concurrency (decode).
+
+Prefill point (per prompt length): ``warmup`` untimed requests, then ``reps`` single requests; TTFT median/p10/p90.
+Decode point (per concurrency c): ``reps`` rounds of c requests added together (prompt P, N outputs each):
+- ``tpot``: per-request TPOT (see timing.py), median over all requests of all rounds;
+- ``output_tok_per_s``: c x N / round wall time (first add_request to last token), one value per round;
+- ``decode_tok_per_s``: c / median TPOT, the steady decode rate once all c are generating.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from phaseprof.capture.options import Phase
+from phaseprof.capture.timing import (
+    Stats,
+    host_tpot_s,
+    metrics_tpot_s,
+    run_requests,
+    summarize,
+    timing_from_runs,
+)
+
+
+@dataclass(frozen=True)
+class PrefillPoint:
+    """TTFT at one prompt length (``ttft`` from ``source``, ``ttft_host`` always host clock)."""
+
+    prompt_tokens: int
+    ttft: Stats
+    ttft_host: Stats
+    source: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"prompt_tokens": self.prompt_tokens, "ttft": self.ttft.to_dict(),
+                "ttft_host": self.ttft_host.to_dict(), "source": self.source}
+
+
+@dataclass(frozen=True)
+class DecodePoint:
+    """Decode at one concurrency (see the module docstring for each number)."""
+
+    concurrency: int
+    prompt_tokens: int
+    output_tokens: int
+    tpot: Stats
+    output_tok_per_s: dict[str, float]  # median, p10, p90 over rounds
+    decode_tok_per_s: float
+    source: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"concurrency": self.concurrency, "prompt_tokens": self.prompt_tokens,
+                "output_tokens": self.output_tokens, "tpot": self.tpot.to_dict(),
+                "output_tok_per_s": self.output_tok_per_s, "decode_tok_per_s": self.decode_tok_per_s,
+                "source": self.source}
+
+
+def _spread(values: list[float]) -> dict[str, float]:
+    p10, p50, p90 = np.percentile(np.asarray(values, dtype=float), [10, 50, 90])
+    return {"median": float(p50), "p10": float(p10), "p90": float(p90)}
+
+
+def _out_of_time(deadline: float | None) -> bool:
+    return deadline is not None and time.monotonic() > deadline
+
+
+def prefill_sweep(session: Any, lengths: list[int], *, reps: int, warmup: int, seed: int = 0,
+                  deadline: float | None = None, on_point: Any = None) -> tuple[list[PrefillPoint], list[int]]:
+    """TTFT at each length. Returns (points, skipped lengths); lengths are skipped once ``deadline``
+    (time.monotonic()) has passed."""
+    points: list[PrefillPoint] = []
+    skipped: list[int] = []
+    for n in lengths:
+        if _out_of_time(deadline):
+            skipped.append(n)
+            continue
+        run_requests(session, prompt_tokens=n, max_tokens=1, n=warmup, seed=seed, prefix=f"sw{n}-")
+        runs = run_requests(session, prompt_tokens=n, max_tokens=1, n=reps, seed=seed, prefix=f"s{n}-")
+        t = timing_from_runs(runs, phase=Phase.PREFILL, prompt_tokens=n, output_tokens=1, warmup=warmup)
+        point = PrefillPoint(prompt_tokens=n, ttft=t.ttft, ttft_host=t.ttft_host, source=t.source)
+        points.append(point)
+        if on_point is not None:
+            on_point(point)
+    return points, skipped
+
+
+def decode_sweep(session: Any, concurrency: list[int], *, prompt_tokens: int, output_tokens: int, reps: int,
+                 warmup: int, seed: int = 0, deadline: float | None = None,
+                 on_point: Any = None) -> tuple[list[DecodePoint], list[int]]:
+    """TPOT and output throughput at each concurrency. Returns (points, skipped concurrencies)."""
+    if output_tokens < 2:
+        raise ValueError("a decode sweep needs --output-tokens >= 2")
+    points: list[DecodePoint] = []
+    skipped: list[int] = []
+    for c in concurrency:
+        if _out_of_time(deadline):
+            skipped.append(c)
+            continue
+        run_requests(session, prompt_tokens=prompt_tokens, max_tokens=output_tokens, n=warmup, seed=seed,
+                     concurrency=c, prefix=f"dw{c}-")
+        runs = run_requests(session, prompt_tokens=prompt_tokens, max_tokens=output_tokens, n=reps, seed=seed,
+                            concurrency=c, prefix=f"d{c}-")
+        recs = [rec for r in runs for rec in r.requests]
+        m = [metrics_tpot_s(r) for r in recs]
+        use_metrics = all(v is not None for v in m)
+        tpots = [v for v in (m if use_metrics else [host_tpot_s(r) for r in recs]) if v is not None]
+        tpot = summarize(tpots)
+        rates = []
+        for r in runs:
+            done = [q.t_done_s for q in r.requests if q.t_done_s is not None]
+            start = min(q.t_add_s for q in r.requests)
+            if done:
+                rates.append(c * output_tokens / (max(done) - start))
+        point = DecodePoint(concurrency=c, prompt_tokens=prompt_tokens, output_tokens=output_tokens, tpot=tpot,
+                            output_tok_per_s=_spread(rates), decode_tok_per_s=c / (tpot.median_ms / 1e3),
+                            source="vllm_request_metrics" if use_metrics else "host_clock")
+        points.append(point)
+        if on_point is not None:
+            on_point(point)
+    return points, skipped
+
+
+def prefill_plot_spec(points: list[PrefillPoint], *, title: str) -> dict[str, Any]:
+    """A Plotly figure (plain JSON: data + layout) of TTFT vs prompt length with p10-p90 error bars."""
+    x = [p.prompt_tokens for p in points]
+    y = [p.ttft.median_ms for p in points]
+    return {
+        "data": [{
+            "type": "scatter", "mode": "lines+markers", "name": "TTFT median", "x": x, "y": y,
+            "error_y": {"type": "data", "symmetric": False,
+                        "array": [p.ttft.p90_ms - p.ttft.median_ms for p in points],
+                        "arrayminus": [p.ttft.median_ms - p.ttft.p10_ms for p in points]},
+        }],
+        "layout": {"title": {"text": title}, "xaxis": {"title": {"text": "prompt tokens"}},
+                   "yaxis": {"title": {"text": "TTFT (ms), median with p10-p90"}, "rangemode": "tozero"}},
+    }
+
+
+def decode_plot_spec(points: list[DecodePoint], *, title: str) -> dict[str, Any]:
+    """A Plotly figure of TPOT (left axis) and output throughput (right axis) vs concurrency."""
+    x = [p.concurrency for p in points]
+    return {
+        "data": [
+            {"type": "scatter", "mode": "lines+markers", "name": "TPOT median (ms)", "x": x,
+             "y": [p.tpot.median_ms for p in points]},
+            {"type": "scatter", "mode": "lines+markers", "name": "output tokens/s", "x": x, "yaxis": "y2",
+             "y": [p.output_tok_per_s["median"] for p in points]},
+        ],
+        "layout": {"title": {"text": title}, "xaxis": {"title": {"text": "concurrent requests"}, "type": "log"},
+                   "yaxis": {"title": {"text": "TPOT (ms)"}, "rangemode": "tozero"},
+                   "yaxis2": {"title": {"text": "output tokens/s"}, "overlaying": "y", "side": "right",
+                              "rangemode": "tozero"}},
+    }
+
+
+def write_plot(spec: dict[str, Any], directory: Path) -> list[str]:
+    """Write ``plot.json`` (always) and ``plot.html`` (when plotly is installed). Returns the file names."""
+    from phaseprof.capture.rundir import write_json  # noqa: PLC0415
+
+    write_json(directory / "plot.json", spec)
+    names = ["plot.json"]
+    try:
+        import plotly.graph_objects as go  # noqa: PLC0415
+        import plotly.io as pio  # noqa: PLC0415
+    except ImportError:
+        return names
+    pio.write_html(go.Figure(spec), str(directory / "plot.html"), include_plotlyjs="cdn", full_html=True)
+    names.append("plot.html")
+    return names
+
+
+def slope_us_per_token(points: list[PrefillPoint]) -> float | None:
+    """Least-squares slope of median TTFT vs prompt length, in µs per prompt token (None with < 2 points)."""
+    if len(points) < 2:
+        return None
+    x = np.array([p.prompt_tokens for p in points], dtype=float)
+    y = np.array([p.ttft.median_ms for p in points], dtype=float) * 1e3
+    return float(np.polyfit(x, y, 1)[0])

@@ -1,0 +1,153 @@
+"""A sweep's run directory: ``sweep.json``, ``plot.json`` (+ ``plot.html`` with plotly), and for
+``--profile-at`` one capture directory per chosen length (``profile-<tokens>/``: trace, breakdown, run.json)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from phaseprof.capture.engine import EngineSession
+from phaseprof.capture.options import CaptureOptions, Phase
+from phaseprof.capture.rundir import (
+    RUN_SCHEMA_VERSION,
+    command_line,
+    make_readable,
+    run_dir_name,
+    unique_run_dir,
+    utc_stamp,
+    write_json,
+)
+from phaseprof.capture.runner import capture_phase
+from phaseprof.capture.sweep import (
+    DecodePoint,
+    PrefillPoint,
+    decode_plot_spec,
+    decode_sweep,
+    prefill_plot_spec,
+    prefill_sweep,
+    slope_us_per_token,
+    write_plot,
+)
+from phaseprof.io import atomic_directory
+
+
+@dataclass(frozen=True)
+class SweepRequest:
+    """What to sweep. Prefill: ``lengths``. Decode: ``concurrency`` with ``prompt_tokens`` + ``output_tokens``.
+    ``profile_at``: prefill lengths to also capture with the profiler. ``deadline``: time.monotonic() after
+    which remaining points are skipped (recorded as skipped)."""
+
+    phase: Phase
+    lengths: tuple[int, ...] = ()
+    concurrency: tuple[int, ...] = ()
+    prompt_tokens: int = 128
+    output_tokens: int = 128
+    reps: int = 5
+    warmup: int = 1
+    seed: int = 0
+    profile_at: tuple[int, ...] = ()
+    out: Path = Path("runs")
+    deadline: float | None = None
+
+
+def _header(session: EngineSession, req: SweepRequest, argv: list[str] | None) -> dict[str, Any]:
+    return {
+        "schema_version": RUN_SCHEMA_VERSION, "kind": "sweep", "phase": str(req.phase),
+        "created_utc": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "command": command_line(argv), "versions": session.versions, "device": session.device.to_dict(),
+        "model": {"name": session.source.name, "kind": session.source.kind, "load_format": session.source.load_format,
+                  "architecture": ((session.source.hf_config or {}).get("architectures") or [None])[0],
+                  "is_hybrid": session.source.is_hybrid},
+        "engine": {"kwargs": session.plan.kwargs, "env": session.plan.env, "notes": list(session.plan.notes),
+                   "startup_s": round(session.startup_s, 3), "mode": str(session.options.mode),
+                   "quant": str(session.options.quant)},
+        "vllm_startup_facts": session.facts.to_dict(),
+        "reps": req.reps, "warmup": req.warmup, "seed": req.seed,
+    }
+
+
+def run_sweep(session: EngineSession, req: SweepRequest, *, console: Console,
+              argv: list[str] | None = None) -> tuple[Path, dict[str, Any]]:
+    """Run the sweep and write its directory atomically. Returns (directory, sweep.json content)."""
+    if req.phase is Phase.PREFILL:
+        label = f"{req.lengths[0]}-{req.lengths[-1]}"
+    else:
+        label = f"c{req.concurrency[0]}-{req.concurrency[-1]}"
+    final = unique_run_dir(req.out, run_dir_name(device_slug=session.device.slug, model_slug=session.source.slug,
+                                                 phase=f"sweep-{req.phase}", tokens=label, stamp=utc_stamp()))
+    doc = _header(session, req, argv)
+    t0 = time.perf_counter()
+    with atomic_directory(final) as tmp:
+        title = f"{session.source.name} on {session.device.name} ({session.options.mode})"
+        if req.phase is Phase.PREFILL:
+            with console.status("Prefill sweep") as st:
+                points, skipped = prefill_sweep(
+                    session, list(req.lengths), reps=req.reps, warmup=req.warmup, seed=req.seed,
+                    deadline=req.deadline,
+                    on_point=lambda p: st.update(f"Prefill sweep: {p.prompt_tokens} tokens "
+                                                 f"TTFT {p.ttft.median_ms:.2f} ms"))
+            doc["points"] = [p.to_dict() for p in points]
+            doc["skipped_lengths"] = skipped
+            doc["slope_us_per_token"] = slope_us_per_token(points)
+            spec = prefill_plot_spec(points, title=f"TTFT vs prompt length — {title}")
+            doc["profiles"] = _profiles(session, req, tmp, console, argv)
+        else:
+            with console.status("Decode sweep") as st:
+                points_d, skipped = decode_sweep(
+                    session, list(req.concurrency), prompt_tokens=req.prompt_tokens,
+                    output_tokens=req.output_tokens, reps=req.reps, warmup=req.warmup, seed=req.seed,
+                    deadline=req.deadline,
+                    on_point=lambda p: st.update(f"Decode sweep: c={p.concurrency} TPOT {p.tpot.median_ms:.2f} ms"))
+            doc["points"] = [p.to_dict() for p in points_d]
+            doc["skipped_concurrency"] = skipped
+            spec = decode_plot_spec(points_d, title=f"Decode TPOT and throughput — {title}")
+        doc["plot_files"] = write_plot(spec, tmp)
+        doc["elapsed_s"] = round(time.perf_counter() - t0, 3)
+        write_json(tmp / "sweep.json", doc)
+        make_readable(tmp)
+    return final, doc
+
+
+def _profiles(session: EngineSession, req: SweepRequest, tmp: Path, console: Console,
+              argv: list[str] | None) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for n in req.profile_at:
+        if req.deadline is not None and time.monotonic() > req.deadline:
+            out[str(n)] = {"skipped": "deadline"}
+            continue
+        opts = CaptureOptions(phase=Phase.PREFILL, tokens=n, reps=req.reps, warmup=req.warmup, seed=req.seed,
+                              out=tmp)
+        res = capture_phase(session, opts, console=console, argv=argv, run_dir=tmp / f"profile-{n}")
+        out[str(n)] = {"dir": f"profile-{n}", "overhead_ratio": res.overhead_ratio,
+                       "breakdown": res.run["breakdown"], "breakdown_error": res.breakdown_error}
+    return out
+
+
+def print_sweep(doc: dict[str, Any], console: Console) -> None:
+    """The sweep's table (one row per point)."""
+    table = Table(title=f"{doc['phase']} sweep · {doc['model']['name']} · {doc['device']['name']}")
+    if doc["phase"] == "prefill":
+        for col in ("prompt tokens", "TTFT median ms", "p10", "p90", "source"):
+            table.add_column(col, justify="right")
+        for p in doc["points"]:
+            t = p["ttft"]
+            table.add_row(str(p["prompt_tokens"]), f"{t['median_ms']:.2f}", f"{t['p10_ms']:.2f}",
+                          f"{t['p90_ms']:.2f}", p["source"])
+    else:
+        for col in ("concurrency", "TPOT median ms", "p10", "p90", "output tok/s", "decode tok/s"):
+            table.add_column(col, justify="right")
+        for p in doc["points"]:
+            t = p["tpot"]
+            table.add_row(str(p["concurrency"]), f"{t['median_ms']:.2f}", f"{t['p10_ms']:.2f}",
+                          f"{t['p90_ms']:.2f}", f"{p['output_tok_per_s']['median']:.1f}",
+                          f"{p['decode_tok_per_s']:.1f}")
+    console.print(table)
+
+
+__all__ = ["DecodePoint", "PrefillPoint", "SweepRequest", "print_sweep", "run_sweep"]
