@@ -39,16 +39,34 @@ def _bucket_times(items: pd.DataFrame, col: str, busy_ns: float) -> list[BucketT
 
 
 def _kernel_stats(items: pd.DataFrame, busy_ns: float, limit: int | None) -> list[KernelStat]:
+    """Per kernel (name, kernel bucket): GPU time, count and most frequent module bucket, longest first.
+
+    Vectorised: kernels are numbered in the order ``groupby(["name", "kernel_bucket"])`` lists them (name category
+    order, then bucket; null keys dropped), times are summed by pandas (its compensated sum), and each kernel's
+    module is its most frequent one, ties going to the one seen first (what ``Counter.most_common`` picked).
+    """
     if items.empty:
         return []
-    g = items.groupby(["name", "kernel_bucket"], observed=True).agg(
-        time=("share_ns", "sum"), count=("share_ns", "size"),
-        module=("module_bucket", lambda s: Counter(s).most_common(1)[0][0]))
+    name_code = items["name"].cat.codes.to_numpy().astype(np.int64)
+    bucket_code, buckets = pd.factorize(items["kernel_bucket"], sort=True)
+    ok = (name_code >= 0) & (bucket_code >= 0)
+    if not ok.any():
+        return []
+    keys, kernel = np.unique((name_code * len(buckets) + bucket_code)[ok], return_inverse=True)
+    share_ns = pd.Series(items["share_ns"].to_numpy()[ok]).groupby(kernel).sum().to_numpy()
+    module, modules = pd.factorize(items["module_bucket"].to_numpy()[ok], use_na_sentinel=False)
+    pairs, first_row, n = np.unique(kernel * len(modules) + module, return_index=True, return_counts=True)
+    order = np.lexsort((first_row, -n, pairs // len(modules)))
+    lead = np.r_[True, np.diff(pairs[order] // len(modules)) != 0]
+    g = pd.DataFrame({"time": share_ns, "count": np.bincount(kernel),
+                      "module": np.asarray(modules, dtype=object)[pairs[order][lead] % len(modules)]})
     g = g.sort_values("time", ascending=False)
     if limit:
         g = g.head(limit)
-    return [KernelStat(str(n), str(b), str(r["module"]), int(r["count"]), float(r["time"]) * _US,
-                       100.0 * float(r["time"]) / busy_ns if busy_ns else 0.0) for (n, b), r in g.iterrows()]
+    names = items["name"].cat.categories
+    return [KernelStat(str(names[k // len(buckets)]), str(buckets[k % len(buckets)]), str(m), int(c),
+                       float(t) * _US, 100.0 * float(t) / busy_ns if busy_ns else 0.0)
+            for k, t, c, m in zip(keys[g.index.to_numpy()], g["time"], g["count"], g["module"])]
 
 
 class _StepContext:

@@ -3,6 +3,8 @@
 Only the fields we use are declared; msgspec skips everything else without building Python objects for it,
 which is why loading is faster and leaner than ``json.loads``/``orjson.loads`` of the whole document.
 Types are deliberately loose (``int | str``) where real traces disagree (legacy ``tid: "stream 7"``).
+``Event`` and ``Args`` are ``gc=False``: they hold only scalars (and ``Args``), never a cycle, so the cyclic GC
+need not track the hundreds of thousands of them a trace decodes to (16 bytes and some time saved on each).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import msgspec
 Num = int | float
 
 
-class Args(msgspec.Struct, frozen=True):
+class Args(msgspec.Struct, frozen=True, gc=False):
     correlation: int | str | None = None
     external_id: int | None = msgspec.field(default=None, name="External id")
     external_id_legacy: int | None = msgspec.field(default=None, name="external id")  # tb_plugin-era traces
@@ -30,7 +32,7 @@ class Args(msgspec.Struct, frozen=True):
     labels: str | None = None  # metadata events: process_labels ("GPU 0", "CPU")
 
 
-class Event(msgspec.Struct, frozen=True):
+class Event(msgspec.Struct, frozen=True, gc=False):
     ph: str = ""
     name: str | int | float | None = ""
     cat: str | None = None

@@ -3,14 +3,20 @@
 Timestamps become integer nanoseconds from the trace's first event (``ts_ns``), so nanosecond-resolution
 traces keep their resolution (HTA rounds to whole microseconds by default and loses time on short kernels).
 Legacy category names (``Kernel``, ``Runtime``, ``Operator``, ``Memcpy``, ``Memset``) map onto today's.
+
+Events arrive chunk by chunk (:mod:`phaseprof.trace.stream`) or all at once (the whole-document fallback); either
+way :class:`TableBuilder` keeps only the columns of the events used, as numpy arrays, with names, pids and tids as
+integer codes into per-file tables (a kernel name seen 10,000 times is stored once), and drops the rest.
 """
 
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterator
+from collections import defaultdict
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
@@ -19,20 +25,30 @@ import pandas as pd
 
 from phaseprof.errors import TraceError
 from phaseprof.trace.load import decode_trace, read_trace_bytes
-from phaseprof.trace.schema import Event, TraceDoc
+from phaseprof.trace.schema import Args, Event, TraceDoc
+from phaseprof.trace.stream import stream_trace
 
-# category -> (family, kind)
-_CATEGORIES: dict[str | None, tuple[str, str]] = {
-    "kernel": ("gpu", "kernel"), "Kernel": ("gpu", "kernel"),
-    "gpu_memcpy": ("gpu", "memcpy"), "Memcpy": ("gpu", "memcpy"),
-    "gpu_memset": ("gpu", "memset"), "Memset": ("gpu", "memset"),
-    "cuda_runtime": ("runtime", "runtime"), "Runtime": ("runtime", "runtime"),
-    "cuda_driver": ("runtime", "driver"),
-    "cpu_op": ("ops", "cpu_op"), "Operator": ("ops", "cpu_op"),
-    "user_annotation": ("ops", "user_annotation"),
-    "gpu_user_annotation": ("gpu_annotations", "gpu_user_annotation"),
+_KINDS = ("kernel", "memcpy", "memset", "runtime", "driver", "cpu_op", "user_annotation", "gpu_user_annotation")
+_K = {k: i for i, k in enumerate(_KINDS)}
+# category -> (family, kind code into _KINDS)
+_CATEGORIES: dict[str | None, tuple[str, int]] = {
+    "kernel": ("gpu", _K["kernel"]), "Kernel": ("gpu", _K["kernel"]),
+    "gpu_memcpy": ("gpu", _K["memcpy"]), "Memcpy": ("gpu", _K["memcpy"]),
+    "gpu_memset": ("gpu", _K["memset"]), "Memset": ("gpu", _K["memset"]),
+    "cuda_runtime": ("runtime", _K["runtime"]), "Runtime": ("runtime", _K["runtime"]),
+    "cuda_driver": ("runtime", _K["driver"]),
+    "cpu_op": ("ops", _K["cpu_op"]), "Operator": ("ops", _K["cpu_op"]),
+    "user_annotation": ("ops", _K["user_annotation"]),
+    "gpu_user_annotation": ("gpu_annotations", _K["gpu_user_annotation"]),
 }
 FAMILIES = ("gpu", "runtime", "ops", "gpu_annotations")
+_EMPTY_ARGS = Args()
+_NONE = type(None)
+_INT_OR_NONE, _STR, _NONE_ONLY = {int, _NONE}, {str}, {None}
+_NAME, _PID, _TID, _TS, _DUR = (attrgetter(f) for f in ("name", "pid", "tid", "ts", "dur"))
+_EXTERNAL_ID, _LEGACY_ID = attrgetter("external_id"), attrgetter("external_id_legacy")
+_INT_ARGS = {"correlation": (attrgetter("correlation"), -1), "device": (attrgetter("device"), -1),
+             "stream": (attrgetter("stream"), -1), "bytes": (attrgetter("bytes"), 0)}  # column: (getter, default)
 
 
 @dataclass(frozen=True)
@@ -81,62 +97,183 @@ def _to_int(v: object, default: int) -> int:
     return int(v)
 
 
-def _int_or(values: list, default: int = -1) -> np.ndarray:
-    if all(v is None or type(v) is int for v in values):
-        return np.array([default if v is None else v for v in values], dtype=np.int64)
+def _int_or(values: Sequence[object], default: int = -1) -> np.ndarray:
+    """int64 column: ints as they are, None -> ``default``, anything else through :func:`_to_int`."""
+    kinds = set(map(type, values))  # one C-level pass; almost always {int}, {NoneType} or both
+    if kinds <= _INT_OR_NONE:
+        if _NONE in kinds:
+            if len(kinds) == 1:
+                return np.full(len(values), default, dtype=np.int64)
+            values = [default if v is None else v for v in values]
+        return np.array(values, dtype=np.int64)
     return np.array([_to_int(v, default) for v in values], dtype=np.int64)
 
 
-def _family_frame(events: list[Event], kinds: list[str], origin_us: float, path: str) -> pd.DataFrame:
-    n = len(events)
-    ts = np.array([e.ts for e in events], dtype=np.float64) if n else np.zeros(0)
-    dur = np.array([0.0 if e.dur is None else e.dur for e in events], dtype=np.float64) if n else np.zeros(0)
-    if n and np.isnan(ts).any():
-        raise TraceError("complete ('X') event without a timestamp", path=path)
-    if n and (dur < 0).any():
-        bad = int(np.argmax(dur < 0))
-        raise TraceError(f"negative duration on {int((dur < 0).sum())} event(s), first: "
-                         f"{str(events[bad].name)[:60]!r} dur={dur[bad]}", path=path)
-    ts_ns = np.rint((ts - origin_us) * 1000.0).astype(np.int64)
-    dur_ns = np.rint(dur * 1000.0).astype(np.int64)
-    args = [e.args for e in events]
-    empty = _EMPTY_ARGS
-    args = [a if a is not None else empty for a in args]
-    ext = [a.external_id if a.external_id is not None else a.external_id_legacy for a in args]
-    frame = pd.DataFrame({
-        "kind": pd.Categorical(kinds),
-        "name": pd.Categorical([str(e.name) for e in events]),
-        "pid": pd.Categorical([str(e.pid) for e in events]),
-        "tid": pd.Categorical([str(e.tid) for e in events]),
-        "ts_ns": ts_ns,
-        "dur_ns": dur_ns,
-        "end_ns": ts_ns + dur_ns,
-        "correlation": _int_or([a.correlation for a in args]),
-        "external_id": _int_or(ext),
-        "device": _int_or([a.device for a in args]),
-        "stream": _int_or([a.stream for a in args]),
-        "bytes": _int_or([a.bytes for a in args], default=0),
-    })
-    return frame
+def _durations(values: list[object]) -> np.ndarray:
+    """float64 column, no duration -> 0 (numpy makes None NaN; JSON has no NaN, so a NaN was a None)."""
+    a = np.array(values, dtype=np.float64)
+    a[np.isnan(a)] = 0.0
+    return a
 
 
-def _memory_frame(events: list[Event], origin_us: float) -> pd.DataFrame:
-    args = [e.args if e.args is not None else _EMPTY_ARGS for e in events]
-    ts = np.array([e.ts or 0.0 for e in events], dtype=np.float64)
-    return pd.DataFrame({
-        "ts_ns": np.rint((ts - origin_us) * 1000.0).astype(np.int64),
-        "pid": pd.Categorical([str(e.pid) for e in events]),
-        "tid": pd.Categorical([str(e.tid) for e in events]),
-        "bytes": _int_or([a.mem_bytes for a in args], default=0),
-        "total_allocated": _int_or([a.total_allocated for a in args]),
-        "device_type": _int_or([a.device_type for a in args]),
-        "device_id": _int_or([a.device_id for a in args]),
-    })
+class _Codes:
+    """Distinct values -> small integer codes, in order of first appearance; one table per file."""
+
+    def __init__(self) -> None:
+        self._table: dict[object, int] = {}
+
+    def codes(self, values: Sequence[object]) -> np.ndarray:
+        table = self._table
+        for v in dict.fromkeys(values):  # the distinct values, first appearance first
+            if v not in table:
+                table[v] = len(table)
+        return np.fromiter(map(table.__getitem__, values), dtype=np.int64, count=len(values))
+
+    def labels(self) -> list[str]:
+        return [str(v) for v in self._table]  # pid 7 and pid "7" get two codes but one label
 
 
-from phaseprof.trace.schema import Args as _Args  # noqa: E402
+def _categorical(codes: np.ndarray, labels: list[str] | tuple[str, ...]) -> pd.Categorical:
+    """What ``pd.Categorical([labels[c] for c in codes])`` gives (sorted categories, only those used), without
+    building a string per row."""
+    if codes.size == 0:
+        return pd.Categorical([])
+    used = np.unique(codes)
+    cats, inverse = np.unique(np.array([labels[i] for i in used], dtype=object), return_inverse=True)
+    remap = np.zeros(int(used[-1]) + 1, dtype=np.int64)
+    remap[used] = inverse
+    return pd.Categorical.from_codes(remap[codes], categories=cats)
 
-_EMPTY_ARGS = _Args()
+
+def _concat(parts: list[np.ndarray], dtype: type) -> np.ndarray:
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=dtype)
+
+
+class TableBuilder:
+    """Collects, chunk by chunk, the columns of the events phaseprof uses; :meth:`finish` makes the tables."""
+
+    def __init__(self) -> None:
+        self._names, self._ids = _Codes(), _Codes()
+        self._cols: dict[str, dict[str, list[np.ndarray]]] = {f: defaultdict(list) for f in [*FAMILIES, "memory"]}
+        self._process_names: dict[str, str] = {}
+        self.event_count = 0
+
+    def add(self, events: list[Event]) -> None:
+        """Keep what is used of ``events`` (file order) as columns; the structs can be freed afterwards."""
+        self.event_count += len(events)
+        groups: dict[str, tuple[list[Event], list[int]]] = {f: ([], []) for f in FAMILIES}
+        memory: list[Event] = []
+        cats = _CATEGORIES
+        for e in events:
+            fk = cats.get(e.cat)
+            if fk is not None:
+                if e.ph == "X" and e.ts is not None:
+                    g = groups[fk[0]]
+                    g[0].append(e)
+                    g[1].append(fk[1])
+            elif e.ph == "i" and e.name == "[memory]":
+                memory.append(e)
+            elif e.ph == "M" and e.name == "process_name" and e.args is not None and e.args.name:
+                self._process_names[str(e.pid)] = e.args.name
+        for f, (evs, kinds) in groups.items():
+            if evs:
+                self._add_family(self._cols[f], evs, kinds)
+        if memory:
+            self._add_memory(memory)
+
+    def _add_family(self, cols: dict[str, list[np.ndarray]], evs: list[Event], kinds: list[int]) -> None:
+        names = list(map(_NAME, evs))
+        if set(map(type, names)) != _STR:
+            names = [n if type(n) is str else str(n) for n in names]
+        cols["kind"].append(np.array(kinds, dtype=np.int64))
+        cols["name"].append(self._names.codes(names))
+        cols["pid"].append(self._ids.codes(list(map(_PID, evs))))
+        cols["tid"].append(self._ids.codes(list(map(_TID, evs))))
+        cols["ts"].append(np.array(list(map(_TS, evs)), dtype=np.float64))
+        cols["dur"].append(_durations(list(map(_DUR, evs))))
+        args = [e.args if e.args is not None else _EMPTY_ARGS for e in evs]
+        external_id, legacy_id = list(map(_EXTERNAL_ID, args)), list(map(_LEGACY_ID, args))
+        if set(legacy_id) != _NONE_ONLY:  # tb_plugin-era traces spell it "external id"
+            external_id = [a if a is not None else b for a, b in zip(external_id, legacy_id)]
+        cols["external_id"].append(_int_or(external_id))
+        for c, (get, default) in _INT_ARGS.items():
+            cols[c].append(_int_or(list(map(get, args)), default))
+
+    def _add_memory(self, evs: list[Event]) -> None:
+        cols = self._cols["memory"]
+        args = [e.args if e.args is not None else _EMPTY_ARGS for e in evs]
+        cols["ts"].append(np.array([e.ts or 0.0 for e in evs], dtype=np.float64))
+        cols["pid"].append(self._ids.codes([e.pid for e in evs]))
+        cols["tid"].append(self._ids.codes([e.tid for e in evs]))
+        cols["bytes"].append(_int_or([a.mem_bytes for a in args], default=0))
+        cols["total_allocated"].append(_int_or([a.total_allocated for a in args]))
+        cols["device_type"].append(_int_or([a.device_type for a in args]))
+        cols["device_id"].append(_int_or([a.device_id for a in args]))
+
+    def _column(self, family: str, name: str, dtype: type = np.int64) -> np.ndarray:
+        return _concat(self._cols[family].get(name, []), dtype)
+
+    def _family_frame(self, f: str, origin_us: float, path: str) -> pd.DataFrame:
+        ts, dur = self._column(f, "ts", np.float64), self._column(f, "dur", np.float64)
+        if np.isnan(ts).any():
+            raise TraceError("complete ('X') event without a timestamp", path=path)
+        if (dur < 0).any():
+            bad = int(np.argmax(dur < 0))
+            name = self._names.labels()[int(self._column(f, "name")[bad])]
+            raise TraceError(f"negative duration on {int((dur < 0).sum())} event(s), first: "
+                             f"{name[:60]!r} dur={dur[bad]}", path=path)
+        ts_ns = np.rint((ts - origin_us) * 1000.0).astype(np.int64)
+        dur_ns = np.rint(dur * 1000.0).astype(np.int64)
+        ids = self._ids.labels()
+        return pd.DataFrame({
+            "kind": _categorical(self._column(f, "kind"), _KINDS),
+            "name": _categorical(self._column(f, "name"), self._names.labels()),
+            "pid": _categorical(self._column(f, "pid"), ids),
+            "tid": _categorical(self._column(f, "tid"), ids),
+            "ts_ns": ts_ns,
+            "dur_ns": dur_ns,
+            "end_ns": ts_ns + dur_ns,
+            **{c: self._column(f, c) for c in ("correlation", "external_id", "device", "stream", "bytes")},
+        })
+
+    def _memory_frame(self, origin_us: float) -> pd.DataFrame:
+        ids = self._ids.labels()
+        return pd.DataFrame({
+            "ts_ns": np.rint((self._column("memory", "ts", np.float64) - origin_us) * 1000.0).astype(np.int64),
+            "pid": _categorical(self._column("memory", "pid"), ids),
+            "tid": _categorical(self._column("memory", "tid"), ids),
+            **{c: self._column("memory", c) for c in ("bytes", "total_allocated", "device_type", "device_id")},
+        })
+
+    def finish(self, doc: TraceDoc, *, path: str, sha256: str, decompressed_bytes: int) -> EventTables:
+        """The tables, with ``doc``'s top-level keys (its ``traceEvents`` are not read here) as metadata."""
+        starts = [self._column(f, "ts", np.float64).min() for f in FAMILIES if self._cols[f]["ts"]]
+        memory_ts = self._column("memory", "ts", np.float64)
+        if not starts and not memory_ts.size:
+            raise TraceError("no kernels, runtime calls or CPU ops found: nothing to analyse", path=path)
+        origin = float(min(starts) if starts else memory_ts.min())
+        frames = {f: self._family_frame(f, origin, path) for f in FAMILIES}
+        gpu = frames["gpu"]
+        runtime_names = frames["runtime"]["name"].cat.categories  # exactly the names present
+        is_rocm = doc.hip_runtime_version is not None or any(str(n).startswith("hip") for n in runtime_names)
+        platform = "cpu" if gpu.empty else ("rocm" if is_rocm else "cuda")
+        props = doc.deviceProperties or []
+        gpu_name = None
+        if not gpu.empty and props:
+            used = int(gpu["device"].mode().iloc[0]) if (gpu["device"] >= 0).any() else 0
+            match = [p for p in props if p.get("id") == used] or props
+            gpu_name = match[0].get("name") or None
+            if gpu_name is None and is_rocm:
+                gpu_name = f"AMD GPU (gfx{match[0].get('computeMajor', '?')}{match[0].get('computeMinor', '')})"
+        meta = TraceMeta(
+            path=path, sha256=sha256, decompressed_bytes=decompressed_bytes,
+            event_count=self.event_count, platform=platform, gpu_name=gpu_name,
+            device_properties=props, distributed=doc.distributedInfo or {}, versions=_versions(doc),
+            origin_us=origin, has_memory_events=bool(memory_ts.size), process_names=self._process_names,
+            capture=doc.phaseprof or {},
+        )
+        return EventTables(meta=meta, gpu=gpu, runtime=frames["runtime"], ops=frames["ops"],
+                           gpu_annotations=frames["gpu_annotations"], memory=self._memory_frame(origin))
 
 
 def _versions(doc: TraceDoc) -> dict[str, str]:
@@ -146,48 +283,10 @@ def _versions(doc: TraceDoc) -> dict[str, str]:
 
 
 def build_tables(doc: TraceDoc, *, path: str, sha256: str, decompressed_bytes: int) -> EventTables:
-    """Split decoded events into families and build their tables."""
-    groups: dict[str, list[Event]] = {f: [] for f in FAMILIES}
-    kinds: dict[str, list[str]] = {f: [] for f in FAMILIES}
-    memory: list[Event] = []
-    process_names: dict[str, str] = {}
-    cats = _CATEGORIES
-    for e in doc.traceEvents or ():
-        fk = cats.get(e.cat)
-        if fk is not None:
-            if e.ph == "X" and e.ts is not None:
-                groups[fk[0]].append(e)
-                kinds[fk[0]].append(fk[1])
-        elif e.ph == "i" and e.name == "[memory]":
-            memory.append(e)
-        elif e.ph == "M" and e.name == "process_name" and e.args is not None and e.args.name:
-            process_names[str(e.pid)] = e.args.name
-    starts = [g[0].ts for g in groups.values() if g]
-    if not starts and not memory:
-        raise TraceError("no kernels, runtime calls or CPU ops found: nothing to analyse", path=path)
-    origin = min(min(e.ts for e in g) for g in groups.values() if g) if starts else min(e.ts or 0 for e in memory)
-    frames = {f: _family_frame(groups[f], kinds[f], origin, path) for f in FAMILIES}
-    gpu = frames["gpu"]
-    runtime_names = frames["runtime"]["name"].astype(str)
-    is_rocm = doc.hip_runtime_version is not None or bool(runtime_names.str.startswith("hip").any())
-    platform = "cpu" if gpu.empty else ("rocm" if is_rocm else "cuda")
-    props = doc.deviceProperties or []
-    gpu_name = None
-    if not gpu.empty and props:
-        used = int(gpu["device"].mode().iloc[0]) if (gpu["device"] >= 0).any() else 0
-        match = [p for p in props if p.get("id") == used] or props
-        gpu_name = match[0].get("name") or None
-        if gpu_name is None and is_rocm:
-            gpu_name = f"AMD GPU (gfx{match[0].get('computeMajor', '?')}{match[0].get('computeMinor', '')})"
-    meta = TraceMeta(
-        path=path, sha256=sha256, decompressed_bytes=decompressed_bytes,
-        event_count=len(doc.traceEvents or ()), platform=platform, gpu_name=gpu_name,
-        device_properties=props, distributed=doc.distributedInfo or {}, versions=_versions(doc),
-        origin_us=float(origin), has_memory_events=bool(memory), process_names=process_names,
-        capture=doc.phaseprof or {},
-    )
-    return EventTables(meta=meta, gpu=gpu, runtime=frames["runtime"], ops=frames["ops"],
-                       gpu_annotations=frames["gpu_annotations"], memory=_memory_frame(memory, origin))
+    """Split a whole decoded document's events into families and build their tables."""
+    builder = TableBuilder()
+    builder.add(doc.traceEvents or [])
+    return builder.finish(doc, path=path, sha256=sha256, decompressed_bytes=decompressed_bytes)
 
 
 @contextmanager
@@ -203,10 +302,22 @@ def _gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def load_tables(path: str | Path) -> EventTables:
-    """Read, decode and tabulate one trace file. Raises TraceError (one line, names the file) on bad input."""
-    data, sha = read_trace_bytes(path)
+def load_tables(path: str | Path, *, streaming: bool = True) -> EventTables:
+    """Read, decode and tabulate one trace file. Raises TraceError (one line, names the file) on bad input.
+
+    Reads chunk by chunk (:func:`~phaseprof.trace.stream.stream_trace`); when the file is not in the shape that
+    handles (or is bad input), decodes the whole document instead, which gives the same tables or the error.
+    ``streaming=False`` goes straight to the whole-document path (tests compare the two).
+    """
     with _gc_paused():
+        if streaming:
+            builder = TableBuilder()
+            streamed = stream_trace(path, builder.add)
+            if streamed is not None:
+                return builder.finish(streamed.doc, path=str(path), sha256=streamed.sha256,
+                                      decompressed_bytes=streamed.decompressed_bytes)
+            del builder
+        data, sha = read_trace_bytes(path)
         doc = decode_trace(data, path)
         size = len(data)
         del data
