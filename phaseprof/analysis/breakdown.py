@@ -17,7 +17,7 @@ from phaseprof.classify.rules import RuleSet
 from phaseprof.defaults import (DEVICE_FREE_APIS, DEVICE_MALLOC_APIS, GRAPH_LAUNCH_APIS, LAUNCH_APIS,
                                 SCHEMA_VERSION, SYNC_APIS, TOP_KERNELS_PER_BUCKET)
 from phaseprof.trace.correlate import correlate
-from phaseprof.trace.tables import EventTables
+from phaseprof.trace.tables import EventTables, labels
 
 _US = 1e-3  # ns -> us
 
@@ -74,7 +74,7 @@ class _StepContext:
 
     def __init__(self, t: EventTables, det: StepDetection):
         rt = t.runtime
-        self.rt_names = rt["name"].astype(str).to_numpy()
+        self.rt_names = labels(rt["name"])
         self.rt_ts = rt["ts_ns"].to_numpy()
         self.rt_end = rt["end_ns"].to_numpy()
         self.rt_step = assign_to_steps(self.rt_ts, det.steps)
@@ -154,7 +154,7 @@ def _step_row(k: int, det: StepDetection, items: pd.DataFrame, ctx: _StepContext
     graph = sum(v for a, v in api_counts.items() if a in GRAPH_LAUNCH_APIS)
     m = ctx.mem_step == k
     mb = ctx.mem_bytes[m]
-    kinds = its["kind"].astype(str).to_numpy()
+    kinds = labels(its["kind"])
     byts = its["bytes"].to_numpy()
     return StepRow(
         index=k, label=sw.label, phase=str(sw.phase), context_tokens=sw.context_tokens,

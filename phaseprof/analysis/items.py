@@ -21,22 +21,27 @@ from phaseprof.trace.tables import EventTables
 def op_modules(ops: pd.DataFrame, parent: np.ndarray, rules: RuleSet) -> np.ndarray:
     """Module-view bucket of every op: its own module rule, else its nearest ancestor's; None if neither."""
     cats = ops["name"].cat.categories
-    own_by_cat = np.array([module_bucket_of_op(str(n), rules) for n in cats], dtype=object)
-    own = own_by_cat[ops["name"].cat.codes.to_numpy()] if len(ops) else np.zeros(0, dtype=object)
-    out = np.empty(len(ops), dtype=object)
+    own_by_cat = [module_bucket_of_op(str(n), rules) for n in cats]
+    own = [own_by_cat[c] for c in ops["name"].cat.codes.tolist()]
+    out: list[object] = [None] * len(ops)
+    par = parent.tolist()
     # Parents start no later than children and are longer: this order visits parents first.
     order = np.lexsort((-(ops["end_ns"].to_numpy() - ops["ts_ns"].to_numpy()), ops["ts_ns"].to_numpy()))
     for i in order.tolist():
         m = own[i]
         if m is None:
-            p = parent[i]
+            p = par[i]
             m = out[p] if p >= 0 else None
         out[i] = m
-    return out
+    return np.asarray(out, dtype=object)
 
 
 def _kernel_view(names: pd.Series, rules: RuleSet) -> np.ndarray:
-    return np.asarray([str(b) for b in classify_kernels(names.astype(str), rules)], dtype=object)
+    codes, uniques = pd.factorize(names, sort=False)
+    if len(uniques) == 0:
+        return np.zeros(len(names), dtype=object)
+    per_name = np.asarray([str(b) for b in classify_kernels([str(u) for u in uniques], rules)], dtype=object)
+    return per_name[codes]
 
 
 def gpu_items(t: EventTables, c: Correlated, det: StepDetection, rules: RuleSet,

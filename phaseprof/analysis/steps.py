@@ -17,6 +17,7 @@ import pandas as pd
 
 from phaseprof.defaults import GRAPH_LAUNCH_APIS
 from phaseprof.trace.markers import parse_step_marker
+from phaseprof.trace.tables import labels
 
 _NEG_INF = np.iinfo(np.int64).min // 4
 _POS_INF = np.iinfo(np.int64).max // 4
@@ -110,7 +111,8 @@ def detect_steps(*, ops: pd.DataFrame, runtime: pd.DataFrame, gpu: pd.DataFrame,
     launch_end = np.where(gpu_launch >= 0, runtime["end_ns"].to_numpy()[np.maximum(gpu_launch, 0)],
                           gpu["ts_ns"].to_numpy())
     # 1) The sampler runs once at the end of every step: its rarest kernel marks step ends.
-    sampling = pd.Series(gpu["name"].astype(str).to_numpy()[kernel_buckets == "sampling"])
+    gpu_names = labels(gpu["name"])
+    sampling = pd.Series(gpu_names[kernel_buckets == "sampling"])
     if not sampling.empty:
         counts = sampling.value_counts()
         anchor = counts.index[counts.to_numpy().argmin()]
@@ -118,12 +120,12 @@ def detect_steps(*, ops: pd.DataFrame, runtime: pd.DataFrame, gpu: pd.DataFrame,
         if n == 1:
             return StepDetection("inferred:single-sampler", "one sampler kernel in the trace: treated as one "
                                  f"step ({anchor[:60]})", (StepWindow(0, _NEG_INF, _POS_INF, Phase.UNKNOWN, "step 0"),))
-        rows = (gpu["name"].astype(str) == anchor).to_numpy()
+        rows = gpu_names == anchor
         return _from_boundaries(launch_end[rows], "inferred:sampler-kernel",
                                 f"{n} steps inferred from the once-per-step sampler kernel {anchor[:60]!r}")
     # 2) Full CUDA-graph decode: one graph launch per step and (almost) nothing launched outside graphs.
     if not runtime.empty and gpu_launch.size:
-        names = runtime["name"].astype(str).to_numpy()
+        names = labels(runtime["name"])
         is_graph = np.isin(names, list(GRAPH_LAUNCH_APIS))
         launched_by_graph = np.where(gpu_launch >= 0, is_graph[np.maximum(gpu_launch, 0)], False)
         g = int(is_graph.sum())

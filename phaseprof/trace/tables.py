@@ -322,3 +322,14 @@ def load_tables(path: str | Path, *, streaming: bool = True) -> EventTables:
         size = len(data)
         del data
         return build_tables(doc, path=str(path), sha256=sha, decompressed_bytes=size)
+
+
+def labels(column: pd.Series) -> np.ndarray:
+    """A categorical (or any) column as a numpy object array of Python strings, without building pandas string
+    arrays (under pandas 3, ``.astype(str)`` on a categorical materialises a pyarrow string array: slow)."""
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        cats = np.asarray([str(c) for c in column.cat.categories], dtype=object)
+        codes = column.cat.codes.to_numpy()
+        out = cats[np.maximum(codes, 0)] if cats.size else np.full(codes.size, "", dtype=object)
+        return np.where(codes >= 0, out, "") if (codes < 0).any() else out
+    return np.asarray([str(v) for v in column.to_numpy()], dtype=object)
