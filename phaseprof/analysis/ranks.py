@@ -23,12 +23,17 @@ TRACE_SUFFIXES = (".json", ".json.gz")
 
 @dataclass(frozen=True)
 class StepImbalance:
+    """One step across ranks. Compute = GPU busy minus communication kernels: a rank that finishes its compute
+    early spends the difference inside NCCL/all-reduce kernels waiting for the others, so comparing plain busy
+    time would blame the waiting rank."""
+
     step: int
-    slowest_rank: int
+    slowest_rank: int  # most compute time in this step
     fastest_rank: int
-    busy_us_by_rank: dict[int, float]
-    spread_us: float  # slowest minus fastest GPU busy time in this step
-    spread_pct: float  # spread relative to the mean across ranks
+    compute_us_by_rank: dict[int, float]
+    communication_us_by_rank: dict[int, float]
+    spread_us: float  # slowest minus fastest compute time in this step
+    spread_pct: float  # spread relative to the mean compute time across ranks
 
 
 @dataclass(frozen=True)
@@ -89,11 +94,12 @@ def analyze_ranks(paths: list[Path], *, rules: list[Path] | None = None) -> Rank
     n_steps = min(counts.values())
     steps = []
     for k in range(n_steps):
-        busy = {r: bd.steps[k].gpu_busy_us for r, bd in sorted(by_rank.items())}
+        comm = {r: bd.steps[k].kernel_view_us.get("communication", 0.0) for r, bd in sorted(by_rank.items())}
+        busy = {r: bd.steps[k].gpu_busy_us - comm[r] for r, bd in sorted(by_rank.items())}
         vals = np.array(list(busy.values()))
         slow, fast = max(busy, key=busy.get), min(busy, key=busy.get)
         spread = float(vals.max() - vals.min())
-        steps.append(StepImbalance(k, slow, fast, busy, spread,
+        steps.append(StepImbalance(k, slow, fast, busy, comm, spread,
                                    float(100 * spread / vals.mean()) if vals.mean() else 0.0))
     share, overlap = {}, {}
     for r, bd in sorted(by_rank.items()):

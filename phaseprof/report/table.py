@@ -89,12 +89,16 @@ def print_rank_summary(summary: "RankSummary", console: Console) -> None:  # noq
                   f"{top.bucket} {top.share_pct:.0f}%" if top else "-")
     console.print(t)
     if summary.steps and len(summary.ranks) > 1:
-        s = Table(title="load imbalance per step (GPU busy)", title_justify="left")
-        for col in ("step", "slowest rank", "fastest rank", "spread ms", "spread %"):
-            s.add_column(col, justify="right")
+        s = Table(title="load imbalance per step (compute = GPU busy minus communication kernels)",
+                  title_justify="left")
+        ranks = list(summary.ranks)
+        for col in ("step", *(f"r{r} compute ms" for r in ranks), *(f"r{r} comm ms" for r in ranks),
+                    "slowest", "spread ms", "spread %"):
+            s.add_column(col, justify="right", no_wrap=True)
         for st in summary.steps:
-            s.add_row(str(st.step), str(st.slowest_rank), str(st.fastest_rank), _ms(st.spread_us),
-                      f"{st.spread_pct:.1f}")
+            s.add_row(str(st.step), *(_ms(st.compute_us_by_rank[r]) for r in ranks),
+                      *(_ms(st.communication_us_by_rank[r]) for r in ranks), f"rank {st.slowest_rank}",
+                      _ms(st.spread_us), f"{st.spread_pct:.1f}")
         console.print(s)
     for w in summary.warnings:
         console.print(f"[yellow]warning:[/] {w}")
