@@ -109,6 +109,25 @@ def capture(
         print_table(result.breakdown, console)
 
 
+def _show_sweeps(paths: list[Path], console: Console) -> None:
+    import orjson  # noqa: PLC0415
+
+    from phaseprof.capture.sweep_dir import print_sweep  # noqa: PLC0415
+
+    for p in paths:
+        f = p / "sweep.json" if p.is_dir() else p
+        try:
+            doc = orjson.loads(f.read_bytes())
+        except (OSError, orjson.JSONDecodeError) as e:
+            raise PhaseprofError(f"cannot read a sweep ({e})", path=f) from None
+        if not isinstance(doc, dict) or doc.get("kind") != "sweep":
+            raise PhaseprofError("not a phaseprof sweep.json", path=f)
+        console.print(f"[dim]{f}[/] ({doc.get('engine', {}).get('mode', '?')} mode, reps {doc.get('reps')})")
+        print_sweep(doc, console)
+        if doc.get("slope_us_per_token") is not None:
+            console.print(f"slope {doc['slope_us_per_token']:.2f} µs per prompt token (least squares)")
+
+
 def sweep(
     ctx: typer.Context,
     phase: Phase = typer.Option(Phase.PREFILL, "--phase", help="prefill: TTFT per length; decode: TPOT per "
@@ -129,9 +148,14 @@ def sweep(
     out: Path = typer.Option(Path("runs"), "--out", help="Parent directory of the sweep directory."),
     seed: int = typer.Option(0, "--seed", help="Seed of the random prompts."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Show vLLM's own log while it runs."),
+    show: list[Path] = typer.Option([], "--show", help="Print the table of existing sweep directories (or "
+                                    "sweep.json files) instead of running a sweep. Repeatable."),
 ) -> None:
     """One engine start, many points: the TTFT floor, slope and CUDA-graph steps, or decode scaling."""
     console = Console()
+    if show:
+        _show_sweeps(show, console)
+        return
     _positive("reps", reps)
     if phase is Phase.PREFILL:
         lengths = parse_int_list(tokens or "128..8192x2", what="tokens")
