@@ -54,6 +54,23 @@ def _positive(name: str, value: int) -> int:
     return value
 
 
+def _capture_parallel(opts, cap, tp: int, ep: bool, console: Console, argv: list[str]) -> None:  # noqa: ANN001
+    from phaseprof.analysis.ranks import analyze_ranks, find_trace_files  # noqa: PLC0415
+    from phaseprof.capture.multi_gpu import capture_parallel  # noqa: PLC0415
+    from phaseprof.report.json_io import write_breakdown  # noqa: PLC0415
+    from phaseprof.report.table import print_rank_summary  # noqa: PLC0415
+
+    if tp == 1 and ep:
+        raise PhaseprofError("--enable-expert-parallel needs --tensor-parallel-size of at least 2")
+    console.print(f"profiler: vLLM's own (profiler_config), one trace per rank; {tp} GPUs")
+    run_dir = capture_parallel(opts, cap, tp=tp, ep=ep, console=console, argv=argv)
+    summary = analyze_ranks(find_trace_files(run_dir / "ranks"))
+    for r, bd in summary.ranks.items():
+        write_breakdown(bd, run_dir / f"rank{r}.breakdown.json")
+    print_rank_summary(summary, console)
+    console.print(f"run directory: {run_dir}")
+
+
 def capture(
     ctx: typer.Context,
     phase: Phase = typer.Option(Phase.PREFILL, "--phase", help="prefill: time TTFT; decode: time TPOT."),
@@ -71,6 +88,11 @@ def capture(
     seed: int = typer.Option(0, "--seed", help="Seed of the random prompt."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Show vLLM's own log while it runs."),
     list_presets: bool = typer.Option(False, "--list-presets", help="List the built-in presets and exit."),
+    tensor_parallel_size: int = typer.Option(1, "--tensor-parallel-size", "-tp", help="GPUs of this host for "
+                                             "tensor parallelism; > 1 records one trace per rank with vLLM's "
+                                             "own profiler (workers are separate processes)."),
+    enable_expert_parallel: bool = typer.Option(False, "--enable-expert-parallel", help="Expert parallelism "
+                                                "across the tensor-parallel GPUs (MoE models)."),
 ) -> None:
     """Start vLLM in-process, time one phase without the profiler, profile it once, write a run directory."""
     console = Console()
@@ -89,6 +111,10 @@ def capture(
                                 engine_args=parse_engine_args(engine_arg), verbose=verbose)
     cap = CaptureOptions(phase=phase, tokens=tokens, output_tokens=n_out, reps=reps, warmup=max(warmup, 0),
                          seed=seed, profile_decode_steps=profile_steps, out=out)
+    if tensor_parallel_size != 1 or enable_expert_parallel:
+        _capture_parallel(engine_opts, cap, tensor_parallel_size, enable_expert_parallel, console,
+                          canonical_command(ctx))
+        return
     from phaseprof.capture.engine import explain_engine_error  # noqa: PLC0415
     from phaseprof.capture.rundir import print_table  # noqa: PLC0415
     from phaseprof.capture.runner import capture_phase, open_session, print_headline  # noqa: PLC0415
