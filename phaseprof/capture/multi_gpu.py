@@ -24,7 +24,7 @@ from phaseprof.capture.device import detect_device, versions
 from phaseprof.capture.engine import build_plan, engine_arg_fields, explain_engine_error, require_vllm
 from phaseprof.capture.models import check_device, check_tokens, default_model_name, resolve_model
 from phaseprof.capture.options import CaptureOptions, EngineOptions, Phase
-from phaseprof.capture.rundir import run_dir_name, tokens_label, unique_run_dir, utc_stamp, write_json
+from phaseprof.capture.rundir import make_readable, run_dir_name, tokens_label, unique_run_dir, utc_stamp, write_json
 from phaseprof.errors import EnvironmentProblem, PhaseprofError
 from phaseprof.io import atomic_directory
 
@@ -139,4 +139,5 @@ def capture_parallel(opts: EngineOptions, cap: CaptureOptions, *, tp: int, ep: b
             "profiler_overhead": profiled_s / clean if clean > 0 else None,
         })
         del llm
+    make_readable(final)  # temp-dir files are created 0600; a run directory is meant to be shared
     return final
