@@ -9,14 +9,13 @@ import pandas as pd
 
 from phaseprof import __version__
 from phaseprof.analysis import intervals as iv
-from phaseprof.analysis.items import _kernel_view, cpu_items, gpu_items, op_modules
+from phaseprof.analysis.prepare import prepare
 from phaseprof.analysis.results import (AllocCounts, BucketTime, Breakdown, IdleSplit, KernelStat, LaunchCounts,
                                         PhaseSummary, Stats, StepRow, TraceInfo)
-from phaseprof.analysis.steps import Phase, StepDetection, assign_to_steps, detect_steps
+from phaseprof.analysis.steps import Phase, StepDetection, assign_to_steps
 from phaseprof.classify.rules import RuleSet
 from phaseprof.defaults import (DEVICE_FREE_APIS, DEVICE_MALLOC_APIS, GRAPH_LAUNCH_APIS, LAUNCH_APIS,
                                 SCHEMA_VERSION, SYNC_APIS, TOP_KERNELS_PER_BUCKET)
-from phaseprof.trace.correlate import correlate
 from phaseprof.trace.tables import EventTables, labels
 
 _US = 1e-3  # ns -> us
@@ -88,7 +87,7 @@ class _StepContext:
         self.mem_gpu = (mem["device_type"].to_numpy() != 0) & (mem["device_id"].to_numpy() >= 0)
 
 
-def _idle_split(work: "_AllGpuWork", start: int, end: int, ctx: _StepContext) -> IdleSplit:
+def _idle_split(work: "GpuWork", start: int, end: int, ctx: _StepContext) -> IdleSplit:
     """Split the GPU's idle time inside ``[start, end)`` by cause (see IdleSplit). Idle means no activity of
     any step ran; the activity that ends a gap tells whether its launch call was still in progress."""
     its, ite, launch = work.window(start, end)
@@ -107,7 +106,7 @@ def _idle_split(work: "_AllGpuWork", start: int, end: int, ctx: _StepContext) ->
                      float((ge - starved_end).sum()) * _US)
 
 
-class _AllGpuWork:
+class GpuWork:
     """Every in-step GPU interval sorted by start, to find what ran inside a step's window from any step."""
 
     def __init__(self, items: pd.DataFrame):
@@ -130,7 +129,7 @@ class _AllGpuWork:
 
 
 def _step_row(k: int, det: StepDetection, items: pd.DataFrame, ctx: _StepContext, device: str,
-              work: _AllGpuWork) -> StepRow:
+              work: GpuWork) -> StepRow:
     sw = det.steps[k]
     its = items
     launch = its["launch"].to_numpy()
@@ -208,20 +207,12 @@ def _phase_summary(phase: str, rows: list[StepRow], items: pd.DataFrame) -> Phas
 
 def analyze_tables(t: EventTables, rules: RuleSet) -> Breakdown:
     """The whole analysis of one trace. Pure: same tables and rules give the same Breakdown."""
-    c = correlate(t)
-    device = "gpu" if not t.gpu.empty else "cpu"
-    kernel_buckets = _kernel_view(t.gpu["name"], rules) if device == "gpu" else np.zeros(0, dtype=object)
-    det = detect_steps(ops=t.ops, runtime=t.runtime, gpu=t.gpu, gpu_launch=c.gpu_launch,
-                       kernel_buckets=kernel_buckets)
-    op_module = op_modules(t.ops, c.op_parent, rules)
-    if device == "gpu":
-        items = gpu_items(t, c, det, rules, kernel_buckets, op_module)
-    else:
-        items = cpu_items(t, c, det, rules, op_module)
+    prep = prepare(t, rules)
+    device, det, items = prep.device, prep.detection, prep.items
     ctx = _StepContext(t, det)
     by_step = items.groupby("step").indices
     empty = items.iloc[0:0]
-    work = _AllGpuWork(items)
+    work = GpuWork(items)
     rows = [_step_row(k, det, items.iloc[by_step[k]] if k in by_step else empty, ctx, device, work)
             for k in range(len(det.steps))]
     notes = []

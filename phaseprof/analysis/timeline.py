@@ -18,14 +18,13 @@ import numpy as np
 import pandas as pd
 
 from phaseprof.analysis import intervals as iv
-from phaseprof.analysis.items import cpu_items, gpu_items, op_modules
-from phaseprof.analysis.steps import StepDetection, StepWindow, assign_to_steps, detect_steps
-from phaseprof.classify.classifier import classify_kernels
+from phaseprof.analysis.breakdown import GpuWork
+from phaseprof.analysis.prepare import prepare
+from phaseprof.analysis.steps import StepDetection, StepWindow, assign_to_steps
 from phaseprof.classify.rules import RuleSet
 from phaseprof.defaults import DEVICE_FREE_APIS, DEVICE_MALLOC_APIS, LAUNCH_APIS, SYNC_APIS
 from phaseprof.errors import PhaseprofError
-from phaseprof.trace.correlate import correlate
-from phaseprof.trace.tables import EventTables
+from phaseprof.trace.tables import EventTables, labels
 
 _NEG_OPEN = -(1 << 60)
 _POS_OPEN = 1 << 60
@@ -92,7 +91,7 @@ class StepTimeline:
     phase: str
     start_ns: int
     end_ns: int
-    busy_ns: int  # union of the activities inside the window (streams overlapping count once)
+    busy_ns: int  # the step's share of GPU busy: union of its activities, time shared with other steps split
     activities: pd.DataFrame
     host_calls: pd.DataFrame
     idle: pd.DataFrame
@@ -119,18 +118,9 @@ def _host_kinds(names: np.ndarray) -> np.ndarray:
 def index_trace(tables: EventTables, rules: RuleSet) -> TimelineIndex:
     """Correlate, find steps, classify and build work items once, as ``analyze_tables`` does."""
     t = tables
-    c = correlate(t)
-    device = "gpu" if not t.gpu.empty else "cpu"
-    kernel_buckets = (np.asarray([str(b) for b in classify_kernels(t.gpu["name"].astype(str), rules)], dtype=object)
-                      if device == "gpu" else np.zeros(0, dtype=object))
-    det = detect_steps(ops=t.ops, runtime=t.runtime, gpu=t.gpu, gpu_launch=c.gpu_launch,
-                       kernel_buckets=kernel_buckets)
-    op_module = op_modules(t.ops, c.op_parent, rules)
-    if device == "gpu":
-        items = gpu_items(t, c, det, rules, kernel_buckets, op_module)
-    else:
-        items = cpu_items(t, c, det, rules, op_module)
-    names = t.runtime["name"].astype(str).to_numpy()
+    prep = prepare(t, rules)
+    det, device, items = prep.detection, prep.device, prep.items
+    names = labels(t.runtime["name"])
     return TimelineIndex(tables=t, detection=det, device=device, items=items,
                          host_step=assign_to_steps(t.runtime["ts_ns"].to_numpy(), det.steps),
                          host_kind=_host_kinds(names))
@@ -193,17 +183,16 @@ def idle_segments(*, gap_starts: np.ndarray, gap_ends: np.ndarray, starved_ends:
 def _gpu_idle(its: pd.DataFrame, start: int, end: int, index: TimelineIndex, k: int) -> pd.DataFrame:
     rt = index.tables.runtime
     rt_ts, rt_end = rt["ts_ns"].to_numpy(), rt["end_ns"].to_numpy()
-    gs, ge = iv.gaps(its["ts_ns"].to_numpy(), its["end_ns"].to_numpy(), start, end)
-    order = np.argsort(its["ts_ns"].to_numpy(), kind="stable")
-    starts = its["ts_ns"].to_numpy()[order]
-    launch = its["launch"].to_numpy()[order]
+    # As the breakdown defines idle: no GPU activity of ANY step in the window (async steps may overlap).
+    starts, ends, launch = GpuWork(index.items).window(start, end)
+    gs, ge = iv.gaps(starts, ends, start, end)
     # The first item starting at or after each gap's end is what the GPU was waiting for.
     nxt = np.searchsorted(starts, ge, side="left")
     has_next = nxt < starts.size
     nl = launch[np.minimum(nxt, starts.size - 1)] if starts.size else np.zeros(gs.size, dtype=np.int64)
     launched_at = np.where(has_next & (nl >= 0), rt_end[np.maximum(nl, 0)] if rt_end.size else 0, gs)
     starved_end = np.where(has_next, np.clip(launched_at, gs, ge), gs)
-    sel = (index.host_step == k) & (index.host_kind == HostCallKind.LAUNCH.value)
+    sel = (index.host_kind == HostCallKind.LAUNCH.value) & (rt_ts < end) & (rt_end > start)
     return idle_segments(gap_starts=gs, gap_ends=ge, starved_ends=starved_end,
                          launch_starts=rt_ts[sel], launch_ends=rt_end[sel])
 
@@ -231,7 +220,7 @@ def step_timeline(index: TimelineIndex, *, step: int) -> StepTimeline:
     its = index.items[index.items["step"] == step]
     rt = t.runtime
     start, end = _window(sw, its, rt["ts_ns"].to_numpy())
-    busy = iv.total(*iv.clip(its["ts_ns"].to_numpy(), its["end_ns"].to_numpy(), start, end))
+    busy = int(round(float(its["share_ns"].sum())))  # the step's share of GPU busy, as StepRow.gpu_busy_us
     if index.device == "gpu":
         lane = "stream " + its["stream"].astype(str)
         idle = _gpu_idle(its, start, end, index, step)

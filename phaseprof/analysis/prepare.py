@@ -1,0 +1,41 @@
+"""The shared first half of every analysis: correlate, classify, find steps, build work items.
+
+``analyze_tables`` (breakdown numbers) and ``timeline.index_trace`` (the dashboard's per-step drawing) both start
+here, so the two can never disagree about which kernel belongs to which step or bucket.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from phaseprof.analysis.items import _kernel_view, cpu_items, gpu_items, op_modules
+from phaseprof.analysis.steps import StepDetection, detect_steps
+from phaseprof.classify.rules import RuleSet
+from phaseprof.trace.correlate import Correlated, correlate
+from phaseprof.trace.tables import EventTables
+
+
+@dataclass(frozen=True)
+class Prepared:
+    correlated: Correlated
+    device: str  # "gpu", or "cpu" for CPU-only traces (CPU ops are the work items)
+    kernel_buckets: np.ndarray  # kernel-view bucket per ``tables.gpu`` row
+    detection: StepDetection
+    items: pd.DataFrame  # work items inside steps, with step, buckets and exclusive time share
+
+
+def prepare(t: EventTables, rules: RuleSet) -> Prepared:
+    c = correlate(t)
+    device = "gpu" if not t.gpu.empty else "cpu"
+    kernel_buckets = _kernel_view(t.gpu["name"], rules) if device == "gpu" else np.zeros(0, dtype=object)
+    det = detect_steps(ops=t.ops, runtime=t.runtime, gpu=t.gpu, gpu_launch=c.gpu_launch,
+                       kernel_buckets=kernel_buckets)
+    op_module = op_modules(t.ops, c.op_parent, rules)
+    if device == "gpu":
+        items = gpu_items(t, c, det, rules, kernel_buckets, op_module)
+    else:
+        items = cpu_items(t, c, det, rules, op_module)
+    return Prepared(correlated=c, device=device, kernel_buckets=kernel_buckets, detection=det, items=items)
