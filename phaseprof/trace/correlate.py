@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from phaseprof.trace.tables import EventTables, labels
+from phaseprof.trace.tables import EventTables
 
 
 @dataclass(frozen=True)
