@@ -338,11 +338,22 @@ def _mode(bd: Breakdown) -> str | None:
     return "graph (inferred)" if any(s.launches.graph_launches for s in bd.steps) else "eager (inferred)"
 
 
+def _model_name(capture: Mapping[str, Any]) -> str | None:
+    """The model as the user named it (preset or repo id): run.json's ``model.name`` or the trace's embedded
+    ``model``; only then any deeper ``model`` key (e.g. the engine's materialised config path)."""
+    top = capture.get("model")
+    if isinstance(top, Mapping) and top.get("name"):
+        return str(top["name"])
+    if isinstance(top, str) and top:
+        return top
+    return capture_field(capture, ("model", "model_name", "model_id"))
+
+
 def _side(bd: Breakdown, label: str | None) -> Side:
     tr = bd.trace
     return Side(label=label or Path(tr.path).name, path=tr.path, gpu=tr.gpu_name or tr.platform,
                 platform=tr.platform, device=tr.device,
-                model=capture_field(bd.capture, ("model", "model_name", "model_id")), mode=_mode(bd),
+                model=_model_name(bd.capture), mode=_mode(bd),
                 phases={p.phase: p.steps for p in bd.phases})
 
 

@@ -8,7 +8,6 @@ docs/img/ (small PNGs for docs/dashboard.md).
 from __future__ import annotations
 
 import os
-import shutil
 import socket
 import subprocess
 import sys
@@ -150,17 +149,12 @@ def test_public_h100_vs_b200_in_chromium(browser: object, runs_dir: Path, tmp_pa
         pytest.skip(f"public traces not present at {PUBLIC_DIR}")
     proc, url = _serve(PUBLIC_DIR, tmp_path)
     try:
-        docs = os.environ.get("PHASEPROF_UPDATE_DOCS_IMG") == "1"
         page = browser.new_page(viewport={"width": 1280, "height": 2300})  # type: ignore[attr-defined]
         query = f"&a={PUBLIC_H100}&b={PUBLIC_B200}"
         _visit(page, url, "Compare", query=query)  # analyses both (progress boxes), then cached:
         text = _visit(page, url, "Compare", query=query, shot=ARTIFACTS / "compare-public-h100-b200.png")
         assert "LlamaForCausalLM" in text and "gpt-oss-120b" in text and "different workloads" in text
         _visit(page, url, "Breakdown", query=f"&run={PUBLIC_H100}", shot=ARTIFACTS / "breakdown-public.png")
-        if docs:
-            DOCS_IMG.mkdir(parents=True, exist_ok=True)
-            shutil.copy(ARTIFACTS / "compare-public-h100-b200.png", DOCS_IMG / "compare.png")
-            shutil.copy(ARTIFACTS / "breakdown-public.png", DOCS_IMG / "breakdown.png")
         page.close()
     finally:
         _stop(proc)

@@ -144,4 +144,11 @@ def test_graph_mode_cuts_launch_calls_per_decode_step_while_kernels_stay_close()
     if not launches.a:
         pytest.skip(f"{what} pair has no launch calls (CPU-only traces launch no GPU work)")
     assert launches.b < 0.2 * launches.a, f"graph mode should replace per-kernel launches: {launches}"
-    assert abs(ph.metric("kernels_per_step").rel_pct) < 50, ph.metric("kernels_per_step")
+    # Graph mode also torch.compiles the model: inductor fuses elementwise kernels (H200: 2441 -> 1162 per decode
+    # step), while the GEMM and MoE kernels stay exactly the same in count.
+    kernels = ph.metric("kernels_per_step")
+    assert kernels.b <= kernels.a, kernels
+    counts = {r.bucket: r.count for r in ph.kernel_view}
+    for bucket in ("gemm", "moe"):
+        if bucket in counts:
+            assert counts[bucket].a == counts[bucket].b > 0, (bucket, counts[bucket])

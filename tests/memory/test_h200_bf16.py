@@ -21,7 +21,7 @@ from phaseprof.memory.facts import load_run_facts
 from tests.memory.configs import qwen35_35b_a3b, qwen35_35b_a3b_as_qwen3next
 
 TRACES = Path(__file__).resolve().parents[2] / "traces" / "h200"
-RUNS = sorted({p.parent for pat in ("*/run.json", "*/vllm_startup.log") for p in TRACES.glob(pat)})
+RUNS = sorted({p.parent for pat in ("run.json", "vllm_startup.log") for p in TRACES.rglob(pat)})
 
 
 def _default_layout():
