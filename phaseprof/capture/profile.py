@@ -130,7 +130,9 @@ def _window(events: list[dict[str, Any]], markers: list[dict[str, Any]]) -> list
 
 
 def _encode(doc: dict[str, Any]) -> bytes:
-    return gzip.compress(orjson.dumps(doc), compresslevel=6, mtime=0)
+    # Indented, so keys are followed by ": " as in torch's own export: HTA 0.5.0 finds the rank with the regex
+    # '"rank":\s+(\d+)' and would put every compactly written rank on rank 0.
+    return gzip.compress(orjson.dumps(doc, option=orjson.OPT_INDENT_2), compresslevel=6, mtime=0)
 
 
 def finalize_trace(raw: Path, dest: Path, *, corrections: dict[str, str] | None = None,

@@ -111,9 +111,6 @@ def test_trace_written_by_capture_opens_in_hta(tmp_path: Path) -> None:
     assert r.problem is None and r.agree and r.kernels.phaseprof_count == 555
 
 
-@pytest.mark.xfail(strict=True, reason="phaseprof/capture/profile.py _encode writes compact JSON (orjson.dumps): "
-                   "HTA 0.5.0 finds the rank with the regex '\"rank\":\\s+(\\d+)' and falls back to rank 0, so "
-                   "multi-rank captures collapse onto one rank in HTA")
 def test_trace_written_by_capture_shows_its_rank_to_hta(tmp_path: Path) -> None:
     import gzip
     import re
