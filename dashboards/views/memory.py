@@ -111,13 +111,28 @@ def show_plan(st: Any, plan: MemoryPlan) -> None:
         st.plotly_chart(budget_figure(plan))
 
 
-def render(st: Any, plan_or_inputs: MemoryPlan | MemoryInputs | None = None) -> MemoryPlan | None:
-    """Draw the Memory page; returns the plan shown (None when the inputs were rejected)."""
+def _guarded(inputs: MemoryInputs, roots: Any) -> MemoryInputs:
+    """Typed paths (a config directory, a capture run directory) must lie under the dashboard's runs directory:
+    the dashboard reads nothing else from the machine."""
+    from dashboards.sources import resolve_user_path  # noqa: PLC0415 - only when mounted in the dashboard
+
+    model = inputs.model
+    if model and model not in _presets():
+        model = str(resolve_user_path(model, roots))
+    run_dir = str(resolve_user_path(inputs.run_dir, roots)) if inputs.run_dir else None
+    return replace(inputs, model=model, run_dir=run_dir)
+
+
+def render(st: Any, plan_or_inputs: MemoryPlan | MemoryInputs | None = None, *, roots: Any = None) -> MemoryPlan | None:
+    """Draw the Memory page; returns the plan shown (None when the inputs were rejected). ``roots``: the
+    dashboard's readable roots; when given, typed paths outside them are refused."""
     if isinstance(plan_or_inputs, MemoryPlan):
         show_plan(st, plan_or_inputs)
         return plan_or_inputs
     inputs = sidebar_inputs(st, plan_or_inputs)
     try:
+        if roots is not None:
+            inputs = _guarded(inputs, roots)
         plan = build_memory_plan(inputs)
     except PhaseprofError as e:
         st.error(str(e))

@@ -160,3 +160,25 @@ def test_a_missing_runs_directory_is_an_error_box(make_app, tmp_path):
     assert not at.exception
     assert [e.value for e in at.error] == [f"{tmp_path / 'gone'}: runs directory does not exist"]
     assert os.environ["PHASEPROF_RUNS_DIR"] == str(tmp_path / "gone")
+
+
+def test_memory_page_refuses_paths_outside_the_runs_dir(tmp_path):
+    """The Memory page's free-text config/run directory inputs obey the same rule as every other page."""
+    from dashboards.sources import Roots
+    from dashboards.views import memory
+    from phaseprof.errors import PhaseprofError
+    from phaseprof.memory.plan import MemoryInputs
+
+    roots = Roots(runs_dir=tmp_path / "runs", upload_dir=tmp_path / "uploads")
+    roots.runs_dir.mkdir()
+    roots.upload_dir.mkdir()
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    with pytest.raises(PhaseprofError, match="outside the runs directory"):
+        memory._guarded(MemoryInputs(model="qwen3.5-35b-a3b", gpu="H200", run_dir=str(outside)), roots)
+    with pytest.raises(PhaseprofError, match="outside the runs directory"):
+        memory._guarded(MemoryInputs(model=str(outside), gpu="H200"), roots)
+    inside = roots.runs_dir / "r1"
+    inside.mkdir()
+    ok = memory._guarded(MemoryInputs(model="qwen3.5-35b-a3b", gpu="H200", run_dir="r1"), roots)
+    assert ok.run_dir == str(inside.resolve()) and ok.model == "qwen3.5-35b-a3b"
