@@ -373,7 +373,9 @@ def _tokens(bd: Breakdown) -> str | None:
 
 def _compare(aspect: str, a: object, b: object) -> Comparability:
     sa, sb = ("not recorded" if v is None else str(v) for v in (a, b))
-    status = "unknown" if a is None or b is None else ("same" if sa == sb else "differs")
+    # "eager (inferred)" (from launch patterns) agrees with a recorded "eager": compare the values, keep the labels.
+    same = sa.removesuffix(" (inferred)") == sb.removesuffix(" (inferred)")
+    status = "unknown" if a is None or b is None else ("same" if same else "differs")
     return Comparability(aspect, sa, sb, status)
 
 

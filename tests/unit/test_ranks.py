@@ -80,3 +80,34 @@ def test_cli_prints_the_rank_table(capsys):
     assert main(["analyze", str(TP2)]) == 0
     out = capsys.readouterr().out
     assert "ranks (2 of world size 2)" in out and "load imbalance per step" in out
+
+
+PUBLIC_CUTS = ROOT / "traces/public-cut"
+
+
+@pytest.mark.parametrize("name,world", [("h100_vllm_llama70b_tp4_decode_2steps.json.gz", 4),
+                                        ("mi300x_vllm_llama70b_tp4_decode_2steps.json.gz", 4)])
+def test_public_tp4_rank0_alone_says_which_ranks_are_missing(tmp_path, name, world):
+    shutil.copy(PUBLIC_CUTS / name, tmp_path)
+    shutil.copy(PUBLIC_CUTS / name, tmp_path / "copy.json.gz")  # a second file so the directory is a rank set
+    with pytest.raises(PhaseprofError, match="rank 0 appears twice"):
+        analyze_ranks(find_trace_files(tmp_path))
+    (tmp_path / "copy.json.gz").unlink()
+    summary = analyze_ranks(find_trace_files(tmp_path))
+    assert summary.world_size == world
+    assert summary.warnings == [f"world_size is {world} but rank(s) [1, 2, 3] have no trace here: the all-ranks "
+                                f"summary covers 1 of {world} ranks"]
+    assert summary.communication_share_pct[0] > 1  # all-reduce kernels of tensor parallelism
+
+
+def test_diff_tp1_against_tp2_of_the_same_model():
+    from phaseprof.report.diff import diff_breakdowns, load_comparable
+
+    (tp1,) = sorted((ROOT / "traces/h200/eager").glob("*prefill-4096"))
+    d = diff_breakdowns(load_comparable(tp1), load_comparable(TP2 / "rank0.pt.trace.json.gz"))
+    assert "world size differs: 1 (A) vs 2 (B)" in d.warnings
+    assert not any(w.startswith("mode differs") for w in d.warnings)  # eager vs eager (inferred)
+    kv = {r.bucket: r.time_ms for r in d.phase("prefill").kernel_view}
+    assert kv["communication"].a == 0 and kv["communication"].b > 5  # ms per step of all-reduce on rank 0
+    for bucket in ("gemm", "moe", "gdn", "attention"):  # each rank does about half of the work
+        assert -60 < kv[bucket].rel_pct < -30, (bucket, kv[bucket])
