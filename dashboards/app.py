@@ -16,7 +16,7 @@ if str(_REPO) not in sys.path:  # `streamlit run dashboards/app.py` puts only da
 import streamlit as st  # noqa: E402
 
 from dashboards import widgets  # noqa: E402
-from dashboards.views import breakdown, compare, runs, sweep, timeline  # noqa: E402
+from dashboards.views import breakdown, compare, ranks, runs, sweep, timeline  # noqa: E402
 
 
 def _memory(st_: object, ctx: object) -> None:
@@ -29,7 +29,7 @@ def _memory(st_: object, ctx: object) -> None:
 
 
 PAGES = {"Runs": runs.render, "Breakdown": breakdown.render, "Timeline": timeline.render,
-         "Compare": compare.render, "Sweep": sweep.render, "Memory": _memory}
+         "Compare": compare.render, "Sweep": sweep.render, "Ranks": ranks.render, "Memory": _memory}
 
 
 def main() -> None:

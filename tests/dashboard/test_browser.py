@@ -39,6 +39,7 @@ PAGES = {
                                       "Markdown for a PR"]),
     "Sweep": ("Lines: median over reps", ["TTFT ms vs prompt tokens"]),
     "Memory": ("Memory", []),
+    "Ranks": ("Ranks", ["No directory with several rank traces"]),
 }
 
 
@@ -140,6 +141,7 @@ def test_every_page_in_headless_chromium(browser: object, server: str, runs_dir:
     assert H100_DECODE in text and B200_PREFILL in text
     _visit(page, server, "Sweep")
     _visit(page, server, "Memory")
+    _visit(page, server, "Ranks")
     page.close()
 
 

@@ -3,6 +3,8 @@ library's (the expected values are computed here with the same functions the CLI
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
 
 from phaseprof.analysis.breakdown import analyze_tables
@@ -12,6 +14,7 @@ from phaseprof.classify.rules import load_rules
 from phaseprof.report.json_io import load_breakdown
 from phaseprof.report.markdown import breakdown_markdown
 from phaseprof.trace.tables import load_tables
+from tests.conftest import REPO
 
 from .conftest import (B200_PREFILL, DECODE_SWEEP_JSON, H100_DECODE, RUN_JSON, RUN_NAME, SWEEP_JSON, figure, frame,
                        ok)
@@ -216,3 +219,21 @@ def test_a_trace_is_parsed_once_with_progress_then_served_from_cache(make_app, r
     at.sidebar.radio(key="page").set_value("Compare").run()
     ok(at)
     assert len(calls) == 1
+
+
+def test_ranks_page_shows_the_real_tp2_capture_side_by_side(make_app, tmp_path):
+    """The two H200 rank traces of traces/h200x2, as `phaseprof analyze DIR` reports them."""
+    from phaseprof.analysis.ranks import analyze_ranks, find_trace_files
+
+    src = REPO / "traces/h200x2/tp2-eager-prefill4096-decode8"
+    runs = tmp_path / "runs"
+    shutil.copytree(src, runs / "tp2")
+    at = ok(make_app("Ranks", runs=runs).run())
+    want = analyze_ranks(find_trace_files(runs / "tp2"))
+    table = frame(at, "rank", "communication %")
+    assert table["rank"].tolist() == [0, 1]
+    assert table["communication %"].round(6).tolist() == [round(want.communication_share_pct[r], 6) for r in (0, 1)]
+    assert table["GPU busy ms"].round(6).tolist() == [round(want.ranks[r].totals["gpu_busy_us"] / 1e3, 6)
+                                                      for r in (0, 1)]
+    spread = frame(at, "step", "slowest rank", "spread ms")
+    assert spread["slowest rank"].tolist() == [s.slowest_rank for s in want.steps]

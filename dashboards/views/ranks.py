@@ -1,0 +1,92 @@
+"""The "Ranks" page: a multi-GPU run's rank traces side by side (``phaseprof analyze DIR`` as a page).
+
+A rank set is a directory under the runs directory holding two or more trace files (vLLM's profiler writes one
+per TP/EP rank). Numbers come from ``phaseprof.analysis.ranks.analyze_ranks``, the function the CLI calls.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import plotly.graph_objects as go
+
+from dashboards import data
+from dashboards.sources import guard
+from phaseprof.analysis.ranks import RankSummary, analyze_ranks, find_trace_files
+from phaseprof.errors import PhaseprofError
+
+TRACE_SUFFIXES = (".json", ".json.gz")
+
+
+_RANK_FILE = re.compile(r"rank\d+")
+
+
+def rank_sets(runs_dir: Path) -> list[Path]:
+    """Directories under ``runs_dir`` with two or more per-rank trace files (named ``...rank<N>...``, as vLLM's
+    profiler and phaseprof's capture name them); loose unrelated traces in one folder are not a rank set."""
+    out = []
+    for d in sorted(p for p in [runs_dir, *runs_dir.rglob("*")] if p.is_dir() and not p.name.startswith(".")):
+        try:
+            files = find_trace_files(d)
+        except PhaseprofError:
+            continue
+        if sum(bool(_RANK_FILE.search(f.name)) for f in files) >= 2:
+            out.append(d)
+    return out
+
+
+def _summary(paths: tuple[str, ...], shas: tuple[str, ...]) -> RankSummary:
+    # Cached by content hash: switching pages never re-parses the rank traces.
+    return analyze_ranks([Path(p) for p in paths])
+
+
+def rank_table(s: RankSummary) -> pd.DataFrame:
+    rows = []
+    for r, bd in s.ranks.items():
+        top = max((b for ph in bd.phases for b in ph.kernel_view), key=lambda b: b.time_us, default=None)
+        rows.append({"rank": r, "GPU": bd.trace.gpu_name, "steps": len(bd.steps),
+                     "GPU busy ms": bd.totals["gpu_busy_us"] / 1e3,
+                     "communication %": s.communication_share_pct[r],
+                     "comm overlapped %": s.communication_overlap_pct[r],
+                     "top bucket": f"{top.bucket} {top.share_pct:.0f}%" if top else ""})
+    return pd.DataFrame(rows)
+
+
+def imbalance_figure(s: RankSummary) -> Any:
+    fig = go.Figure()
+    for r in s.ranks:
+        fig.add_bar(name=f"rank {r} compute", x=[st.step for st in s.steps],
+                    y=[st.compute_us_by_rank[r] / 1e3 for st in s.steps])
+        fig.add_bar(name=f"rank {r} communication", x=[st.step for st in s.steps],
+                    y=[st.communication_us_by_rank[r] / 1e3 for st in s.steps])
+    fig.update_layout(barmode="group", xaxis_title="step", yaxis_title="ms", height=360,
+                      title="per step and rank: compute (GPU busy minus communication) and communication kernels")
+    return fig
+
+
+def render(st: Any, ctx: data.Context) -> None:
+    st.title("Ranks")
+    sets = rank_sets(ctx.runs_dir)
+    if not sets:
+        st.info(f"No directory with several rank traces under {ctx.runs_dir}. Capture one with "
+                "`phaseprof capture --tensor-parallel-size 2` (vLLM's own profiler writes one trace per rank).")
+        return
+    labels = [str(d.relative_to(ctx.runs_dir)) or "." for d in sets]
+    choice = st.selectbox("rank set", labels)
+    d = sets[labels.index(choice)]
+    files = [guard(f, ctx.roots) for f in find_trace_files(d)]
+    cached = st.cache_data(show_spinner=False, max_entries=16)(_summary)
+    with st.spinner(f"analysing {len(files)} rank traces ..."):
+        s = cached(tuple(str(f) for f in files), tuple(data.sha256_of(f) for f in files))
+    for w in s.warnings:
+        st.warning(w)
+    st.caption(f"{len(s.ranks)} of world size {s.world_size} ranks · steps found by "
+               f"{next(iter(s.ranks.values())).step_detection['detail']}")
+    st.dataframe(rank_table(s), hide_index=True)
+    if s.steps:
+        st.plotly_chart(imbalance_figure(s))
+        st.dataframe(pd.DataFrame([{"step": x.step, "slowest rank": x.slowest_rank, "spread ms": x.spread_us / 1e3,
+                                    "spread %": x.spread_pct} for x in s.steps]), hide_index=True)
