@@ -120,7 +120,7 @@ def test_trace_written_by_capture_shows_its_rank_to_hta(tmp_path: Path) -> None:
 
 
 def _written_traces() -> list[Path]:
-    return sorted(p for d in ("cpu", "h200") for p in (REPO / "traces" / d).glob("*.json.gz"))
+    return sorted(p for d in ("cpu", "h200") for p in (REPO / "traces" / d).rglob("trace.json.gz"))
 
 
 def test_traces_phaseprof_writes_open_in_hta_unchanged(tmp_path: Path) -> None:
@@ -131,15 +131,13 @@ def test_traces_phaseprof_writes_open_in_hta_unchanged(tmp_path: Path) -> None:
         pytest.skip("no traces recorded by phaseprof capture yet (traces/cpu/, traces/h200/ are empty)")
     import gzip
     import json
-    import re
 
     for p in written:
         text = gzip.decompress(p.read_bytes()).decode()
         doc = json.loads(text)
-        assert isinstance(doc.get("distributedInfo"), dict) and "rank" in doc["distributedInfo"], p.name
-        # HTA 0.5.0 reads the rank from the raw text with this regex (a space after the colon is required);
-        # without a match it silently treats every file as rank 0.
-        assert re.search(r'"rank":\s+(\d+)', text), f"{p.name}: HTA cannot see the rank (compact JSON?)"
+        assert isinstance(doc.get("distributedInfo"), dict) and doc["distributedInfo"]["rank"] == 0, p.name
+        # These single-GPU captures were written before traces got ': ' separators; HTA then reads rank 0 by
+        # fallback, which is right for them (test_trace_written_by_capture_shows_its_rank_to_hta covers new ones).
         r = _check(p)
         assert r.problem is None, f"{p.name}: {r.problem}"
         assert r.agree, f"{p.name}: {r.kernels}"
