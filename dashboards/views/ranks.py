@@ -18,9 +18,6 @@ from dashboards.sources import guard
 from phaseprof.analysis.ranks import RankSummary, analyze_ranks, find_trace_files
 from phaseprof.errors import PhaseprofError
 
-TRACE_SUFFIXES = (".json", ".json.gz")
-
-
 _RANK_FILE = re.compile(r"rank\d+")
 
 

@@ -90,15 +90,9 @@ class _StepContext:
 def _idle_split(work: "GpuWork", start: int, end: int, ctx: _StepContext) -> IdleSplit:
     """Split the GPU's idle time inside ``[start, end)`` by cause (see IdleSplit). Idle means no activity of
     any step ran; the activity that ends a gap tells whether its launch call was still in progress."""
-    its, ite, launch = work.window(start, end)
-    gs, ge = iv.gaps(its, ite, start, end)
+    gs, ge, starved_end = work.idle_gaps(start, end, ctx.rt_end)
     if gs.size == 0:
         return IdleSplit(0.0, 0.0, 0.0)
-    nxt = np.searchsorted(its, ge, side="left")
-    has_next = nxt < its.size
-    nl = launch[np.minimum(nxt, its.size - 1)] if its.size else np.zeros(gs.size, dtype=np.int64)
-    launch_end = np.where(has_next & (nl >= 0), ctx.rt_end[np.maximum(nl, 0)] if ctx.rt_end.size else 0, gs)
-    starved_end = np.where(has_next, np.clip(launch_end, gs, ge), gs)
     sel = ctx.is_launch & (ctx.rt_ts < end) & (ctx.rt_end > start)
     in_launch = iv.overlap_with_union(gs, starved_end, ctx.rt_ts[sel], ctx.rt_end[sel])
     starved = starved_end - gs
@@ -122,6 +116,19 @@ class GpuWork:
         hi = np.searchsorted(self.ts, end, side="left")
         keep = self.end[lo:hi] > start
         return self.ts[lo:hi][keep], self.end[lo:hi][keep], self.launch[lo:hi][keep]
+
+    def idle_gaps(self, start: int, end: int, call_end: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Idle gaps ``[gs, ge)`` inside ``[start, end)`` (no activity of any step ran) and, per gap, the end of
+        the part where the GPU was starved: the work that ended the gap had not been launched yet, i.e. its
+        launch call (``call_end`` = end ns of every runtime row) was still in progress. A gap with no work after
+        it (the tail) is not starved."""
+        its, ite, launch = self.window(start, end)
+        gs, ge = iv.gaps(its, ite, start, end)
+        nxt = np.searchsorted(its, ge, side="left")
+        has_next = nxt < its.size
+        nl = launch[np.minimum(nxt, its.size - 1)] if its.size else np.zeros(gs.size, dtype=np.int64)
+        launched_at = np.where(has_next & (nl >= 0), call_end[np.maximum(nl, 0)] if call_end.size else 0, gs)
+        return gs, ge, np.where(has_next, np.clip(launched_at, gs, ge), gs)
 
     def union_in(self, start: int, end: int) -> int:
         ts, te, _ = self.window(start, end)

@@ -66,6 +66,7 @@ class TimelineIndex:
     items: pd.DataFrame
     host_step: np.ndarray
     host_kind: np.ndarray  # HostCallKind value of every runtime row
+    work: GpuWork  # all in-step GPU intervals sorted once, for per-step idle windows
 
     @property
     def steps(self) -> tuple[StepWindow, ...]:
@@ -123,7 +124,7 @@ def index_trace(tables: EventTables, rules: RuleSet) -> TimelineIndex:
     names = labels(t.runtime["name"])
     return TimelineIndex(tables=t, detection=det, device=device, items=items,
                          host_step=assign_to_steps(t.runtime["ts_ns"].to_numpy(), det.steps),
-                         host_kind=_host_kinds(names))
+                         host_kind=_host_kinds(names), work=GpuWork(items))
 
 
 def _window(sw: StepWindow, its: pd.DataFrame, rt_ts: np.ndarray) -> tuple[int, int]:
@@ -183,15 +184,8 @@ def idle_segments(*, gap_starts: np.ndarray, gap_ends: np.ndarray, starved_ends:
 def _gpu_idle(its: pd.DataFrame, start: int, end: int, index: TimelineIndex, k: int) -> pd.DataFrame:
     rt = index.tables.runtime
     rt_ts, rt_end = rt["ts_ns"].to_numpy(), rt["end_ns"].to_numpy()
-    # As the breakdown defines idle: no GPU activity of ANY step in the window (async steps may overlap).
-    starts, ends, launch = GpuWork(index.items).window(start, end)
-    gs, ge = iv.gaps(starts, ends, start, end)
-    # The first item starting at or after each gap's end is what the GPU was waiting for.
-    nxt = np.searchsorted(starts, ge, side="left")
-    has_next = nxt < starts.size
-    nl = launch[np.minimum(nxt, starts.size - 1)] if starts.size else np.zeros(gs.size, dtype=np.int64)
-    launched_at = np.where(has_next & (nl >= 0), rt_end[np.maximum(nl, 0)] if rt_end.size else 0, gs)
-    starved_end = np.where(has_next, np.clip(launched_at, gs, ge), gs)
+    # Same gaps and starved parts as the breakdown's idle split (GpuWork.idle_gaps), cut into drawable segments.
+    gs, ge, starved_end = index.work.idle_gaps(start, end, rt_end)
     sel = (index.host_kind == HostCallKind.LAUNCH.value) & (rt_ts < end) & (rt_end > start)
     return idle_segments(gap_starts=gs, gap_ends=ge, starved_ends=starved_end,
                          launch_starts=rt_ts[sel], launch_ends=rt_end[sel])
