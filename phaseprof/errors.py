@@ -16,6 +16,16 @@ class PhaseprofError(Exception):
             self.exit_code = exit_code
         super().__init__(f"{self.path}: {message}" if self.path else message)
 
+    def __reduce__(self):  # worker processes and Ray tasks send errors back pickled: keep path and exit code
+        return _restore, (type(self), str(self), self.path, self.exit_code)
+
+
+def _restore(cls: type[PhaseprofError], text: str, path: str | None, exit_code: int) -> PhaseprofError:
+    err = cls.__new__(cls)
+    Exception.__init__(err, text)
+    err.path, err.exit_code = path, exit_code
+    return err
+
 
 class TraceError(PhaseprofError):
     """A trace file that cannot be read or makes no sense (names the file and the problem)."""

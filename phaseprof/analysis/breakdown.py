@@ -9,7 +9,7 @@ import pandas as pd
 
 from phaseprof import __version__
 from phaseprof.analysis import intervals as iv
-from phaseprof.analysis.prepare import prepare
+from phaseprof.analysis.prepare import Prepared, prepare
 from phaseprof.analysis.results import (AllocCounts, BucketTime, Breakdown, IdleSplit, KernelStat, LaunchCounts,
                                         PhaseSummary, Stats, StepRow, TraceInfo)
 from phaseprof.analysis.steps import Phase, StepDetection, assign_to_steps
@@ -212,9 +212,10 @@ def _phase_summary(phase: str, rows: list[StepRow], items: pd.DataFrame) -> Phas
     )
 
 
-def analyze_tables(t: EventTables, rules: RuleSet) -> Breakdown:
-    """The whole analysis of one trace. Pure: same tables and rules give the same Breakdown."""
-    prep = prepare(t, rules)
+def analyze_tables(t: EventTables, rules: RuleSet, *, prep: Prepared | None = None) -> Breakdown:
+    """The whole analysis of one trace. Pure: same tables and rules give the same Breakdown. ``prep``: the
+    result of ``prepare(t, rules)`` when the caller already has it (not recomputed)."""
+    prep = prep if prep is not None else prepare(t, rules)
     device, det, items = prep.device, prep.detection, prep.items
     ctx = _StepContext(t, det)
     by_step = items.groupby("step").indices

@@ -26,15 +26,30 @@ def analyze(
                                      "defaults. Repeatable."),
     cross_check: str | None = typer.Option(None, "--cross-check", help="'hta': print HTA's kernel totals beside "
                                            "phaseprof's (needs the hta extra)."),
+    jobs: int | None = typer.Option(None, "--jobs", "-j", min=1, help="Worker processes for the rank files of a "
+                                    "rank directory (default: all cores)."),
+    ray: str | None = typer.Option(None, "--ray", metavar="ADDRESS", help="Analyse the rank files that TRACES "
+                                   "(globs, quoted) match on every node of a Ray cluster, each on the node holding "
+                                   "it: 'auto' (this machine's cluster), 'local' (start one here) or HOST:PORT."),
 ) -> None:
-    """Break a trace down by step, phase and bucket (kernel and module views)."""
+    """Break a trace down by step, phase and bucket (kernel and module views).
+
+    A directory of rank traces (or --ray) gives a multi-rank report: per-rank totals, per-step imbalance and who
+    waited for whom in every collective; --format json prints it, --json DIR writes it (multirank.json) and
+    each rank's breakdown."""
     from phaseprof.analysis.pipeline import analyze_trace
     from phaseprof.report.json_io import dumps, write_breakdown
     from phaseprof.report.markdown import breakdown_markdown
     from phaseprof.report.table import print_breakdown
 
     console = Console()
-    traces = _expand(traces, rules, console, json_out)
+    if ray is not None:
+        from phaseprof.scale.cli import analyze_on_ray
+
+        analyze_on_ray([str(t) for t in traces], address=None if ray == "local" else ray, rules=list(rules),
+                       fmt=fmt.value, json_out=json_out, console=console)
+        return
+    traces = _expand(traces, rules, console, json_out, fmt=fmt.value, jobs=jobs)
     if not traces:
         return
     if json_out is not None and len(traces) > 1 and json_out.suffix == ".json":
@@ -62,11 +77,11 @@ def analyze(
             print_cross_check(cross_check_hta(tr, bd), console if fmt == OutputFormat.table else Console(stderr=True))
 
 
-def _expand(paths: list[Path], rules: list[Path], console: Console, json_out: Path | None) -> list[Path]:
+def _expand(paths: list[Path], rules: list[Path], console: Console, json_out: Path | None, *, fmt: str = "table",
+            jobs: int | None = None) -> list[Path]:
     """Directories: a run directory's trace.json.gz, or several rank traces analysed together."""
-    from phaseprof.analysis.ranks import analyze_ranks, find_trace_files
-    from phaseprof.report.json_io import write_breakdown
-    from phaseprof.report.table import print_rank_summary
+    from phaseprof.analysis.ranks import find_trace_files
+    from phaseprof.scale.cli import analyze_rank_dir
 
     out: list[Path] = []
     for p in paths:
@@ -77,12 +92,7 @@ def _expand(paths: list[Path], rules: list[Path], console: Console, json_out: Pa
         if len(files) == 1:
             out.append(files[0])
             continue
-        with console.status(f"analysing {len(files)} rank traces in {p} ...", spinner="dots"):
-            summary = analyze_ranks(files, rules=list(rules) or None)
-        print_rank_summary(summary, console)
-        if json_out is not None:
-            for r, bd in summary.ranks.items():
-                write_breakdown(bd, json_out / f"rank{r}.breakdown.json")
+        analyze_rank_dir(files, rules=list(rules), jobs=jobs, fmt=fmt, json_out=json_out, console=console)
     return out
 
 

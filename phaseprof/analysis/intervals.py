@@ -101,3 +101,20 @@ def exclusive_shares(starts: Array, ends: Array) -> Array:
         per = np.where(active > 0, seg_len / np.maximum(active, 1), 0.0)
     prefix = np.r_[0.0, np.cumsum(per)]
     return prefix[np.searchsorted(bounds, e)] - prefix[np.searchsorted(bounds, s)]
+
+
+def intersect(a_starts: Array, a_ends: Array, b_starts: Array, b_ends: Array) -> tuple[Array, Array]:
+    """Intersection of two interval sets as sorted disjoint intervals (inputs need not be unions)."""
+    as_, ae = union(a_starts, a_ends)
+    bs, be = union(b_starts, b_ends)
+    if as_.size == 0 or bs.size == 0:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    lo = np.searchsorted(be, as_, side="right")  # first b ending after a starts
+    hi = np.searchsorted(bs, ae, side="left")  # b starting before a ends
+    n = np.maximum(hi - lo, 0)
+    ai = np.repeat(np.arange(as_.size), n)
+    bi = np.repeat(lo, n) + (np.arange(n.sum()) - np.repeat(np.cumsum(n) - n, n))
+    s = np.maximum(as_[ai], bs[bi])
+    e = np.minimum(ae[ai], be[bi])
+    keep = e > s
+    return s[keep], e[keep]

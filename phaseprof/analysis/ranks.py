@@ -12,11 +12,11 @@ from pathlib import Path
 
 import numpy as np
 
-from phaseprof.analysis.breakdown import analyze_tables
 from phaseprof.analysis.results import Breakdown
-from phaseprof.classify.rules import load_rules
 from phaseprof.errors import PhaseprofError
-from phaseprof.trace.tables import load_tables
+from phaseprof.scale.collectives import CollectiveReport, match_collectives
+from phaseprof.scale.local import analyze_rank_files
+from phaseprof.scale.rank_task import RankResult
 
 TRACE_SUFFIXES = (".json", ".json.gz")
 
@@ -44,6 +44,9 @@ class RankSummary:
     communication_share_pct: dict[int, float]  # comm kernels' busy time / GPU busy, per rank
     communication_overlap_pct: dict[int, float]  # share of comm time that overlapped compute kernels
     warnings: list[str] = field(default_factory=list)
+    collectives: CollectiveReport | None = None  # who waited for whom (None: no collective on every rank)
+    analysed_on: dict[int, str] = field(default_factory=dict)  # rank -> host whose process analysed its file
+    paths: dict[int, str] = field(default_factory=dict)  # rank -> trace file
 
 
 def find_trace_files(directory: Path) -> list[Path]:
@@ -65,19 +68,26 @@ def _rank_of(bd: Breakdown, path: Path) -> tuple[int, int]:
     return int(rank), int(world)
 
 
-def analyze_ranks(paths: list[Path], *, rules: list[Path] | None = None) -> RankSummary:
-    """Analyse every rank trace and compare them. Raises on mixed runs; warns on partial evidence."""
-    ruleset = load_rules(rules)
+def analyze_ranks(paths: list[Path], *, rules: list[Path] | None = None, jobs: int | None = 1) -> RankSummary:
+    """Analyse every rank trace (``jobs`` worker processes; None = all cores) and compare them."""
+    return summarize_ranks(analyze_rank_files(paths, jobs=jobs, rule_files=rules))
+
+
+def summarize_ranks(results: list[RankResult]) -> RankSummary:
+    """Compare analysed ranks. Raises on mixed runs; warns on partial evidence. Same output whatever analysed
+    them (this process, worker processes, Ray tasks): results are placed by rank, not by arrival."""
     by_rank: dict[int, Breakdown] = {}
     worlds: dict[int, list[Path]] = {}
-    for p in paths:
-        bd = analyze_tables(load_tables(p), ruleset)
+    by_rank_result: dict[int, RankResult] = {}
+    for res in results:
+        bd, p = res.breakdown, Path(res.path)
         rank, world = _rank_of(bd, p)
         worlds.setdefault(world, []).append(p)
         if rank in by_rank:
             raise PhaseprofError(f"rank {rank} appears twice ({Path(by_rank[rank].trace.path).name} and {p.name}): "
                                  "traces from different runs are mixed in one directory", path=p.parent)
         by_rank[rank] = bd
+        by_rank_result[rank] = res
     if len(worlds) > 1:
         desc = "; ".join(f"world_size {w}: {', '.join(x.name for x in ps)}" for w, ps in worlds.items())
         raise PhaseprofError(f"traces from runs of different sizes are mixed ({desc})", path=paths[0].parent)
@@ -107,5 +117,14 @@ def analyze_ranks(paths: list[Path], *, rules: list[Path] | None = None) -> Rank
         share[r] = 100 * t.get("communication_busy_us", 0.0) / t["gpu_busy_us"] if t["gpu_busy_us"] else 0.0
         cb = t.get("communication_busy_us", 0.0)
         overlap[r] = 100 * t.get("communication_overlapped_us", 0.0) / cb if cb else 0.0
+    collectives = None
+    if len(by_rank) > 1 and all(r.collectives.start_ns.size for r in by_rank_result.values()):
+        clock = ("ranks compared on their trace clocks; valid for ranks of one host (Kineto stamps GPU work on the "
+                 "host clock), only as good as clock sync across hosts")
+        collectives = match_collectives({k: r.collectives for k, r in sorted(by_rank_result.items())}, clock=clock)
+        warnings.extend(collectives.notes)
     return RankSummary(world_size=world, ranks=dict(sorted(by_rank.items())), steps=steps,
-                       communication_share_pct=share, communication_overlap_pct=overlap, warnings=warnings)
+                       communication_share_pct=share, communication_overlap_pct=overlap, warnings=warnings,
+                       collectives=collectives,
+                       analysed_on={k: r.host for k, r in sorted(by_rank_result.items())},
+                       paths={k: r.path for k, r in sorted(by_rank_result.items())})

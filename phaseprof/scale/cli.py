@@ -1,0 +1,70 @@
+"""How ``phaseprof analyze`` renders a multi-rank run (rank directory, or --ray glob): progress, then the table,
+JSON or markdown of one :class:`~phaseprof.scale.report.MultiRankReport`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from phaseprof.analysis.ranks import RankSummary, summarize_ranks
+from phaseprof.scale.local import analyze_rank_files, default_jobs
+
+
+def _progress(console: Console) -> Progress:
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                    console=Console(stderr=True), transient=True, disable=not console.is_terminal)
+
+
+def _emit(summary: RankSummary, *, fmt: str, json_out: Path | None, console: Console) -> None:
+    from phaseprof.report.json_io import write_breakdown
+    from phaseprof.report.table import print_rank_summary
+    from phaseprof.scale.render import collectives_markdown, print_collectives
+    from phaseprof.scale.report import build_report, dumps, write_report
+
+    report = build_report(summary)
+    if json_out is not None:
+        json_out.mkdir(parents=True, exist_ok=True)
+        for r, bd in summary.ranks.items():
+            write_breakdown(bd, json_out / f"rank{r}.breakdown.json")
+        write_report(report, json_out / "multirank.json")
+    if fmt == "json":
+        typer.echo(dumps(report).decode())
+    elif fmt == "markdown":
+        typer.echo(collectives_markdown(report))
+    else:
+        print_rank_summary(summary, console)
+        print_collectives(report, console)
+        if json_out is not None:
+            console.print(f"[dim]wrote {json_out / 'multirank.json'} and {len(summary.ranks)} rank breakdowns[/]")
+
+
+def analyze_rank_dir(files: list[Path], *, rules: list[Path], jobs: int | None, fmt: str, json_out: Path | None,
+                     console: Console) -> RankSummary:
+    jobs = jobs or default_jobs()
+    with _progress(console) as prog:
+        task = prog.add_task(f"analysing {len(files)} rank traces ({min(jobs, len(files))} processes)",
+                             total=len(files))
+        results = analyze_rank_files(files, jobs=jobs, rule_files=rules or None,
+                                     on_done=lambda _p: prog.advance(task))
+    summary = summarize_ranks(results)
+    _emit(summary, fmt=fmt, json_out=json_out, console=console)
+    return summary
+
+
+def analyze_on_ray(patterns: list[str], *, address: str | None, rules: list[Path], fmt: str,
+                   json_out: Path | None, console: Console) -> RankSummary:
+    from phaseprof.scale.ray_run import analyze_on_cluster
+
+    results = []
+    with _progress(console) as prog:
+        for pattern in patterns:
+            task = prog.add_task(f"Ray: {pattern}", total=None)
+            _files, res = analyze_on_cluster(pattern, address=address, rule_files=rules or None,
+                                             on_done=lambda _f: prog.advance(task))
+            results.extend(res)
+    summary = summarize_ranks(results)
+    _emit(summary, fmt=fmt, json_out=json_out, console=console)
+    return summary

@@ -1,0 +1,62 @@
+"""--ray on a real local multi-node Ray cluster (127.0.0.1): every rank file is analysed once, by a task on the
+node that holds it, and the report is the one the local run gives.
+
+Each worker node sees its own trace directory through ``$PHASEPROF_NODE_TRACES`` (set for that node's raylet and
+its workers only); the glob names that variable, so it expands to a different directory on each node and to
+nothing on the head node — the way rank traces sit on the local disks of a multi-node vLLM deployment.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+ray = pytest.importorskip("ray", reason="the ray extra is installed by scripts/install.sh; CI has it")
+from ray.cluster_utils import Cluster  # noqa: E402
+
+from phaseprof.analysis.ranks import analyze_ranks, find_trace_files  # noqa: E402
+from phaseprof.analysis.ranks import summarize_ranks  # noqa: E402
+from phaseprof.scale.ray_run import analyze_on_cluster  # noqa: E402
+from phaseprof.scale.report import build_report, dumps  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+TP2 = ROOT / "traces/h200x2/tp2-eager-prefill4096-decode8"
+PATTERN = "$PHASEPROF_NODE_TRACES/*.pt.trace.json.gz"
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    dirs = []
+    c = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": False})
+    try:
+        nodes = []
+        for rank_file in find_trace_files(TP2):
+            d = tmp_path_factory.mktemp(f"node-{rank_file.name.split('.')[0]}")
+            shutil.copy(rank_file, d)
+            dirs.append(d)
+            nodes.append(c.add_node(num_cpus=1, env_vars={"PHASEPROF_NODE_TRACES": str(d)}))
+        c.wait_for_nodes()
+        ray.init(address=c.address, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
+        yield c, dict(zip((n.node_id for n in nodes), dirs))
+    finally:
+        ray.shutdown()
+        c.shutdown()
+
+
+def test_each_rank_analysed_on_its_node_and_report_equals_local(cluster):
+    _c, dir_of_node = cluster
+    files, results = analyze_on_cluster(PATTERN)
+    assert len(files) == 2 and len(results) == 2  # each file once, though both nodes run the same glob
+    for f in files:
+        assert Path(f.path).parent == dir_of_node[f.node_id]  # the file lives on the node that analysed it
+    local = analyze_ranks([Path(f.path) for f in files], jobs=1)
+    assert dumps(build_report(summarize_ranks(results))) == dumps(build_report(local))
+
+
+def test_a_glob_matching_nothing_anywhere_is_one_clear_error(cluster):
+    from phaseprof.errors import PhaseprofError
+
+    with pytest.raises(PhaseprofError, match="no file matches"):
+        analyze_on_cluster("$PHASEPROF_NODE_TRACES/*.nothing")
