@@ -9,7 +9,7 @@ import pandas as pd
 
 from phaseprof import __version__
 from phaseprof.analysis import intervals as iv
-from phaseprof.analysis.prepare import prepare
+from phaseprof.analysis.prepare import Prepared, prepare
 from phaseprof.analysis.results import (AllocCounts, BucketTime, Breakdown, IdleSplit, KernelStat, LaunchCounts,
                                         PhaseSummary, Stats, StepRow, TraceInfo)
 from phaseprof.analysis.steps import Phase, StepDetection, assign_to_steps
@@ -214,7 +214,11 @@ def _phase_summary(phase: str, rows: list[StepRow], items: pd.DataFrame) -> Phas
 
 def analyze_tables(t: EventTables, rules: RuleSet) -> Breakdown:
     """The whole analysis of one trace. Pure: same tables and rules give the same Breakdown."""
-    prep = prepare(t, rules)
+    return summarize(t, prepare(t, rules))
+
+
+def summarize(t: EventTables, prep: Prepared) -> Breakdown:
+    """Per-step rows and per-phase summaries of prepared work items (the second half of the pipeline)."""
     device, det, items = prep.device, prep.detection, prep.items
     ctx = _StepContext(t, det)
     by_step = items.groupby("step").indices

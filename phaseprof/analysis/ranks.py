@@ -7,16 +7,15 @@ load imbalance: for every step, the slowest rank and by how much it trails the f
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from phaseprof.analysis.breakdown import analyze_tables
+from phaseprof.analysis.pipeline import AnalysedTrace, AnalysisConfig, analyze
 from phaseprof.analysis.results import Breakdown
-from phaseprof.classify.rules import load_rules
 from phaseprof.errors import PhaseprofError
-from phaseprof.trace.tables import load_tables
 
 TRACE_SUFFIXES = (".json", ".json.gz")
 
@@ -65,13 +64,16 @@ def _rank_of(bd: Breakdown, path: Path) -> tuple[int, int]:
     return int(rank), int(world)
 
 
-def analyze_ranks(paths: list[Path], *, rules: list[Path] | None = None) -> RankSummary:
-    """Analyse every rank trace and compare them. Raises on mixed runs; warns on partial evidence."""
-    ruleset = load_rules(rules)
+def analyze_ranks(traces: Sequence[Path | AnalysedTrace], *, rules: list[Path] | None = None) -> RankSummary:
+    """Analyse every rank trace (paths, or traces already analysed) and compare them. Raises on mixed runs;
+    warns on partial evidence. Paths are analysed one at a time and only their breakdowns are kept."""
+    ruleset = AnalysisConfig.with_rules(rules).ruleset() if any(not isinstance(t, AnalysedTrace) for t in traces) \
+        else None
     by_rank: dict[int, Breakdown] = {}
     worlds: dict[int, list[Path]] = {}
-    for p in paths:
-        bd = analyze_tables(load_tables(p), ruleset)
+    paths = [Path(t.path) if isinstance(t, AnalysedTrace) else Path(t) for t in traces]
+    for t, p in zip(traces, paths):
+        bd = t.breakdown if isinstance(t, AnalysedTrace) else analyze(p, ruleset=ruleset).breakdown
         rank, world = _rank_of(bd, p)
         worlds.setdefault(world, []).append(p)
         if rank in by_rank:

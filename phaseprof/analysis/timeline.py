@@ -19,7 +19,7 @@ import pandas as pd
 
 from phaseprof.analysis import intervals as iv
 from phaseprof.analysis.breakdown import GpuWork
-from phaseprof.analysis.prepare import prepare
+from phaseprof.analysis.prepare import Prepared, prepare
 from phaseprof.analysis.steps import StepDetection, StepWindow, assign_to_steps
 from phaseprof.classify.rules import RuleSet
 from phaseprof.defaults import DEVICE_FREE_APIS, DEVICE_MALLOC_APIS, LAUNCH_APIS, SYNC_APIS
@@ -117,9 +117,14 @@ def _host_kinds(names: np.ndarray) -> np.ndarray:
 
 
 def index_trace(tables: EventTables, rules: RuleSet) -> TimelineIndex:
-    """Correlate, find steps, classify and build work items once, as ``analyze_tables`` does."""
+    """Correlate, find steps, classify and build work items once, as ``analyze_tables`` does. (With an
+    ``AnalysedTrace`` at hand, its ``timeline`` property gives the same index without redoing that.)"""
+    return index_prepared(tables, prepare(tables, rules))
+
+
+def index_prepared(tables: EventTables, prep: Prepared) -> TimelineIndex:
+    """The timeline index of a trace whose work items are already prepared."""
     t = tables
-    prep = prepare(t, rules)
     det, device, items = prep.detection, prep.device, prep.items
     names = labels(t.runtime["name"])
     return TimelineIndex(tables=t, detection=det, device=device, items=items,

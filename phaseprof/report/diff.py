@@ -23,12 +23,16 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import orjson
 
+from phaseprof.analysis.order import KernelOrder, kernel_order_of
+from phaseprof.analysis.pipeline import AnalysisConfig, analyze
+from phaseprof.analysis.prepare import prepare
 from phaseprof.analysis.results import Breakdown, KernelStat, PhaseSummary
+from phaseprof.classify.rules import RuleSet
 from phaseprof.errors import PhaseprofError
 from phaseprof.report.json_io import load_breakdown
+from phaseprof.trace.tables import EventTables
 
 #: Per-step phase metrics: diff name -> (key in ``PhaseSummary.per_step``, unit, scale from the stored unit).
 PHASE_METRICS: dict[str, tuple[str, str, float]] = {
@@ -171,7 +175,6 @@ class BreakdownDiff:
 
 
 # ---------------------------------------------------------------------------------------------- loading
-KernelOrder = dict[str, dict[str, float]]  # phase -> kernel name -> median first position in the step (0..1)
 
 
 @dataclass(frozen=True)
@@ -233,45 +236,14 @@ def load_comparable(path_or_dir: str | Path, *, rules: list[Path] | None = None)
 
 
 def _analyze(trace: Path, rules: list[Path] | None) -> Loaded:
-    # Same steps as analysis.pipeline.analyze_trace, keeping the tables to compute kernel order from them.
-    from phaseprof.analysis.breakdown import analyze_tables
-    from phaseprof.classify.rules import load_rules
-    from phaseprof.trace.tables import load_tables
-
-    tables = load_tables(trace)
-    rs = load_rules(rules)
-    return Loaded(analyze_tables(tables, rs), kernel_order(tables, rs), "trace")
+    at = analyze(trace, config=AnalysisConfig.with_rules(rules))
+    return Loaded(at.breakdown, at.kernel_order, "trace")
 
 
-def kernel_order(tables: Any, rules: Any) -> KernelOrder:
-    """Per phase, each work item name's median position of first occurrence in its step (0 = the step's
-    first GPU item by start time, 1 = its last), over the steps where it occurs."""
-    from phaseprof.analysis.items import cpu_items, gpu_items, op_modules
-    from phaseprof.analysis.steps import detect_steps
-    from phaseprof.classify.classifier import classify_kernels
-    from phaseprof.trace.correlate import correlate
-
-    c = correlate(tables)
-    gpu = not tables.gpu.empty
-    kb = np.asarray([str(b) for b in classify_kernels(tables.gpu["name"].astype(str), rules)], dtype=object) \
-        if gpu else np.zeros(0, dtype=object)
-    det = detect_steps(ops=tables.ops, runtime=tables.runtime, gpu=tables.gpu, gpu_launch=c.gpu_launch,
-                       kernel_buckets=kb)
-    om = op_modules(tables.ops, c.op_parent, rules)
-    items = gpu_items(tables, c, det, rules, kb, om) if gpu else cpu_items(tables, c, det, rules, om)
-    if items.empty:
-        return {}
-    items = items.sort_values(["step", "ts_ns"], kind="stable")
-    g = items.groupby("step")
-    items["pos"] = g.cumcount() / (g["step"].transform("size") - 1).clip(lower=1)
-    items["name"] = items["name"].astype(str)
-    first = items.groupby(["step", "name"])["pos"].min().reset_index()
-    first["phase"] = [str(det.steps[int(k)].phase) for k in first["step"]]
-    med = first.groupby(["phase", "name"])["pos"].median()
-    out: KernelOrder = {}
-    for (ph, name), v in med.items():
-        out.setdefault(str(ph), {})[str(name)] = float(v)
-    return out
+def kernel_order(tables: EventTables, rules: RuleSet) -> KernelOrder:
+    """Per phase, each work item name's median position of first occurrence in its step (see
+    ``analysis.order``). Prefer ``AnalysedTrace.kernel_order`` when the trace is analysed anyway."""
+    return kernel_order_of(prepare(tables, rules))
 
 
 # ------------------------------------------------------------------------------------------- comparing
