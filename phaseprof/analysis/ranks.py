@@ -15,6 +15,7 @@ import numpy as np
 
 from phaseprof.analysis.pipeline import AnalysedTrace, AnalysisConfig, analyze
 from phaseprof.analysis.results import Breakdown
+from phaseprof.classify.buckets import Bucket
 from phaseprof.errors import PhaseprofError
 
 TRACE_SUFFIXES = (".json", ".json.gz")
@@ -96,7 +97,7 @@ def analyze_ranks(traces: Sequence[Path | AnalysedTrace], *, rules: list[Path] |
     n_steps = min(counts.values())
     steps = []
     for k in range(n_steps):
-        comm = {r: bd.steps[k].kernel_view_us.get("communication", 0.0) for r, bd in sorted(by_rank.items())}
+        comm = {r: bd.steps[k].kernel_view_us.get(Bucket.COMMUNICATION, 0.0) for r, bd in sorted(by_rank.items())}
         busy = {r: bd.steps[k].gpu_busy_us - comm[r] for r, bd in sorted(by_rank.items())}
         vals = np.array(list(busy.values()))
         slow, fast = max(busy, key=busy.get), min(busy, key=busy.get)

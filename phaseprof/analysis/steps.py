@@ -10,32 +10,31 @@ Steps are host-time windows; GPU work belongs to the step during which its launc
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 
 import numpy as np
 import pandas as pd
 
+from phaseprof.analysis.window import OPEN_END, OPEN_START
+from phaseprof.classify.buckets import Bucket
 from phaseprof.defaults import GRAPH_LAUNCH_APIS
 from phaseprof.trace.markers import parse_step_marker
 from phaseprof.trace.tables import labels
 
-_NEG_INF = np.iinfo(np.int64).min // 4
-_POS_INF = np.iinfo(np.int64).max // 4
+_NEG_INF, _POS_INF = OPEN_START, OPEN_END
 
 
-class Phase(str, Enum):
+class Phase(StrEnum):
     PREFILL = "prefill"  # context tokens only
     DECODE = "decode"  # generation tokens only
     MIXED = "mixed"  # both in one step (chunked prefill alongside decodes)
     UNKNOWN = "unknown"  # step found without token counts
 
-    def __str__(self) -> str:
-        return self.value
-
 
 @dataclass(frozen=True)
 class StepWindow:
-    """One step: a host-clock window ``[host_start_ns, host_end_ns)``; infinite ends mean 'open'."""
+    """One step: a host-clock window ``[host_start_ns, host_end_ns)``; an end at ``window.OPEN_START`` /
+    ``OPEN_END`` is open (see ``analysis.window``)."""
 
     index: int
     host_start_ns: int
@@ -112,7 +111,7 @@ def detect_steps(*, ops: pd.DataFrame, runtime: pd.DataFrame, gpu: pd.DataFrame,
                           gpu["ts_ns"].to_numpy())
     # 1) The sampler runs once at the end of every step: its rarest kernel marks step ends.
     gpu_names = labels(gpu["name"])
-    sampling = pd.Series(gpu_names[kernel_buckets == "sampling"])
+    sampling = pd.Series(gpu_names[kernel_buckets == Bucket.SAMPLING])
     if not sampling.empty:
         counts = sampling.value_counts()
         anchor = counts.index[counts.to_numpy().argmin()]
