@@ -18,7 +18,7 @@ from typing import Any
 
 import streamlit as st
 
-from dashboards.sources import Kind, Roots, Source, file_source, first_of, guard, iso_time, read_json, scan
+from dashboards.sources import Kind, Roots, Source, file_source, first_of, guard, iso_time, scan
 from phaseprof.analysis.results import Breakdown
 from phaseprof.errors import PhaseprofError
 
@@ -120,8 +120,10 @@ def _stored_breakdown(key: str, path: str) -> Breakdown | _Failed:
 
 @st.cache_data(show_spinner=False, max_entries=64)
 def _run_json(sha: str, path: str) -> dict[str, Any] | _Failed:
+    from phaseprof.records import RunRecord
+
     try:
-        return read_json(Path(path))
+        return RunRecord.read(Path(path)).to_dict()
     except PhaseprofError as e:
         return _Failed(str(e))
 

@@ -23,14 +23,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from phaseprof.analysis.order import KernelOrder, kernel_order_of
 from phaseprof.analysis.pipeline import AnalysisConfig, analyze
 from phaseprof.analysis.prepare import prepare
 from phaseprof.analysis.results import Breakdown, KernelStat, PhaseSummary
 from phaseprof.classify.rules import RuleSet
 from phaseprof.errors import PhaseprofError
+from phaseprof.records import RunRecord
 from phaseprof.report.json_io import load_breakdown
 from phaseprof.trace.tables import EventTables
 
@@ -217,13 +216,9 @@ def load_side(path: str | Path, *, rules: list[Path] | None = None) -> Loaded:
             raise PhaseprofError("not a run directory (no breakdown.json and no trace)", path=p)
         run_json = p / "run.json"
         if run_json.is_file():
-            try:
-                run = orjson.loads(run_json.read_bytes())
-            except orjson.JSONDecodeError as e:
-                raise PhaseprofError(f"not valid JSON ({e})", path=run_json) from None
-            if isinstance(run, dict):
-                bd = loaded.breakdown
-                loaded = replace(loaded, breakdown=replace(bd, capture={**bd.capture, **run}))
+            run = RunRecord.read(run_json).to_dict()
+            bd = loaded.breakdown
+            loaded = replace(loaded, breakdown=replace(bd, capture={**bd.capture, **run}))
         return loaded
     if _is_breakdown_json(p):
         return Loaded(load_breakdown(p), None, "breakdown")
