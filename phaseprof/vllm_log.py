@@ -143,7 +143,8 @@ def facts_from_dict(doc: Mapping[str, Any], extra_lines: Iterable[str] = ()) -> 
         if name in FACT_NAMES and (c := _coerce(name, v)) is not None:
             values[name] = c
     legacy = _coerce("kv_cache_gib", doc.get("kv_cache_gib"))
-    if legacy is not None and values.get("available_kv_cache_gib") is None and values.get("reserved_kv_cache_gib") is None:
+    said = values.get("available_kv_cache_gib") is not None or values.get("reserved_kv_cache_gib") is not None
+    if legacy is not None and not said:
         values["available_kv_cache_gib"] = legacy  # an older file without the lines that say which it was
     matched = tuple(ln.strip() for ln in lines if any(p.search(ln) for p in PATTERNS.values()))
     return StartupFacts(raw_lines=matched, **values)

@@ -12,7 +12,7 @@ from phaseprof.analysis import intervals as iv
 from phaseprof.analysis.prepare import Prepared, prepare
 from phaseprof.analysis.results import (AllocCounts, BucketTime, Breakdown, IdleSplit, KernelStat, LaunchCounts,
                                         PhaseSummary, Stats, StepRow, TraceInfo)
-from phaseprof.analysis.steps import Phase, StepDetection, assign_to_steps
+from phaseprof.analysis.steps import StepDetection, StepPhase, assign_to_steps
 from phaseprof.classify.buckets import Bucket
 from phaseprof.classify.rules import RuleSet
 from phaseprof.columns import EventKind
@@ -224,7 +224,7 @@ def summarize(t: EventTables, prep: Prepared) -> Breakdown:
             for k in range(len(det.steps))]
     notes = []
     phases = []
-    for ph in (Phase.PREFILL, Phase.MIXED, Phase.DECODE, Phase.UNKNOWN):
+    for ph in (StepPhase.PREFILL, StepPhase.MIXED, StepPhase.DECODE, StepPhase.UNKNOWN):
         sel = [r for r in rows if r.phase == ph.value]
         if sel:
             idx = {r.index for r in sel}

@@ -64,7 +64,8 @@ def gpu_items(t: EventTables, c: Correlated, det: StepDetection, rules: RuleSet,
     module = np.where(pd.isna(module), kernel_buckets, module).astype(object)
     items = pd.DataFrame({
         "step": step, "ts_ns": g["ts_ns"].to_numpy(), "end_ns": g["end_ns"].to_numpy(),
-        "name": g["name"], "kind": g["kind"], "kernel_bucket": buckets(kernel_buckets), "module_bucket": buckets(module),
+        "name": g["name"], "kind": g["kind"],
+        "kernel_bucket": buckets(kernel_buckets), "module_bucket": buckets(module),
         "launch": launch, "bytes": g["bytes"].to_numpy(), "stream": g["stream"].to_numpy(),
         "row": np.arange(len(g), dtype=np.int64),
     })

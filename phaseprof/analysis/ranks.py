@@ -17,8 +17,8 @@ from phaseprof.analysis.pipeline import AnalysedTrace, AnalysisConfig, analyze
 from phaseprof.analysis.results import Breakdown
 from phaseprof.classify.buckets import Bucket
 from phaseprof.errors import PhaseprofError
+from phaseprof.inputs import TRACE_SUFFIXES, trace_files  # noqa: F401 - TRACE_SUFFIXES kept importable here
 
-TRACE_SUFFIXES = (".json", ".json.gz")
 
 
 @dataclass(frozen=True)
@@ -47,11 +47,11 @@ class RankSummary:
 
 
 def find_trace_files(directory: Path) -> list[Path]:
-    """Trace files directly inside ``directory`` (``*.json``, ``*.json.gz``), sorted by name."""
+    """Trace files directly inside ``directory`` (``inputs.trace_files``), sorted by name; PhaseprofError
+    when it is not a directory or holds none."""
     if not directory.is_dir():
         raise PhaseprofError("not a directory", path=directory)
-    files = sorted(p for p in directory.iterdir() if p.is_file() and p.name.endswith(TRACE_SUFFIXES)
-                   and not p.name.endswith(("breakdown.json", "run.json", "sweep.json")))
+    files = trace_files(directory)
     if not files:
         raise PhaseprofError("no trace files (*.json, *.json.gz) in this directory", path=directory)
     return files

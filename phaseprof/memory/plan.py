@@ -126,7 +126,8 @@ def _comparisons(plan_layout: KvLayout, budget: Budget | None, weights: WeightEs
                  max_model_len: int) -> tuple[Comparison, ...]:
     L = plan_layout
     rows = [
-        Comparison("attention block size", "tokens", L.block_size_tokens if L.gdn else None, facts.attention_block_size_tokens,
+        Comparison("attention block size", "tokens", L.block_size_tokens if L.gdn else None,
+                   facts.attention_block_size_tokens,
                    "vLLM logs it only for hybrid models"),
         Comparison("mamba page padding", "%", round(L.mamba_padding_pct, 2) if L.gdn else None,
                    facts.mamba_page_padding_pct),

@@ -67,26 +67,32 @@ def analyze(
 
 
 def _expand(paths: list[Path], rules: list[Path], console: Console, json_out: Path | None) -> list[Path]:
-    """Directories: a run directory's trace.json.gz, or several rank traces analysed together."""
-    from phaseprof.analysis.ranks import analyze_ranks, find_trace_files
+    """The traces to analyse one by one (``inputs.resolve``): a trace, a run directory's trace; a directory of
+    rank traces is analysed here, together (per-rank breakdowns and load imbalance)."""
+    from phaseprof.analysis.ranks import analyze_ranks
+    from phaseprof.inputs import InputKind, resolve
     from phaseprof.report.json_io import write_breakdown
     from phaseprof.report.table import print_rank_summary
 
     out: list[Path] = []
     for p in paths:
-        if not p.is_dir():
-            out.append(p)
-            continue
-        files = find_trace_files(p)
-        if len(files) == 1:
-            out.append(files[0])
-            continue
-        with console.status(f"analysing {len(files)} rank traces in {p} ...", spinner="dots"):
-            summary = analyze_ranks(files, rules=list(rules) or None)
-        print_rank_summary(summary, console)
-        if json_out is not None:
-            for r, bd in summary.ranks.items():
-                write_breakdown(bd, json_out / f"rank{r}.breakdown.json")
+        got = resolve(p)
+        if got.kind == InputKind.RANKS:
+            with console.status(f"analysing {len(got.rank_traces)} rank traces in {p} ...", spinner="dots"):
+                summary = analyze_ranks(list(got.rank_traces), rules=list(rules) or None)
+            print_rank_summary(summary, console)
+            if json_out is not None:
+                for r, bd in summary.ranks.items():
+                    write_breakdown(bd, json_out / f"rank{r}.breakdown.json")
+        elif got.kind == InputKind.BREAKDOWN:
+            raise PhaseprofError("a breakdown JSON, not a trace: analyze reads traces (phaseprof diff and the "
+                                 "dashboard read breakdowns)", path=p)
+        elif got.kind == InputKind.SWEEP:
+            raise PhaseprofError("a sweep, not a trace: show it with phaseprof sweep --show", path=p)
+        elif got.trace is None:
+            raise PhaseprofError("no trace files (*.json, *.json.gz) in this directory", path=p)
+        else:
+            out.append(got.trace)
     return out
 
 

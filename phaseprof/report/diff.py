@@ -29,6 +29,7 @@ from phaseprof.analysis.prepare import prepare
 from phaseprof.analysis.results import Breakdown, KernelStat, PhaseSummary
 from phaseprof.classify.rules import RuleSet
 from phaseprof.errors import PhaseprofError
+from phaseprof.inputs import InputKind, resolve
 from phaseprof.records import RunRecord
 from phaseprof.report.json_io import load_breakdown
 from phaseprof.trace.tables import EventTables
@@ -53,7 +54,6 @@ PHASE_METRICS: dict[str, tuple[str, str, float]] = {
 TIMING_METRICS: tuple[str, ...] = ("ttft_ms", "tpot_ms")
 _MATCH_GAP_COST = 1.0  # leaving a kernel unmatched; a pair costing more than two of these is never made
 _PAIR_MAX = 12  # per group and side, the kernels with most time that take part in pairing (breakdowns keep 10)
-_TRACE_GLOBS = ("trace.json.gz", "trace.json", "*.pt.trace.json.gz", "*.trace.json.gz", "*.json.gz")
 
 
 @dataclass(frozen=True)
@@ -185,44 +185,30 @@ class Loaded:
     source: str  # "breakdown" | "trace" | "run-dir"
 
 
-def _is_breakdown_json(p: Path) -> bool:
-    with p.open("rb") as f:
-        head = f.read(4096)
-    return head[:2] != b"\x1f\x8b" and b'"schema_version"' in head
-
-
-def _find_trace(d: Path) -> Path | None:
-    for g in _TRACE_GLOBS:
-        hits = sorted(x for x in d.glob(g) if x.is_file())
-        if hits:
-            return hits[0]
-    return None
-
-
 def load_side(path: str | Path, *, rules: list[Path] | None = None) -> Loaded:
-    """Read one diff input: a breakdown JSON, a run directory (``breakdown.json`` / trace / ``run.json``) or
-    a raw trace. A run directory's ``breakdown.json`` is used as is unless ``rules`` are given and the trace
-    is there (then the trace is re-analysed); its ``run.json`` fills ``capture``."""
-    p = Path(path)
-    if not p.exists():
-        raise PhaseprofError("no such file or directory", path=p)
-    if p.is_dir():
-        bd_json, trace = p / "breakdown.json", _find_trace(p)
-        if bd_json.is_file() and not (rules and trace):
-            loaded = Loaded(load_breakdown(bd_json), None, "run-dir")
-        elif trace is not None:
-            loaded = replace(_analyze(trace, rules), source="run-dir")
-        else:
-            raise PhaseprofError("not a run directory (no breakdown.json and no trace)", path=p)
-        run_json = p / "run.json"
-        if run_json.is_file():
-            run = RunRecord.read(run_json).to_dict()
-            bd = loaded.breakdown
-            loaded = replace(loaded, breakdown=replace(bd, capture={**bd.capture, **run}))
-        return loaded
-    if _is_breakdown_json(p):
-        return Loaded(load_breakdown(p), None, "breakdown")
-    return _analyze(p, rules)
+    """Read one diff input (``inputs.resolve``): a breakdown JSON, a run directory (``breakdown.json`` / trace /
+    ``run.json``; a rank directory counts as its first rank) or a raw trace. A run directory's
+    ``breakdown.json`` is used as is unless ``rules`` are given and the trace is there (then the trace is
+    re-analysed); its ``run.json`` fills ``capture``."""
+    got = resolve(path)
+    if got.kind == InputKind.BREAKDOWN:
+        return Loaded(load_breakdown(got.path), None, "breakdown")
+    if got.kind == InputKind.TRACE:
+        return _analyze(got.path, rules)
+    if got.kind == InputKind.SWEEP:
+        raise PhaseprofError("a sweep, not a run: diff compares run directories, traces or breakdowns",
+                             path=got.path)
+    if got.breakdown is not None and not (rules and got.trace):
+        loaded = Loaded(load_breakdown(got.breakdown), None, "run-dir")
+    elif got.trace is not None:
+        loaded = replace(_analyze(got.trace, rules), source="run-dir")
+    else:
+        raise PhaseprofError("not a run directory (no breakdown.json and no trace)", path=got.path)
+    if got.run_json is not None:
+        run = RunRecord.read(got.run_json).to_dict()
+        bd = loaded.breakdown
+        loaded = replace(loaded, breakdown=replace(bd, capture={**bd.capture, **run}))
+    return loaded
 
 
 def load_comparable(path_or_dir: str | Path, *, rules: list[Path] | None = None) -> Breakdown:
