@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from phaseprof.errors import PhaseprofError
-from phaseprof.records import RunRecord, SweepRecord
+from phaseprof.records import RUN_SCHEMA_PATH, SWEEP_SCHEMA_PATH, RunRecord, SweepRecord, schema
 from phaseprof.trace.tables import load_tables
 
 REPO = Path(__file__).resolve().parents[2]
@@ -69,8 +69,9 @@ def test_the_trace_embeds_the_records_flat_subset() -> None:
 @pytest.mark.parametrize("content, says", [
     ("[1, 2]", "not a run.json"),
     ("{nope", "not valid JSON"),
-    ('{"request": 5}', "request is int, expected an object"),
-    ('{"engine": [1]}', "engine is list, expected an object"),
+    ('{"request": 5}', r"Expected `object`, got `int` - at `\$\.request`"),
+    ('{"engine": [1]}', r"Expected `object`, got `array` - at `\$\.engine`"),
+    ('{"ttft_ms": "fast"}', r"got `str` - at `\$\.ttft_ms`"),
 ])
 def test_bad_run_json_is_one_line_naming_the_file(tmp_path: Path, content: str, says: str) -> None:
     f = tmp_path / "run.json"
@@ -85,3 +86,11 @@ def test_a_sweep_record_refuses_other_json(tmp_path: Path) -> None:
     f.write_text(json.dumps({"kind": "capture"}))
     with pytest.raises(PhaseprofError, match="not a phaseprof sweep.json"):
         SweepRecord.read(f)
+
+
+def test_committed_schemas_are_the_records() -> None:
+    # Regenerate with: python -c "import json; from phaseprof.records import *; ..." (see records.schema).
+    for path, cls in ((RUN_SCHEMA_PATH, RunRecord), (SWEEP_SCHEMA_PATH, SweepRecord)):
+        assert json.loads(path.read_text()) == json.loads(json.dumps(schema(cls))), path.name
+    props = schema(RunRecord)["$defs"]["RunRecord"]["properties"]
+    assert "model_config" in props and "extra" not in props
