@@ -7,18 +7,18 @@ load imbalance: for every step, the slowest rank and by how much it trails the f
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from phaseprof.analysis.breakdown import analyze_tables
+from phaseprof.analysis.pipeline import AnalysedTrace, AnalysisConfig, analyze
 from phaseprof.analysis.results import Breakdown
-from phaseprof.classify.rules import load_rules
+from phaseprof.classify.buckets import Bucket
 from phaseprof.errors import PhaseprofError
-from phaseprof.trace.tables import load_tables
+from phaseprof.inputs import TRACE_SUFFIXES, trace_files  # noqa: F401 - TRACE_SUFFIXES kept importable here
 
-TRACE_SUFFIXES = (".json", ".json.gz")
 
 
 @dataclass(frozen=True)
@@ -47,11 +47,11 @@ class RankSummary:
 
 
 def find_trace_files(directory: Path) -> list[Path]:
-    """Trace files directly inside ``directory`` (``*.json``, ``*.json.gz``), sorted by name."""
+    """Trace files directly inside ``directory`` (``inputs.trace_files``), sorted by name; PhaseprofError
+    when it is not a directory or holds none."""
     if not directory.is_dir():
         raise PhaseprofError("not a directory", path=directory)
-    files = sorted(p for p in directory.iterdir() if p.is_file() and p.name.endswith(TRACE_SUFFIXES)
-                   and not p.name.endswith(("breakdown.json", "run.json", "sweep.json")))
+    files = trace_files(directory)
     if not files:
         raise PhaseprofError("no trace files (*.json, *.json.gz) in this directory", path=directory)
     return files
@@ -65,13 +65,16 @@ def _rank_of(bd: Breakdown, path: Path) -> tuple[int, int]:
     return int(rank), int(world)
 
 
-def analyze_ranks(paths: list[Path], *, rules: list[Path] | None = None) -> RankSummary:
-    """Analyse every rank trace and compare them. Raises on mixed runs; warns on partial evidence."""
-    ruleset = load_rules(rules)
+def analyze_ranks(traces: Sequence[Path | AnalysedTrace], *, rules: list[Path] | None = None) -> RankSummary:
+    """Analyse every rank trace (paths, or traces already analysed) and compare them. Raises on mixed runs;
+    warns on partial evidence. Paths are analysed one at a time and only their breakdowns are kept."""
+    ruleset = AnalysisConfig.with_rules(rules).ruleset() if any(not isinstance(t, AnalysedTrace) for t in traces) \
+        else None
     by_rank: dict[int, Breakdown] = {}
     worlds: dict[int, list[Path]] = {}
-    for p in paths:
-        bd = analyze_tables(load_tables(p), ruleset)
+    paths = [Path(t.path) if isinstance(t, AnalysedTrace) else Path(t) for t in traces]
+    for t, p in zip(traces, paths):
+        bd = t.breakdown if isinstance(t, AnalysedTrace) else analyze(p, ruleset=ruleset).breakdown
         rank, world = _rank_of(bd, p)
         worlds.setdefault(world, []).append(p)
         if rank in by_rank:
@@ -94,7 +97,7 @@ def analyze_ranks(paths: list[Path], *, rules: list[Path] | None = None) -> Rank
     n_steps = min(counts.values())
     steps = []
     for k in range(n_steps):
-        comm = {r: bd.steps[k].kernel_view_us.get("communication", 0.0) for r, bd in sorted(by_rank.items())}
+        comm = {r: bd.steps[k].kernel_view_us.get(Bucket.COMMUNICATION, 0.0) for r, bd in sorted(by_rank.items())}
         busy = {r: bd.steps[k].gpu_busy_us - comm[r] for r, bd in sorted(by_rank.items())}
         vals = np.array(list(busy.values()))
         slow, fast = max(busy, key=busy.get), min(busy, key=busy.get)
