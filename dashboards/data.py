@@ -18,7 +18,7 @@ from typing import Any
 
 import streamlit as st
 
-from dashboards.sources import Kind, Roots, Source, file_source, first_of, guard, iso_time, read_json, scan
+from dashboards.sources import Kind, Roots, Source, file_source, first_of, guard, iso_time, scan
 from phaseprof.analysis.results import Breakdown
 from phaseprof.errors import PhaseprofError
 
@@ -89,16 +89,22 @@ def _tables(sha: str, path: str) -> Any:
         return _Failed(str(e))
 
 
-@st.cache_data(show_spinner=False, max_entries=64)
-def _trace_breakdown(sha: str, path: str) -> Breakdown | _Failed:
-    from phaseprof.analysis.breakdown import analyze_tables
-    from phaseprof.classify.rules import load_rules
+@st.cache_resource(show_spinner=False, max_entries=2)
+def _analysed_trace(sha: str, path: str) -> Any:
+    """The trace through ``analysis.pipeline.analyze`` once: breakdown, kernel order and timeline index all
+    come from this one object."""
+    from phaseprof.analysis.pipeline import analyze
 
     try:
-        # analysis.pipeline.analyze_trace, with the tables kept for the Timeline page.
-        return analyze_tables(_raise(_tables(sha, path)), load_rules())
+        return analyze(_raise(_tables(sha, path)))
     except PhaseprofError as e:
         return _Failed(str(e))
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def _trace_breakdown(sha: str, path: str) -> Breakdown | _Failed:
+    result = _analysed_trace(sha, path)
+    return result if isinstance(result, _Failed) else result.breakdown
 
 
 @st.cache_data(show_spinner=False, max_entries=256)
@@ -114,26 +120,21 @@ def _stored_breakdown(key: str, path: str) -> Breakdown | _Failed:
 
 @st.cache_data(show_spinner=False, max_entries=64)
 def _run_json(sha: str, path: str) -> dict[str, Any] | _Failed:
+    from phaseprof.records import RunRecord
+
     try:
-        return read_json(Path(path))
+        return RunRecord.read(Path(path)).to_dict()
     except PhaseprofError as e:
         return _Failed(str(e))
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
 def _kernel_order(sha: str, path: str) -> Any:
-    from phaseprof.classify.rules import load_rules
-    from phaseprof.report.diff import kernel_order
-
-    return kernel_order(_raise(_tables(sha, path)), load_rules())
+    return _raise(_analysed_trace(sha, path)).kernel_order
 
 
-@st.cache_resource(show_spinner=False, max_entries=2)
 def _timeline_index(sha: str, path: str) -> Any:
-    from phaseprof.analysis.timeline import index_trace
-    from phaseprof.classify.rules import load_rules
-
-    return index_trace(_raise(_tables(sha, path)), load_rules())
+    return _raise(_analysed_trace(sha, path)).timeline
 
 
 @st.cache_data(show_spinner=False, max_entries=64)

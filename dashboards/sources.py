@@ -20,6 +20,7 @@ from typing import Any
 import orjson
 
 from phaseprof.errors import PhaseprofError
+from phaseprof.inputs import is_breakdown_json, resolve
 
 RUN_MARKERS = ("run.json", "breakdown.json", "trace.json.gz", "trace.json")
 TRACE_NAMES = ("trace.json.gz", "trace.json")
@@ -96,11 +97,7 @@ def resolve_user_path(text: str, roots: Roots) -> Path:
     return guard(p if p.is_absolute() else roots.runs_dir / p, roots)
 
 
-def looks_like_breakdown(path: Path) -> bool:
-    """A breakdown JSON (phaseprof's own, uncompressed) rather than a trace: checked from the first 4 KiB."""
-    with path.open("rb") as f:
-        head = f.read(4096)
-    return head[:2] != b"\x1f\x8b" and b'"schema_version"' in head and b'"traceEvents"' not in head
+looks_like_breakdown = is_breakdown_json  # one sniffer for every reader (phaseprof.inputs)
 
 
 def _manifest(d: Path) -> dict[str, str]:
@@ -121,13 +118,11 @@ def _is_input_file(name: str) -> bool:
 
 
 def _run_source(d: Path, key: str) -> Source:
-    trace = next((d / n for n in TRACE_NAMES if (d / n).is_file()), None)
-    bd = d / "breakdown.json"
-    rj = d / "run.json"
-    main = trace if trace is not None else (bd if bd.is_file() else rj)
-    st = main.stat() if main.is_file() else d.stat()
-    return Source(key=key, kind=Kind.RUN, path=d, trace=trace, breakdown=bd if bd.is_file() else None,
-                  run_json=rj if rj.is_file() else None, size_bytes=st.st_size, mtime=st.st_mtime)
+    got = resolve(d)  # what `phaseprof diff` would read from this directory (a rank directory: rank 0)
+    main = got.trace or got.breakdown or got.run_json
+    st = main.stat() if main is not None else d.stat()
+    return Source(key=key, kind=Kind.RUN, path=d, trace=got.trace, breakdown=got.breakdown,
+                  run_json=got.run_json, size_bytes=st.st_size, mtime=st.st_mtime)
 
 
 def file_source(f: Path, key: str, description: str = "") -> Source:

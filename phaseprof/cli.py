@@ -30,10 +30,9 @@ def _root(version: bool = typer.Option(False, "--version", help="Print the versi
 
 def _register_all() -> None:
     # Each stage owns its CLI module; heavy dependencies (vllm, torch, streamlit) are imported lazily inside commands.
-    from phaseprof.analysis import cli as analyze_cli
     from phaseprof.capture import cli as capture_cli
     from phaseprof.memory import cli as memory_cli
-    from phaseprof.report import diff_cli
+    from phaseprof.report import analyze_cli, diff_cli
     from phaseprof.dashboard import cli as dashboard_cli
 
     for mod in (analyze_cli, capture_cli, memory_cli, diff_cli, dashboard_cli):

@@ -1,7 +1,7 @@
 """Sweep: TTFT vs prompt tokens (prefill sweeps) or TPOT vs concurrency (decode sweeps), several overlaid.
 
-Reads the ``sweep.json`` files ``phaseprof sweep`` writes under the runs directory and plots their stored
-medians and p10/p90 spreads as they are (no number is recomputed here).
+Reads the ``sweep.json`` files ``phaseprof sweep`` writes under the runs directory (``records.SweepRecord``)
+and plots their stored medians and p10/p90 spreads as they are (no number is recomputed here).
 """
 
 from __future__ import annotations
@@ -12,56 +12,35 @@ from typing import Any
 import pandas as pd
 
 from dashboards import charts, data, widgets
-from dashboards.sources import first_of, guard, read_json
+from dashboards.sources import guard
+from phaseprof.records import SweepRecord
 
-#: Where a sweep point keeps its x and its y statistics, for prefill and for decode sweeps.
-_POINT_LISTS = ("points", "results", "rows", "lengths")
-_X = {"prefill": ("prompt_tokens", "tokens", "request.prompt_tokens", "timing.prompt_tokens"),
-      "decode": ("concurrency", "batch_size", "request.concurrency")}
 _Y = {"prefill": "ttft", "decode": "tpot"}
 
 
-def _points(doc: dict[str, Any]) -> list[dict[str, Any]]:
-    for k in _POINT_LISTS:
-        v = doc.get(k)
-        if isinstance(v, list) and all(isinstance(p, dict) for p in v):
-            return v
-    return []
-
-
-def curve(doc: dict[str, Any], name: str) -> dict[str, Any] | None:
+def curve(rec: SweepRecord, name: str) -> dict[str, Any] | None:
     """One sweep as ``{"name", "phase", "x", "y", "lo", "hi"}`` (ms), or None when it has no usable points."""
-    phase = str(first_of(doc, ("phase", "request.phase", "options.phase")) or "prefill")
-    if phase not in _X:
-        phase = "prefill"
-    what = _Y[phase]
-    xs, ys, lo, hi = [], [], [], []
-    for p in _points(doc):
-        x = first_of(p, _X[phase])
-        y = first_of(p, (f"{what}.median_ms", f"timing.{what}.median_ms", f"{what}_ms", f"{what}_median_ms",
-                         "median_ms"))
-        if x is None or y is None:
+    xs, ys, lo, hi, throughput = [], [], [], [], []
+    for p in rec.points:
+        x, stats = p.get(rec.x_key), p.get(rec.y_key)
+        if x is None or not isinstance(stats, dict) or stats.get("median_ms") is None:
             continue
         xs.append(x)
-        ys.append(y)
-        lo.append(first_of(p, (f"{what}.p10_ms", f"timing.{what}.p10_ms", f"{what}_p10_ms", "p10_ms")))
-        hi.append(first_of(p, (f"{what}.p90_ms", f"timing.{what}.p90_ms", f"{what}_p90_ms", "p90_ms")))
+        ys.append(stats["median_ms"])
+        lo.append(stats.get("p10_ms"))
+        hi.append(stats.get("p90_ms"))
+        throughput.append((p.get("output_tok_per_s") or {}).get("median"))
     if not xs:
         return None
     spread = all(v is not None for v in lo + hi)
-    throughput = [first_of(p, ("output_tok_per_s.median",)) for p in _points(doc)
-                  if first_of(p, _X[phase]) is not None]
-    return {"name": name, "phase": phase, "x": xs, "y": ys, "lo": lo if spread else None,
-            "hi": hi if spread else None, "slope_us_per_token": first_of(doc, ("slope_us_per_token",)),
+    return {"name": name, "phase": rec.phase, "x": xs, "y": ys, "lo": lo if spread else None,
+            "hi": hi if spread else None, "slope_us_per_token": rec.slope_us_per_token,
             "output_tok_per_s": throughput if any(v is not None for v in throughput) else None}
 
 
-def _name(path: Path, ctx: data.Context, doc: dict[str, Any]) -> str:
+def _name(path: Path, ctx: data.Context, rec: SweepRecord) -> str:
     rel = path.parent.relative_to(ctx.runs_dir).as_posix() if path.parent != ctx.runs_dir else path.name
-    model = first_of(doc, ("model.name", "model"))
-    gpu = first_of(doc, ("device.name", "gpu"))
-    mode = first_of(doc, ("engine.mode", "mode", "options.mode"))
-    extra = " · ".join(str(v) for v in (gpu, model, mode) if v)
+    extra = " · ".join(str(v) for v in (rec.device.get("name"), rec.model.name, rec.engine.get("mode")) if v)
     return f"{rel} ({extra})" if extra else rel
 
 
@@ -75,11 +54,11 @@ def render(st: Any, ctx: data.Context) -> None:
     curves, bad = [], []
     for f in files:
         try:
-            doc = read_json(guard(f, ctx.roots))
+            rec = SweepRecord.read(guard(f, ctx.roots))
         except Exception as e:  # noqa: BLE001 - one bad file must not hide the others
             bad.append(f"{f.name}: {widgets.one_line(e)}")
             continue
-        c = curve(doc, _name(f, ctx, doc))
+        c = curve(rec, _name(f, ctx, rec))
         if c is None:
             bad.append(f"{f.parent.name}/{f.name}: no points with a median time")
         else:

@@ -12,10 +12,12 @@ from phaseprof.analysis import intervals as iv
 from phaseprof.analysis.prepare import Prepared, prepare
 from phaseprof.analysis.results import (AllocCounts, BucketTime, Breakdown, IdleSplit, KernelStat, LaunchCounts,
                                         PhaseSummary, Stats, StepRow, TraceInfo)
-from phaseprof.analysis.steps import Phase, StepDetection, assign_to_steps
+from phaseprof.analysis.steps import StepDetection, StepPhase, assign_to_steps
+from phaseprof.classify.buckets import Bucket
 from phaseprof.classify.rules import RuleSet
-from phaseprof.defaults import (DEVICE_FREE_APIS, DEVICE_MALLOC_APIS, GRAPH_LAUNCH_APIS, LAUNCH_APIS,
-                                SCHEMA_VERSION, SYNC_APIS, TOP_KERNELS_PER_BUCKET)
+from phaseprof.columns import EventKind
+from phaseprof.analysis.window import HostCalls, step_bounds
+from phaseprof.defaults import GRAPH_LAUNCH_APIS, SCHEMA_VERSION, TOP_KERNELS_PER_BUCKET
 from phaseprof.trace.tables import EventTables, labels
 
 _US = 1e-3  # ns -> us
@@ -77,10 +79,9 @@ class _StepContext:
         self.rt_ts = rt["ts_ns"].to_numpy()
         self.rt_end = rt["end_ns"].to_numpy()
         self.rt_step = assign_to_steps(self.rt_ts, det.steps)
-        self.is_launch = np.isin(self.rt_names, list(LAUNCH_APIS))
-        self.is_sync = np.isin(self.rt_names, list(SYNC_APIS))
-        self.is_malloc = np.isin(self.rt_names, list(DEVICE_MALLOC_APIS))
-        self.is_free = np.isin(self.rt_names, list(DEVICE_FREE_APIS))
+        calls = HostCalls.of(self.rt_names)
+        self.is_launch, self.is_sync = calls.is_launch, calls.is_sync
+        self.is_malloc, self.is_free = calls.is_malloc, calls.is_free
         mem = t.memory
         self.mem_step = assign_to_steps(mem["ts_ns"].to_numpy(), det.steps)
         self.mem_bytes = mem["bytes"].to_numpy()
@@ -139,14 +140,7 @@ def _step_row(k: int, det: StepDetection, items: pd.DataFrame, ctx: _StepContext
               work: GpuWork) -> StepRow:
     sw = det.steps[k]
     its = items
-    launch = its["launch"].to_numpy()
-    first_launch = ctx.rt_ts[launch[launch >= 0]].min() if (launch >= 0).any() else None
-    lo_candidates = [x for x in (its["ts_ns"].min() if len(its) else None, first_launch) if x is not None]
-    start = sw.host_start_ns if sw.host_start_ns > -(1 << 60) else (min(lo_candidates) if lo_candidates else 0)
-    hi_candidates = [x for x in (its["end_ns"].max() if len(its) else None,) if x is not None]
-    if sw.host_end_ns < (1 << 60):
-        hi_candidates.append(sw.host_end_ns)
-    end = max(hi_candidates) if hi_candidates else start
+    start, end = step_bounds(sw.host_start_ns, sw.host_end_ns, its, ctx.rt_ts)
     wall = max(end - start, 0)
     busy = int(round(float(its["share_ns"].sum())))  # this step's share of GPU busy (see StepRow.gpu_busy_us)
     any_busy = work.union_in(start, end) if device == "gpu" else busy
@@ -169,9 +163,9 @@ def _step_row(k: int, det: StepDetection, items: pd.DataFrame, ctx: _StepContext
         gpu_busy_other_steps_us=float(other_steps) * _US,
         busy_pct=100.0 * busy / wall if wall else 0.0, idle=idle,
         host_sync_us=float((ctx.rt_end - ctx.rt_ts)[in_step & ctx.is_sync].sum()) * _US,
-        kernels=int((kinds == "kernel").sum()) if device == "gpu" else len(its),
-        memcpy_count=int((kinds == "memcpy").sum()), memcpy_bytes=int(byts[kinds == "memcpy"].sum()),
-        memset_count=int((kinds == "memset").sum()), memset_bytes=int(byts[kinds == "memset"].sum()),
+        kernels=int((kinds == EventKind.KERNEL).sum()) if device == "gpu" else len(its),
+        memcpy_count=int((kinds == EventKind.MEMCPY).sum()), memcpy_bytes=int(byts[kinds == EventKind.MEMCPY].sum()),
+        memset_count=int((kinds == EventKind.MEMSET).sum()), memset_bytes=int(byts[kinds == EventKind.MEMSET].sum()),
         launches=LaunchCounts(total=int(sum(api_counts.values())), by_api=dict(api_counts.most_common()),
                               graph_launches=int(graph)),
         memory=AllocCounts(
@@ -179,8 +173,10 @@ def _step_row(k: int, det: StepDetection, items: pd.DataFrame, ctx: _StepContext
             free_bytes=int(-mb[mb < 0].sum()), gpu_allocations=int(((mb > 0) & ctx.mem_gpu[m]).sum()),
             cpu_allocations=int(((mb > 0) & ~ctx.mem_gpu[m]).sum()),
             device_mallocs=int((in_step & ctx.is_malloc).sum()), device_frees=int((in_step & ctx.is_free).sum())),
-        kernel_view_us={str(b): float(v) * _US for b, v in its.groupby("kernel_bucket")["share_ns"].sum().items()},
-        module_view_us={str(b): float(v) * _US for b, v in its.groupby("module_bucket")["share_ns"].sum().items()},
+        kernel_view_us={str(b): float(v) * _US
+                        for b, v in its.groupby("kernel_bucket", observed=True)["share_ns"].sum().items()},
+        module_view_us={str(b): float(v) * _US
+                        for b, v in its.groupby("module_bucket", observed=True)["share_ns"].sum().items()},
     )
 
 
@@ -212,10 +208,13 @@ def _phase_summary(phase: str, rows: list[StepRow], items: pd.DataFrame) -> Phas
     )
 
 
-def analyze_tables(t: EventTables, rules: RuleSet, *, prep: Prepared | None = None) -> Breakdown:
-    """The whole analysis of one trace. Pure: same tables and rules give the same Breakdown. ``prep``: the
-    result of ``prepare(t, rules)`` when the caller already has it (not recomputed)."""
-    prep = prep if prep is not None else prepare(t, rules)
+def analyze_tables(t: EventTables, rules: RuleSet) -> Breakdown:
+    """The whole analysis of one trace. Pure: same tables and rules give the same Breakdown."""
+    return summarize(t, prepare(t, rules))
+
+
+def summarize(t: EventTables, prep: Prepared) -> Breakdown:
+    """Per-step rows and per-phase summaries of prepared work items (the second half of the pipeline)."""
     device, det, items = prep.device, prep.detection, prep.items
     ctx = _StepContext(t, det)
     by_step = items.groupby("step").indices
@@ -225,7 +224,7 @@ def analyze_tables(t: EventTables, rules: RuleSet, *, prep: Prepared | None = No
             for k in range(len(det.steps))]
     notes = []
     phases = []
-    for ph in (Phase.PREFILL, Phase.MIXED, Phase.DECODE, Phase.UNKNOWN):
+    for ph in (StepPhase.PREFILL, StepPhase.MIXED, StepPhase.DECODE, StepPhase.UNKNOWN):
         sel = [r for r in rows if r.phase == ph.value]
         if sel:
             idx = {r.index for r in sel}
@@ -238,12 +237,12 @@ def analyze_tables(t: EventTables, rules: RuleSet, *, prep: Prepared | None = No
     else:
         all_busy = float(items["share_ns"].sum())
         notes.append("CPU-only trace: CPU ops are the work items; 'busy' is CPU op time (self times)")
-    comm = (items["kernel_bucket"] == "communication").to_numpy()
+    comm = (items["kernel_bucket"] == Bucket.COMMUNICATION).to_numpy()
     its, ite = items["ts_ns"].to_numpy(), items["end_ns"].to_numpy()
     comm_busy = iv.total(its[comm], ite[comm]) if device == "gpu" else 0
     cs, ce = iv.union(its[comm], ite[comm])
     comm_overlap = int(iv.overlap_with_union(cs, ce, its[~comm], ite[~comm]).sum()) if comm.any() else 0
-    unknown = _kernel_stats(items[items["kernel_bucket"] == "unknown"], float(items["share_ns"].sum()), None)
+    unknown = _kernel_stats(items[items["kernel_bucket"] == Bucket.UNKNOWN], float(items["share_ns"].sum()), None)
     props = next((p for p in t.meta.device_properties if p.get("name") == t.meta.gpu_name),
                  t.meta.device_properties[0] if t.meta.device_properties else {})
     return Breakdown(
@@ -254,7 +253,7 @@ def analyze_tables(t: EventTables, rules: RuleSet, *, prep: Prepared | None = No
                         distributed=t.meta.distributed),
         step_detection={"method": det.method, "detail": det.detail},
         totals={"gpu_busy_us": float(all_busy) * _US, "gpu_activities": float(len(t.gpu)),
-                "kernels": float((t.gpu["kind"] == "kernel").sum()) if device == "gpu" else float(len(items)),
+                "kernels": float((t.gpu["kind"] == EventKind.KERNEL).sum()) if device == "gpu" else float(len(items)),
                 "in_steps_busy_us": float(items["share_ns"].sum()) * _US, "steps": float(len(rows)),
                 # communication kernels' union, and how much of it ran while compute kernels ran too
                 "communication_busy_us": float(comm_busy) * _US,

@@ -28,12 +28,16 @@ import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
 from phaseprof.analysis.results import Breakdown
+from phaseprof.trace.tables import EventTables, load_tables
+
+if TYPE_CHECKING:
+    from phaseprof.analysis.pipeline import AnalysedTrace
 
 #: Agreement tolerance on total kernel time (percent of HTA's total). Counts must match exactly.
 TIME_TOLERANCE_PCT = 0.5
@@ -201,13 +205,10 @@ def run_hta(trace_path: str | Path) -> HtaView:
                    cpu_rows_as_kernels=int((~is_gpu).sum()))
 
 
-def _phaseprof_rows(trace_path: str | Path) -> pd.DataFrame:
+def _phaseprof_rows(t: EventTables) -> pd.DataFrame:
     """phaseprof's GPU activities with raw (not attributed) durations, in the same columns as HTA's rows."""
     from hta.utils.utils import get_kernel_type
 
-    from phaseprof.trace.tables import load_tables
-
-    t = load_tables(trace_path)
     gpu = t.gpu
     names = gpu["name"].astype(str)
     types = {n: get_kernel_type(n) for n in names.unique()}
@@ -293,20 +294,30 @@ def compare(hta: HtaView, pp_rows: pd.DataFrame, *, trace: str, breakdown: Break
                          notes=tuple(notes))
 
 
-def cross_check_hta(trace_path: str | Path, breakdown: Breakdown) -> HtaCrossCheck:
-    """Run HTA on ``trace_path`` and compare its kernel totals with phaseprof's (see module docstring).
+def cross_check_hta(trace: AnalysedTrace | str | Path, breakdown: Breakdown | None = None) -> HtaCrossCheck:
+    """Run HTA on the trace and compare its kernel totals with phaseprof's (see module docstring).
 
+    ``trace``: an ``AnalysedTrace`` (its tables and breakdown are used, nothing is loaded twice), or a trace
+    path with its ``breakdown`` (then phaseprof's tables are loaded once HTA has succeeded).
     Never raises for HTA's own failures or its absence: the result then carries ``problem``.
     """
-    trace = str(trace_path)
+    from phaseprof.analysis.pipeline import AnalysedTrace
+
+    analysed = trace if isinstance(trace, AnalysedTrace) else None
+    trace_path = analysed.path if analysed is not None else str(trace)
+    if breakdown is None:
+        if analysed is None:
+            raise TypeError("cross_check_hta needs the breakdown when given a path")
+        breakdown = analysed.breakdown
     version = _hta_version()
     if version is None:
-        return HtaCrossCheck(trace, None, "HTA is not installed: pip install 'phaseprof[hta]'")
+        return HtaCrossCheck(trace_path, None, "HTA is not installed: pip install 'phaseprof[hta]'")
     try:
         view = run_hta(trace_path)
     except Exception as exc:  # noqa: BLE001 - any HTA failure becomes one line, never a traceback
-        return HtaCrossCheck(trace, version, _explain(exc))
-    return compare(view, _phaseprof_rows(trace_path), trace=trace, breakdown=breakdown, hta_version=version)
+        return HtaCrossCheck(trace_path, version, _explain(exc))
+    tables = analysed.tables if analysed is not None else load_tables(trace_path)
+    return compare(view, _phaseprof_rows(tables), trace=trace_path, breakdown=breakdown, hta_version=version)
 
 
 def print_cross_check(result: HtaCrossCheck, console: Any) -> None:

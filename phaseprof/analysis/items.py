@@ -12,10 +12,15 @@ import pandas as pd
 
 from phaseprof.analysis import intervals as iv
 from phaseprof.analysis.steps import StepDetection, assign_to_steps
+from phaseprof.classify.buckets import Bucket
 from phaseprof.classify.classifier import classify_kernels, module_bucket_of_op
 from phaseprof.classify.rules import RuleSet
+from phaseprof.columns import buckets
 from phaseprof.trace.correlate import Correlated
 from phaseprof.trace.tables import EventTables
+
+#: Kernel buckets that say nothing about what a CPU op does: such an op takes its parent op's bucket.
+_UNNAMED = (Bucket.UNKNOWN, Bucket.OTHER)
 
 
 def op_modules(ops: pd.DataFrame, parent: np.ndarray, rules: RuleSet) -> np.ndarray:
@@ -37,16 +42,18 @@ def op_modules(ops: pd.DataFrame, parent: np.ndarray, rules: RuleSet) -> np.ndar
 
 
 def _kernel_view(names: pd.Series, rules: RuleSet) -> np.ndarray:
+    """Kernel-view ``Bucket`` of every row (each distinct name classified once)."""
     codes, uniques = pd.factorize(names, sort=False)
     if len(uniques) == 0:
         return np.zeros(len(names), dtype=object)
-    per_name = np.asarray([str(b) for b in classify_kernels([str(u) for u in uniques], rules)], dtype=object)
+    per_name = np.asarray(list(classify_kernels([str(u) for u in uniques], rules)), dtype=object)
     return per_name[codes]
 
 
 def gpu_items(t: EventTables, c: Correlated, det: StepDetection, rules: RuleSet,
               kernel_buckets: np.ndarray, op_module: np.ndarray) -> pd.DataFrame:
-    """One row per GPU activity inside a step, with its step, buckets and exclusive time share."""
+    """One row per GPU activity inside a step, with its step, buckets and exclusive time share
+    (columns: ``phaseprof.columns.ITEMS``)."""
     g = t.gpu
     launch = c.gpu_launch
     rt_ts = t.runtime["ts_ns"].to_numpy()
@@ -57,8 +64,10 @@ def gpu_items(t: EventTables, c: Correlated, det: StepDetection, rules: RuleSet,
     module = np.where(pd.isna(module), kernel_buckets, module).astype(object)
     items = pd.DataFrame({
         "step": step, "ts_ns": g["ts_ns"].to_numpy(), "end_ns": g["end_ns"].to_numpy(),
-        "name": g["name"], "kind": g["kind"], "kernel_bucket": kernel_buckets, "module_bucket": module,
+        "name": g["name"], "kind": g["kind"],
+        "kernel_bucket": buckets(kernel_buckets), "module_bucket": buckets(module),
         "launch": launch, "bytes": g["bytes"].to_numpy(), "stream": g["stream"].to_numpy(),
+        "row": np.arange(len(g), dtype=np.int64),
     })
     items = items[items["step"] >= 0].copy()
     # Shares over all steps at once: when adjacent steps overlap on the GPU (async scheduling, other streams) the
@@ -70,7 +79,8 @@ def gpu_items(t: EventTables, c: Correlated, det: StepDetection, rules: RuleSet,
 def cpu_items(t: EventTables, c: Correlated, det: StepDetection, rules: RuleSet,
               op_module: np.ndarray) -> pd.DataFrame:
     """CPU-only traces: one row per CPU op, share = self time; kernel view from the innermost op whose
-    name a kernel rule recognises (so ``aten::empty`` inside ``_C::cpu_fused_moe`` counts as moe)."""
+    name a kernel rule recognises (so ``aten::empty`` inside ``_C::cpu_fused_moe`` counts as moe).
+    Columns: ``phaseprof.columns.ITEMS``."""
     ops = t.ops
     is_op = (ops["kind"] == "cpu_op").to_numpy()
     dur = ops["dur_ns"].to_numpy().astype(np.float64)
@@ -84,13 +94,13 @@ def cpu_items(t: EventTables, c: Correlated, det: StepDetection, rules: RuleSet,
     order = np.lexsort((-dur, ops["ts_ns"].to_numpy()))
     for i in order.tolist():
         p = parent[i]
-        if kb[i] in ("unknown", "other") and p >= 0 and is_op[p] and kb[p] not in ("unknown", "other"):
+        if kb[i] in _UNNAMED and p >= 0 and is_op[p] and kb[p] not in _UNNAMED:
             kb[i] = kb[p]
     module = np.where(pd.isna(op_module), kb, op_module).astype(object) if len(ops) else kb
     step = assign_to_steps(ops["ts_ns"].to_numpy(), det.steps)
     items = pd.DataFrame({
         "step": step, "ts_ns": ops["ts_ns"].to_numpy(), "end_ns": ops["end_ns"].to_numpy(),
-        "name": ops["name"], "kind": ops["kind"], "kernel_bucket": kb, "module_bucket": module,
-        "launch": -1, "bytes": 0, "stream": -1, "share_ns": self_ns,
+        "name": ops["name"], "kind": ops["kind"], "kernel_bucket": buckets(kb), "module_bucket": buckets(module),
+        "launch": -1, "bytes": 0, "stream": -1, "row": np.arange(len(ops), dtype=np.int64), "share_ns": self_ns,
     })
     return items[(items["step"] >= 0) & is_op].copy()

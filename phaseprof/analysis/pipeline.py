@@ -1,15 +1,92 @@
-"""The one entry point the CLI, capture and dashboard share: trace file -> Breakdown."""
+"""The analysis pipeline in one place: trace file -> event tables -> steps and work items -> Breakdown.
+
+::
+
+    load_tables (trace/)  ->  prepare (analysis/prepare.py: correlate, classify, find steps, work items)
+                          ->  summarize (analysis/breakdown.py: per-step rows, per-phase summaries)
+
+``analyze`` runs it once and returns an :class:`AnalysedTrace`; every consumer (CLI, diff, dashboard, HTA
+cross-check, rank analysis) takes that object instead of re-running parts of the pipeline. Views that only
+some consumers need (the timeline index, kernel order) are computed on first use and kept.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from phaseprof.analysis.breakdown import analyze_tables
+from phaseprof.analysis.breakdown import analyze_tables, summarize
+from phaseprof.analysis.order import KernelOrder, kernel_order_of
+from phaseprof.analysis.prepare import Prepared, prepare
 from phaseprof.analysis.results import Breakdown
-from phaseprof.classify.rules import load_rules
-from phaseprof.trace.tables import load_tables
+from phaseprof.classify.rules import RuleSet, load_rules
+from phaseprof.trace.tables import EventTables, load_tables
+
+if TYPE_CHECKING:
+    from phaseprof.analysis.timeline import TimelineIndex
+
+__all__ = ["AnalysedTrace", "AnalysisConfig", "KernelOrder", "analyze", "analyze_tables", "analyze_trace"]
+
+
+@dataclass(frozen=True)
+class AnalysisConfig:
+    """Everything that changes an analysis besides the trace. ``rules``: extra classification rule files
+    (TOML), matched before the defaults."""
+
+    rules: tuple[Path, ...] = ()
+
+    @classmethod
+    def with_rules(cls, rules: Iterable[str | Path] | None) -> AnalysisConfig:
+        return cls(rules=tuple(Path(r) for r in rules or ()))
+
+    def ruleset(self) -> RuleSet:
+        return load_rules(list(self.rules) or None)
+
+
+@dataclass(frozen=True, eq=False)
+class AnalysedTrace:
+    """One trace, analysed once: its tables, the prepared work items and the breakdown.
+
+    ``timeline`` and ``kernel_order`` are derived on first access and then kept (the object is immutable,
+    so they can never go stale).
+    """
+
+    tables: EventTables
+    rules: RuleSet = field(repr=False)
+    prepared: Prepared = field(repr=False)
+    breakdown: Breakdown = field(repr=False)
+
+    @property
+    def path(self) -> str:
+        """The trace file as given to ``analyze``."""
+        return self.tables.meta.path
+
+    @cached_property
+    def timeline(self) -> TimelineIndex:
+        """Per-trace index that ``analysis.timeline.step_timeline`` cuts single steps out of."""
+        from phaseprof.analysis.timeline import index_prepared
+
+        return index_prepared(self.tables, self.prepared)
+
+    @cached_property
+    def kernel_order(self) -> KernelOrder:
+        """Per phase, each work item name's median position in its step (see ``analysis.order``)."""
+        return kernel_order_of(self.prepared)
+
+
+def analyze(source: str | Path | EventTables, *, config: AnalysisConfig | None = None,
+            ruleset: RuleSet | None = None) -> AnalysedTrace:
+    """Run the whole pipeline on a trace file (or tables already loaded). ``ruleset`` (already loaded rules)
+    takes precedence over ``config.rules``; pass it when analysing many traces with the same rules."""
+    tables = source if isinstance(source, EventTables) else load_tables(source)
+    rules = ruleset if ruleset is not None else (config or AnalysisConfig()).ruleset()
+    prep = prepare(tables, rules)
+    return AnalysedTrace(tables=tables, rules=rules, prepared=prep, breakdown=summarize(tables, prep))
 
 
 def analyze_trace(path: str | Path, *, rules: list[Path] | None = None) -> Breakdown:
     """Load a Kineto trace and compute its breakdown. ``rules``: extra TOML rule files, matched first."""
-    return analyze_tables(load_tables(path), load_rules(rules))
+    return analyze(path, config=AnalysisConfig.with_rules(rules)).breakdown

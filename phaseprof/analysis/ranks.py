@@ -7,18 +7,21 @@ load imbalance: for every step, the slowest rank and by how much it trails the f
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
+from phaseprof.analysis.pipeline import AnalysedTrace
 from phaseprof.analysis.results import Breakdown
+from phaseprof.classify.buckets import Bucket
 from phaseprof.errors import PhaseprofError
+from phaseprof.inputs import TRACE_SUFFIXES, trace_files  # noqa: F401 - TRACE_SUFFIXES kept importable here
 from phaseprof.scale.collectives import CollectiveReport, match_collectives
 from phaseprof.scale.local import analyze_rank_files
-from phaseprof.scale.rank_task import RankResult
+from phaseprof.scale.rank_task import RankResult, rank_result
 
-TRACE_SUFFIXES = (".json", ".json.gz")
 
 
 @dataclass(frozen=True)
@@ -50,11 +53,11 @@ class RankSummary:
 
 
 def find_trace_files(directory: Path) -> list[Path]:
-    """Trace files directly inside ``directory`` (``*.json``, ``*.json.gz``), sorted by name."""
+    """Trace files directly inside ``directory`` (``inputs.trace_files``), sorted by name; PhaseprofError
+    when it is not a directory or holds none."""
     if not directory.is_dir():
         raise PhaseprofError("not a directory", path=directory)
-    files = sorted(p for p in directory.iterdir() if p.is_file() and p.name.endswith(TRACE_SUFFIXES)
-                   and not p.name.endswith(("breakdown.json", "run.json", "sweep.json")))
+    files = trace_files(directory)
     if not files:
         raise PhaseprofError("no trace files (*.json, *.json.gz) in this directory", path=directory)
     return files
@@ -68,9 +71,13 @@ def _rank_of(bd: Breakdown, path: Path) -> tuple[int, int]:
     return int(rank), int(world)
 
 
-def analyze_ranks(paths: list[Path], *, rules: list[Path] | None = None, jobs: int | None = 1) -> RankSummary:
-    """Analyse every rank trace (``jobs`` worker processes; None = all cores) and compare them."""
-    return summarize_ranks(analyze_rank_files(paths, jobs=jobs, rule_files=rules))
+def analyze_ranks(traces: Sequence[Path | AnalysedTrace], *, rules: list[Path] | None = None,
+                  jobs: int | None = 1) -> RankSummary:
+    """Analyse every rank trace (paths in ``jobs`` worker processes, None = all cores; or traces already
+    analysed) and compare them. Raises on mixed runs; warns on partial evidence."""
+    paths = [Path(t) for t in traces if not isinstance(t, AnalysedTrace)]
+    done = iter(analyze_rank_files(paths, jobs=jobs, rule_files=rules) if paths else [])
+    return summarize_ranks([rank_result(t) if isinstance(t, AnalysedTrace) else next(done) for t in traces])
 
 
 def summarize_ranks(results: list[RankResult]) -> RankSummary:
@@ -90,7 +97,8 @@ def summarize_ranks(results: list[RankResult]) -> RankSummary:
         by_rank_result[rank] = res
     if len(worlds) > 1:
         desc = "; ".join(f"world_size {w}: {', '.join(x.name for x in ps)}" for w, ps in worlds.items())
-        raise PhaseprofError(f"traces from runs of different sizes are mixed ({desc})", path=paths[0].parent)
+        raise PhaseprofError(f"traces from runs of different sizes are mixed ({desc})",
+                             path=Path(results[0].path).parent)
     world = next(iter(worlds))
     warnings: list[str] = []
     missing = sorted(set(range(world)) - set(by_rank))
@@ -104,7 +112,7 @@ def summarize_ranks(results: list[RankResult]) -> RankSummary:
     n_steps = min(counts.values())
     steps = []
     for k in range(n_steps):
-        comm = {r: bd.steps[k].kernel_view_us.get("communication", 0.0) for r, bd in sorted(by_rank.items())}
+        comm = {r: bd.steps[k].kernel_view_us.get(Bucket.COMMUNICATION, 0.0) for r, bd in sorted(by_rank.items())}
         busy = {r: bd.steps[k].gpu_busy_us - comm[r] for r, bd in sorted(by_rank.items())}
         vals = np.array(list(busy.values()))
         slow, fast = max(busy, key=busy.get), min(busy, key=busy.get)

@@ -1,4 +1,5 @@
-"""The breakdown phaseprof produces: frozen dataclasses, serialised as versioned JSON (see schemas/).
+"""The breakdown phaseprof produces: frozen dataclasses, serialised as versioned JSON (``report/json_io.py``
+writes and reads it and derives its JSON Schema, ``json_schema()``; the version is ``defaults.SCHEMA_VERSION``).
 
 All times are microseconds (``_us``), shares are percent of GPU busy time (``_pct``) unless named otherwise.
 """

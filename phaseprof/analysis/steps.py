@@ -10,37 +10,38 @@ Steps are host-time windows; GPU work belongs to the step during which its launc
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 
 import numpy as np
 import pandas as pd
 
+from phaseprof.analysis.window import OPEN_END, OPEN_START
+from phaseprof.classify.buckets import Bucket
 from phaseprof.defaults import GRAPH_LAUNCH_APIS
 from phaseprof.trace.markers import parse_step_marker
 from phaseprof.trace.tables import labels
 
-_NEG_INF = np.iinfo(np.int64).min // 4
-_POS_INF = np.iinfo(np.int64).max // 4
+_NEG_INF, _POS_INF = OPEN_START, OPEN_END
 
 
-class Phase(str, Enum):
+class StepPhase(StrEnum):
+    """The phase of one engine step, from its token counts (``capture.options.Phase`` is a request's phase)."""
+
     PREFILL = "prefill"  # context tokens only
     DECODE = "decode"  # generation tokens only
     MIXED = "mixed"  # both in one step (chunked prefill alongside decodes)
     UNKNOWN = "unknown"  # step found without token counts
 
-    def __str__(self) -> str:
-        return self.value
-
 
 @dataclass(frozen=True)
 class StepWindow:
-    """One step: a host-clock window ``[host_start_ns, host_end_ns)``; infinite ends mean 'open'."""
+    """One step: a host-clock window ``[host_start_ns, host_end_ns)``; an end at ``window.OPEN_START`` /
+    ``OPEN_END`` is open (see ``analysis.window``)."""
 
     index: int
     host_start_ns: int
     host_end_ns: int
-    phase: Phase
+    phase: StepPhase
     label: str
     context_requests: int | None = None
     context_tokens: int | None = None
@@ -55,14 +56,18 @@ class StepDetection:
     steps: tuple[StepWindow, ...]
 
 
-def phase_of(context_tokens: int | None, generation_tokens: int | None) -> Phase:
+#: The name this type had before ``capture.options.Phase`` (a request's phase) made it ambiguous.
+Phase = StepPhase
+
+
+def phase_of(context_tokens: int | None, generation_tokens: int | None) -> StepPhase:
     if context_tokens is None or generation_tokens is None:
-        return Phase.UNKNOWN
+        return StepPhase.UNKNOWN
     if context_tokens > 0 and generation_tokens == 0:
-        return Phase.PREFILL
+        return StepPhase.PREFILL
     if context_tokens == 0 and generation_tokens > 0:
-        return Phase.DECODE
-    return Phase.MIXED if context_tokens > 0 else Phase.UNKNOWN
+        return StepPhase.DECODE
+    return StepPhase.MIXED if context_tokens > 0 else StepPhase.UNKNOWN
 
 
 _PRIORITY = ("phaseprof", "vllm", "profiler_step")
@@ -97,7 +102,7 @@ def _from_boundaries(ends: np.ndarray, method: str, detail: str) -> StepDetectio
     """Steps ending at each boundary (host ns): step k = [ends[k-1] + 1, ends[k] + 1), disjoint."""
     ends = np.sort(ends)
     starts = np.r_[_NEG_INF, ends[:-1] + 1]
-    steps = tuple(StepWindow(index=i, host_start_ns=int(s), host_end_ns=int(e) + 1, phase=Phase.UNKNOWN,
+    steps = tuple(StepWindow(index=i, host_start_ns=int(s), host_end_ns=int(e) + 1, phase=StepPhase.UNKNOWN,
                              label=f"step {i}") for i, (s, e) in enumerate(zip(starts, ends)))
     return StepDetection(method, detail, steps)
 
@@ -112,14 +117,15 @@ def detect_steps(*, ops: pd.DataFrame, runtime: pd.DataFrame, gpu: pd.DataFrame,
                           gpu["ts_ns"].to_numpy())
     # 1) The sampler runs once at the end of every step: its rarest kernel marks step ends.
     gpu_names = labels(gpu["name"])
-    sampling = pd.Series(gpu_names[kernel_buckets == "sampling"])
+    sampling = pd.Series(gpu_names[kernel_buckets == Bucket.SAMPLING])
     if not sampling.empty:
         counts = sampling.value_counts()
         anchor = counts.index[counts.to_numpy().argmin()]
         n = int(counts.min())
         if n == 1:
             return StepDetection("inferred:single-sampler", "one sampler kernel in the trace: treated as one "
-                                 f"step ({anchor[:60]})", (StepWindow(0, _NEG_INF, _POS_INF, Phase.UNKNOWN, "step 0"),))
+                                 f"step ({anchor[:60]})",
+                                 (StepWindow(0, _NEG_INF, _POS_INF, StepPhase.UNKNOWN, "step 0"),))
         rows = gpu_names == anchor
         return _from_boundaries(launch_end[rows], "inferred:sampler-kernel",
                                 f"{n} steps inferred from the once-per-step sampler kernel {anchor[:60]!r}")
@@ -133,7 +139,8 @@ def detect_steps(*, ops: pd.DataFrame, runtime: pd.DataFrame, gpu: pd.DataFrame,
             return _from_boundaries(runtime["end_ns"].to_numpy()[is_graph], "inferred:graph-launch",
                                     f"{g} steps inferred from one full CUDA-graph launch per step")
     return StepDetection("whole-trace", "no step markers and no once-per-step kernel found: the whole trace "
-                         "is treated as one step", (StepWindow(0, _NEG_INF, _POS_INF, Phase.UNKNOWN, "whole trace"),))
+                         "is treated as one step",
+                         (StepWindow(0, _NEG_INF, _POS_INF, StepPhase.UNKNOWN, "whole trace"),))
 
 
 def assign_to_steps(times_ns: np.ndarray, steps: tuple[StepWindow, ...]) -> np.ndarray:

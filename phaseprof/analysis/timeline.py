@@ -12,44 +12,27 @@ union of its work items (tests/dashboard/test_timeline.py checks both against ``
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 
 import numpy as np
 import pandas as pd
 
 from phaseprof.analysis import intervals as iv
 from phaseprof.analysis.breakdown import GpuWork
-from phaseprof.analysis.prepare import prepare
+from phaseprof.analysis.prepare import Prepared, prepare
 from phaseprof.analysis.steps import StepDetection, StepWindow, assign_to_steps
+from phaseprof.analysis.window import HostCallKind, HostCalls, step_bounds
 from phaseprof.classify.rules import RuleSet
-from phaseprof.defaults import DEVICE_FREE_APIS, DEVICE_MALLOC_APIS, LAUNCH_APIS, SYNC_APIS
 from phaseprof.errors import PhaseprofError
 from phaseprof.trace.tables import EventTables, labels
 
-_NEG_OPEN = -(1 << 60)
-_POS_OPEN = 1 << 60
 
-
-class IdleCause(str, Enum):
+class IdleCause(StrEnum):
     """Why the GPU sat idle during part of a step (the ``IdleSplit`` fields, one per segment)."""
 
     LAUNCH_OVERHEAD = "launch_overhead"  # next work not launched yet; host inside a launch API call
     HOST_WORK = "host_work"  # next work not launched yet; host doing anything else
     OTHER = "other"  # work launched but not started yet (queue), or after the step's last activity
-
-    def __str__(self) -> str:
-        return self.value
-
-
-class HostCallKind(str, Enum):
-    LAUNCH = "launch"
-    SYNC = "sync"
-    MALLOC = "malloc"
-    FREE = "free"
-    OTHER = "other"
-
-    def __str__(self) -> str:
-        return self.value
 
 
 @dataclass(frozen=True)
@@ -108,35 +91,20 @@ class StepTimeline:
         return {c.value: int(sums.get(c.value, 0)) for c in IdleCause}
 
 
-def _host_kinds(names: np.ndarray) -> np.ndarray:
-    kind = np.full(names.size, HostCallKind.OTHER.value, dtype=object)
-    for apis, k in ((LAUNCH_APIS, HostCallKind.LAUNCH), (SYNC_APIS, HostCallKind.SYNC),
-                    (DEVICE_MALLOC_APIS, HostCallKind.MALLOC), (DEVICE_FREE_APIS, HostCallKind.FREE)):
-        kind[np.isin(names, list(apis))] = k.value
-    return kind
-
-
 def index_trace(tables: EventTables, rules: RuleSet) -> TimelineIndex:
-    """Correlate, find steps, classify and build work items once, as ``analyze_tables`` does."""
+    """Correlate, find steps, classify and build work items once, as ``analyze_tables`` does. (With an
+    ``AnalysedTrace`` at hand, its ``timeline`` property gives the same index without redoing that.)"""
+    return index_prepared(tables, prepare(tables, rules))
+
+
+def index_prepared(tables: EventTables, prep: Prepared) -> TimelineIndex:
+    """The timeline index of a trace whose work items are already prepared."""
     t = tables
-    prep = prepare(t, rules)
     det, device, items = prep.detection, prep.device, prep.items
     names = labels(t.runtime["name"])
     return TimelineIndex(tables=t, detection=det, device=device, items=items,
                          host_step=assign_to_steps(t.runtime["ts_ns"].to_numpy(), det.steps),
-                         host_kind=_host_kinds(names), work=GpuWork(items))
-
-
-def _window(sw: StepWindow, its: pd.DataFrame, rt_ts: np.ndarray) -> tuple[int, int]:
-    """The step's [start, end): as the breakdown's per-step row defines wall time."""
-    launch = its["launch"].to_numpy()
-    first_launch = int(rt_ts[launch[launch >= 0]].min()) if (launch >= 0).any() else None
-    lo = [x for x in (int(its["ts_ns"].min()) if len(its) else None, first_launch) if x is not None]
-    start = sw.host_start_ns if sw.host_start_ns > _NEG_OPEN else (min(lo) if lo else 0)
-    hi = [int(its["end_ns"].max())] if len(its) else []
-    if sw.host_end_ns < _POS_OPEN:
-        hi.append(sw.host_end_ns)
-    return int(start), int(max(hi) if hi else start)
+                         host_kind=HostCalls.of(names).kind, work=GpuWork(items))
 
 
 def _inside(points: np.ndarray, s: np.ndarray, e: np.ndarray) -> np.ndarray:
@@ -213,13 +181,13 @@ def step_timeline(index: TimelineIndex, *, step: int) -> StepTimeline:
     t = index.tables
     its = index.items[index.items["step"] == step]
     rt = t.runtime
-    start, end = _window(sw, its, rt["ts_ns"].to_numpy())
+    start, end = step_bounds(sw.host_start_ns, sw.host_end_ns, its, rt["ts_ns"].to_numpy())
     busy = int(round(float(its["share_ns"].sum())))  # the step's share of GPU busy, as StepRow.gpu_busy_us
     if index.device == "gpu":
         lane = "stream " + its["stream"].astype(str)
         idle = _gpu_idle(its, start, end, index, step)
     else:
-        lane = "thread " + t.ops["tid"].astype(str).to_numpy()[its.index.to_numpy()]
+        lane = "thread " + t.ops["tid"].astype(str).to_numpy()[its["row"].to_numpy()]
         gs, ge = iv.gaps(its["ts_ns"].to_numpy(), its["end_ns"].to_numpy(), start, end)
         # CPU-only traces: every idle ns is host time outside any op, as in the breakdown.
         idle = pd.DataFrame({"ts_ns": gs, "end_ns": ge, "cause": IdleCause.HOST_WORK.value,

@@ -136,18 +136,12 @@ def capture(
 
 
 def _show_sweeps(paths: list[Path], console: Console) -> None:
-    import orjson  # noqa: PLC0415
-
     from phaseprof.capture.sweep_dir import print_sweep  # noqa: PLC0415
+    from phaseprof.records import SweepRecord  # noqa: PLC0415
 
     for p in paths:
         f = p / "sweep.json" if p.is_dir() else p
-        try:
-            doc = orjson.loads(f.read_bytes())
-        except (OSError, orjson.JSONDecodeError) as e:
-            raise PhaseprofError(f"cannot read a sweep ({e})", path=f) from None
-        if not isinstance(doc, dict) or doc.get("kind") != "sweep":
-            raise PhaseprofError("not a phaseprof sweep.json", path=f)
+        doc = SweepRecord.read(f).to_dict()  # the one reader of sweep.json (PhaseprofError naming the file)
         console.print(f"[dim]{f}[/] ({doc.get('engine', {}).get('mode', '?')} mode, reps {doc.get('reps')})")
         print_sweep(doc, console)
         if doc.get("slope_us_per_token") is not None:

@@ -23,7 +23,7 @@ import numpy as np
 from phaseprof.capture.options import Phase
 from phaseprof.capture.profile import profile_request
 from phaseprof.capture.steps import make_sampling_params, no_gc, random_prompt
-from phaseprof.capture.timing import Stats, host_ttft_s, metrics_ttft_s, run_requests, summarize
+from phaseprof.capture.timing import TimingStats, host_ttft_s, metrics_ttft_s, run_requests, summarize
 
 TARGET_RATIO_TOLERANCE = 0.03
 
@@ -33,8 +33,8 @@ class CrossCheck:
     """One prompt length: phaseprof's TTFT, the generate() host clock, their ratio, and profiler overhead."""
 
     prompt_tokens: int
-    phaseprof_ttft: Stats
-    generate_host: Stats
+    phaseprof_ttft: TimingStats
+    generate_host: TimingStats
     ratio: float
     paired_ratio_median: float
     min_ratio: float

@@ -10,9 +10,8 @@ run (per-rank breakdowns, communication, load imbalance). NCCL's NVLink multicas
 
 from __future__ import annotations
 
+import datetime as dt
 import os
-import random
-import statistics
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -24,9 +23,12 @@ from phaseprof.capture.device import detect_device, versions
 from phaseprof.capture.engine import build_plan, engine_arg_fields, explain_engine_error, require_vllm
 from phaseprof.capture.models import check_device, check_tokens, default_model_name, resolve_model
 from phaseprof.capture.options import CaptureOptions, EngineOptions, Phase
-from phaseprof.capture.rundir import make_readable, run_dir_name, tokens_label, unique_run_dir, utc_stamp, write_json
+from phaseprof.capture.rundir import make_readable, run_dir_name, tokens_label, unique_run_dir, utc_stamp
+from phaseprof.capture.steps import random_prompt
+from phaseprof.capture.timing import summarize
 from phaseprof.errors import EnvironmentProblem, PhaseprofError
 from phaseprof.io import atomic_directory
+from phaseprof.records import ModelInfo, ParallelInfo, RequestInfo, RunRecord
 
 MULTICAST_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 FLUSH_WAIT_S = 5.0  # workers write their traces asynchronously after stop_profile()
@@ -104,18 +106,17 @@ def capture_parallel(opts: EngineOptions, cap: CaptureOptions, *, tp: int, ep: b
             except Exception as e:  # noqa: BLE001
                 raise explain_engine_error(e, plan) from e
             startup_s = time.perf_counter() - t0
-        rng = random.Random(f"phaseprof:{cap.seed}:{cap.tokens}")
-        prompt = {"prompt_token_ids": [rng.randrange(10, source.vocab_size) for _ in range(cap.tokens)]}
+        prompt = {"prompt_token_ids": random_prompt(cap.tokens, vocab_size=source.vocab_size, seed=cap.seed)}
         n_out = cap.output_tokens if cap.phase is Phase.DECODE else 1
         sp = SamplingParams(max_tokens=n_out, ignore_eos=True, detokenize=False, temperature=0.0)
         sp1 = SamplingParams(max_tokens=1, ignore_eos=True, detokenize=False, temperature=0.0)
         _time(llm, prompt, sp, max(cap.warmup, 1))
-        first = _time(llm, prompt, sp1, cap.reps)
-        timing: dict[str, Any] = {"source": "host clock around llm.generate",
-                                  "ttft": {"median_ms": 1e3 * statistics.median(first)}}
+        first = summarize(_time(llm, prompt, sp1, cap.reps))
+        timing: dict[str, Any] = {"source": "host clock around llm.generate", "ttft": first.to_dict()}
+        full = None
         if n_out > 1:
-            full = _time(llm, prompt, sp, cap.reps)
-            timing["tpot"] = {"median_ms": 1e3 * (statistics.median(full) - statistics.median(first)) / (n_out - 1)}
+            full = summarize(_time(llm, prompt, sp, cap.reps))
+            timing["tpot"] = {"median_ms": (full.median_ms - first.median_ms) / (n_out - 1)}
         llm.start_profile()
         t = time.perf_counter()
         llm.generate([prompt], sp, use_tqdm=False)
@@ -125,19 +126,19 @@ def capture_parallel(opts: EngineOptions, cap: CaptureOptions, *, tp: int, ep: b
         traces = sorted(p.name for p in ranks.glob("*.pt.trace.json*"))
         if len(traces) != tp:
             raise PhaseprofError(f"vLLM's profiler wrote {len(traces)} rank trace(s), expected {tp}", path=ranks)
-        clean = statistics.median(first) if n_out == 1 else statistics.median(full)
-        write_json(tmp / "run.json", {
-            "schema_version": 1, "kind": "capture", "command": argv, "phase": cap.phase.value,
-            "tokens": cap.tokens, "output_tokens": n_out, "model": {"name": name, "slug": source.slug},
-            "mode": opts.mode.value, "tensor_parallel_size": tp, "expert_parallel": ep,
-            "profiler": "vLLM profiler_config (torch), one trace per rank", "rank_traces": traces,
-            "device": device.to_dict(), "gpus": tp, "versions": versions(), "startup_s": startup_s,
-            "engine": {"kwargs": {k: v for k, v in kw.items() if k != "profiler_config"}, "env": plan.env,
-                       "notes": list(plan.notes)},
-            "timing": timing, "ttft_ms": timing["ttft"]["median_ms"],
-            **({"tpot_ms": timing["tpot"]["median_ms"]} if "tpot" in timing else {}),
-            "profiler_overhead": profiled_s / clean if clean > 0 else None,
-        })
+        clean_s = (first if full is None else full).median_ms / 1e3
+        RunRecord(
+            created_utc=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), command=list(argv),
+            mode=opts.mode.value, quant=str(opts.quant), ttft_ms=first.median_ms,
+            tpot_ms=timing["tpot"]["median_ms"] if "tpot" in timing else None, versions=versions(),
+            device=device.to_dict(), model=ModelInfo.of_source(source), model_config=source.hf_config,
+            engine={"kwargs": {k: v for k, v in kw.items() if k != "profiler_config"}, "env": plan.env,
+                    "notes": list(plan.notes), "startup_s": round(startup_s, 3)},
+            request=RequestInfo(phase=cap.phase.value, prompt_tokens=cap.tokens, max_tokens=n_out, seed=cap.seed),
+            timing=timing, profile={"overhead_ratio": profiled_s / clean_s if clean_s > 0 else None,
+                                    "overhead_definition": "profiled / unprofiled host-clock time of llm.generate"},
+            parallel=ParallelInfo(tensor_parallel_size=tp, expert_parallel=ep, rank_traces=tuple(traces)),
+        ).write(tmp / "run.json")
         del llm
     make_readable(final)  # temp-dir files are created 0600; a run directory is meant to be shared
     return final

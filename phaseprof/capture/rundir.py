@@ -16,8 +16,7 @@ import orjson
 from rich.console import Console
 
 from phaseprof.io import atomic_write_bytes
-
-RUN_SCHEMA_VERSION = 1
+from phaseprof.records import RUN_SCHEMA_VERSION  # noqa: F401 - kept importable from here
 
 
 def utc_stamp(now: dt.datetime | None = None) -> str:

@@ -19,7 +19,6 @@ from phaseprof.capture.models import check_device, check_tokens, default_model_n
 from phaseprof.capture.options import CaptureOptions, EngineOptions, Phase
 from phaseprof.capture.profile import DEFAULT_MAX_TRACE_BYTES, ProfiledRun, TraceFile, finalize_trace, profile_request
 from phaseprof.capture.rundir import (
-    RUN_SCHEMA_VERSION,
     analyze_into,
     command_line,
     make_readable,
@@ -27,10 +26,10 @@ from phaseprof.capture.rundir import (
     tokens_label,
     unique_run_dir,
     utc_stamp,
-    write_json,
 )
 from phaseprof.capture.timing import PhaseTiming, time_phase
 from phaseprof.io import atomic_directory
+from phaseprof.records import ModelInfo, RequestInfo, RunRecord
 
 
 @dataclass(frozen=True)
@@ -92,33 +91,29 @@ def _steps_json(profiled: ProfiledRun) -> list[dict[str, Any]]:
     return out
 
 
-def run_json(session: EngineSession, opts: CaptureOptions, timing: PhaseTiming, profiled: ProfiledRun,
-             trace: TraceFile, ratio: float | None, breakdown_error: str | None, argv: list[str] | None) -> dict:
-    """Everything needed to reproduce and interpret the capture (see docs/capture.md for each field)."""
+def run_record(session: EngineSession, opts: CaptureOptions, timing: PhaseTiming, profiled: ProfiledRun,
+               trace: TraceFile, ratio: float | None, argv: list[str] | None) -> RunRecord:
+    """Everything needed to reproduce and interpret the capture (see docs/capture.md for each field); the
+    breakdown fields are set once the analysis ran."""
     src = session.source
     head = timing.headline
-    return {
-        "schema_version": RUN_SCHEMA_VERSION,
-        "kind": "capture",
-        "created_utc": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        "command": command_line(argv),
-        "mode": str(session.options.mode), "quant": str(session.options.quant),
+    return RunRecord(
+        created_utc=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        command=command_line(argv),
+        mode=str(session.options.mode), quant=str(session.options.quant),
         # Clean (profiler-off) medians as plain top-level numbers, the names `phaseprof diff` and the dashboard read.
-        "ttft_ms": timing.ttft.median_ms, "tpot_ms": timing.tpot.median_ms if timing.tpot else None,
-        "versions": session.versions,
-        "device": session.device.to_dict(),
-        "model": {"name": src.name, "kind": src.kind, "path": src.path, "load_format": src.load_format,
-                  "architecture": ((src.hf_config or {}).get("architectures") or [None])[0],
-                  "is_hybrid": src.is_hybrid, "notes": src.notes},
-        "engine": {"kwargs": session.plan.kwargs, "env": session.plan.env, "notes": list(session.plan.notes),
-                   "startup_s": round(session.startup_s, 3)},
-        "vllm_startup_facts": session.facts.to_dict(),
-        "request": {"phase": str(opts.phase), "prompt_tokens": opts.tokens, "max_tokens": opts.max_tokens,
-                    "concurrency": 1, "seed": opts.seed, "prompt": "random token ids, seeded (seed, length)"},
-        "headline": {"metric": "tpot" if opts.phase is Phase.DECODE else "ttft", "median_ms": head.median_ms,
-                     "p10_ms": head.p10_ms, "p90_ms": head.p90_ms, "source": timing.source},
-        "timing": timing.to_dict(),
-        "profile": {
+        ttft_ms=timing.ttft.median_ms, tpot_ms=timing.tpot.median_ms if timing.tpot else None,
+        versions=session.versions, device=session.device.to_dict(),
+        model=ModelInfo.of_source(src), model_config=src.hf_config,
+        engine={"kwargs": session.plan.kwargs, "env": session.plan.env, "notes": list(session.plan.notes),
+                "startup_s": round(session.startup_s, 3)},
+        vllm_startup_facts=session.facts.to_dict(),
+        request=RequestInfo(phase=str(opts.phase), prompt_tokens=opts.tokens, max_tokens=opts.max_tokens,
+                            concurrency=1, seed=opts.seed),
+        headline={"metric": "tpot" if opts.phase is Phase.DECODE else "ttft", "median_ms": head.median_ms,
+                  "p10_ms": head.p10_ms, "p90_ms": head.p90_ms, "source": timing.source},
+        timing=timing.to_dict(),
+        profile={
             "profiled_steps": profiled.profiled_steps,
             "host_ms": None if profiled.host_s is None else round(profiled.host_s * 1e3, 4),
             "overhead_ratio": None if ratio is None else round(ratio, 4),
@@ -128,27 +123,31 @@ def run_json(session: EngineSession, opts: CaptureOptions, timing: PhaseTiming, 
             "profile_memory": True, "record_shapes": False,
             "steps": _steps_json(profiled),
         },
-        "trace": trace.to_dict(),
-        "breakdown": None if breakdown_error else "breakdown.json",
-        "breakdown_error": breakdown_error,
-    }
+        trace=trace.to_dict(),
+    )
+
+
+def run_json(session: EngineSession, opts: CaptureOptions, timing: PhaseTiming, profiled: ProfiledRun,
+             trace: TraceFile, ratio: float | None, breakdown_error: str | None, argv: list[str] | None) -> dict:
+    """run.json content (``RunRecord.to_dict``)."""
+    rec = run_record(session, opts, timing, profiled, trace, ratio, argv)
+    return replace(rec, breakdown=None if breakdown_error else "breakdown.json",
+                   breakdown_error=breakdown_error).to_dict()
 
 
 def trace_metadata(session: EngineSession, opts: CaptureOptions, timing: PhaseTiming,
                    ratio: float | None) -> dict[str, Any]:
-    """What the trace itself says about its capture (top-level ``phaseprof`` key of trace.json.gz)."""
+    """What the trace itself says about its capture (top-level ``phaseprof`` key of trace.json.gz):
+    ``RunRecord.embedded``."""
     head = timing.headline
-    return {
-        "schema_version": RUN_SCHEMA_VERSION, "model": session.source.name, "phase": str(opts.phase),
-        "prompt_tokens": opts.tokens, "max_tokens": opts.max_tokens, "concurrency": 1,
-        "mode": str(session.options.mode), "quant": str(session.options.quant), "device": session.device.kind,
-        "gpu_name": session.device.name if session.device.kind == "cuda" else None,
-        "vllm_version": session.versions.get("vllm"), "torch_version": session.versions.get("torch"),
-        "headline": {"metric": "tpot" if opts.phase is Phase.DECODE else "ttft", "median_ms": head.median_ms,
-                     "p10_ms": head.p10_ms, "p90_ms": head.p90_ms, "source": timing.source},
-        "ttft_ms": timing.ttft.median_ms, "tpot_ms": timing.tpot.median_ms if timing.tpot else None,
-        "profiler_overhead_ratio": ratio,
-    }
+    rec = RunRecord(
+        mode=str(session.options.mode), quant=str(session.options.quant), versions=session.versions,
+        device=session.device.to_dict(), model=ModelInfo(name=session.source.name),
+        request=RequestInfo(phase=str(opts.phase), prompt_tokens=opts.tokens, max_tokens=opts.max_tokens),
+        headline={"metric": "tpot" if opts.phase is Phase.DECODE else "ttft", "median_ms": head.median_ms,
+                  "p10_ms": head.p10_ms, "p90_ms": head.p90_ms, "source": timing.source},
+        ttft_ms=timing.ttft.median_ms, tpot_ms=timing.tpot.median_ms if timing.tpot else None)
+    return rec.embedded(ratio)
 
 
 def capture_phase(session: EngineSession, opts: CaptureOptions, *, console: Console,
@@ -173,8 +172,10 @@ def capture_phase(session: EngineSession, opts: CaptureOptions, *, console: Cons
                                    metadata=trace_metadata(session, opts, timing, ratio), max_bytes=max_trace_bytes)
         with console.status("Analyzing the trace"):
             bd, err = analyze_into(tmp / "trace.json.gz", tmp, final_trace=final / "trace.json.gz")
-        run = run_json(session, opts, timing, profiled, trace, ratio, err, argv)
-        write_json(tmp / "run.json", run)
+        rec = run_record(session, opts, timing, profiled, trace, ratio, argv)
+        rec = replace(rec, breakdown=None if err else "breakdown.json", breakdown_error=err)
+        rec.write(tmp / "run.json")
+        run = rec.to_dict()
         make_readable(tmp)
     return CaptureResult(run_dir=final, timing=timing, profiled=profiled,
                          trace=TraceFile(final / trace.path.name, trace.gz_bytes, trace.events, trace.markers,

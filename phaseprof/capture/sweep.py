@@ -18,7 +18,7 @@ import numpy as np
 
 from phaseprof.capture.options import Phase
 from phaseprof.capture.timing import (
-    Stats,
+    TimingStats,
     host_tpot_s,
     metrics_tpot_s,
     run_requests,
@@ -32,8 +32,8 @@ class PrefillPoint:
     """TTFT at one prompt length (``ttft`` from ``source``, ``ttft_host`` always host clock)."""
 
     prompt_tokens: int
-    ttft: Stats
-    ttft_host: Stats
+    ttft: TimingStats
+    ttft_host: TimingStats
     source: str
 
     def to_dict(self) -> dict[str, Any]:
@@ -48,7 +48,7 @@ class DecodePoint:
     concurrency: int
     prompt_tokens: int
     output_tokens: int
-    tpot: Stats
+    tpot: TimingStats
     output_tok_per_s: dict[str, float]  # median, p10, p90 over rounds
     decode_tok_per_s: float
     source: str

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -14,15 +14,7 @@ from rich.table import Table
 
 from phaseprof.capture.engine import EngineSession
 from phaseprof.capture.options import CaptureOptions, Phase
-from phaseprof.capture.rundir import (
-    RUN_SCHEMA_VERSION,
-    command_line,
-    make_readable,
-    run_dir_name,
-    unique_run_dir,
-    utc_stamp,
-    write_json,
-)
+from phaseprof.capture.rundir import command_line, make_readable, run_dir_name, unique_run_dir, utc_stamp
 from phaseprof.capture.runner import capture_phase
 from phaseprof.capture.sweep import (
     DecodePoint,
@@ -35,6 +27,7 @@ from phaseprof.capture.sweep import (
     write_plot,
 )
 from phaseprof.io import atomic_directory
+from phaseprof.records import ModelInfo, SweepRecord
 
 
 @dataclass(frozen=True)
@@ -56,20 +49,15 @@ class SweepRequest:
     deadline: float | None = None
 
 
-def _header(session: EngineSession, req: SweepRequest, argv: list[str] | None) -> dict[str, Any]:
-    return {
-        "schema_version": RUN_SCHEMA_VERSION, "kind": "sweep", "phase": str(req.phase),
-        "created_utc": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        "command": command_line(argv), "versions": session.versions, "device": session.device.to_dict(),
-        "model": {"name": session.source.name, "kind": session.source.kind, "load_format": session.source.load_format,
-                  "architecture": ((session.source.hf_config or {}).get("architectures") or [None])[0],
-                  "is_hybrid": session.source.is_hybrid},
-        "engine": {"kwargs": session.plan.kwargs, "env": session.plan.env, "notes": list(session.plan.notes),
-                   "startup_s": round(session.startup_s, 3), "mode": str(session.options.mode),
-                   "quant": str(session.options.quant)},
-        "vllm_startup_facts": session.facts.to_dict(),
-        "reps": req.reps, "warmup": req.warmup, "seed": req.seed,
-    }
+def _header(session: EngineSession, req: SweepRequest, argv: list[str] | None) -> SweepRecord:
+    return SweepRecord(
+        phase=str(req.phase), created_utc=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        command=command_line(argv), versions=session.versions, device=session.device.to_dict(),
+        model=ModelInfo.of_source(session.source), model_config=session.source.hf_config,
+        engine={"kwargs": session.plan.kwargs, "env": session.plan.env, "notes": list(session.plan.notes),
+                "startup_s": round(session.startup_s, 3), "mode": str(session.options.mode),
+                "quant": str(session.options.quant)},
+        vllm_startup_facts=session.facts.to_dict(), reps=req.reps, warmup=req.warmup, seed=req.seed)
 
 
 def run_sweep(session: EngineSession, req: SweepRequest, *, console: Console,
@@ -81,7 +69,7 @@ def run_sweep(session: EngineSession, req: SweepRequest, *, console: Console,
         label = f"c{req.concurrency[0]}-{req.concurrency[-1]}"
     final = unique_run_dir(req.out, run_dir_name(device_slug=session.device.slug, model_slug=session.source.slug,
                                                  phase=f"sweep-{req.phase}", tokens=label, stamp=utc_stamp()))
-    doc = _header(session, req, argv)
+    rec = _header(session, req, argv)
     t0 = time.perf_counter()
     with atomic_directory(final) as tmp:
         title = f"{session.source.name} on {session.device.name} ({session.options.mode})"
@@ -92,11 +80,10 @@ def run_sweep(session: EngineSession, req: SweepRequest, *, console: Console,
                     deadline=req.deadline,
                     on_point=lambda p: st.update(f"Prefill sweep: {p.prompt_tokens} tokens "
                                                  f"TTFT {p.ttft.median_ms:.2f} ms"))
-            doc["points"] = [p.to_dict() for p in points]
-            doc["skipped_lengths"] = skipped
-            doc["slope_us_per_token"] = slope_us_per_token(points)
             spec = prefill_plot_spec(points, title=f"TTFT vs prompt length — {title}")
-            doc["profiles"] = _profiles(session, req, tmp, console, argv)
+            rec = replace(rec, points=[p.to_dict() for p in points], skipped=list(skipped),
+                          slope_us_per_token=slope_us_per_token(points),
+                          profiles=_profiles(session, req, tmp, console, argv))
         else:
             with console.status("Decode sweep") as st:
                 points_d, skipped = decode_sweep(
@@ -104,14 +91,12 @@ def run_sweep(session: EngineSession, req: SweepRequest, *, console: Console,
                     output_tokens=req.output_tokens, reps=req.reps, warmup=req.warmup, seed=req.seed,
                     deadline=req.deadline,
                     on_point=lambda p: st.update(f"Decode sweep: c={p.concurrency} TPOT {p.tpot.median_ms:.2f} ms"))
-            doc["points"] = [p.to_dict() for p in points_d]
-            doc["skipped_concurrency"] = skipped
+            rec = replace(rec, points=[p.to_dict() for p in points_d], skipped=list(skipped))
             spec = decode_plot_spec(points_d, title=f"Decode TPOT and throughput — {title}")
-        doc["plot_files"] = write_plot(spec, tmp)
-        doc["elapsed_s"] = round(time.perf_counter() - t0, 3)
-        write_json(tmp / "sweep.json", doc)
+        rec = replace(rec, plot_files=write_plot(spec, tmp), elapsed_s=round(time.perf_counter() - t0, 3))
+        rec.write(tmp / "sweep.json")
         make_readable(tmp)
-    return final, doc
+    return final, rec.to_dict()
 
 
 def _profiles(session: EngineSession, req: SweepRequest, tmp: Path, console: Console,

@@ -21,7 +21,7 @@ from phaseprof.capture.steps import DriveResult, RequestRecord, drive_requests, 
 
 
 @dataclass(frozen=True)
-class Stats:
+class TimingStats:
     """Distribution of one timing over reps, in milliseconds: median, 10th and 90th percentile (linear)."""
 
     median_ms: float
@@ -37,13 +37,17 @@ class Stats:
                 "max_ms": self.max_ms, "n": self.n, "values_ms": list(self.values_ms)}
 
 
-def summarize(values_s: list[float]) -> Stats:
-    """Stats of values given in seconds (reported in ms)."""
+#: The name this type had before ``analysis.results.Stats`` (per-step statistics) made it ambiguous.
+Stats = TimingStats
+
+
+def summarize(values_s: list[float]) -> TimingStats:
+    """TimingStats of values given in seconds (reported in ms)."""
     if not values_s:
         raise ValueError("no values to summarize")
     ms = np.asarray(values_s, dtype=float) * 1e3
     p10, p50, p90 = np.percentile(ms, [10, 50, 90])
-    return Stats(median_ms=float(p50), p10_ms=float(p10), p90_ms=float(p90), min_ms=float(ms.min()),
+    return TimingStats(median_ms=float(p50), p10_ms=float(p10), p90_ms=float(p90), min_ms=float(ms.min()),
                  max_ms=float(ms.max()), n=len(ms), values_ms=tuple(round(float(v), 4) for v in ms))
 
 
@@ -91,21 +95,21 @@ class PhaseTiming:
     reps: int
     warmup: int
     source: str
-    ttft: Stats
-    ttft_host: Stats
-    tpot: Stats | None
-    tpot_host: Stats | None
+    ttft: TimingStats
+    ttft_host: TimingStats
+    tpot: TimingStats | None
+    tpot_host: TimingStats | None
     step_host_ms: tuple[float, ...]
 
     @property
-    def headline(self) -> Stats:
+    def headline(self) -> TimingStats:
         """TTFT for prefill, TPOT for decode."""
         if self.phase is Phase.DECODE and self.tpot is not None:
             return self.tpot
         return self.ttft
 
     @property
-    def headline_host(self) -> Stats:
+    def headline_host(self) -> TimingStats:
         if self.phase is Phase.DECODE and self.tpot_host is not None:
             return self.tpot_host
         return self.ttft_host

@@ -6,10 +6,10 @@ The same buckets serve both views: the kernel view (what a kernel is, from its n
 
 from __future__ import annotations
 
-from enum import Enum
+from enum import StrEnum
 
 
-class Bucket(str, Enum):
+class Bucket(StrEnum):
     """What a kernel is (kernel view) or which model component it ran for (module view)."""
 
     MOE = "moe"
@@ -23,6 +23,3 @@ class Bucket(str, Enum):
     SAMPLING = "sampling"
     OTHER = "other"  # known kernels that fit no bucket above
     UNKNOWN = "unknown"  # matched no rule at all: always listed with its time
-
-    def __str__(self) -> str:  # so f-strings and tables print the value
-        return self.value

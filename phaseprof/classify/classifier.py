@@ -58,37 +58,3 @@ def classify_kernels(names: pd.Series | Sequence[str], rules: RuleSet) -> np.nda
 def module_bucket_of_op(name: str, rules: RuleSet) -> Bucket | None:
     """Module-view bucket named by one CPU op / annotation, or None if no module rule matches (cached)."""
     return _lookup(name, rules, "module")
-
-
-def module_buckets(op_names: Sequence[str], rules: RuleSet) -> list[Bucket | None]:
-    """``module_bucket_of_op`` for each name."""
-    return [module_bucket_of_op(name, rules) for name in op_names]
-
-
-def module_bucket_of_stack(stack: Sequence[str], rules: RuleSet, *, fallback: Bucket) -> Bucket:
-    """Module view of a kernel: the innermost op of ``stack`` (ordered outermost first) that a module rule
-    names, else ``fallback`` (the kernel's own kernel-view bucket)."""
-    for name in reversed(stack):
-        bucket = module_bucket_of_op(name, rules)
-        if bucket is not None:
-            return bucket
-    return fallback
-
-
-def explain(name: str, rules: RuleSet) -> str:
-    """Which rule gives ``name`` its bucket in each view, and why (for ``--explain``)."""
-    lines = [name]
-    for view, ordered in (("kernel", rules.kernel), ("module", rules.module)):
-        hit = first_match(name, ordered)
-        if hit is None:
-            result = "unknown" if view == "kernel" else "none (a kernel under it keeps its kernel-view bucket)"
-            lines.append(f"  {view} view: no rule matches -> {result}")
-            continue
-        index, rule = hit
-        pattern = rule.matching_pattern(name)
-        assert pattern is not None
-        lines.append(
-            f"  {view} view: {rule.bucket.value} <- rule {index + 1}/{len(ordered)} ({rule.origin}), "
-            f"pattern {pattern.pattern!r}: {rule.why or '(no why given)'}"
-        )
-    return "\n".join(lines)

@@ -37,7 +37,7 @@ class Rule:
     patterns: tuple[re.Pattern[str], ...]
     why: str = ""
     examples: tuple[str, ...] = ()
-    origin: str = field(default="", compare=False)  # "file.toml [[kernel]] #3", for --explain
+    origin: str = field(default="", compare=False)  # "file.toml [[kernel]] #3": where the rule came from
 
     def match(self, name: str) -> bool:
         return self.matching_pattern(name) is not None

@@ -126,7 +126,8 @@ def _comparisons(plan_layout: KvLayout, budget: Budget | None, weights: WeightEs
                  max_model_len: int) -> tuple[Comparison, ...]:
     L = plan_layout
     rows = [
-        Comparison("attention block size", "tokens", L.block_size_tokens if L.gdn else None, facts.attention_block_size,
+        Comparison("attention block size", "tokens", L.block_size_tokens if L.gdn else None,
+                   facts.attention_block_size_tokens,
                    "vLLM logs it only for hybrid models"),
         Comparison("mamba page padding", "%", round(L.mamba_padding_pct, 2) if L.gdn else None,
                    facts.mamba_page_padding_pct),
@@ -140,13 +141,14 @@ def _comparisons(plan_layout: KvLayout, budget: Budget | None, weights: WeightEs
                                "upper bound: activation/graph memory unknown" if budget.kv_is_upper_bound else
                                "activation peak solved from this run: the difference is the weights estimate's"
                                if derived else ""))
-    if facts.available_kv_cache_gib is not None:
-        # Feed vLLM's own KV budget through our layout: isolates the block arithmetic from budget errors.
+    if facts.kv_cache_gib is not None:
+        # Feed vLLM's own KV budget (measured or reserved) through our layout: isolates the block arithmetic
+        # from budget errors.
         length = facts.max_concurrency_tokens or max_model_len
-        cap = capacity(L, kv_cache_bytes=round(facts.available_kv_cache_gib * D.GIB), max_model_len=length)
+        cap = capacity(L, kv_cache_bytes=round(facts.kv_cache_gib * D.GIB), max_model_len=length)
         rows += [
             Comparison("GPU KV cache size", "tokens", cap.kv_cache_tokens, facts.kv_cache_tokens,
-                       "predicted from the logged available KV (rounded to 0.01 GiB)"),
+                       "predicted from the logged KV memory (rounded to 0.01 GiB)"),
             Comparison(f"max concurrency at {length} tokens", "x", round(cap.max_concurrency, 2),
                        facts.max_concurrency),
         ]

@@ -23,12 +23,16 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-import orjson
-
+from phaseprof.analysis.order import KernelOrder, kernel_order_of
+from phaseprof.analysis.pipeline import AnalysisConfig, analyze
+from phaseprof.analysis.prepare import prepare
 from phaseprof.analysis.results import Breakdown, KernelStat, PhaseSummary
+from phaseprof.classify.rules import RuleSet
 from phaseprof.errors import PhaseprofError
+from phaseprof.inputs import InputKind, resolve
+from phaseprof.records import RunRecord
 from phaseprof.report.json_io import load_breakdown
+from phaseprof.trace.tables import EventTables
 
 #: Per-step phase metrics: diff name -> (key in ``PhaseSummary.per_step``, unit, scale from the stored unit).
 PHASE_METRICS: dict[str, tuple[str, str, float]] = {
@@ -50,7 +54,6 @@ PHASE_METRICS: dict[str, tuple[str, str, float]] = {
 TIMING_METRICS: tuple[str, ...] = ("ttft_ms", "tpot_ms")
 _MATCH_GAP_COST = 1.0  # leaving a kernel unmatched; a pair costing more than two of these is never made
 _PAIR_MAX = 12  # per group and side, the kernels with most time that take part in pairing (breakdowns keep 10)
-_TRACE_GLOBS = ("trace.json.gz", "trace.json", "*.pt.trace.json.gz", "*.trace.json.gz", "*.json.gz")
 
 
 @dataclass(frozen=True)
@@ -171,7 +174,6 @@ class BreakdownDiff:
 
 
 # ---------------------------------------------------------------------------------------------- loading
-KernelOrder = dict[str, dict[str, float]]  # phase -> kernel name -> median first position in the step (0..1)
 
 
 @dataclass(frozen=True)
@@ -183,48 +185,30 @@ class Loaded:
     source: str  # "breakdown" | "trace" | "run-dir"
 
 
-def _is_breakdown_json(p: Path) -> bool:
-    with p.open("rb") as f:
-        head = f.read(4096)
-    return head[:2] != b"\x1f\x8b" and b'"schema_version"' in head
-
-
-def _find_trace(d: Path) -> Path | None:
-    for g in _TRACE_GLOBS:
-        hits = sorted(x for x in d.glob(g) if x.is_file())
-        if hits:
-            return hits[0]
-    return None
-
-
 def load_side(path: str | Path, *, rules: list[Path] | None = None) -> Loaded:
-    """Read one diff input: a breakdown JSON, a run directory (``breakdown.json`` / trace / ``run.json``) or
-    a raw trace. A run directory's ``breakdown.json`` is used as is unless ``rules`` are given and the trace
-    is there (then the trace is re-analysed); its ``run.json`` fills ``capture``."""
-    p = Path(path)
-    if not p.exists():
-        raise PhaseprofError("no such file or directory", path=p)
-    if p.is_dir():
-        bd_json, trace = p / "breakdown.json", _find_trace(p)
-        if bd_json.is_file() and not (rules and trace):
-            loaded = Loaded(load_breakdown(bd_json), None, "run-dir")
-        elif trace is not None:
-            loaded = replace(_analyze(trace, rules), source="run-dir")
-        else:
-            raise PhaseprofError("not a run directory (no breakdown.json and no trace)", path=p)
-        run_json = p / "run.json"
-        if run_json.is_file():
-            try:
-                run = orjson.loads(run_json.read_bytes())
-            except orjson.JSONDecodeError as e:
-                raise PhaseprofError(f"not valid JSON ({e})", path=run_json) from None
-            if isinstance(run, dict):
-                bd = loaded.breakdown
-                loaded = replace(loaded, breakdown=replace(bd, capture={**bd.capture, **run}))
-        return loaded
-    if _is_breakdown_json(p):
-        return Loaded(load_breakdown(p), None, "breakdown")
-    return _analyze(p, rules)
+    """Read one diff input (``inputs.resolve``): a breakdown JSON, a run directory (``breakdown.json`` / trace /
+    ``run.json``; a rank directory counts as its first rank) or a raw trace. A run directory's
+    ``breakdown.json`` is used as is unless ``rules`` are given and the trace is there (then the trace is
+    re-analysed); its ``run.json`` fills ``capture``."""
+    got = resolve(path)
+    if got.kind == InputKind.BREAKDOWN:
+        return Loaded(load_breakdown(got.path), None, "breakdown")
+    if got.kind == InputKind.TRACE:
+        return _analyze(got.path, rules)
+    if got.kind == InputKind.SWEEP:
+        raise PhaseprofError("a sweep, not a run: diff compares run directories, traces or breakdowns",
+                             path=got.path)
+    if got.breakdown is not None and not (rules and got.trace):
+        loaded = Loaded(load_breakdown(got.breakdown), None, "run-dir")
+    elif got.trace is not None:
+        loaded = replace(_analyze(got.trace, rules), source="run-dir")
+    else:
+        raise PhaseprofError("not a run directory (no breakdown.json and no trace)", path=got.path)
+    if got.run_json is not None:
+        run = RunRecord.read(got.run_json).to_dict()
+        bd = loaded.breakdown
+        loaded = replace(loaded, breakdown=replace(bd, capture={**bd.capture, **run}))
+    return loaded
 
 
 def load_comparable(path_or_dir: str | Path, *, rules: list[Path] | None = None) -> Breakdown:
@@ -233,45 +217,14 @@ def load_comparable(path_or_dir: str | Path, *, rules: list[Path] | None = None)
 
 
 def _analyze(trace: Path, rules: list[Path] | None) -> Loaded:
-    # Same steps as analysis.pipeline.analyze_trace, keeping the tables to compute kernel order from them.
-    from phaseprof.analysis.breakdown import analyze_tables
-    from phaseprof.classify.rules import load_rules
-    from phaseprof.trace.tables import load_tables
-
-    tables = load_tables(trace)
-    rs = load_rules(rules)
-    return Loaded(analyze_tables(tables, rs), kernel_order(tables, rs), "trace")
+    at = analyze(trace, config=AnalysisConfig.with_rules(rules))
+    return Loaded(at.breakdown, at.kernel_order, "trace")
 
 
-def kernel_order(tables: Any, rules: Any) -> KernelOrder:
-    """Per phase, each work item name's median position of first occurrence in its step (0 = the step's
-    first GPU item by start time, 1 = its last), over the steps where it occurs."""
-    from phaseprof.analysis.items import cpu_items, gpu_items, op_modules
-    from phaseprof.analysis.steps import detect_steps
-    from phaseprof.classify.classifier import classify_kernels
-    from phaseprof.trace.correlate import correlate
-
-    c = correlate(tables)
-    gpu = not tables.gpu.empty
-    kb = np.asarray([str(b) for b in classify_kernels(tables.gpu["name"].astype(str), rules)], dtype=object) \
-        if gpu else np.zeros(0, dtype=object)
-    det = detect_steps(ops=tables.ops, runtime=tables.runtime, gpu=tables.gpu, gpu_launch=c.gpu_launch,
-                       kernel_buckets=kb)
-    om = op_modules(tables.ops, c.op_parent, rules)
-    items = gpu_items(tables, c, det, rules, kb, om) if gpu else cpu_items(tables, c, det, rules, om)
-    if items.empty:
-        return {}
-    items = items.sort_values(["step", "ts_ns"], kind="stable")
-    g = items.groupby("step")
-    items["pos"] = g.cumcount() / (g["step"].transform("size") - 1).clip(lower=1)
-    items["name"] = items["name"].astype(str)
-    first = items.groupby(["step", "name"])["pos"].min().reset_index()
-    first["phase"] = [str(det.steps[int(k)].phase) for k in first["step"]]
-    med = first.groupby(["phase", "name"])["pos"].median()
-    out: KernelOrder = {}
-    for (ph, name), v in med.items():
-        out.setdefault(str(ph), {})[str(name)] = float(v)
-    return out
+def kernel_order(tables: EventTables, rules: RuleSet) -> KernelOrder:
+    """Per phase, each work item name's median position of first occurrence in its step (see
+    ``analysis.order``). Prefer ``AnalysedTrace.kernel_order`` when the trace is analysed anyway."""
+    return kernel_order_of(prepare(tables, rules))
 
 
 # ------------------------------------------------------------------------------------------- comparing

@@ -11,15 +11,13 @@ from pathlib import Path
 import numpy as np
 
 from phaseprof.analysis import intervals as iv
-from phaseprof.analysis.breakdown import analyze_tables
-from phaseprof.analysis.prepare import prepare
+from phaseprof.analysis.pipeline import AnalysedTrace, AnalysisConfig, analyze
 from phaseprof.analysis.results import Breakdown
-from phaseprof.classify.rules import load_rules
+from phaseprof.classify.buckets import Bucket
 from phaseprof.defaults import LAUNCH_APIS
 from phaseprof.scale.families import collective_family
-from phaseprof.trace.tables import labels, load_tables
+from phaseprof.trace.tables import labels
 
-COMMUNICATION = "communication"
 
 
 @dataclass(frozen=True)
@@ -55,17 +53,18 @@ class RankResult:
 
 def analyze_rank(path: str | Path, rule_files: list[str] | None = None) -> RankResult:
     """Load and analyse one rank trace (streaming loader, bounded memory) and extract its collectives."""
-    tables = load_tables(path)
-    rules = load_rules([Path(r) for r in rule_files] if rule_files else None)
-    prep = prepare(tables, rules)
-    bd = analyze_tables(tables, rules, prep=prep)
-    items = prep.items
-    comm = (items["kernel_bucket"] == COMMUNICATION).to_numpy()
+    return rank_result(analyze(path, config=AnalysisConfig.with_rules(rule_files)))
+
+
+def rank_result(at: AnalysedTrace) -> RankResult:
+    """The cross-rank facts of an analysed trace: its breakdown and its collective instances."""
+    items = at.prepared.items
+    comm = (items["kernel_bucket"] == Bucket.COMMUNICATION).to_numpy()
     ts, te = items["ts_ns"].to_numpy(), items["end_ns"].to_numpy()
     order = np.argsort(ts[comm], kind="stable")
     names = labels(items["name"])[comm][order]
     cs, ce = iv.union(ts[~comm], te[~comm])
-    rt = tables.runtime
+    rt = at.tables.runtime
     is_launch = np.isin(labels(rt["name"]), list(LAUNCH_APIS))
     ls, le = iv.union(rt["ts_ns"].to_numpy()[is_launch], rt["end_ns"].to_numpy()[is_launch])
     col = RankCollectives(
@@ -73,4 +72,5 @@ def analyze_rank(path: str | Path, rule_files: list[str] | None = None) -> RankR
         step=items["step"].to_numpy()[comm][order].astype(np.int64),
         start_ns=ts[comm][order].astype(np.int64), end_ns=te[comm][order].astype(np.int64),
         compute_start_ns=cs, compute_end_ns=ce, launch_start_ns=ls, launch_end_ns=le)
-    return RankResult(path=str(path), host=socket.gethostname(), pid=os.getpid(), breakdown=bd, collectives=col)
+    return RankResult(path=str(at.path), host=socket.gethostname(), pid=os.getpid(), breakdown=at.breakdown,
+                      collectives=col)

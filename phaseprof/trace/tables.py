@@ -73,6 +73,7 @@ class TraceMeta:
 @dataclass(frozen=True)
 class EventTables:
     """All events phaseprof uses, as columns. Times in ns since ``meta.origin_us``; ``end_ns = ts_ns + dur_ns``.
+    Every column (name, dtype, unit, meaning) is declared in ``phaseprof.columns`` (``EVENT_TABLES``).
 
     - ``gpu``: kernels, memcpys, memsets (``kind``), with ``device``, ``stream``, ``correlation``, ``bytes``.
     - ``runtime``: CUDA/HIP runtime and driver API calls on host threads (``cudaLaunchKernel``, ``cudaGraphLaunch``, ...).

@@ -66,6 +66,8 @@ def test_prefill_run_directory(prefill_run: Path) -> None:
     assert run["versions"]["vllm"] and run["versions"]["torch"] and run["versions"]["phaseprof"]
     assert run["device"]["kind"] == "cpu"
     assert run["model"]["name"] == "tiny-hybrid" and run["model"]["is_hybrid"]
+    # run.json is self-describing: the model's config.json content travels with it (records.RunRecord).
+    assert run["model_config"]["architectures"] == [run["model"]["architecture"]] == ["Qwen3NextForCausalLM"]
     kw = run["engine"]["kwargs"]
     assert kw["enable_prefix_caching"] is False and kw["load_format"] == "dummy" and kw["max_num_seqs"] == 2
     assert kw["max_model_len"] >= 129 and kw["max_num_batched_tokens"] >= 128

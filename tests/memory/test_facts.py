@@ -26,7 +26,7 @@ INFO 05-01 12:02:01 [kv_cache_utils.py:1745] Maximum concurrency for 8,192 token
 
 def test_parse_log_lines_reads_every_known_fact():
     f = parse_log_lines(LOG.splitlines())
-    assert f == {"attention_block_size": 544, "mamba_page_padding_pct": 1.49, "model_loading_gib": 64.61,
+    assert f == {"attention_block_size_tokens": 544, "mamba_page_padding_pct": 1.49, "model_loading_gib": 64.61,
                  "cudagraph_estimate_gib": 0.95, "available_kv_cache_gib": 57.60, "kv_cache_tokens": 2_066_990,
                  "max_concurrency_tokens": 8192, "max_concurrency": 252.32}
 
@@ -41,7 +41,7 @@ def test_run_json_keys_win_and_missing_keys_are_tolerated(tmp_path):
         "preset": "qwen3.5-35b-a3b", "engine_args": {"max_model_len": 8192, "enable_prefix_caching": False},
         "vllm_facts": {"attention_block_size": 544, "raw_lines": LOG.splitlines()[:2]}}))
     f = load_run_facts(tmp_path)
-    assert f.attention_block_size == 544 and f.mamba_page_padding_pct == 1.49
+    assert f.attention_block_size_tokens == 544 and f.mamba_page_padding_pct == 1.49
     assert f.kv_cache_tokens is None and f.available_kv_cache_gib is None
     assert f.settings == {"preset": "qwen3.5-35b-a3b", "max_model_len": 8192, "enable_prefix_caching": False}
 
@@ -95,6 +95,6 @@ def test_reads_the_run_json_that_phaseprof_capture_writes(tmp_path):
         "engine": {"kwargs": {"max_model_len": 8192, "gpu_memory_utilization": 0.92}},
         "vllm_startup_facts": startup}))
     f = load_run_facts(tmp_path)
-    assert (f.attention_block_size, f.mamba_page_padding_pct, f.kv_cache_tokens) == (544, 1.49, 2_066_990)
+    assert (f.attention_block_size_tokens, f.mamba_page_padding_pct, f.kv_cache_tokens) == (544, 1.49, 2_066_990)
     assert (f.max_concurrency, f.max_concurrency_tokens, f.available_kv_cache_gib) == (252.32, 8192, 57.60)
     assert f.settings["preset"] == "qwen3.5-35b-a3b" and f.settings["max_model_len"] == 8192

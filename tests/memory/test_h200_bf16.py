@@ -81,15 +81,15 @@ def test_prediction_matches_vllm_on_the_h200(run_dir):
     L = kv_layout(shape_from_hf_config(_config_for(facts)), cache)
     why = (f"{run_dir}: predicted {L.block_size_tokens} tokens / {L.mamba_padding_pct:.2f}% with {cache} "
            f"(SSM state {L.gdn.ssm_dtype}: {L.gdn.ssm_dtype_source}); logged lines: {facts.raw_lines}")
-    assert facts.attention_block_size is not None, f"{run_dir}: no 'Setting attention block size' line"
-    assert facts.attention_block_size == L.block_size_tokens, why
+    assert facts.attention_block_size_tokens is not None, f"{run_dir}: no 'Setting attention block size' line"
+    assert facts.attention_block_size_tokens == L.block_size_tokens, why
     if facts.mamba_page_padding_pct is not None:
         assert facts.mamba_page_padding_pct == pytest.approx(round(L.mamba_padding_pct, 2), abs=0.005), why
-    if None not in (facts.available_kv_cache_gib, facts.kv_cache_tokens):
+    if None not in (facts.kv_cache_gib, facts.kv_cache_tokens):
         length = facts.max_concurrency_tokens or int(s.get("max_model_len", 0)) or None
         assert length, f"{run_dir}: KV tokens logged but no max_model_len to interpret them"
-        cap = capacity(L, kv_cache_bytes=round(facts.available_kv_cache_gib * GIB), max_model_len=length)
-        # available KV is logged to 0.01 GiB: allow that much, in pool blocks, either way.
+        cap = capacity(L, kv_cache_bytes=round(facts.kv_cache_gib * GIB), max_model_len=length)
+        # KV memory (measured or reserved) is logged to 0.01 GiB: allow that much, in pool blocks, either way.
         slack_blocks = 0.006 * GIB / L.pool_block_bytes + 1
         tokens_per_block = length / cap.pool_blocks_per_request
         assert abs(facts.kv_cache_tokens - cap.kv_cache_tokens) <= slack_blocks * tokens_per_block + 1, why

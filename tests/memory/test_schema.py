@@ -51,6 +51,6 @@ def test_cli_json_with_run_facts_validates(validator, tmp_path, capsys):
     assert code == 0
     doc = json.loads(out)
     validator.validate(doc)
-    assert doc["vllm_facts"]["attention_block_size"] == 544
+    assert doc["vllm_facts"]["attention_block_size_tokens"] == 544
     assert doc["comparisons"][0] == {"name": "attention block size", "unit": "tokens", "predicted": 1056,
                                      "logged": 544, "note": "vLLM logs it only for hybrid models", "difference": -512}

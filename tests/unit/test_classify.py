@@ -10,19 +10,20 @@ import pytest
 
 from phaseprof.classify import classifier
 from phaseprof.classify.buckets import Bucket
-from phaseprof.classify.classifier import (
-    classify_kernels,
-    explain,
-    kernel_bucket,
-    module_bucket_of_op,
-    module_bucket_of_stack,
-    module_buckets,
-)
-from phaseprof.classify.rules import load_rules
+from phaseprof.analysis.items import op_modules
+from phaseprof.classify.classifier import classify_kernels, first_match, kernel_bucket, module_bucket_of_op
+from phaseprof.classify.rules import RuleSet, load_rules
 from phaseprof.errors import PhaseprofError
 
 RULES = load_rules()
 B = Bucket
+
+
+def explain(name: str, rules: RuleSet) -> str:
+    """Which rule gives ``name`` its bucket in each view (assertion messages)."""
+    hits = {view: first_match(name, ordered) for view, ordered in (("kernel", rules.kernel), ("module", rules.module))}
+    return f"{name}: " + "; ".join(f"{v} view: {h[1].bucket} <- {h[1].origin}" if h else f"{v} view: no rule"
+                                   for v, h in hits.items())
 
 
 # --- the rules file checks itself: every example lands in its own rule's bucket ---------------------
@@ -143,17 +144,17 @@ def test_module_bucket_of_op(op, expected):
     assert module_bucket_of_op(op, RULES) == expected
 
 
-def test_module_buckets_maps_each_name():
-    assert module_buckets(["vllm::moe_forward", "aten::mm"], RULES) == [B.MOE, None]
-
-
 def test_innermost_named_op_wins_and_unnamed_stacks_fall_back():
-    # the B200 gpt-oss trace: the expert-output all-reduce runs inside vllm::moe_forward
-    stack = ["nn.Module: MLPBlock_0", "vllm::moe_forward", "vllm::all_reduce", "symm_mem::multimem_all_reduce_"]
-    assert module_bucket_of_stack(stack, RULES, fallback=B.MEMORY) == B.COMMUNICATION
-    assert module_bucket_of_stack(stack[:2] + ["aten::mm"], RULES, fallback=B.GEMM) == B.MOE
-    assert module_bucket_of_stack(["aten::linear", "aten::mm"], RULES, fallback=B.GEMM) == B.GEMM
-    assert module_bucket_of_stack([], RULES, fallback=B.UNKNOWN) == B.UNKNOWN
+    """``analysis.items.op_modules``, on the B200 gpt-oss stack: the expert-output all-reduce runs inside
+    vllm::moe_forward; an op stack no module rule names has no module (its kernels keep their kernel view)."""
+    names = ["nn.Module: MLPBlock_0", "vllm::moe_forward", "vllm::all_reduce", "symm_mem::multimem_all_reduce_",
+             "aten::mm", "aten::linear", "aten::mm"]
+    ops = pd.DataFrame({"name": pd.Categorical(names), "ts_ns": [0, 1, 2, 3, 10, 100, 101],
+                        "end_ns": [50, 40, 30, 20, 15, 150, 140]})
+    parent = np.array([-1, 0, 1, 2, 1, -1, 5])  # 0 > 1 > 2 > 3 and 1 > 4; 5 > 6 alone
+    got = list(op_modules(ops, parent, RULES))
+    assert got[1:] == [B.MOE, B.COMMUNICATION, B.COMMUNICATION, B.MOE, None, None]
+    assert got[0] == module_bucket_of_op(names[0], RULES)
 
 
 # --- the vectorised API ---------------------------------------------------------------------------------
@@ -175,14 +176,6 @@ def test_classify_kernels_looks_each_unique_name_up_once(monkeypatch):
     got = classify_kernels(pd.Series(["a_kernel", "fused_moe_kernel", "a_kernel"] * 1000), rules)
     assert sorted(calls) == ["a_kernel", "fused_moe_kernel"]
     assert (got == np.array([B.UNKNOWN, B.MOE, B.UNKNOWN] * 1000, dtype=object)).all()
-
-
-def test_explain_names_the_rule_and_why():
-    text = explain("vllm::moe_forward", RULES)
-    assert "kernel view: moe <- rule " in text and "default.toml [[kernel]]" in text
-    assert "module view: moe <- rule 2/" in text
-    assert "Mixture-of-experts" in text
-    assert "no rule matches -> unknown" in explain("some_kernel_nobody_has_seen", RULES)
 
 
 # --- user rule files ------------------------------------------------------------------------------------
@@ -210,7 +203,7 @@ patterns = ['^nn\\.Module: OAIAttention_\\d+$']
     assert kernel_bucket("nvjet_tst_144x128_64x6_2x1_v_bz_bias_TNN", rules) == B.GEMM  # default still applies
     assert module_bucket_of_op("nn.Module: OAIAttention_3", rules) == B.ATTENTION
     assert rules.kernel[1:] == RULES.kernel and rules.module[1:] == RULES.module
-    assert "mine.toml [[kernel]] #1" in explain("nvjet_tst_192x8_64x8_4x1_v_bz_TNT", rules)
+    assert first_match("nvjet_tst_192x8_64x8_4x1_v_bz_TNT", rules.kernel)[1].origin == "mine.toml [[kernel]] #1"
 
 
 def test_two_user_files_keep_their_order(tmp_path):

@@ -1,4 +1,4 @@
-"""``phaseprof analyze``: traces in, breakdowns out."""
+"""``phaseprof analyze``: traces in, breakdowns out (rendered by this package; computed by ``analysis.pipeline``)."""
 
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ def analyze(
     A directory of rank traces (or --ray) gives a multi-rank report: per-rank totals, per-step imbalance and who
     waited for whom in every collective; --format json prints it, --json DIR writes it (multirank.json) and
     each rank's breakdown."""
-    from phaseprof.analysis.pipeline import analyze_trace
+    from phaseprof.analysis.pipeline import AnalysisConfig, analyze as run_pipeline
     from phaseprof.report.json_io import dumps, write_breakdown
     from phaseprof.report.markdown import breakdown_markdown
     from phaseprof.report.table import print_breakdown
@@ -54,9 +54,12 @@ def analyze(
         return
     if json_out is not None and len(traces) > 1 and json_out.suffix == ".json":
         raise PhaseprofError("--json must be a directory when several traces are given", path=json_out)
+    config = AnalysisConfig.with_rules(rules)
+    ruleset = config.ruleset()
     for tr in traces:
         with console.status(f"analysing {tr} ...", spinner="dots") if fmt == OutputFormat.table else _null():
-            bd = analyze_trace(tr, rules=list(rules) or None)
+            analysed = run_pipeline(tr, ruleset=ruleset)
+        bd = analysed.breakdown
         if json_out is not None:
             dest = json_out if len(traces) == 1 and json_out.suffix == ".json" else \
                 json_out / (tr.name.split(".json")[0] + ".breakdown.json")
@@ -74,25 +77,32 @@ def analyze(
             from phaseprof.analysis.hta_check import cross_check_hta, print_cross_check
 
             # On stderr when stdout carries JSON or markdown, so piped output stays parseable.
-            print_cross_check(cross_check_hta(tr, bd), console if fmt == OutputFormat.table else Console(stderr=True))
+            print_cross_check(cross_check_hta(analysed), console if fmt == OutputFormat.table else Console(stderr=True))
+        del analysed  # this trace's tables go before the next trace is loaded
 
 
 def _expand(paths: list[Path], rules: list[Path], console: Console, json_out: Path | None, *, fmt: str = "table",
             jobs: int | None = None) -> list[Path]:
-    """Directories: a run directory's trace.json.gz, or several rank traces analysed together."""
-    from phaseprof.analysis.ranks import find_trace_files
+    """The traces to analyse one by one (``inputs.resolve``): a trace, a run directory's trace; a directory of
+    rank traces is analysed here, together (``--jobs`` processes; per-rank breakdowns and the multi-rank report)."""
+    from phaseprof.inputs import InputKind, resolve
     from phaseprof.scale.cli import analyze_rank_dir
 
     out: list[Path] = []
     for p in paths:
-        if not p.is_dir():
-            out.append(p)
-            continue
-        files = find_trace_files(p)
-        if len(files) == 1:
-            out.append(files[0])
-            continue
-        analyze_rank_dir(files, rules=list(rules), jobs=jobs, fmt=fmt, json_out=json_out, console=console)
+        got = resolve(p)
+        if got.kind == InputKind.RANKS:
+            analyze_rank_dir(list(got.rank_traces), rules=list(rules), jobs=jobs, fmt=fmt, json_out=json_out,
+                             console=console)
+        elif got.kind == InputKind.BREAKDOWN:
+            raise PhaseprofError("a breakdown JSON, not a trace: analyze reads traces (phaseprof diff and the "
+                                 "dashboard read breakdowns)", path=p)
+        elif got.kind == InputKind.SWEEP:
+            raise PhaseprofError("a sweep, not a trace: show it with phaseprof sweep --show", path=p)
+        elif got.trace is None:
+            raise PhaseprofError("no trace files (*.json, *.json.gz) in this directory", path=p)
+        else:
+            out.append(got.trace)
     return out
 
 

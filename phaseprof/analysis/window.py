@@ -1,0 +1,80 @@
+"""A step's time window and the host calls inside it: the definitions the breakdown and the timeline share.
+
+- ``OPEN_START`` / ``OPEN_END``: the bounds of a step window that is open on that side (inferred steps: the
+  first starts "whenever", a whole-trace step never ends). ``is_open_*`` test for them.
+- ``step_bounds``: the ``[start, end)`` a step's wall time is measured over.
+- ``HostCalls``: every runtime/driver call's kind (launch, sync, malloc, free, other), as masks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+import numpy as np
+import pandas as pd
+
+from phaseprof.defaults import DEVICE_FREE_APIS, DEVICE_MALLOC_APIS, LAUNCH_APIS, SYNC_APIS
+
+#: Host-ns bounds of an open window side. A quarter of int64's range, so differences never overflow.
+OPEN_START: int = int(np.iinfo(np.int64).min // 4)
+OPEN_END: int = int(np.iinfo(np.int64).max // 4)
+_OPEN_LIMIT = 1 << 60  # any bound beyond this is a sentinel, never a real time (36 years of ns)
+
+
+def is_open_start(ns: int) -> bool:
+    return ns <= -_OPEN_LIMIT
+
+
+def is_open_end(ns: int) -> bool:
+    return ns >= _OPEN_LIMIT
+
+
+def step_bounds(host_start_ns: int, host_end_ns: int, items: pd.DataFrame, rt_ts: np.ndarray) -> tuple[int, int]:
+    """The step's ``[start, end)`` in trace ns: its host window, where open replaced by its work (the first
+    work item's start or launch call, whichever is earlier), and extended to the end of its last work item
+    (work launched in a step may run after the host moved on). ``items``: the step's work items (``ts_ns``,
+    ``end_ns``, ``launch`` columns); ``rt_ts``: start ns of every runtime row."""
+    launch = items["launch"].to_numpy()
+    first_launch = int(rt_ts[launch[launch >= 0]].min()) if (launch >= 0).any() else None
+    lo = [x for x in (int(items["ts_ns"].min()) if len(items) else None, first_launch) if x is not None]
+    start = host_start_ns if not is_open_start(host_start_ns) else (min(lo) if lo else 0)
+    hi = [int(items["end_ns"].max())] if len(items) else []
+    if not is_open_end(host_end_ns):
+        hi.append(host_end_ns)
+    return int(start), int(max(hi) if hi else start)
+
+
+class HostCallKind(StrEnum):
+    """What a runtime/driver API call does (``defaults`` lists the API names of each kind)."""
+
+    LAUNCH = "launch"  # puts work on a GPU queue (LAUNCH_APIS)
+    SYNC = "sync"  # blocks until the GPU catches up (SYNC_APIS)
+    MALLOC = "malloc"  # real device allocation (DEVICE_MALLOC_APIS)
+    FREE = "free"  # real device free (DEVICE_FREE_APIS)
+    OTHER = "other"
+
+
+_APIS = ((LAUNCH_APIS, HostCallKind.LAUNCH), (SYNC_APIS, HostCallKind.SYNC),
+         (DEVICE_MALLOC_APIS, HostCallKind.MALLOC), (DEVICE_FREE_APIS, HostCallKind.FREE))
+
+
+@dataclass(frozen=True)
+class HostCalls:
+    """Per runtime row: its kind (a ``HostCallKind`` value) and one boolean mask per kind."""
+
+    kind: np.ndarray
+    is_launch: np.ndarray
+    is_sync: np.ndarray
+    is_malloc: np.ndarray
+    is_free: np.ndarray
+
+    @classmethod
+    def of(cls, names: np.ndarray) -> HostCalls:
+        """``names``: the API name of every runtime row (``trace.tables.labels(runtime["name"])``)."""
+        masks = {k: np.isin(names, list(apis)) for apis, k in _APIS}
+        kind = np.full(len(names), HostCallKind.OTHER.value, dtype=object)
+        for k, m in masks.items():
+            kind[m] = k.value
+        return cls(kind=kind, is_launch=masks[HostCallKind.LAUNCH], is_sync=masks[HostCallKind.SYNC],
+                   is_malloc=masks[HostCallKind.MALLOC], is_free=masks[HostCallKind.FREE])

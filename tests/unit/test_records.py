@@ -1,0 +1,96 @@
+"""run.json and sweep.json go through one record each (phaseprof.records): every committed file reads back
+without losing a value, the pre-record multi-GPU layout lands in the same fields, and bad files are one line."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from phaseprof.errors import PhaseprofError
+from phaseprof.records import RUN_SCHEMA_PATH, SWEEP_SCHEMA_PATH, RunRecord, SweepRecord, schema
+from phaseprof.trace.tables import load_tables
+
+REPO = Path(__file__).resolve().parents[2]
+RUNS = sorted((REPO / "traces").rglob("run.json"))
+SWEEPS = sorted((REPO / "traces").rglob("sweep.json"))
+TP2 = REPO / "traces/h200x2/cli-tp2-eager-decode-2048in-4out/run.json"
+CPU_RUN = REPO / "traces/cpu/tiny-hybrid-prefill128-decode8"
+
+
+def _values(doc: Any) -> Any:
+    """The document without null values (a record writes every field it knows, null when not set)."""
+    if isinstance(doc, dict):
+        return {k: _values(v) for k, v in doc.items() if v is not None}
+    if isinstance(doc, list):
+        return [_values(v) for v in doc]
+    return doc
+
+
+@pytest.mark.parametrize("path", [p for p in RUNS if p != TP2], ids=lambda p: p.parent.name)
+def test_every_committed_run_json_reads_back_whole(path: Path) -> None:
+    doc = json.loads(path.read_text())
+    rec = RunRecord.read(path)
+    assert rec.request.phase in ("prefill", "decode") and rec.model.name and rec.ttft_ms == doc["ttft_ms"]
+    assert _values(rec.to_dict()) == _values(doc) and rec.extra == {}
+
+
+@pytest.mark.parametrize("path", SWEEPS, ids=lambda p: f"{p.parents[1].name}-{p.parent.name.split('-sweep-')[1]}")
+def test_every_committed_sweep_json_reads_back_whole(path: Path) -> None:
+    doc = json.loads(path.read_text())
+    rec = SweepRecord.read(path)
+    assert len(rec.points) == len(doc["points"]) > 0
+    assert all(p[rec.x_key] is not None and p[rec.y_key]["median_ms"] > 0 for p in rec.points)
+    assert _values(rec.to_dict()) == _values(doc)
+
+
+def test_the_old_multi_gpu_layout_lands_in_the_same_fields() -> None:
+    rec = RunRecord.read(TP2)
+    assert (rec.request.phase, rec.request.prompt_tokens, rec.request.max_tokens) == ("decode", 2048, 4)
+    assert rec.parallel is not None and rec.parallel.tensor_parallel_size == 2 and not rec.parallel.expert_parallel
+    assert len(rec.parallel.rank_traces) == 2 and rec.engine["startup_s"] > 0
+    assert rec.profile == {"overhead_ratio": json.loads(TP2.read_text())["profiler_overhead"]}
+    assert rec.extra == {"gpus": 2}
+    again = RunRecord.from_dict(rec.to_dict())  # written in the new layout, read back the same
+    assert again == rec
+
+
+def test_the_trace_embeds_the_records_flat_subset() -> None:
+    """What capture embedded in the committed CPU trace is exactly ``RunRecord.embedded`` of its run.json."""
+    rec = RunRecord.read(CPU_RUN / "run.json")
+    embedded = load_tables(CPU_RUN / "trace.json.gz").meta.capture
+    ratio = embedded["profiler_overhead_ratio"]
+    assert ratio == pytest.approx(rec.profile["overhead_ratio"], abs=1e-4)
+    assert rec.embedded(ratio) == embedded
+
+
+@pytest.mark.parametrize("content, says", [
+    ("[1, 2]", "not a run.json"),
+    ("{nope", "not valid JSON"),
+    ('{"request": 5}', r"Expected `object`, got `int` - at `\$\.request`"),
+    ('{"engine": [1]}', r"Expected `object`, got `array` - at `\$\.engine`"),
+    ('{"ttft_ms": "fast"}', r"got `str` - at `\$\.ttft_ms`"),
+])
+def test_bad_run_json_is_one_line_naming_the_file(tmp_path: Path, content: str, says: str) -> None:
+    f = tmp_path / "run.json"
+    f.write_text(content)
+    with pytest.raises(PhaseprofError, match=says) as e:
+        RunRecord.read(f)
+    assert str(f) in str(e.value) and "\n" not in str(e.value)
+
+
+def test_a_sweep_record_refuses_other_json(tmp_path: Path) -> None:
+    f = tmp_path / "sweep.json"
+    f.write_text(json.dumps({"kind": "capture"}))
+    with pytest.raises(PhaseprofError, match="not a phaseprof sweep.json"):
+        SweepRecord.read(f)
+
+
+def test_committed_schemas_are_the_records() -> None:
+    # Regenerate with: python -c "import json; from phaseprof.records import *; ..." (see records.schema).
+    for path, cls in ((RUN_SCHEMA_PATH, RunRecord), (SWEEP_SCHEMA_PATH, SweepRecord)):
+        assert json.loads(path.read_text()) == json.loads(json.dumps(schema(cls))), path.name
+    props = schema(RunRecord)["$defs"]["RunRecord"]["properties"]
+    assert "model_config" in props and "extra" not in props
