@@ -169,29 +169,16 @@ def capture_from_server(req: ServerCapture, *, console: Console, argv: list[str]
     ratio = prof_ms / clean_ms if prof_ms is not None and clean_ms > 0 else None
     final = unique_run_dir(req.out, run_dir_name(device_slug="server", model_slug=slugify(Path(info.model_id).name),
                                                  phase=str(req.phase), tokens=label, stamp=utc_stamp()))
-    warnings: list[str] = []
-    with tempfile.TemporaryDirectory(prefix="phaseprof-raw-") as work, atomic_directory(final) as tmp:
+    meta = {"schema_version": RUN_SCHEMA_VERSION, "source": "server", "server": info.url, "model": info.model_id,
+            "phase": str(req.phase), "prompt_tokens": req.tokens, "max_tokens": req.max_tokens,
+            "concurrency": req.concurrency, "vllm_version": info.version, "ttft_ms": timing.ttft.median_ms,
+            "tpot_ms": timing.tpot.median_ms if timing.tpot else None,
+            "headline": {"metric": _metric(req.phase), "median_ms": clean_ms, "source": CLIENT_CLOCK}}
+    with atomic_directory(final) as tmp:
         with console.status("Analyzing the rank traces"):
-            if len(rank_files) == 1:
-                meta = {"schema_version": RUN_SCHEMA_VERSION, "source": "server", "server": info.url,
-                        "model": info.model_id, "phase": str(req.phase), "prompt_tokens": req.tokens,
-                        "max_tokens": req.max_tokens, "concurrency": req.concurrency, "vllm_version": info.version,
-                        "ttft_ms": timing.ttft.median_ms, "tpot_ms": timing.tpot.median_ms if timing.tpot else None,
-                        "headline": {"metric": _metric(req.phase), "median_ms": clean_ms, "source": CLIENT_CLOCK}}
-                trace = finalize_trace(_plain_trace(rank_files[0][1], Path(work)), tmp / "trace.json.gz",
-                                       metadata=meta, max_bytes=req.max_trace_bytes)
-                bd, err = analyze_into(tmp / "trace.json.gz", tmp, final_trace=final / "trace.json.gz")
-                breakdowns = {} if bd is None else {rank_files[0][0]: bd}
-                trace_doc: dict[str, Any] = trace.to_dict()
-            else:
-                breakdowns, err, world = _analyze_ranks(rank_files, tmp)
-                trace_doc = {"ranks_dir": "ranks", "files": sorted(p.name for _, p in rank_files)}
-                lost = missing_ranks([r for r, _ in rank_files], info.world_size or world)
-                if lost:
-                    warnings.append(missing_ranks_message(lost, info.world_size or world or 0, trace_dir))
-        if len(rank_files) == 1 and info.world_size and info.world_size > 1:
-            lost = missing_ranks([rank_files[0][0]], info.world_size)
-            warnings.append(missing_ranks_message(lost, info.world_size, trace_dir))
+            ranks = write_rank_traces(tmp, final, rank_files, world_size=info.world_size, trace_dir=trace_dir,
+                                      metadata=meta, max_trace_bytes=req.max_trace_bytes)
+        breakdowns, err, trace_doc, warnings = ranks.breakdowns, ranks.error, ranks.trace_doc, list(ranks.warnings)
         run = _run_json(req, info, timing, prof_ms, ratio, collected, other, trace_doc, breakdowns, err, warnings,
                         client.sent, argv)
         write_json(tmp / "run.json", run)
@@ -199,6 +186,45 @@ def capture_from_server(req: ServerCapture, *, console: Console, argv: list[str]
     return ServerCaptureResult(run_dir=final, info=info, timing=timing, profiled_ms=prof_ms, overhead_ratio=ratio,
                                collected=collected, breakdowns=breakdowns, breakdown_error=err,
                                warnings=tuple(warnings), run=run)
+
+
+@dataclass(frozen=True)
+class RankTraces:
+    """The analysed traces of one profiled round: breakdown per rank (empty when the analysis failed, then
+    ``error`` says why), the run.json ``trace`` entry, and warnings (ranks missing from the directory)."""
+
+    breakdowns: dict[int, Any]
+    error: str | None
+    trace_doc: dict[str, Any]
+    warnings: tuple[str, ...]
+
+
+def write_rank_traces(tmp: Path, final: Path, rank_files: list[tuple[int, Path]], *, world_size: int | None,
+                      trace_dir: Path, metadata: dict[str, Any],
+                      max_trace_bytes: int = DEFAULT_MAX_TRACE_BYTES) -> RankTraces:
+    """Copy and analyse collected rank traces into the run directory being written (``tmp``, renamed to
+    ``final`` later). One rank: ``trace.json.gz`` (finalized as an in-process capture's, ``metadata`` as its
+    ``phaseprof`` key) + ``breakdown.json``. Several: ``ranks/`` (files as vLLM wrote them) +
+    ``rank<N>.breakdown.json``. ``world_size``: ranks the server runs (None = the traces' own
+    ``distributedInfo``); ranks without a file here are named in a warning."""
+    warnings: list[str] = []
+    if len(rank_files) == 1:
+        with tempfile.TemporaryDirectory(prefix="phaseprof-raw-") as work:
+            trace = finalize_trace(_plain_trace(rank_files[0][1], Path(work)), tmp / "trace.json.gz",
+                                   metadata=metadata, max_bytes=max_trace_bytes)
+        bd, err = analyze_into(tmp / "trace.json.gz", tmp, final_trace=final / "trace.json.gz")
+        breakdowns = {} if bd is None else {rank_files[0][0]: bd}
+        trace_doc: dict[str, Any] = trace.to_dict()
+        traced = (bd.trace.distributed or {}).get("world_size") if bd is not None else None
+        world = world_size or traced
+    else:
+        breakdowns, err, world = _analyze_ranks(rank_files, tmp)
+        world = world_size or world
+        trace_doc = {"ranks_dir": "ranks", "files": sorted(p.name for _, p in rank_files)}
+    lost = missing_ranks([r for r, _ in rank_files], world)
+    if lost:
+        warnings.append(missing_ranks_message(lost, int(world or 0), trace_dir))
+    return RankTraces(breakdowns, err, trace_doc, tuple(warnings))
 
 
 def _metric(phase: Phase) -> str:
