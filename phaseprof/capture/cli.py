@@ -202,6 +202,8 @@ def sweep(
         return
     _positive("reps", reps)
     if server is not None:
+        if profile_at:
+            raise PhaseprofError("--profile-at is not available with --server; use `phaseprof capture --server`")
         sweep_server(server=server, phase=phase, tokens=tokens, concurrency=concurrency,
                      output_tokens=output_tokens, reps=reps, warmup=warmup, seed=seed, out=out,
                      timeout_s=request_timeout, console=console, argv=canonical_command(ctx))

@@ -51,7 +51,8 @@ def run_round(client: ServerClient, plan: RequestPlan, concurrency: int) -> list
         return list(pool.map(client.stream_completion, bodies))
 
 
-def run_rounds(client: ServerClient, plan: RequestPlan, *, rounds: int, concurrency: int) -> list[list[StreamedRequest]]:
+def run_rounds(client: ServerClient, plan: RequestPlan, *, rounds: int,
+               concurrency: int) -> list[list[StreamedRequest]]:
     return [run_round(client, plan, concurrency) for _ in range(rounds)]
 
 
