@@ -312,8 +312,10 @@ def print_server_headline(res: ServerCaptureResult, console: Console) -> None:
                   f"{t.reps} rounds, client clock)"
                   + (f"  ·  TTFT {t.ttft.median_ms:.2f} ms" if t.phase is Phase.DECODE else ""))
     if res.overhead_ratio is not None:
-        console.print(f"profiler overhead ×{res.overhead_ratio:.2f}; {len(res.collected.files)} new trace(s) "
-                      f"after {res.collected.waited_s:.1f} s")
+        n_ranks = sum(1 for r in res.collected.ranks if r is not None)
+        other = len(res.collected.files) - n_ranks
+        console.print(f"profiler overhead ×{res.overhead_ratio:.2f}; {n_ranks} rank trace(s)"
+                      + (f" (+{other} front-end)" if other else "") + f" complete after {res.collected.waited_s:.1f} s")
     for w in res.warnings:
         console.print(f"[yellow]warning:[/] {w}", soft_wrap=True)
     if res.breakdown_error:
