@@ -98,7 +98,7 @@ def capture(
     trace_dir: Path | None = typer.Option(None, "--trace-dir", help=TRACE_DIR_HELP),
     concurrency: int = typer.Option(1, "--concurrency", help="With --server: requests sent at once per round."),
     request_timeout: float = typer.Option(600.0, "--request-timeout", help="With --server: seconds any one "
-                                          "HTTP request may take (and the wait for traces)."),
+                                          "HTTP request may take."),
 ) -> None:
     """Start vLLM in-process (or use a running server), time one phase without the profiler, profile it once,
     write a run directory."""
