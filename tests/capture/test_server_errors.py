@@ -19,7 +19,7 @@ from rich.console import Console
 
 from phaseprof.capture.options import Phase
 from phaseprof.capture.server import ServerCapture, capture_from_server
-from phaseprof.capture.server_client import parse_url
+from phaseprof.capture.server_client import ServerClient, parse_url
 from phaseprof.capture.server_traces import ends_properly, missing_ranks, rank_from_name
 from phaseprof.cli import main
 from phaseprof.errors import PhaseprofError
@@ -247,3 +247,16 @@ def test_rank_names_and_missing_ranks() -> None:
 def test_bad_urls(url: str) -> None:
     with pytest.raises(PhaseprofError, match="--server"):
         parse_url(url)
+
+
+def test_request_count_is_bounded(stub: Stub, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    stub.routes = vllm_like(["/start_profile"])
+    assert main(["capture", "--server", stub.url, "--trace-dir", str(tmp_path), "--reps", "400",
+                 "--concurrency", "4", "--out", str(tmp_path / "runs")]) == 2
+    assert "(warmup + reps + 1) x concurrency = 1612 requests exceeds the limit of 1000" in _err(capsys)
+    assert stub.seen == []
+    client = ServerClient(parse_url(stub.url), timeout_s=5, max_requests=1)
+    client.stream_completion({"model": MODEL, "prompt": [11], "max_tokens": 1})
+    with pytest.raises(PhaseprofError, match="request budget of 1 completions spent"):
+        client.stream_completion({"model": MODEL, "prompt": [11], "max_tokens": 1})
+    assert stub.seen.count(("POST", "/v1/completions")) == 1
