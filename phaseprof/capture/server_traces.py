@@ -20,7 +20,7 @@ from phaseprof.errors import PhaseprofError
 
 TRACE_SUFFIXES = (".pt.trace.json.gz", ".pt.trace.json")
 #: ``...-rank-3.<ns>.pt.trace.json.gz`` (CPU worker) or ``dp0_pp0_tp1_dcp0_ep1_rank1.<ns>...`` (GPU worker)
-_RANK_IN_NAME = re.compile(r"rank-?(\d+)\.\d+\.pt\.trace\.json")
+_RANK_IN_NAME = re.compile(r"rank-?(\d+)(?:\.\d+)?\.pt\.trace\.json")
 _CHUNK = 1 << 20
 
 Snapshot = dict[str, tuple[int, int]]  # file name -> (size bytes, mtime ns)

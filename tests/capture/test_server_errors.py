@@ -240,6 +240,7 @@ def test_rank_names_and_missing_ranks() -> None:
     assert rank_from_name("1796074609818244771-rank-3.1796074722247431449.pt.trace.json.gz") == 3  # CPU worker
     assert rank_from_name("dp0_pp0_tp1_dcp0_ep1_rank1.1796074722247431449.pt.trace.json.gz") == 1  # GPU worker
     assert rank_from_name("vm_15857.async_llm.1796074716189440076.pt.trace.json.gz") is None  # API front-end
+    assert rank_from_name("rank1.pt.trace.json.gz") == 1  # renamed by hand, as in traces/h200x2
     assert missing_ranks([0, 2], 4) == [1, 3] and missing_ranks([0], None) == []
 
 
