@@ -43,6 +43,9 @@ def capture_server(*, server: str, trace_dir: Path | None, phase: Phase, tokens:
 
     if trace_dir is None:
         raise PhaseprofError("--server needs --trace-dir (the server's torch_profiler_dir, as seen from here)")
+    if phase is Phase.DECODE and output_tokens < 2:
+        raise PhaseprofError("--phase decode needs --output-tokens of at least 2 (TPOT is the time per token after "
+                             "the first)")
     if concurrency < 1:
         raise PhaseprofError(f"--concurrency must be at least 1, got {concurrency}")
     req = ServerCapture(server=server, trace_dir=trace_dir, phase=phase, tokens=tokens,

@@ -261,3 +261,18 @@ def test_request_count_is_bounded(stub: Stub, tmp_path: Path, capsys: pytest.Cap
     with pytest.raises(PhaseprofError, match="request budget of 1 completions spent"):
         client.stream_completion({"model": MODEL, "prompt": [11], "max_tokens": 1})
     assert stub.seen.count(("POST", "/v1/completions")) == 1
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--phase", "decode", "--output-tokens", "1"], "--phase decode needs --output-tokens of at least 2"),
+    (["--concurrency", "0"], "--concurrency must be at least 1, got 0"),
+])
+def test_bad_server_options(stub: Stub, tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str],
+                            message: str) -> None:
+    assert _run(stub.url, tmp_path, tmp_path / "runs", *args) == 2
+    assert message in _err(capsys) and stub.seen == []
+
+
+def test_server_needs_trace_dir(stub: Stub, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["capture", "--server", stub.url, "--tokens", "16"]) == 2
+    assert "--server needs --trace-dir" in _err(capsys) and stub.seen == []
