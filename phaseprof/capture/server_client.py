@@ -13,6 +13,7 @@ from __future__ import annotations
 import http.client
 import json
 import socket
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -131,6 +132,7 @@ class ServerClient:
     timeout_s: float = 600.0
     max_requests: int = 2000
     sent: int = field(default=0, init=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
     def _conn(self, timeout_s: float | None = None) -> http.client.HTTPConnection:
         cls = http.client.HTTPSConnection if self.endpoint.scheme == "https" else http.client.HTTPConnection
@@ -165,9 +167,10 @@ class ServerClient:
         A rejected request (HTTP 4xx/5xx, or an error event in the stream) raises ServerError with the
         server's own message.
         """
-        if self.sent >= self.max_requests:
-            raise PhaseprofError(f"request budget of {self.max_requests} completions spent; not sending more")
-        self.sent += 1
+        with self._lock:  # rounds send from several threads
+            if self.sent >= self.max_requests:
+                raise PhaseprofError(f"request budget of {self.max_requests} completions spent; not sending more")
+            self.sent += 1
         conn = self._conn()
         data = json.dumps(dict(body, stream=True)).encode()
         times: list[float] = []
