@@ -138,8 +138,9 @@ class ServerClient:
         cls = http.client.HTTPSConnection if self.endpoint.scheme == "https" else http.client.HTTPConnection
         return cls(self.endpoint.host, self.endpoint.port, timeout=timeout_s or self.timeout_s)
 
-    def _unreachable(self, e: BaseException) -> Unreachable:
-        reason = "timed out" if isinstance(e, (TimeoutError, socket.timeout)) else (str(e) or type(e).__name__)
+    def _unreachable(self, e: BaseException, timeout_s: float | None = None) -> Unreachable:
+        timed_out = isinstance(e, (TimeoutError, socket.timeout))
+        reason = f"no answer within {timeout_s or self.timeout_s:g} s" if timed_out else (str(e) or type(e).__name__)
         return Unreachable(f"cannot reach a server at {self.endpoint.url} ({reason}); is `vllm serve` running "
                            "there?")
 
@@ -153,7 +154,7 @@ class ServerClient:
             resp = conn.getresponse()
             return Response(resp.status, resp.read())
         except (OSError, http.client.HTTPException) as e:
-            raise self._unreachable(e) from None
+            raise self._unreachable(e, timeout_s) from None
         finally:
             conn.close()
 

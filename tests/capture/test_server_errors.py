@@ -276,3 +276,13 @@ def test_bad_server_options(stub: Stub, tmp_path: Path, capsys: pytest.CaptureFi
 def test_server_needs_trace_dir(stub: Stub, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["capture", "--server", stub.url, "--tokens", "16"]) == 2
     assert "--server needs --trace-dir" in _err(capsys) and stub.seen == []
+
+
+def test_silent_server_times_out() -> None:
+    with socket.socket() as s:  # accepts connections (backlog) but never answers
+        s.bind(("127.0.0.1", 0))
+        s.listen(4)
+        port = s.getsockname()[1]
+        client = ServerClient(parse_url(f"http://127.0.0.1:{port}"), timeout_s=0.5)
+        with pytest.raises(PhaseprofError, match="cannot reach a server at .* \\(no answer within 0.5 s\\)"):
+            client.request("GET", "/version")
