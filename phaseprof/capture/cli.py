@@ -19,6 +19,7 @@ from phaseprof.capture.options import (
     parse_engine_args,
     parse_int_list,
 )
+from phaseprof.capture.server_cli import SERVER_HELP, TRACE_DIR_HELP, capture_server, sweep_server
 from phaseprof.errors import PhaseprofError
 
 _MODEL_HELP = ("A preset name (see `phaseprof capture --list-presets`), a local Hugging Face model directory, or a "
@@ -93,11 +94,24 @@ def capture(
                                              "own profiler (workers are separate processes)."),
     enable_expert_parallel: bool = typer.Option(False, "--enable-expert-parallel", help="Expert parallelism "
                                                 "across the tensor-parallel GPUs (MoE models)."),
+    server: str | None = typer.Option(None, "--server", help=SERVER_HELP),
+    trace_dir: Path | None = typer.Option(None, "--trace-dir", help=TRACE_DIR_HELP),
+    concurrency: int = typer.Option(1, "--concurrency", help="With --server: requests sent at once per round."),
+    request_timeout: float = typer.Option(600.0, "--request-timeout", help="With --server: seconds any one "
+                                          "HTTP request may take."),
 ) -> None:
-    """Start vLLM in-process, time one phase without the profiler, profile it once, write a run directory."""
+    """Start vLLM in-process (or use a running server), time one phase without the profiler, profile it once,
+    write a run directory."""
     console = Console()
     if list_presets:
         _print_presets(console)
+        return
+    if server is not None:
+        _positive("tokens", tokens)
+        _positive("reps", reps)
+        capture_server(server=server, trace_dir=trace_dir, phase=phase, tokens=tokens, output_tokens=output_tokens,
+                       concurrency=concurrency, reps=reps, warmup=warmup, seed=seed, out=out,
+                       timeout_s=request_timeout, console=console, argv=canonical_command(ctx))
         return
     _positive("tokens", tokens)
     _positive("reps", reps)
@@ -170,6 +184,10 @@ def sweep(
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Show vLLM's own log while it runs."),
     show: list[Path] = typer.Option([], "--show", help="Print the table of existing sweep directories (or "
                                     "sweep.json files) instead of running a sweep. Repeatable."),
+    server: str | None = typer.Option(None, "--server", help="Sweep a running vLLM server (http://HOST:PORT) "
+                                      "instead of starting an engine (no profiler needed)."),
+    request_timeout: float = typer.Option(600.0, "--request-timeout", help="With --server: seconds any one "
+                                          "HTTP request may take."),
 ) -> None:
     """One engine start, many points: the TTFT floor, slope and CUDA-graph steps, or decode scaling."""
     console = Console()
@@ -177,6 +195,13 @@ def sweep(
         _show_sweeps(show, console)
         return
     _positive("reps", reps)
+    if server is not None:
+        if profile_at:
+            raise PhaseprofError("--profile-at is not available with --server; use `phaseprof capture --server`")
+        sweep_server(server=server, phase=phase, tokens=tokens, concurrency=concurrency,
+                     output_tokens=output_tokens, reps=reps, warmup=warmup, seed=seed, out=out,
+                     timeout_s=request_timeout, console=console, argv=canonical_command(ctx))
+        return
     if phase is Phase.PREFILL:
         lengths = parse_int_list(tokens or "128..8192x2", what="tokens")
         prof = parse_int_list(profile_at, what="profile-at") if profile_at else []

@@ -1,0 +1,323 @@
+"""``phaseprof capture --server URL``: time and profile one phase on a running vLLM server.
+
+Order: trace directory exists -> server is vLLM, serves a model, has the profiling route -> the request fits
+``max_model_len`` -> ``warmup`` + ``reps`` clean rounds (streamed, client clock) -> one profiled round between
+``POST /start_profile`` and ``POST /stop_profile`` -> the NEW rank traces in ``--trace-dir``, once complete ->
+the run directory, written atomically: one rank gives ``trace.json.gz`` + ``breakdown.json`` + ``run.json``
+(as an in-process capture); several give ``ranks/`` + ``rank<N>.breakdown.json`` + ``run.json``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import gzip
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from phaseprof import __version__
+from phaseprof.capture.models import slugify
+from phaseprof.capture.options import Phase
+from phaseprof.capture.profile import DEFAULT_MAX_TRACE_BYTES, finalize_trace
+from phaseprof.capture.rundir import (
+    RUN_SCHEMA_VERSION,
+    analyze_into,
+    command_line,
+    make_readable,
+    run_dir_name,
+    tokens_label,
+    unique_run_dir,
+    utc_stamp,
+    write_json,
+)
+from phaseprof.capture.server_client import ServerClient, ServerError, StreamedRequest, parse_url
+from phaseprof.capture.server_probe import (
+    FALLBACK_VOCAB,
+    ServerInfo,
+    check_length,
+    check_profiling,
+    probe,
+    profiling_disabled,
+)
+from phaseprof.capture.server_requests import CLIENT_CLOCK, RequestPlan, run_round, run_rounds, timing_from_streams
+from phaseprof.capture.server_traces import (
+    Collected,
+    missing_ranks,
+    missing_ranks_message,
+    snapshot,
+    trace_dir_or_error,
+    wait_for_traces,
+)
+from phaseprof.capture.timing import PhaseTiming
+from phaseprof.errors import PhaseprofError
+from phaseprof.io import atomic_directory
+
+#: Requests one capture may send in all (warm-up + reps + profiled rounds, times concurrency).
+MAX_REQUESTS = 1000
+
+
+@dataclass(frozen=True)
+class ServerCapture:
+    """What to capture. ``concurrency`` requests run at once in every round (the timed ones and the profiled
+    one); ``timeout_s`` bounds each HTTP request and the wait for traces after ``/stop_profile``."""
+
+    server: str
+    trace_dir: Path
+    phase: Phase
+    tokens: int
+    output_tokens: int = 1
+    concurrency: int = 1
+    reps: int = 5
+    warmup: int = 2
+    seed: int = 0
+    out: Path = Path("runs")
+    timeout_s: float = 600.0
+    trace_wait_s: float = 120.0
+    max_trace_bytes: int = DEFAULT_MAX_TRACE_BYTES
+
+    @property
+    def max_tokens(self) -> int:
+        return 1 if self.phase is Phase.PREFILL else self.output_tokens
+
+
+@dataclass(frozen=True)
+class ServerCaptureResult:
+    run_dir: Path
+    info: ServerInfo
+    timing: PhaseTiming
+    profiled_ms: float | None
+    overhead_ratio: float | None
+    collected: Collected
+    breakdowns: dict[int, Any]
+    breakdown_error: str | None
+    warnings: tuple[str, ...]
+    run: dict[str, Any]
+
+
+def connect(url: str, *, timeout_s: float, max_requests: int = MAX_REQUESTS) -> tuple[ServerClient, ServerInfo]:
+    """A client bound to ``url`` and what the server is (raises one clear line when it is no vLLM server)."""
+    client = ServerClient(parse_url(url), timeout_s=timeout_s, max_requests=max_requests)
+    return client, probe(client)
+
+
+def _post_profile(client: ServerClient, path: str, info: ServerInfo, timeout_s: float) -> None:
+    resp = client.request("POST", path, timeout_s=timeout_s)
+    if resp.status == 404:
+        raise profiling_disabled(info.url)
+    if resp.status != 200:
+        raise ServerError(f"{info.url}{path} failed (HTTP {resp.status})")
+
+
+def _profiled_metric_ms(phase: Phase, rnd: list[StreamedRequest]) -> float | None:
+    vals = [r.ttft_s if phase is Phase.PREFILL else r.tpot_s for r in rnd]
+    ok = sorted(v for v in vals if v is not None)
+    return ok[len(ok) // 2] * 1e3 if ok else None
+
+
+def _plain_trace(src: Path, work: Path) -> Path:
+    """finalize_trace reads plain JSON: gunzip vLLM's ``.json.gz`` into the work directory."""
+    if not src.name.endswith(".gz"):
+        return src
+    dest = work / src.name.removesuffix(".gz")
+    with gzip.open(src, "rb") as f, dest.open("wb") as g:
+        shutil.copyfileobj(f, g, 1 << 20)
+    return dest
+
+
+def capture_from_server(req: ServerCapture, *, console: Console, argv: list[str] | None = None
+                        ) -> ServerCaptureResult:
+    """Run the whole capture (see the module docstring) and return what was written."""
+    trace_dir = trace_dir_or_error(req.trace_dir)
+    n_requests = (req.warmup + req.reps + 1) * req.concurrency
+    if n_requests > MAX_REQUESTS:
+        raise PhaseprofError(f"(warmup + reps + 1) x concurrency = {n_requests} requests exceeds the limit of "
+                             f"{MAX_REQUESTS}; use fewer --reps or lower --concurrency")
+    client, info = connect(req.server, timeout_s=req.timeout_s, max_requests=n_requests)
+    check_profiling(info)
+    check_length(info, prompt_tokens=req.tokens, output_tokens=req.max_tokens)
+    vocab = info.vocab_size or FALLBACK_VOCAB
+    plan = RequestPlan(model=info.model_id, prompt_tokens=req.tokens, max_tokens=req.max_tokens,
+                       vocab_size=vocab, seed=req.seed)
+    label = tokens_label(str(req.phase), req.tokens, req.max_tokens)
+    what = f"{req.phase} {label} x{req.concurrency}"
+    with console.status(f"Timing {what} on {info.url}: {req.warmup} warm-up + {req.reps} rounds (no profiler)"):
+        run_rounds(client, plan, rounds=req.warmup, concurrency=req.concurrency)
+        rounds = run_rounds(client, plan, rounds=req.reps, concurrency=req.concurrency)
+    timing = timing_from_streams(rounds, phase=req.phase, prompt_tokens=req.tokens, output_tokens=req.max_tokens,
+                                 warmup=req.warmup)
+    before = snapshot(trace_dir)
+    with console.status(f"Profiling {what} (the server's own profiler)") as status:
+        _post_profile(client, "/start_profile", info, req.timeout_s)
+        try:
+            profiled = run_round(client, plan, req.concurrency)
+        finally:
+            status.update("Stopping the profiler (the server writes its traces now)")
+            _post_profile(client, "/stop_profile", info, req.timeout_s)
+        collected = wait_for_traces(trace_dir, before, expected=info.world_size, timeout_s=req.trace_wait_s,
+                                    on_wait=status.update)
+    rank_files = [(r, p) for r, p in zip(collected.ranks, collected.files, strict=True) if r is not None]
+    other = [p for r, p in zip(collected.ranks, collected.files, strict=True) if r is None]
+    if not rank_files:
+        raise PhaseprofError("new traces appeared but none is a worker rank's trace "
+                             f"({', '.join(p.name for p in other)})", path=trace_dir)
+    prof_ms = _profiled_metric_ms(req.phase, profiled)
+    clean_ms = timing.headline.median_ms
+    ratio = prof_ms / clean_ms if prof_ms is not None and clean_ms > 0 else None
+    final = unique_run_dir(req.out, run_dir_name(device_slug="server", model_slug=slugify(Path(info.model_id).name),
+                                                 phase=str(req.phase), tokens=label, stamp=utc_stamp()))
+    meta = {"schema_version": RUN_SCHEMA_VERSION, "source": "server", "server": info.url, "model": info.model_id,
+            "phase": str(req.phase), "prompt_tokens": req.tokens, "max_tokens": req.max_tokens,
+            "concurrency": req.concurrency, "vllm_version": info.version, "ttft_ms": timing.ttft.median_ms,
+            "tpot_ms": timing.tpot.median_ms if timing.tpot else None,
+            "headline": {"metric": _metric(req.phase), "median_ms": clean_ms, "source": CLIENT_CLOCK}}
+    with atomic_directory(final) as tmp:
+        with console.status("Analyzing the rank traces"):
+            ranks = write_rank_traces(tmp, final, rank_files, world_size=info.world_size, trace_dir=trace_dir,
+                                      metadata=meta, max_trace_bytes=req.max_trace_bytes)
+        breakdowns, err, trace_doc, warnings = ranks.breakdowns, ranks.error, ranks.trace_doc, list(ranks.warnings)
+        run = _run_json(req, info, timing, prof_ms, ratio, collected, other, trace_doc, breakdowns, err, warnings,
+                        client.sent, argv)
+        write_json(tmp / "run.json", run)
+        make_readable(tmp)
+    return ServerCaptureResult(run_dir=final, info=info, timing=timing, profiled_ms=prof_ms, overhead_ratio=ratio,
+                               collected=collected, breakdowns=breakdowns, breakdown_error=err,
+                               warnings=tuple(warnings), run=run)
+
+
+@dataclass(frozen=True)
+class RankTraces:
+    """The analysed traces of one profiled round: breakdown per rank (empty when the analysis failed, then
+    ``error`` says why), the run.json ``trace`` entry, and warnings (ranks missing from the directory)."""
+
+    breakdowns: dict[int, Any]
+    error: str | None
+    trace_doc: dict[str, Any]
+    warnings: tuple[str, ...]
+
+
+def write_rank_traces(tmp: Path, final: Path, rank_files: list[tuple[int, Path]], *, world_size: int | None,
+                      trace_dir: Path, metadata: dict[str, Any],
+                      max_trace_bytes: int = DEFAULT_MAX_TRACE_BYTES) -> RankTraces:
+    """Copy and analyse collected rank traces into the run directory being written (``tmp``, renamed to
+    ``final`` later). One rank: ``trace.json.gz`` (finalized as an in-process capture's, ``metadata`` as its
+    ``phaseprof`` key) + ``breakdown.json``. Several: ``ranks/`` (files as vLLM wrote them) +
+    ``rank<N>.breakdown.json``. ``world_size``: ranks the server runs (None = the traces' own
+    ``distributedInfo``); ranks without a file here are named in a warning."""
+    warnings: list[str] = []
+    if len(rank_files) == 1:
+        with tempfile.TemporaryDirectory(prefix="phaseprof-raw-") as work:
+            trace = finalize_trace(_plain_trace(rank_files[0][1], Path(work)), tmp / "trace.json.gz",
+                                   metadata=metadata, max_bytes=max_trace_bytes)
+        bd, err = analyze_into(tmp / "trace.json.gz", tmp, final_trace=final / "trace.json.gz")
+        breakdowns = {} if bd is None else {rank_files[0][0]: bd}
+        trace_doc: dict[str, Any] = trace.to_dict()
+        traced = (bd.trace.distributed or {}).get("world_size") if bd is not None else None
+        world = world_size or traced
+    else:
+        breakdowns, err, world = _analyze_ranks(rank_files, tmp)
+        world = world_size or world
+        trace_doc = {"ranks_dir": "ranks", "files": sorted(p.name for _, p in rank_files)}
+    lost = missing_ranks([r for r, _ in rank_files], world)
+    if lost:
+        warnings.append(missing_ranks_message(lost, int(world or 0), trace_dir))
+    return RankTraces(breakdowns, err, trace_doc, tuple(warnings))
+
+
+def _metric(phase: Phase) -> str:
+    return "tpot" if phase is Phase.DECODE else "ttft"
+
+
+def _analyze_ranks(rank_files: list[tuple[int, Path]], tmp: Path) -> tuple[dict[int, Any], str | None, int | None]:
+    from phaseprof.analysis.ranks import analyze_ranks, find_trace_files  # noqa: PLC0415
+    from phaseprof.report.json_io import write_breakdown  # noqa: PLC0415
+
+    ranks_dir = tmp / "ranks"
+    ranks_dir.mkdir()
+    for _, p in rank_files:
+        shutil.copy2(p, ranks_dir / p.name)
+    try:
+        summary = analyze_ranks(find_trace_files(ranks_dir))
+    except PhaseprofError as e:
+        return {}, f"analysis failed: {e}", None
+    for r, bd in summary.ranks.items():
+        write_breakdown(bd, tmp / f"rank{r}.breakdown.json")
+    return dict(summary.ranks), None, summary.world_size
+
+
+def _steps(breakdowns: dict[int, Any]) -> dict[str, Any]:
+    """Per rank: profiled steps per phase, as the analysis counted them."""
+    return {str(r): {ph.phase: ph.steps for ph in bd.phases} for r, bd in sorted(breakdowns.items())}
+
+
+def _run_json(req: ServerCapture, info: ServerInfo, timing: PhaseTiming, prof_ms: float | None,
+              ratio: float | None, collected: Collected, other: list[Path], trace_doc: dict[str, Any],
+              breakdowns: dict[int, Any], err: str | None, warnings: list[str], sent: int,
+              argv: list[str] | None) -> dict[str, Any]:
+    """The run's record (docs/capture.md, "Live server"); field names follow the in-process run.json."""
+    head = timing.headline
+    first = next(iter(breakdowns.values()), None)
+    gpu = getattr(getattr(first, "trace", None), "gpu_name", None)
+    platform = getattr(getattr(first, "trace", None), "platform", None)
+    return {
+        "schema_version": RUN_SCHEMA_VERSION, "kind": "capture", "source": "server",
+        "created_utc": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "command": command_line(argv),
+        "server": {**info.to_dict(), "trace_dir": str(req.trace_dir)},
+        "versions": {"vllm": info.version, "phaseprof": __version__},
+        "mode": info.mode,
+        "ttft_ms": timing.ttft.median_ms, "tpot_ms": timing.tpot.median_ms if timing.tpot else None,
+        "device": {"kind": platform, "name": gpu or platform},
+        "model": {"name": info.model_id, "root": info.root,
+                  "architecture": ((info.hf_config or {}).get("architectures") or [None])[0]},
+        "request": {"phase": str(req.phase), "prompt_tokens": req.tokens, "max_tokens": req.max_tokens,
+                    "concurrency": req.concurrency, "seed": req.seed,
+                    "vocab_size": info.vocab_size or FALLBACK_VOCAB,
+                    "prompt": "random token ids, one seeded prompt per request (seed + request index), so no "
+                              "request hits the prefix cache of an earlier one"
+                              + ("" if info.vocab_size else f"; ids below {FALLBACK_VOCAB} (vocabulary unknown)")},
+        "headline": {"metric": _metric(req.phase), "median_ms": head.median_ms, "p10_ms": head.p10_ms,
+                     "p90_ms": head.p90_ms, "source": CLIENT_CLOCK},
+        "timing": timing.to_dict(),
+        "requests_sent": sent,
+        "profile": {
+            "profiler": "the server's own (--profiler-config), one trace per rank",
+            "profiled_requests": req.concurrency,
+            "profiled_median_ms": None if prof_ms is None else round(prof_ms, 4),
+            "overhead_ratio": None if ratio is None else round(ratio, 4),
+            "overhead_definition": "profiled / clean median of the headline metric, client clock",
+            "trace_wait_s": collected.waited_s,
+            "rank_traces": sorted(p.name for p in collected.files if p not in other),
+            "other_new_traces": sorted(p.name for p in other),
+            "steps": _steps(breakdowns),
+            "note": "other clients' requests during the profiled round would appear in the trace too",
+        },
+        "trace": trace_doc,
+        "breakdown": None if err or not breakdowns else ("breakdown.json" if "file" in trace_doc else
+                                                         [f"rank{r}.breakdown.json" for r in sorted(breakdowns)]),
+        "breakdown_error": err,
+        "warnings": warnings,
+    }
+
+
+def print_server_headline(res: ServerCaptureResult, console: Console) -> None:
+    """The clean number and spread, the profiled one, the traces and where the run went."""
+    t = res.timing
+    h = t.headline
+    metric = _metric(t.phase).upper()
+    console.print(f"[bold]{metric} {h.median_ms:.2f} ms[/] (p10 {h.p10_ms:.2f}, p90 {h.p90_ms:.2f}; "
+                  f"{t.reps} rounds, client clock)"
+                  + (f"  ·  TTFT {t.ttft.median_ms:.2f} ms" if t.phase is Phase.DECODE else ""))
+    if res.overhead_ratio is not None:
+        n_ranks = sum(1 for r in res.collected.ranks if r is not None)
+        other = len(res.collected.files) - n_ranks
+        console.print(f"profiler overhead ×{res.overhead_ratio:.2f}; {n_ranks} rank trace(s)"
+                      + (f" (+{other} front-end)" if other else "") + f" complete after {res.collected.waited_s:.1f} s")
+    for w in res.warnings:
+        console.print(f"[yellow]warning:[/] {w}", soft_wrap=True)
+    if res.breakdown_error:
+        console.print(f"[yellow]no breakdown:[/] {res.breakdown_error}")
+    console.print(f"run directory: {res.run_dir}")

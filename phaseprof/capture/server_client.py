@@ -1,0 +1,212 @@
+"""A small HTTP client for one running vLLM OpenAI-compatible server (stdlib ``http.client`` only).
+
+Every request goes to the one ``base_url`` given (redirects are never followed), with a timeout. What it reads:
+``GET /version`` (vLLM's own endpoint: ``{"version": "0.28.0"}``; an OpenAI-compatible server without it is not
+vLLM), ``GET /v1/models`` (model id, ``root``, ``max_model_len``), ``GET /openapi.json`` (whether the
+``/start_profile`` route exists: vLLM adds it only when ``--profiler-config`` names a profiler),
+``GET /server_info`` (only with ``VLLM_SERVER_DEV_MODE=1``: the parallel config), and streamed
+``POST /v1/completions`` with token-id prompts.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import socket
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+from phaseprof.errors import EnvironmentProblem, PhaseprofError
+
+PROFILER_FLAG = "--profiler-config '{\"profiler\": \"torch\", \"torch_profiler_dir\": \"DIR\"}'"
+
+
+class ServerError(PhaseprofError):
+    """The server answered, but not as a usable vLLM server (not vLLM, profiling off, request rejected)."""
+
+
+class Unreachable(EnvironmentProblem):
+    """Nothing answered at the URL (connection refused, DNS failure, timeout)."""
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """``scheme://host:port`` of the server; ``prefix`` is a path prefix (a server behind a proxy path)."""
+
+    scheme: str
+    host: str
+    port: int
+    prefix: str
+
+    @property
+    def url(self) -> str:
+        return f"{self.scheme}://{self.host}:{self.port}{self.prefix}"
+
+
+def parse_url(url: str) -> Endpoint:
+    """``http://HOST:PORT[/prefix]`` -> Endpoint; anything else is one clear error."""
+    parts = urlsplit(url.strip())
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise PhaseprofError(f"--server {url!r}: expected http://HOST:PORT (e.g. http://127.0.0.1:8000)")
+    if parts.query or parts.fragment or parts.username:
+        raise PhaseprofError(f"--server {url!r}: give only scheme, host, port (and a path prefix)")
+    try:
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError:
+        raise PhaseprofError(f"--server {url!r}: the port is not a number in 1-65535") from None
+    return Endpoint(parts.scheme, parts.hostname, port, parts.path.rstrip("/"))
+
+
+@dataclass(frozen=True)
+class Response:
+    status: int
+    body: bytes
+
+    def json(self) -> Any:
+        try:
+            return json.loads(self.body)
+        except (ValueError, UnicodeDecodeError):
+            return None
+
+
+def error_message(resp: Response) -> str:
+    """vLLM's error text (``{"error": {"message": ...}}`` or ``{"detail": ...}``), else the start of the body."""
+    doc = resp.json()
+    if isinstance(doc, dict):
+        err = doc.get("error")
+        if isinstance(err, dict) and err.get("message"):
+            return str(err["message"])
+        if doc.get("message"):
+            return str(doc["message"])
+        if doc.get("detail"):
+            return str(doc["detail"])
+    text = resp.body[:200].decode("utf-8", "replace").strip()
+    return " ".join(text.split()) or f"HTTP {resp.status}"
+
+
+@dataclass(frozen=True)
+class StreamedRequest:
+    """One streamed completion, timed on this process' ``perf_counter`` (client clock).
+
+    ``t_send_s``: just before the request was written; ``chunk_t_s``: arrival of each SSE chunk that carried
+    generated tokens; ``chunk_tokens``: how many tokens each such chunk carried (``token_ids`` when the server
+    returns them, else 1 per chunk). TTFT = first chunk - send; TPOT = (last chunk - first chunk) / (tokens after
+    the first chunk): the mean inter-token time after the first, as a user of the stream sees it.
+    """
+
+    t_send_s: float
+    chunk_t_s: tuple[float, ...]
+    chunk_tokens: tuple[int, ...]
+    finish_reason: str | None
+    usage: dict[str, Any] | None
+
+    @property
+    def output_tokens(self) -> int:
+        return sum(self.chunk_tokens)
+
+    @property
+    def ttft_s(self) -> float | None:
+        return self.chunk_t_s[0] - self.t_send_s if self.chunk_t_s else None
+
+    @property
+    def tpot_s(self) -> float | None:
+        after_first = self.output_tokens - (self.chunk_tokens[0] if self.chunk_tokens else 0)
+        if after_first < 1:
+            return None
+        return (self.chunk_t_s[-1] - self.chunk_t_s[0]) / after_first
+
+    @property
+    def t_done_s(self) -> float | None:
+        return self.chunk_t_s[-1] if self.chunk_t_s else None
+
+
+@dataclass
+class ServerClient:
+    """Requests to one server only. ``timeout_s`` bounds every connection and every read (socket timeout);
+    ``max_requests`` bounds how many completions one client may send (a capture cannot run away)."""
+
+    endpoint: Endpoint
+    timeout_s: float = 600.0
+    max_requests: int = 2000
+    sent: int = field(default=0, init=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
+
+    def _conn(self, timeout_s: float | None = None) -> http.client.HTTPConnection:
+        cls = http.client.HTTPSConnection if self.endpoint.scheme == "https" else http.client.HTTPConnection
+        return cls(self.endpoint.host, self.endpoint.port, timeout=timeout_s or self.timeout_s)
+
+    def _unreachable(self, e: BaseException, timeout_s: float | None = None) -> Unreachable:
+        timed_out = isinstance(e, (TimeoutError, socket.timeout))
+        reason = f"no answer within {timeout_s or self.timeout_s:g} s" if timed_out else (str(e) or type(e).__name__)
+        return Unreachable(f"cannot reach a server at {self.endpoint.url} ({reason}); is `vllm serve` running "
+                           "there?")
+
+    def request(self, method: str, path: str, body: Any = None, *, timeout_s: float | None = None) -> Response:
+        """One request and its whole answer (no redirects followed)."""
+        conn = self._conn(timeout_s)
+        data = None if body is None else json.dumps(body).encode()
+        headers = {"Content-Type": "application/json"} if data is not None else {}
+        try:
+            conn.request(method, self.endpoint.prefix + path, body=data, headers=headers)
+            resp = conn.getresponse()
+            return Response(resp.status, resp.read())
+        except (OSError, http.client.HTTPException) as e:
+            raise self._unreachable(e, timeout_s) from None
+        finally:
+            conn.close()
+
+    def get_json(self, path: str, *, timeout_s: float | None = None) -> tuple[int, Any]:
+        r = self.request("GET", path, timeout_s=timeout_s)
+        return r.status, r.json()
+
+    def stream_completion(self, body: dict[str, Any]) -> StreamedRequest:
+        """POST ``/v1/completions`` with ``stream: true`` and time each server-sent chunk.
+
+        A rejected request (HTTP 4xx/5xx, or an error event in the stream) raises ServerError with the
+        server's own message.
+        """
+        with self._lock:  # rounds send from several threads
+            if self.sent >= self.max_requests:
+                raise PhaseprofError(f"request budget of {self.max_requests} completions spent; not sending more")
+            self.sent += 1
+        conn = self._conn()
+        data = json.dumps(dict(body, stream=True)).encode()
+        times: list[float] = []
+        counts: list[int] = []
+        finish: str | None = None
+        usage: dict[str, Any] | None = None
+        try:
+            t_send = time.perf_counter()
+            conn.request("POST", self.endpoint.prefix + "/v1/completions", body=data,
+                         headers={"Content-Type": "application/json", "Accept": "text/event-stream"})
+            resp = conn.getresponse()
+            if resp.status != 200:
+                raise ServerError(f"{self.endpoint.url} rejected the request (HTTP {resp.status}): "
+                                  f"{error_message(Response(resp.status, resp.read()))}")
+            while line := resp.readline():
+                now = time.perf_counter()
+                if not line.startswith(b"data:"):
+                    continue
+                payload = line[5:].strip()
+                if payload == b"[DONE]":
+                    break
+                event = json.loads(payload)
+                if "error" in event:
+                    raise ServerError(f"{self.endpoint.url} failed the request: "
+                                      f"{error_message(Response(200, payload))}")
+                if event.get("usage"):
+                    usage = event["usage"]
+                for choice in event.get("choices") or []:
+                    n = len(choice.get("token_ids") or []) or (1 if choice.get("text") is not None else 0)
+                    if n:
+                        times.append(now)
+                        counts.append(n)
+                    finish = choice.get("finish_reason") or finish
+        except (OSError, http.client.HTTPException) as e:
+            raise self._unreachable(e) from None
+        finally:
+            conn.close()
+        return StreamedRequest(t_send, tuple(times), tuple(counts), finish, usage)

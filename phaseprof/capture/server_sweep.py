@@ -1,0 +1,143 @@
+"""``phaseprof sweep --server URL``: TTFT vs prompt length, or TPOT and throughput vs concurrency, on a live
+server (no profiler). Same ``sweep.json`` + plot as the in-process sweep (``sweep_dir.py``); numbers are on the
+client clock (see server_requests.py)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from rich.console import Console
+
+from phaseprof.capture.models import slugify
+from phaseprof.capture.options import Phase
+from phaseprof.capture.rundir import (
+    RUN_SCHEMA_VERSION,
+    command_line,
+    make_readable,
+    run_dir_name,
+    unique_run_dir,
+    utc_stamp,
+    write_json,
+)
+from phaseprof.capture.server import connect
+from phaseprof.capture.server_probe import FALLBACK_VOCAB, check_length
+from phaseprof.capture.server_requests import CLIENT_CLOCK, RequestPlan, round_throughput, run_rounds
+from phaseprof.capture.sweep import (
+    DecodePoint,
+    PrefillPoint,
+    decode_plot_spec,
+    prefill_plot_spec,
+    slope_us_per_token,
+    write_plot,
+)
+from phaseprof.capture.timing import summarize
+from phaseprof.errors import PhaseprofError
+from phaseprof.io import atomic_directory
+
+MAX_SWEEP_REQUESTS = 5000
+
+
+@dataclass(frozen=True)
+class ServerSweep:
+    """Prefill: ``lengths``, one request at a time. Decode: ``concurrency`` with ``prompt_tokens`` and
+    ``output_tokens``. ``budget_s``: points not started within it are skipped (and recorded as skipped)."""
+
+    server: str
+    phase: Phase
+    lengths: tuple[int, ...] = ()
+    concurrency: tuple[int, ...] = ()
+    prompt_tokens: int = 128
+    output_tokens: int = 128
+    reps: int = 5
+    warmup: int = 1
+    seed: int = 0
+    out: Path = Path("runs")
+    timeout_s: float = 600.0
+    budget_s: float | None = None
+
+    def request_count(self) -> int:
+        per = self.warmup + self.reps
+        if self.phase is Phase.PREFILL:
+            return per * len(self.lengths)
+        return per * sum(self.concurrency)
+
+
+def _spread(values: list[float]) -> dict[str, float]:
+    p10, p50, p90 = np.percentile(np.asarray(values, dtype=float), [10, 50, 90])
+    return {"median": float(p50), "p10": float(p10), "p90": float(p90)}
+
+
+def run_server_sweep(req: ServerSweep, *, console: Console, argv: list[str] | None = None
+                     ) -> tuple[Path, dict[str, Any]]:
+    """Run the sweep against the server and write ``sweep.json`` + plot atomically."""
+    n = req.request_count()
+    if n > MAX_SWEEP_REQUESTS:
+        raise PhaseprofError(f"this sweep would send {n} requests, more than the limit of {MAX_SWEEP_REQUESTS}; "
+                             "use fewer points or --reps")
+    client, info = connect(req.server, timeout_s=req.timeout_s, max_requests=n)
+    longest = max(req.lengths) if req.phase is Phase.PREFILL else req.prompt_tokens
+    check_length(info, prompt_tokens=longest, output_tokens=1 if req.phase is Phase.PREFILL else req.output_tokens)
+    vocab = info.vocab_size or FALLBACK_VOCAB
+    deadline = None if req.budget_s is None else time.monotonic() + req.budget_s
+    doc: dict[str, Any] = {
+        "schema_version": RUN_SCHEMA_VERSION, "kind": "sweep", "source": "server", "phase": str(req.phase),
+        "created_utc": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "command": command_line(argv), "server": info.to_dict(), "versions": {"vllm": info.version},
+        "device": {"kind": "server", "name": info.url}, "model": {"name": info.model_id, "root": info.root},
+        "engine": {"mode": info.mode or "?"}, "reps": req.reps, "warmup": req.warmup, "seed": req.seed,
+        "timing_source": CLIENT_CLOCK,
+    }
+    label = (f"{req.lengths[0]}-{req.lengths[-1]}" if req.phase is Phase.PREFILL
+             else f"c{req.concurrency[0]}-{req.concurrency[-1]}")
+    final = unique_run_dir(req.out, run_dir_name(device_slug="server", model_slug=slugify(Path(info.model_id).name),
+                                                 phase=f"sweep-{req.phase}", tokens=label, stamp=utc_stamp()))
+    t0 = time.perf_counter()
+    skipped: list[int] = []
+    with atomic_directory(final) as tmp, console.status(f"{req.phase} sweep on {info.url}") as st:
+        title = f"{info.model_id} at {info.url}"
+        if req.phase is Phase.PREFILL:
+            points: list[PrefillPoint] = []
+            for length in req.lengths:
+                if deadline is not None and time.monotonic() > deadline:
+                    skipped.append(length)
+                    continue
+                plan = RequestPlan(info.model_id, length, 1, vocab, seed=req.seed)
+                run_rounds(client, plan, rounds=req.warmup, concurrency=1)
+                rounds = run_rounds(client, plan, rounds=req.reps, concurrency=1)
+                ttft = summarize([r.ttft_s for rnd in rounds for r in rnd if r.ttft_s is not None])
+                points.append(PrefillPoint(prompt_tokens=length, ttft=ttft, ttft_host=ttft, source=CLIENT_CLOCK))
+                st.update(f"prefill sweep: {length} tokens TTFT {ttft.median_ms:.2f} ms")
+            doc["points"] = [p.to_dict() for p in points]
+            doc["skipped_lengths"] = skipped
+            doc["slope_us_per_token"] = slope_us_per_token(points)
+            spec = prefill_plot_spec(points, title=f"TTFT vs prompt length — {title}")
+        else:
+            dpoints: list[DecodePoint] = []
+            for c in req.concurrency:
+                if deadline is not None and time.monotonic() > deadline:
+                    skipped.append(c)
+                    continue
+                plan = RequestPlan(info.model_id, req.prompt_tokens, req.output_tokens, vocab, seed=req.seed)
+                run_rounds(client, plan, rounds=req.warmup, concurrency=c)
+                rounds = run_rounds(client, plan, rounds=req.reps, concurrency=c)
+                tpot = summarize([r.tpot_s for rnd in rounds for r in rnd if r.tpot_s is not None])
+                rates = [v for rnd in rounds if (v := round_throughput(rnd)) is not None]
+                dpoints.append(DecodePoint(concurrency=c, prompt_tokens=req.prompt_tokens,
+                                           output_tokens=req.output_tokens, tpot=tpot,
+                                           output_tok_per_s=_spread(rates),
+                                           decode_tok_per_s=c / (tpot.median_ms / 1e3), source=CLIENT_CLOCK))
+                st.update(f"decode sweep: c={c} TPOT {tpot.median_ms:.2f} ms")
+            doc["points"] = [p.to_dict() for p in dpoints]
+            doc["skipped_concurrency"] = skipped
+            spec = decode_plot_spec(dpoints, title=f"Decode TPOT and throughput — {title}")
+        doc["plot_files"] = write_plot(spec, tmp)
+        doc["requests_sent"] = client.sent
+        doc["elapsed_s"] = round(time.perf_counter() - t0, 3)
+        write_json(tmp / "sweep.json", doc)
+        make_readable(tmp)
+    return final, doc

@@ -1,0 +1,149 @@
+"""Collect the rank traces a vLLM server's profiler wrote into ``torch_profiler_dir`` after ``/stop_profile``.
+
+vLLM's workers write ``<worker name>.<time ns>.pt.trace.json[.gz]`` straight to the final path (torch's
+``tensorboard_trace_handler``), so a file can be seen half-written. A trace counts as complete when its size has
+not changed for ``stable_s`` AND it ends properly: a gzip stream that decompresses to its end, or a JSON text
+whose last non-blank byte is ``}``. Only files that were not in the directory before ``/start_profile`` are
+taken (a snapshot of names, sizes and mtimes).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from phaseprof.errors import PhaseprofError
+
+TRACE_SUFFIXES = (".pt.trace.json.gz", ".pt.trace.json")
+#: ``...-rank-3.<ns>.pt.trace.json.gz`` (CPU worker) or ``dp0_pp0_tp1_dcp0_ep1_rank1.<ns>...`` (GPU worker)
+_RANK_IN_NAME = re.compile(r"rank-?(\d+)(?:\.\d+)?\.pt\.trace\.json")
+_CHUNK = 1 << 20
+
+Snapshot = dict[str, tuple[int, int]]  # file name -> (size bytes, mtime ns)
+
+
+def trace_dir_or_error(path: Path) -> Path:
+    """The profiler directory, or one clear error when it does not exist (checked before any request)."""
+    if not path.is_dir():
+        raise PhaseprofError("trace directory not found (give the server's torch_profiler_dir, as seen from "
+                             "this machine, to --trace-dir)", path=path)
+    return path
+
+
+def snapshot(directory: Path) -> Snapshot:
+    """Every trace file now in ``directory`` with its size and mtime."""
+    out: Snapshot = {}
+    for p in directory.iterdir():
+        if p.name.endswith(TRACE_SUFFIXES) and p.is_file():
+            st = p.stat()
+            out[p.name] = (st.st_size, st.st_mtime_ns)
+    return out
+
+
+def new_files(directory: Path, before: Snapshot) -> list[Path]:
+    """Trace files that are new or rewritten since ``before``, sorted by name."""
+    now = snapshot(directory)
+    return sorted(directory / n for n, meta in now.items() if before.get(n) != meta)
+
+
+def rank_from_name(name: str) -> int | None:
+    """The global rank vLLM put in a trace's file name, when it did."""
+    m = _RANK_IN_NAME.search(name)
+    return int(m.group(1)) if m else None
+
+
+def ends_properly(path: Path) -> bool:
+    """True when the file is a complete gzip stream (decompressed to its end) or JSON ending in ``}``."""
+    if path.name.endswith(".gz"):
+        d = zlib.decompressobj(wbits=31)
+        try:
+            with path.open("rb") as f:
+                while chunk := f.read(_CHUNK):
+                    d.decompress(chunk, 0)
+                    if d.eof:
+                        break
+        except (OSError, zlib.error):
+            return False
+        return d.eof
+    try:
+        with path.open("rb") as f:
+            f.seek(max(0, path.stat().st_size - 64))
+            return f.read().rstrip().endswith(b"}")
+    except OSError:
+        return False
+
+
+@dataclass(frozen=True)
+class Collected:
+    """The new rank traces, complete. ``ranks``: rank per file (from the file name; None when it has none)."""
+
+    files: tuple[Path, ...]
+    ranks: tuple[int | None, ...]
+    waited_s: float
+
+
+def wait_for_traces(directory: Path, before: Snapshot, *, expected: int | None, timeout_s: float,
+                    stable_s: float = 1.0, poll_s: float = 0.25,
+                    on_wait: Callable[[str], None] | None = None) -> Collected:
+    """Wait until the new trace files are complete: ``expected`` of them when known, else at least one and no
+    new file for ``stable_s``. Raises one clear error when nothing (or nothing complete) appeared in time."""
+    t0 = time.monotonic()
+    sizes: dict[Path, tuple[int, float]] = {}  # path -> (size, since when that size)
+    names: tuple[str, ...] = ()
+    names_since = t0
+    while True:
+        elapsed = time.monotonic() - t0
+        files = new_files(directory, before)
+        now = time.monotonic()
+        if tuple(p.name for p in files) != names:
+            names, names_since = tuple(p.name for p in files), now
+        done = []
+        for p in files:
+            try:
+                size = p.stat().st_size
+            except FileNotFoundError:
+                continue
+            prev = sizes.get(p)
+            if prev is None or prev[0] != size:
+                sizes[p] = (size, now)
+            elif now - prev[1] >= stable_s and size > 0 and ends_properly(p):
+                done.append(p)
+        ranks_done = sum(1 for p in done if rank_from_name(p.name) is not None)
+        # Without an expected count, wait until no new file has appeared for a while (ranks flush in turn).
+        enough = ranks_done >= expected if expected else (ranks_done > 0 and now - names_since >= 2 * stable_s)
+        if enough and len(done) == len(files):
+            return Collected(tuple(done), tuple(rank_from_name(p.name) for p in done), round(elapsed, 3))
+        if elapsed > timeout_s:
+            if not files:
+                raise PhaseprofError(f"no new trace appeared within {timeout_s:.0f} s after /stop_profile; is "
+                                     "this the server's torch_profiler_dir (on this machine)?", path=directory)
+            if expected and ranks_done >= expected:
+                # More new files than ranks (another client also profiled): keep the complete ones.
+                return Collected(tuple(done), tuple(rank_from_name(p.name) for p in done), round(elapsed, 3))
+            if not done:
+                raise PhaseprofError(f"{len(files)} new trace file(s) appeared but none was complete within "
+                                     f"{timeout_s:.0f} s (still being written?)", path=directory)
+            return Collected(tuple(done), tuple(rank_from_name(p.name) for p in done), round(elapsed, 3))
+        if on_wait is not None:
+            on_wait(f"waiting for rank traces: {len(done)} complete of {len(files)} new"
+                    + (f" ({expected} expected)" if expected else ""))
+        time.sleep(poll_s)
+
+
+def missing_ranks(found: list[int | None], world_size: int | None) -> list[int]:
+    """Ranks 0..world_size-1 with no trace among ``found`` (empty when the world size is unknown)."""
+    if not world_size:
+        return []
+    return sorted(set(range(world_size)) - {r for r in found if r is not None})
+
+
+def missing_ranks_message(missing: list[int], world_size: int, directory: Path) -> str:
+    """What to tell the user when some ranks' traces are not in the directory (multi-node without Ray)."""
+    return (f"{directory}: rank(s) {', '.join(map(str, missing))} of {world_size} have no trace here; their "
+            "workers run on other nodes and wrote there: run `phaseprof analyze` on those nodes' "
+            "torch_profiler_dir (or collect the files here); the breakdown below covers "
+            f"{world_size - len(missing)} of {world_size} ranks")
