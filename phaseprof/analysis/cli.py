@@ -26,12 +26,18 @@ def analyze(
                                      "defaults. Repeatable."),
     cross_check: str | None = typer.Option(None, "--cross-check", help="'hta': print HTA's kernel totals beside "
                                            "phaseprof's (needs the hta extra)."),
+    model_config: str | None = typer.Option(None, "--model-config", help="Model config for the speed-of-light "
+                                            "section: config.json, its directory, or a preset name (default: "
+                                            "what run.json / the trace records)."),
+    ceilings: Path | None = typer.Option(None, "--ceilings", help="Measured ceilings JSON (phaseprof ceilings "
+                                         "--out) to use instead of the GPU's datasheet figures."),
 ) -> None:
     """Break a trace down by step, phase and bucket (kernel and module views)."""
     from phaseprof.analysis.pipeline import analyze_trace
     from phaseprof.report.json_io import dumps, write_breakdown
     from phaseprof.report.markdown import breakdown_markdown
     from phaseprof.report.table import print_breakdown
+    from phaseprof.sol.attach import attach_sol
 
     console = Console()
     traces = _expand(traces, rules, console, json_out)
@@ -42,6 +48,7 @@ def analyze(
     for tr in traces:
         with console.status(f"analysing {tr} ...", spinner="dots") if fmt == OutputFormat.table else _null():
             bd = analyze_trace(tr, rules=list(rules) or None)
+            bd = attach_sol(bd, source=tr, model_config=model_config, ceilings=ceilings)
         if json_out is not None:
             dest = json_out if len(traces) == 1 and json_out.suffix == ".json" else \
                 json_out / (tr.name.split(".json")[0] + ".breakdown.json")

@@ -133,6 +133,10 @@ def sol_section(bd: Breakdown, model: SolModel, ceiling: Ceiling | None, *, mode
         sel = [s for s in steps if s.phase == ph.phase]
         floor = sum(s.floor_us for s in sel)
         busy, wall = sum(s.gpu_busy_us for s in sel), sum(s.wall_us for s in sel)
+        fast = [b.bucket for b in buckets if b.pct_of_light is not None and b.pct_of_light > 100]
+        if fast:
+            notes.append(f"{ph.phase}: {', '.join(fast)} ran faster than its floor: the work model overestimates "
+                         "it there (e.g. routing touched fewer experts than uniform routing predicts)")
         phases.append(SolPhase(phase=ph.phase, steps=len(sel), floor_us=floor, gpu_busy_us=busy, wall_us=wall,
                                pct_of_light_busy=_pct(floor, busy), pct_of_light_wall=_pct(floor, wall),
                                buckets=buckets))

@@ -1,0 +1,79 @@
+"""Find a breakdown's model config and ceiling, and attach the ``sol`` section.
+
+Model config, first found: ``--model-config`` (a ``config.json``, a directory holding one, or a preset name);
+``run.json``'s ``model_config`` (the config.json content a capture records); the preset the capture names
+(``model.kind == "preset"`` in run.json, or the ``model`` string embedded in the trace). Ceiling: the measured
+file given with ``--ceilings``, else the datasheet entry matching the trace's GPU.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Mapping
+
+import orjson
+
+from phaseprof.analysis.results import Breakdown
+from phaseprof.errors import PhaseprofError
+from phaseprof.memory.model_shape import load_hf_config
+from phaseprof.sol.analyze import NEEDS_CONFIG, sol_section, with_sol
+from phaseprof.sol.ceilings import ceiling_for
+from phaseprof.sol.model import SolModel, sol_model
+from phaseprof.sol.results import SolSection
+
+
+def read_run_json(trace_or_dir: str | Path | None) -> dict[str, Any]:
+    """``run.json`` of a run directory (or of the directory holding the trace), else {}."""
+    if trace_or_dir is None:
+        return {}
+    p = Path(trace_or_dir)
+    f = (p if p.is_dir() else p.parent) / "run.json"
+    if not f.is_file():
+        return {}
+    try:
+        doc = orjson.loads(f.read_bytes())
+    except orjson.JSONDecodeError as e:
+        raise PhaseprofError(f"not valid JSON ({e})", path=f) from None
+    return doc if isinstance(doc, dict) else {}
+
+
+def _preset_config(name: str) -> dict[str, Any] | None:
+    from phaseprof.presets import UnknownPreset, load_preset
+
+    try:
+        return load_preset(name).config_dict()
+    except UnknownPreset:
+        return None
+
+
+def find_model(capture: Mapping[str, Any], explicit: str | Path | None = None) -> tuple[SolModel | None, str]:
+    """(model, where its config came from), or (None, why not)."""
+    if explicit is not None:
+        cfg, label = load_hf_config(str(explicit))
+        return sol_model(cfg, name=Path(str(explicit)).stem if label != f"preset {explicit}" else str(explicit)), label
+    recorded = capture.get("model_config")
+    model = capture.get("model")
+    name = model.get("name") if isinstance(model, Mapping) else model if isinstance(model, str) else None
+    if isinstance(recorded, Mapping) and recorded:
+        return sol_model(dict(recorded), name=str(name or "")), "run.json model_config"
+    kind = model.get("kind") if isinstance(model, Mapping) else "preset"
+    if isinstance(name, str) and name and kind == "preset":
+        cfg = _preset_config(name)
+        if cfg is not None:
+            return sol_model(cfg, name=name), f"preset {name} (named by the capture)"
+        return None, f"model {name!r} is not a built-in preset"
+    return None, "no model config recorded"
+
+
+def attach_sol(bd: Breakdown, *, source: str | Path | None = None, model_config: str | Path | None = None,
+               ceilings: str | Path | None = None) -> Breakdown:
+    """``bd`` with its ``sol`` section: numbers when a model config and a ceiling are found, else a status
+    saying what is missing. ``source``: the trace or run directory (its ``run.json`` is read)."""
+    if bd.trace.device != "gpu":
+        return with_sol(bd, SolSection(status="not for CPU-only traces"))
+    capture = {**bd.capture, **read_run_json(source)}
+    model, where = find_model(capture, model_config)
+    if model is None:
+        return with_sol(bd, SolSection(status=NEEDS_CONFIG, notes=[where]))
+    ceiling, warning = ceiling_for(bd.trace.gpu_name, bd.trace.gpu_properties, measured=ceilings)
+    return with_sol(bd, sol_section(bd, model, ceiling, model_source=where, notes=[warning] if warning else []))
