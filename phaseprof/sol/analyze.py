@@ -92,6 +92,10 @@ def sol_section(bd: Breakdown, model: SolModel, ceiling: Ceiling | None, *, mode
     tokens, tok_notes = step_tokens(bd.steps, bd.capture)
     notes += tok_notes
     rows = sorted(bd.steps, key=lambda r: r.index)
+    world = bd.trace.distributed.get("world_size") if isinstance(bd.trace.distributed, dict) else None
+    share = 1.0 / world if isinstance(world, int) and world > 1 else 1.0
+    if share < 1.0:
+        notes.append(f"work divided by the world size {world} (tensor parallelism assumed: each GPU does 1/{world})")
     # per phase and bucket: work, floor, and floor per component and binding resource
     acc: dict[str, dict[str, dict[str, Any]]] = {}
     steps: list[SolStep] = []
@@ -102,6 +106,7 @@ def sol_section(bd: Breakdown, model: SolModel, ceiling: Ceiling | None, *, mode
             continue
         total, floor = Work(), 0.0
         for comp, w in step_work(model, tok).items():
+            w = w.scaled(share)
             f, compute = _floor_us(w, ceiling, prec)
             b = acc.setdefault(row.phase, {}).setdefault(str(COMPONENT_BUCKET[comp]), {
                 "work": Work(), "floor": 0.0, "compute_floor": 0.0, "components": {}})
