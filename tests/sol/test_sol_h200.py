@@ -13,7 +13,7 @@ import pytest
 from phaseprof.analysis.pipeline import analyze_trace
 from phaseprof.cli import main
 from phaseprof.sol.analyze import NEEDS_CONFIG, step_tokens
-from phaseprof.sol.attach import attach_sol
+from phaseprof.sol.attach import attach_sol, find_model
 from tests.h200.rawtrace import read
 
 REPO = Path(__file__).resolve().parents[2]
@@ -118,3 +118,22 @@ def test_cli_table_fits_80_columns_and_names_the_ceiling(capsys):
     sol = out[out.index("speed of light on"):]
     assert max(len(line) for line in sol.splitlines()) <= 80
     assert "decode per step: floor 1.24 ms" in sol
+
+
+def test_sweep_floors_agree_with_the_traced_step(prefill, capsys):
+    from phaseprof.sol.ceilings import spec_by_name
+    from phaseprof.sol.sweep import sweep_floors
+
+    (sweep_dir,) = GRAPH.glob("*-sweep-prefill-128-8192")
+    doc = orjson.loads((sweep_dir / "sweep.json").read_bytes())
+    model, _ = find_model(doc)
+    floors = {f.x: f for f in sweep_floors(doc, model, spec_by_name("H200"))}
+    # the 4096 point's floor is the traced 4096-token prefill step's floor (same work, same ceiling)
+    _, _, bd = prefill
+    assert floors[4096].floor_ms == pytest.approx(bd.sol.phase("prefill").floor_us / 1e3)
+    assert floors[4096].measured_ms == doc["points"][[p["prompt_tokens"] for p in doc["points"]].index(4096)][
+        "ttft"]["median_ms"]
+    xs = sorted(floors)
+    assert all(floors[a].floor_ms < floors[b].floor_ms for a, b in zip(xs, xs[1:]))  # more tokens, more work
+    assert main(["sweep", "--show", str(sweep_dir)]) == 0
+    assert "speed of light on H200 (spec) vs measured TTFT" in capsys.readouterr().out
