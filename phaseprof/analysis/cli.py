@@ -25,7 +25,8 @@ def analyze(
     rules: list[Path] = typer.Option([], "--rules", help="Extra classification rules (TOML), matched before the "
                                      "defaults. Repeatable."),
     cross_check: str | None = typer.Option(None, "--cross-check", help="'hta': print HTA's kernel totals beside "
-                                           "phaseprof's (needs the hta extra)."),
+                                           "phaseprof's (needs the hta extra); 'shapes': the model's GEMM FLOPs "
+                                           "beside the recorded Input Dims."),
     model_config: str | None = typer.Option(None, "--model-config", help="Model config for the speed-of-light "
                                             "section: config.json, its directory, or a preset name (default: "
                                             "what run.json / the trace records)."),
@@ -60,9 +61,15 @@ def analyze(
             typer.echo(dumps(bd).decode())
         else:
             typer.echo(breakdown_markdown(bd))
-        if cross_check:
+        if cross_check == "shapes":
+            from phaseprof.sol.attach import shape_check
+            from phaseprof.sol.render import print_shape_check
+
+            print_shape_check(*shape_check(tr, bd, model_config),
+                              console if fmt == OutputFormat.table else Console(stderr=True))
+        elif cross_check:
             if cross_check != "hta":
-                raise PhaseprofError(f"unknown --cross-check {cross_check!r} (supported: hta)")
+                raise PhaseprofError(f"unknown --cross-check {cross_check!r} (supported: hta, shapes)")
             from phaseprof.analysis.hta_check import cross_check_hta, print_cross_check
 
             # On stderr when stdout carries JSON or markdown, so piped output stays parseable.

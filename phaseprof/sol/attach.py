@@ -77,3 +77,15 @@ def attach_sol(bd: Breakdown, *, source: str | Path | None = None, model_config:
         return with_sol(bd, SolSection(status=NEEDS_CONFIG, notes=[where]))
     ceiling, warning = ceiling_for(bd.trace.gpu_name, bd.trace.gpu_properties, measured=ceilings)
     return with_sol(bd, sol_section(bd, model, ceiling, model_source=where, notes=[warning] if warning else []))
+
+
+def shape_check(trace: str | Path, bd: Breakdown, model_config: str | Path | None = None):  # noqa: ANN201
+    """The Input-Dims cross-check of ``trace`` (see ``sol.shapes``): (ShapeCheck or None, why not)."""
+    from phaseprof.sol.shapes import check_shapes
+
+    model, where = find_model({**bd.capture, **read_run_json(trace)}, model_config)
+    if model is None:
+        return None, f"needs --model-config ({where})"
+    world = bd.trace.distributed.get("world_size") if isinstance(bd.trace.distributed, dict) else None
+    check = check_shapes(trace, model, tp=world if isinstance(world, int) and world > 1 else 1)
+    return check, "" if check is not None else "the trace recorded no GEMM shapes (record_shapes) inside marked steps"

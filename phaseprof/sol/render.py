@@ -76,3 +76,21 @@ def sol_markdown(s: SolSection) -> list[str]:
                        f"{_pct(b.pct_of_light)} |")
     out += [""] + [f"- {n}" for n in s.assumptions + s.notes]
     return out
+
+
+def print_shape_check(check, why: str, console: Console) -> None:  # noqa: ANN001
+    """The model's GEMM FLOPs beside the FLOPs of the shapes the trace recorded."""
+    if check is None:
+        console.print(f"[dim]shape cross-check: {escape(why)}[/]")
+        return
+    t = Table(title=f"GEMM FLOPs: recorded shapes vs work model ({check.steps} step(s))", title_justify="left",
+              box=box.SIMPLE_HEAD, pad_edge=False)
+    for col in ("component", "calls", "shapes GFLOP", "model GFLOP", "diff %"):
+        t.add_column(col, justify="left" if col == "component" else "right", no_wrap=True)
+    for r in check.rows:
+        t.add_row(r.component, str(r.calls), f"{r.shape_flops / 1e9:,.2f}", f"{r.model_flops / 1e9:,.2f}",
+                  f"{r.diff_pct:+.1f}")
+    if check.unmatched_calls:
+        t.caption = (f"{check.unmatched_calls} GEMM call(s), {check.unmatched_flops / 1e9:,.2f} GFLOP, match no "
+                     "projection of the model")
+    console.print(t)
