@@ -137,3 +137,20 @@ def test_sweep_floors_agree_with_the_traced_step(prefill, capsys):
     assert all(floors[a].floor_ms < floors[b].floor_ms for a, b in zip(xs, xs[1:]))  # more tokens, more work
     assert main(["sweep", "--show", str(sweep_dir)]) == 0
     assert "speed of light on H200 (spec) vs measured TTFT" in capsys.readouterr().out
+
+
+def test_roofline_data_and_figure(prefill):
+    from phaseprof.sol.roofline import roofline_data, roofline_figure
+
+    _, _, bd = prefill
+    data = roofline_data(bd.sol)
+    assert data.gpu == "H200" and data.ridge_flop_per_byte == pytest.approx(989.4 / 4.8)
+    moe = next(p for p in data.points if p.bucket == "moe")
+    assert moe.achieved_tflops == next(b for b in bd.sol.phases[0].buckets if b.bucket == "moe").achieved_tflops
+    # every point lies on or under the roof, except where the work model overestimates (it says so in a note)
+    assert all(p.achieved_tflops <= data.roof(p.intensity_flop_per_byte) for p in data.points)
+    fig = roofline_figure(bd.sol)
+    roof, points = fig.data
+    assert list(roof.y) == [data.roof(x) for x in roof.x] and max(roof.y) == pytest.approx(989.4)
+    assert set(points.text) == {p.bucket for p in data.points}
+    assert roofline_data(attach_sol(analyze_trace(FOREIGN), source=FOREIGN).sol) is None
