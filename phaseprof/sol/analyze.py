@@ -138,6 +138,10 @@ def sol_section(bd: Breakdown, model: SolModel, ceiling: Ceiling | None, *, mode
         sel = [s for s in steps if s.phase == ph.phase]
         floor = sum(s.floor_us for s in sel)
         busy, wall = sum(s.gpu_busy_us for s in sel), sum(s.wall_us for s in sel)
+        unseen = [b.bucket for b in buckets if not b.time_us]
+        if unseen:
+            notes.append(f"{ph.phase}: {', '.join(unseen)} has modelled work but no kernels of its own (they are "
+                         "classified under another bucket, e.g. unfused norms as elementwise)")
         fast = [b.bucket for b in buckets if b.pct_of_light is not None and b.pct_of_light > 100]
         if fast:
             notes.append(f"{ph.phase}: {', '.join(fast)} ran faster than its floor: the work model overestimates "
