@@ -30,8 +30,9 @@ def analyze(
     model_config: str | None = typer.Option(None, "--model-config", help="Model config for the speed-of-light "
                                             "section: config.json, its directory, or a preset name (default: "
                                             "what run.json / the trace records)."),
-    ceilings: Path | None = typer.Option(None, "--ceilings", help="Measured ceilings JSON (phaseprof ceilings "
-                                         "--out) to use instead of the GPU's datasheet figures."),
+    ceilings: str | None = typer.Option(None, "--ceilings", help="Measured ceilings JSON (phaseprof ceilings "
+                                        "--out) instead of the GPU's datasheet figures, or 'spec' for the "
+                                        "datasheet (default: a ceilings/ folder above the run, else datasheet)."),
 ) -> None:
     """Break a trace down by step, phase and bucket (kernel and module views)."""
     from phaseprof.analysis.pipeline import analyze_trace

@@ -154,7 +154,7 @@ def _show_sweeps(paths: list[Path], console: Console) -> None:
             console.print(f"slope {doc['slope_us_per_token']:.2f} µs per prompt token (least squares)")
         from phaseprof.sol.sweep import print_sweep_sol  # noqa: PLC0415
 
-        print_sweep_sol(doc, console)
+        print_sweep_sol(doc, console, source=f)
 
 
 def sweep(

@@ -17,7 +17,7 @@ from phaseprof.analysis.results import Breakdown
 from phaseprof.errors import PhaseprofError
 from phaseprof.memory.model_shape import load_hf_config
 from phaseprof.sol.analyze import NEEDS_CONFIG, sol_section, with_sol
-from phaseprof.sol.ceilings import ceiling_for
+from phaseprof.sol.ceilings import ceiling_for, load_measured
 from phaseprof.sol.model import SolModel, sol_model
 from phaseprof.sol.results import SolSection
 
@@ -65,17 +65,46 @@ def find_model(capture: Mapping[str, Any], explicit: str | Path | None = None) -
     return None, "no model config recorded"
 
 
+#: ``--ceilings spec``: use the datasheet figures even where a measured file would be found.
+SPEC = "spec"
+#: Where a capture session keeps its GPU's measured ceilings: a ``ceilings/`` folder beside or above the run
+#: directories (``traces/h200/ceilings/`` for ``traces/h200/graph/<run>/``), up to this many levels up.
+CEILINGS_DIR, CEILINGS_LEVELS = "ceilings", 3
+
+
+def find_measured(source: str | Path | None, gpu_name: str | None) -> Path | None:
+    """A measured-ceilings JSON for ``gpu_name`` in the nearest ``ceilings/`` folder above ``source``."""
+    if source is None or not gpu_name:
+        return None
+    here = Path(source).resolve()
+    here = here if here.is_dir() else here.parent
+    for d in [here, *here.parents][:CEILINGS_LEVELS + 1]:
+        for f in sorted((d / CEILINGS_DIR).glob("*.json")) if (d / CEILINGS_DIR).is_dir() else ():
+            try:
+                doc = load_measured(f)
+            except PhaseprofError:
+                continue
+            if doc["gpu_name"].replace(" ", "").upper() == gpu_name.replace(" ", "").upper():
+                return f
+    return None
+
+
 def attach_sol(bd: Breakdown, *, source: str | Path | None = None, model_config: str | Path | None = None,
                ceilings: str | Path | None = None) -> Breakdown:
     """``bd`` with its ``sol`` section: numbers when a model config and a ceiling are found, else a status
-    saying what is missing. ``source``: the trace or run directory (its ``run.json`` is read)."""
+    saying what is missing. ``source``: the trace or run directory (its ``run.json`` is read).
+    ``ceilings``: a measured file; "spec" for the datasheet; None = a measured file found by ``find_measured``,
+    else the datasheet."""
     if bd.trace.device != "gpu":
         return with_sol(bd, SolSection(status="not for CPU-only traces"))
     capture = {**bd.capture, **read_run_json(source)}
     model, where = find_model(capture, model_config)
     if model is None:
         return with_sol(bd, SolSection(status=NEEDS_CONFIG, notes=[where]))
-    ceiling, warning = ceiling_for(bd.trace.gpu_name, bd.trace.gpu_properties, measured=ceilings)
+    if ceilings is None:
+        ceilings = find_measured(source, bd.trace.gpu_name)
+    measured = None if ceilings is None or str(ceilings) == SPEC else ceilings
+    ceiling, warning = ceiling_for(bd.trace.gpu_name, bd.trace.gpu_properties, measured=measured)
     return with_sol(bd, sol_section(bd, model, ceiling, model_source=where, notes=[warning] if warning else []))
 
 

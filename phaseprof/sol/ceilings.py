@@ -225,7 +225,7 @@ def ceiling_for(gpu_name: str | None, props: Mapping[str, Any] | None = None, *,
     the datasheet entry. Returns (ceiling, warning)."""
     if measured is not None:
         doc = load_measured(measured)
-        c = measured_ceiling(doc, source=f"measured: {Path(measured).name} ({doc.get('measured_at', '?')})")
+        c = measured_ceiling(doc, source=f"measured: {_shown(measured)} ({doc.get('measured_at', '?')})")
         warn = None
         if gpu_name and _norm(gpu_name) != _norm(c.gpu):
             warn = f"ceilings measured on {c.gpu!r}, trace ran on {gpu_name!r}"
@@ -235,3 +235,12 @@ def ceiling_for(gpu_name: str | None, props: Mapping[str, Any] | None = None, *,
 
 def _norm(name: str) -> str:
     return re.sub(r"[\s_\-]+", "", name).upper()
+
+
+def _shown(path: str | Path) -> str:
+    """The path relative to the working directory when it lies below it (short, and stable in reports)."""
+    p = Path(path)
+    try:
+        return str(p.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(p)

@@ -15,7 +15,7 @@ from phaseprof.errors import PhaseprofError
 from phaseprof.sol.analyze import sol_section
 from phaseprof.sol.ceilings import Ceiling
 from phaseprof.sol.model import SolModel
-from phaseprof.sol.results import SolSection
+from phaseprof.sol.results import SolCeiling, SolSection
 
 
 @dataclass(frozen=True)
@@ -75,6 +75,7 @@ class Projection:
     Time outside the modelled buckets (memory copies, sampling, idle) is carried over unchanged."""
 
     source_gpu: str
+    source_ceiling: SolCeiling
     target: Ceiling
     buckets: list[BucketProjection]
     busy_ms: dict[str, float]  # phase -> measured GPU busy per step
@@ -106,4 +107,4 @@ def project(bd: Breakdown, model: SolModel, target: Ceiling) -> Projection:
                                             b.floor_us / n / 1e3, t.floor_us / n / 1e3, projected / n / 1e3))
         busy[ph.phase] = ph.gpu_busy_us / n / 1e3
         proj[ph.phase] = (ph.gpu_busy_us - saved) / n / 1e3
-    return Projection(bd.trace.gpu_name or "?", target, buckets, busy, proj)
+    return Projection(bd.trace.gpu_name or "?", src.ceiling, target, buckets, busy, proj)  # type: ignore[arg-type]

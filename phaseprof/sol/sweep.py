@@ -54,13 +54,16 @@ def sweep_floors(doc: Mapping[str, Any], model: SolModel, ceiling: Ceiling) -> l
 
 
 def print_sweep_sol(doc: Mapping[str, Any], console: Console, *, model_config: str | None = None,
-                    ceilings: str | Path | None = None) -> None:
-    """The floor table of a sweep, or one dim line saying what is missing."""
-    from phaseprof.sol.attach import find_model
+                    ceilings: str | Path | None = None, source: str | Path | None = None) -> None:
+    """The floor table of a sweep, or one dim line saying what is missing. ``source``: the sweep's directory
+    (a measured ceilings file above it is used, as for breakdowns)."""
+    from phaseprof.sol.attach import SPEC, find_measured, find_model
 
     model, where = find_model(doc, model_config)
     gpu = (doc.get("device") or {}).get("name")
-    ceiling, warn = ceiling_for(gpu, measured=ceilings)
+    if ceilings is None:
+        ceilings = find_measured(source, gpu)
+    ceiling, warn = ceiling_for(gpu, measured=None if ceilings is None or str(ceilings) == SPEC else ceilings)
     if model is None or ceiling is None:
         why = "needs --model-config" if model is None else f"no ceilings for {gpu}"
         console.print(f"[dim]speed of light: {escape(why)}[/]")

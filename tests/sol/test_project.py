@@ -43,9 +43,10 @@ def test_project_decode_capture_to_b200(capsys):
     assert p["source_gpu"] == "NVIDIA H200" and p["target"]["gpu"] == "B200"
     rows = {(b["phase"], b["bucket"]): b for b in p["buckets"]}
     moe = rows[("decode", "moe")]
-    # memory-bound at batch 1: the B200/H200 floor ratio is the HBM ratio 4.8 / 8.0
-    assert moe["target_floor_ms"] / moe["floor_ms"] == pytest.approx(4.8 / 8.0)
-    assert moe["projected_ms"] == pytest.approx(moe["measured_ms"] * 0.6)
+    # memory-bound at batch 1: the floor ratio is the HBM ratio (H200 ceiling used / B200's 8.0 TB/s)
+    ratio = p["source_ceiling"]["hbm_tbps"] / 8.0
+    assert moe["target_floor_ms"] / moe["floor_ms"] == pytest.approx(ratio)
+    assert moe["projected_ms"] == pytest.approx(moe["measured_ms"] * ratio)
     assert p["projected_busy_ms"]["decode"] < p["busy_ms"]["decode"]
 
 

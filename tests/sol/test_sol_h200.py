@@ -30,13 +30,13 @@ def _run(suffix: str) -> Path:
 @pytest.fixture(scope="module")
 def prefill():
     d = _run("prefill-4096")
-    return d, read(d / "trace.json.gz"), attach_sol(analyze_trace(d / "trace.json.gz"), source=d)
+    return d, read(d / "trace.json.gz"), attach_sol(analyze_trace(d / "trace.json.gz"), source=d, ceilings="spec")
 
 
 @pytest.fixture(scope="module")
 def decode():
     d = _run("decode-128in-32out")
-    return d, attach_sol(analyze_trace(d / "trace.json.gz"), source=d)
+    return d, attach_sol(analyze_trace(d / "trace.json.gz"), source=d, ceilings="spec")
 
 
 def test_fused_moe_kernel_achieved_from_raw_events(prefill):
@@ -112,7 +112,7 @@ def test_foreign_trace_needs_model_config(tmp_path, capsys):
 
 def test_cli_table_fits_80_columns_and_names_the_ceiling(capsys):
     d = _run("decode-128in-32out")
-    assert main(["analyze", str(d)]) == 0
+    assert main(["analyze", str(d), "--ceilings", "spec"]) == 0
     out = capsys.readouterr().out
     assert "speed of light on H200 (spec)" in out
     sol = out[out.index("speed of light on"):]
@@ -136,7 +136,7 @@ def test_sweep_floors_agree_with_the_traced_step(prefill, capsys):
     xs = sorted(floors)
     assert all(floors[a].floor_ms < floors[b].floor_ms for a, b in zip(xs, xs[1:]))  # more tokens, more work
     assert main(["sweep", "--show", str(sweep_dir)]) == 0
-    assert "speed of light on H200 (spec) vs measured TTFT" in capsys.readouterr().out
+    assert "speed of light on H200 (" in capsys.readouterr().out  # spec, or a measured file once committed
 
 
 def test_roofline_data_and_figure(prefill):
@@ -154,3 +154,25 @@ def test_roofline_data_and_figure(prefill):
     assert list(roof.y) == [data.roof(x) for x in roof.x] and max(roof.y) == pytest.approx(989.4)
     assert set(points.text) == {p.bucket for p in data.points}
     assert roofline_data(attach_sol(analyze_trace(FOREIGN), source=FOREIGN).sol) is None
+
+
+def test_measured_ceilings_beside_the_runs_are_used_by_default(tmp_path):
+    """A capture session's ceilings/ folder (traces/h200/ceilings/ for traces/h200/graph/<run>/) holds its GPU's
+    measured ceilings; breakdowns below it use them and say so."""
+    src = _run("prefill-4096")
+    run = tmp_path / "h200" / "graph" / src.name
+    run.mkdir(parents=True)
+    for f in ("trace.json.gz", "run.json"):
+        (run / f).write_bytes((src / f).read_bytes())
+    (tmp_path / "h200" / "ceilings").mkdir()
+    measured = {"schema_version": 1, "kind": "measured", "gpu_name": "NVIDIA H200", "sm_count": 132,
+                "torch": "2.11.0+cu130", "cuda": "13.0", "measured_at": "test", "bf16_dense_tflops": 800.0,
+                "fp8_dense_tflops": None, "hbm_copy_tbps": 4.0, "hbm_read_tbps": 4.2, "method": {}}
+    (tmp_path / "h200" / "ceilings" / "h200-measured.json").write_bytes(orjson.dumps(measured))
+    bd = attach_sol(analyze_trace(run / "trace.json.gz"), source=run / "trace.json.gz")
+    c = bd.sol.ceiling
+    assert (c.kind, c.tflops, c.hbm_tbps) == ("measured", 800.0, 4.2) and "h200-measured.json" in c.source
+    moe = next(b for b in bd.sol.phase("prefill").buckets if b.bucket == "moe")
+    assert moe.floor_us == pytest.approx(moe.bytes / 4.2e12 * 1e6)
+    forced = attach_sol(analyze_trace(run / "trace.json.gz"), source=run, ceilings="spec")
+    assert forced.sol.ceiling.kind == "spec"
