@@ -7,14 +7,14 @@ no prefill) and grows by one token per decode step.
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 
 from phaseprof.analysis.results import Breakdown, StepRow
 from phaseprof.sol.ceilings import Ceiling
 from phaseprof.sol.model import SolModel
 from phaseprof.sol.results import SolBucket, SolCeiling, SolPhase, SolSection, SolStep
-from phaseprof.sol.work import COMPONENT_BUCKET, Component, StepTokens, Work, step_work
+from phaseprof.sol.work import COMPONENT_BUCKET, StepTokens, Work, step_work
 from phaseprof.trace.markers import parse_step_marker
 
 NEEDS_CONFIG = "needs --model-config"
@@ -77,6 +77,44 @@ def _pct(floor: float, measured: float) -> float | None:
     return 100.0 * floor / measured if measured > 0 else None
 
 
+@dataclass
+class _BucketSum:
+    """Running sums of one bucket over a phase's steps (internal, mutable while summing)."""
+
+    work: Work = field(default_factory=Work)
+    floor_us: float = 0.0
+    compute_floor_us: float = 0.0  # the part of the floor from compute-bound components
+    components: dict[str, float] = field(default_factory=dict)  # component -> floor_us
+
+    def add(self, component: str, w: Work, floor_us: float, compute_bound: bool) -> None:
+        self.work += w
+        self.floor_us += floor_us
+        self.compute_floor_us += floor_us if compute_bound else 0.0
+        self.components[component] = self.components.get(component, 0.0) + floor_us
+
+    def result(self, bucket: str, time_us: float) -> SolBucket:
+        w, t = self.work, time_us
+        return SolBucket(
+            bucket=bucket, flops=w.flops, bytes=w.bytes, time_us=t,
+            intensity_flop_per_byte=w.flops / w.bytes if w.bytes else 0.0,
+            bound="compute" if self.floor_us and 2 * self.compute_floor_us >= self.floor_us else "memory",
+            achieved_tflops=w.flops / (t * 1e6) if t else 0.0, achieved_tbps=w.bytes / (t * 1e6) if t else 0.0,
+            floor_us=self.floor_us, pct_of_light=_pct(self.floor_us, t), components=dict(self.components))
+
+
+def _phase_notes(phase: str, buckets: list[SolBucket]) -> list[str]:
+    notes = []
+    unseen = [b.bucket for b in buckets if not b.time_us]
+    if unseen:
+        notes.append(f"{phase}: {', '.join(unseen)} has modelled work but no kernels of its own (they are "
+                     "classified under another bucket, e.g. unfused norms as elementwise)")
+    fast = [b.bucket for b in buckets if b.pct_of_light is not None and b.pct_of_light > 100]
+    if fast:
+        notes.append(f"{phase}: {', '.join(fast)} ran faster than its floor: the work model overestimates it "
+                     "there (e.g. routing touched fewer experts than uniform routing predicts)")
+    return notes
+
+
 def sol_section(bd: Breakdown, model: SolModel, ceiling: Ceiling | None, *, model_source: str = "",
                 notes: list[str] | None = None) -> SolSection:
     """The ``sol`` section of a breakdown. Pure."""
@@ -91,61 +129,40 @@ def sol_section(bd: Breakdown, model: SolModel, ceiling: Ceiling | None, *, mode
         notes.append(f"{ceiling.gpu} has no {prec} peak listed: BF16 peak used")
     tokens, tok_notes = step_tokens(bd.steps, bd.capture)
     notes += tok_notes
-    rows = sorted(bd.steps, key=lambda r: r.index)
     world = bd.trace.distributed.get("world_size") if isinstance(bd.trace.distributed, dict) else None
     share = 1.0 / world if isinstance(world, int) and world > 1 else 1.0
     if share < 1.0:
         notes.append(f"work divided by the world size {world} (tensor parallelism assumed: each GPU does 1/{world})")
-    # per phase and bucket: work, floor, and floor per component and binding resource
-    acc: dict[str, dict[str, dict[str, Any]]] = {}
+    sums: dict[str, dict[str, _BucketSum]] = {}  # phase -> bucket -> sums over the phase's steps
     steps: list[SolStep] = []
-    skipped = 0
-    for row, tok in zip(rows, tokens):
+    for row, tok in zip(sorted(bd.steps, key=lambda r: r.index), tokens):
         if tok is None:
-            skipped += 1
             continue
         total, floor = Work(), 0.0
         for comp, w in step_work(model, tok).items():
             w = w.scaled(share)
             f, compute = _floor_us(w, ceiling, prec)
-            b = acc.setdefault(row.phase, {}).setdefault(str(COMPONENT_BUCKET[comp]), {
-                "work": Work(), "floor": 0.0, "compute_floor": 0.0, "components": {}})
-            b["work"] += w
-            b["floor"] += f
-            b["compute_floor"] += f if compute else 0.0
-            b["components"][str(comp)] = b["components"].get(str(comp), 0.0) + f
+            sums.setdefault(row.phase, {}).setdefault(str(COMPONENT_BUCKET[comp]), _BucketSum()).add(
+                str(comp), w, f, compute)
             total += w
             floor += f
         steps.append(SolStep(index=row.index, phase=row.phase, tokens=tok.tokens, flops=total.flops,
                              bytes=total.bytes, floor_us=floor, gpu_busy_us=row.gpu_busy_us, wall_us=row.wall_us,
                              pct_of_light_wall=_pct(floor, row.wall_us)))
+    skipped = sum(t is None for t in tokens)
     if skipped:
         notes.append(f"{skipped} step(s) without token counts in their marker have no SOL numbers")
     phases = []
     for ph in bd.phases:
-        if ph.phase not in acc:
+        if ph.phase not in sums:
             continue
         times = {b.bucket: b.time_us for b in ph.kernel_view}
-        buckets = []
-        for name, a in sorted(acc[ph.phase].items(), key=lambda kv: -kv[1]["floor"]):
-            w, t = a["work"], times.get(name, 0.0)
-            buckets.append(SolBucket(
-                bucket=name, flops=w.flops, bytes=w.bytes, time_us=t,
-                intensity_flop_per_byte=w.flops / w.bytes if w.bytes else 0.0,
-                bound="compute" if a["compute_floor"] * 2 >= a["floor"] and a["floor"] else "memory",
-                achieved_tflops=w.flops / (t * 1e6) if t else 0.0, achieved_tbps=w.bytes / (t * 1e6) if t else 0.0,
-                floor_us=a["floor"], pct_of_light=_pct(a["floor"], t), components=dict(a["components"])))
+        buckets = sorted((acc.result(name, times.get(name, 0.0)) for name, acc in sums[ph.phase].items()),
+                         key=lambda b: -b.floor_us)
+        notes += _phase_notes(ph.phase, buckets)
         sel = [s for s in steps if s.phase == ph.phase]
         floor = sum(s.floor_us for s in sel)
         busy, wall = sum(s.gpu_busy_us for s in sel), sum(s.wall_us for s in sel)
-        unseen = [b.bucket for b in buckets if not b.time_us]
-        if unseen:
-            notes.append(f"{ph.phase}: {', '.join(unseen)} has modelled work but no kernels of its own (they are "
-                         "classified under another bucket, e.g. unfused norms as elementwise)")
-        fast = [b.bucket for b in buckets if b.pct_of_light is not None and b.pct_of_light > 100]
-        if fast:
-            notes.append(f"{ph.phase}: {', '.join(fast)} ran faster than its floor: the work model overestimates "
-                         "it there (e.g. routing touched fewer experts than uniform routing predicts)")
         phases.append(SolPhase(phase=ph.phase, steps=len(sel), floor_us=floor, gpu_busy_us=busy, wall_us=wall,
                                pct_of_light_busy=_pct(floor, busy), pct_of_light_wall=_pct(floor, wall),
                                buckets=buckets))
@@ -158,4 +175,4 @@ def with_sol(bd: Breakdown, section: SolSection) -> Breakdown:
     return replace(bd, sol=section)
 
 
-__all__ = ["ASSUMPTIONS", "NEEDS_CONFIG", "Component", "sol_section", "step_tokens", "with_sol"]
+__all__ = ["ASSUMPTIONS", "NEEDS_CONFIG", "sol_section", "step_tokens", "with_sol"]
