@@ -46,22 +46,36 @@ def _preset_config(name: str) -> dict[str, Any] | None:
         return None
 
 
+def _read(cfg: dict[str, Any], name: str, label: str) -> SolModel:
+    try:
+        return sol_model(cfg, name=name)
+    except PhaseprofError as e:
+        raise PhaseprofError(f"{label}: not usable for the speed of light: {e}") from None
+    except (KeyError, ValueError, TypeError) as e:
+        raise PhaseprofError(f"{label}: not usable for the speed of light: bad or missing field {e}") from None
+
+
 def find_model(capture: Mapping[str, Any], explicit: str | Path | None = None) -> tuple[SolModel | None, str]:
-    """(model, where its config came from), or (None, why not)."""
+    """(model, where its config came from), or (None, why not). A bad ``explicit`` config is an error; a bad
+    recorded one only means no SOL numbers (the breakdown itself stays)."""
     if explicit is not None:
         cfg, label = load_hf_config(str(explicit))
-        return sol_model(cfg, name=Path(str(explicit)).stem if label != f"preset {explicit}" else str(explicit)), label
+        name = Path(str(explicit)).stem if label != f"preset {explicit}" else str(explicit)
+        return _read(cfg, name, label), label
     recorded = capture.get("model_config")
     model = capture.get("model")
     name = model.get("name") if isinstance(model, Mapping) else model if isinstance(model, str) else None
-    if isinstance(recorded, Mapping) and recorded:
-        return sol_model(dict(recorded), name=str(name or "")), "run.json model_config"
-    kind = model.get("kind") if isinstance(model, Mapping) else "preset"
-    if isinstance(name, str) and name and kind == "preset":
-        cfg = _preset_config(name)
-        if cfg is not None:
-            return sol_model(cfg, name=name), f"preset {name} (named by the capture)"
-        return None, f"model {name!r} is not a built-in preset"
+    try:
+        if isinstance(recorded, Mapping) and recorded:
+            return _read(dict(recorded), str(name or ""), "run.json model_config"), "run.json model_config"
+        kind = model.get("kind") if isinstance(model, Mapping) else "preset"
+        if isinstance(name, str) and name and kind == "preset":
+            cfg = _preset_config(name)
+            if cfg is not None:
+                return _read(cfg, name, f"preset {name}"), f"preset {name} (named by the capture)"
+            return None, f"model {name!r} is not a built-in preset"
+    except PhaseprofError as e:
+        return None, str(e)
     return None, "no model config recorded"
 
 

@@ -123,3 +123,16 @@ def test_cli_measure_without_cuda_is_a_clear_error(capsys, monkeypatch):
     assert main(["ceilings"]) == 3
     err = capsys.readouterr().err
     assert "no CUDA device" in err and len(err.strip().splitlines()) == 1
+
+
+def test_bad_model_config_and_ceilings_on_analyze(tmp_path: Path, capsys):
+    trace = next((Path(__file__).resolve().parents[2] / "traces" / "h200" / "graph").glob("*-prefill-4096"))
+    broken = Path(__file__).resolve().parents[1] / "memory" / "data" / "broken-qwen3next" / "config.json"
+    for args, problem in ((["--model-config", str(broken)], f"{broken}: not usable for the speed of light"),
+                          (["--model-config", "nope"], "unknown preset 'nope'"),
+                          (["--ceilings", str(tmp_path / "none.json")], "none.json: no such file")):
+        out = tmp_path / "b.json"
+        assert main(["analyze", str(trace), "--json", str(out), *args]) == 2
+        err = capsys.readouterr().err
+        assert problem in err and len(err.strip().splitlines()) == 1
+        assert not out.exists()  # nothing half-written
