@@ -62,7 +62,12 @@ def _measure(device: str, quick: bool) -> dict[str, Any]:
         from phaseprof.sol.measure import measure_ceilings
     except ImportError as e:
         raise EnvironmentProblem(f"the ceilings micro-benchmark is not installed ({e})") from None
-    return validate_measured(measure_ceilings(device=device, quick=quick))
+    try:
+        doc = measure_ceilings(device=device, quick=quick)
+    except RuntimeError as e:  # no usable GPU, out of memory: a fact about this machine
+        raise EnvironmentProblem(f"measuring failed: {str(e).splitlines()[0] if str(e) else type(e).__name__}") \
+            from None
+    return validate_measured(doc)
 
 
 def ceilings(

@@ -136,3 +136,26 @@ def test_bad_model_config_and_ceilings_on_analyze(tmp_path: Path, capsys):
         err = capsys.readouterr().err
         assert problem in err and len(err.strip().splitlines()) == 1
         assert not out.exists()  # nothing half-written
+
+
+def test_cli_measure_writes_the_validated_result(tmp_path: Path, capsys, monkeypatch):
+    """The command's wiring around ``phaseprof.sol.measure.measure_ceilings`` (which needs a GPU): the result is
+    validated, written atomically with --out and shown beside the datasheet entry of its GPU."""
+    import sys
+    import types
+
+    import torch
+
+    fake = types.ModuleType("phaseprof.sol.measure")
+    fake.measure_ceilings = lambda *, device="cuda", quick=False: {**MEASURED, "method": {"quick": quick}}
+    monkeypatch.setitem(sys.modules, "phaseprof.sol.measure", fake)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    out = tmp_path / "h200.json"
+    assert main(["ceilings", "--quick", "--out", str(out)]) == 0
+    assert orjson.loads(out.read_bytes()) == {**MEASURED, "method": {"quick": True}}
+    shown = capsys.readouterr().out
+    assert "ceilings of NVIDIA H200" in shown and "% of spec" in shown
+    fake.measure_ceilings = lambda **_: {**MEASURED, "kind": "spec"}
+    out.unlink()
+    assert main(["ceilings", "--out", str(out)]) == 2
+    assert "kind must be 'measured'" in capsys.readouterr().err and not out.exists()
