@@ -157,7 +157,7 @@ def diff(
     elif fmt == DiffFormat.markdown:
         typer.echo(diff_markdown(d, checks=checks) + diff_view.changes_markdown(sol_a, sol_b), nl=False)
     else:
-        typer.echo(diff_json(d, checks).decode())
+        typer.echo(diff_view.with_changes_json(diff_json(d, checks), sol_a, sol_b).decode())
     for c in checks:
         err.print(("[red]FAIL " if c.failed else "[green]ok   ") + describe(c) + "[/]", highlight=False,
                   soft_wrap=True)

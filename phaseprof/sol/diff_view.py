@@ -3,7 +3,10 @@ on different GPUs) and ``--project-to GPU`` (one capture at equal efficiency on 
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
+
+import orjson
 
 from rich import box
 from rich.console import Console
@@ -51,6 +54,16 @@ def print_changes(a: Breakdown, b: Breakdown, console: Console) -> None:
         console.print(changes_table(rows, a, b))
         for c in rows[:3]:
             console.print(escape(sentence(c)))
+
+
+def with_changes_json(doc: bytes, a: Breakdown, b: Breakdown) -> bytes:
+    """The diff JSON with a ``speed_of_light`` list (the per-bucket split) when there is one."""
+    rows = changes(a, b)
+    if not rows:
+        return doc
+    out = orjson.loads(doc)
+    out["speed_of_light"] = [dataclasses.asdict(c) for c in rows]
+    return orjson.dumps(out, option=orjson.OPT_INDENT_2)
 
 
 def changes_markdown(a: Breakdown, b: Breakdown) -> str:

@@ -65,3 +65,30 @@ def test_diff_without_b_or_projection_is_an_error(capsys):
 def test_project_to_unknown_gpu(capsys):
     assert main(["diff", str(DECODE), "--project-to", "V100"]) == 2
     assert "no ceilings for GPU 'V100'" in capsys.readouterr().err
+
+
+def test_diff_prints_the_split_when_the_ceilings_differ(tmp_path, capsys):
+    """The same H200 decode capture against datasheet ceilings (A) and a measured file (B): the times are
+    equal, so the split must be ceilings x efficiency = 1 with ceilings = floor A / floor B."""
+    from phaseprof.analysis.pipeline import analyze_trace
+    from phaseprof.report.json_io import write_breakdown
+    from phaseprof.sol.attach import attach_sol
+
+    measured = {"schema_version": 1, "kind": "measured", "gpu_name": "NVIDIA H200", "sm_count": 132, "torch": "t",
+                "cuda": "c", "measured_at": "test", "bf16_dense_tflops": 800.0, "fp8_dense_tflops": None,
+                "hbm_copy_tbps": 4.0, "hbm_read_tbps": 4.0, "method": {}}
+    m = tmp_path / "measured.json"
+    m.write_bytes(orjson.dumps(measured))
+    bd = analyze_trace(DECODE / "trace.json.gz")
+    a = write_breakdown(attach_sol(bd, source=DECODE, ceilings="spec"), tmp_path / "a.json")
+    b = write_breakdown(attach_sol(bd, source=DECODE, ceilings=m), tmp_path / "b.json")
+    assert main(["diff", str(a), str(b), "--format", "json"]) == 0
+    rows = {(r["phase"], r["bucket"]): r for r in orjson.loads(capsys.readouterr().out)["speed_of_light"]}
+    moe = rows[("decode", "moe")]
+    assert moe["speedup"] == pytest.approx(1.0)
+    assert moe["ceilings"] == pytest.approx(4.0 / 4.8)  # memory-bound: the bandwidth ratio
+    assert moe["efficiency"] == pytest.approx(4.8 / 4.0)
+    assert main(["diff", str(a), str(b)]) == 0
+    out = capsys.readouterr().out
+    assert "speed of light: A H200 (spec) vs B NVIDIA H200 (measured), per step" in out
+    assert "decode gemm 1.00x faster: ceilings 0.83x, efficiency 1.20x" in out
