@@ -9,7 +9,9 @@ llama-3.1-8b (H=4096, 32 layers, 32 heads / 8 KV of 128, MLP 14336, vocab 128256
 
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 
 import pytest
 
@@ -193,3 +195,16 @@ def test_gpt_oss_sliding_window_and_mxfp4():
     w = routed_experts(m, DECODE)
     assert w.bytes == pytest.approx(4 * 3 * 2880 * 2880 * 4.25 / 8 * 36 + (2880 + 4 * (3 * 2880 + 2880)) * 2 * 36)
     assert math.isclose(lm_head(m, DECODE).flops, 2 * 2880 * 201088)
+
+
+def test_qwen36_fp8_checkpoint_config(a3b):
+    """The seed's Qwen3.6-35B-A3B FP8 config.json (tests/memory/data): the preset's decoder, 1-byte weights,
+    FP8 GEMM peak, fp32 recurrent state (its mamba_ssm_dtype)."""
+    cfg = json.loads((Path(__file__).resolve().parents[1] / "memory" / "data" / "qwen36-35b-a3b-fp8" /
+                      "config.json").read_text())
+    m = sol_model(cfg)
+    assert (m.attention_layers, m.gdn_layers, m.num_experts, m.top_k, m.vocab) == (10, 30, 256, 8, 248320)
+    assert (m.quant, m.compute, m.weight_bytes, m.act_bytes, m.state_bytes) == ("fp8", "fp8", 1.0, 2.0, 4.0)
+    assert routed_experts(m, DECODE).bytes == pytest.approx(8 * 3 * 2048 * 512 * 1 * 40 + (2048 + 8 * 3584) * 2 * 40)
+    assert routed_experts(m, PREFILL).flops == routed_experts(a3b, PREFILL).flops
+    assert gdn(m, DECODE).bytes == ((2 * 16 * 128 + 2 * 32 * 128 + 64) * 2 + 2 * 32 * 128 * 128 * 4) * 30
