@@ -23,17 +23,16 @@ from phaseprof.sol.results import SolSection
 
 
 def read_run_json(trace_or_dir: str | Path | None) -> dict[str, Any]:
-    """``run.json`` of a run directory (or of the directory holding the trace), else {}."""
+    """``run.json`` of a run directory (or of the directory holding the trace), else {}. Unreadable → {}: it
+    only feeds the optional SOL section, which then says what it lacks."""
     if trace_or_dir is None:
         return {}
     p = Path(trace_or_dir)
     f = (p if p.is_dir() else p.parent) / "run.json"
-    if not f.is_file():
-        return {}
     try:
-        doc = orjson.loads(f.read_bytes())
-    except orjson.JSONDecodeError as e:
-        raise PhaseprofError(f"not valid JSON ({e})", path=f) from None
+        doc = orjson.loads(f.read_bytes()) if f.is_file() else {}
+    except (OSError, orjson.JSONDecodeError):
+        return {}
     return doc if isinstance(doc, dict) else {}
 
 
