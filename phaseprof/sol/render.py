@@ -28,8 +28,8 @@ def model_line(s: SolSection) -> str:
 
 def phase_line(p: SolPhase) -> str:
     n = max(p.steps, 1)
-    return (f"{p.phase} per step: floor {p.floor_us / n / 1e3:,.2f} ms; busy {p.gpu_busy_us / n / 1e3:,.2f} ms "
-            f"({_pct(p.pct_of_light_busy)}% of light); wall {p.wall_us / n / 1e3:,.2f} ms "
+    return (f"{p.phase}/step ms: floor {p.floor_us / n / 1e3:,.2f}, busy {p.gpu_busy_us / n / 1e3:,.2f} "
+            f"({_pct(p.pct_of_light_busy)}% of light), wall {p.wall_us / n / 1e3:,.2f} "
             f"({_pct(p.pct_of_light_wall)}%)")
 
 

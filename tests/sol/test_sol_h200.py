@@ -117,7 +117,7 @@ def test_cli_table_fits_80_columns_and_names_the_ceiling(capsys):
     assert "speed of light on H200 (spec)" in out
     sol = out[out.index("speed of light on"):]
     assert max(len(line) for line in sol.splitlines()) <= 80
-    assert "decode per step: floor 1.24 ms" in sol
+    assert "decode/step ms: floor 1.24, busy 4.21 (30% of light)" in sol
 
 
 def test_sweep_floors_agree_with_the_traced_step(prefill, capsys):
