@@ -69,11 +69,12 @@ def print_sweep_sol(doc: Mapping[str, Any], console: Console, *, model_config: s
         console.print(f"[dim]speed of light: {escape(why)}[/]")
         return
     prefill = doc.get("phase") == "prefill"
-    t = Table(title=f"speed of light on {ceiling.gpu} ({ceiling.kind}) vs measured "
-              f"{'TTFT' if prefill else 'TPOT'}", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+    t = Table(title=f"speed of light vs measured {'TTFT' if prefill else 'TPOT'}", title_justify="left",
+              box=box.SIMPLE_HEAD, pad_edge=False)
     for col in ("prompt tokens" if prefill else "concurrency", "floor ms", "measured ms", "% of light"):
         t.add_column(col, justify="right", no_wrap=True)
     for f in sweep_floors(doc, model, ceiling):
         t.add_row(str(f.x), f"{f.floor_ms:,.2f}", f"{f.measured_ms:,.2f}", f"{f.pct_of_light:.0f}")
     t.caption = f"model {model.name} ({where})" + (f"; {warn}" if warn else "")
     console.print(t)
+    console.print(f"[dim]ceilings: {escape(ceiling.label)}, {escape(ceiling.source)}[/]")
