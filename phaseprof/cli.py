@@ -34,8 +34,9 @@ def _register_all() -> None:
     from phaseprof.memory import cli as memory_cli
     from phaseprof.report import analyze_cli, diff_cli
     from phaseprof.dashboard import cli as dashboard_cli
+    from phaseprof.sol import cli as sol_cli
 
-    for mod in (analyze_cli, capture_cli, memory_cli, diff_cli, dashboard_cli):
+    for mod in (analyze_cli, capture_cli, memory_cli, diff_cli, dashboard_cli, sol_cli):
         mod.register(app)
 
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from phaseprof.sol.results import SolSection
+
 
 @dataclass(frozen=True)
 class Stats:
@@ -147,3 +149,4 @@ class Breakdown:
     unknown_kernels: list[KernelStat]
     notes: list[str] = field(default_factory=list)
     capture: dict[str, Any] = field(default_factory=dict)
+    sol: SolSection | None = None  # speed of light (schema 1.1): needs a model config, see phaseprof.sol

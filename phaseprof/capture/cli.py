@@ -160,6 +160,9 @@ def _show_sweeps(paths: list[Path], console: Console) -> None:
         print_sweep(doc, console)
         if doc.get("slope_us_per_token") is not None:
             console.print(f"slope {doc['slope_us_per_token']:.2f} µs per prompt token (least squares)")
+        from phaseprof.sol.sweep import print_sweep_sol  # noqa: PLC0415
+
+        print_sweep_sol(doc, console, source=f)
 
 
 def sweep(

@@ -25,7 +25,14 @@ def analyze(
     rules: list[Path] = typer.Option([], "--rules", help="Extra classification rules (TOML), matched before the "
                                      "defaults. Repeatable."),
     cross_check: str | None = typer.Option(None, "--cross-check", help="'hta': print HTA's kernel totals beside "
-                                           "phaseprof's (needs the hta extra)."),
+                                           "phaseprof's (needs the hta extra); 'shapes': the model's GEMM FLOPs "
+                                           "beside the recorded Input Dims."),
+    model_config: str | None = typer.Option(None, "--model-config", help="Model config for the speed-of-light "
+                                            "section: config.json, its directory, or a preset name (default: "
+                                            "what run.json / the trace records)."),
+    ceilings: str | None = typer.Option(None, "--ceilings", help="Measured ceilings JSON (phaseprof ceilings "
+                                        "--out) instead of the GPU's datasheet figures, or 'spec' for the "
+                                        "datasheet (default: a ceilings/ folder above the run, else datasheet)."),
     jobs: int | None = typer.Option(None, "--jobs", "-j", min=1, help="Worker processes for the rank files of a "
                                     "rank directory (default: all cores)."),
     ray: str | None = typer.Option(None, "--ray", metavar="ADDRESS", help="Analyse the rank files that TRACES "
@@ -41,6 +48,7 @@ def analyze(
     from phaseprof.report.json_io import dumps, write_breakdown
     from phaseprof.report.markdown import breakdown_markdown
     from phaseprof.report.table import print_breakdown
+    from phaseprof.sol.attach import attach_sol
 
     console = Console()
     if ray is not None:
@@ -59,7 +67,7 @@ def analyze(
     for tr in traces:
         with console.status(f"analysing {tr} ...", spinner="dots") if fmt == OutputFormat.table else _null():
             analysed = run_pipeline(tr, ruleset=ruleset)
-        bd = analysed.breakdown
+        bd = attach_sol(analysed.breakdown, source=tr, model_config=model_config, ceilings=ceilings)
         if json_out is not None:
             dest = json_out if len(traces) == 1 and json_out.suffix == ".json" else \
                 json_out / (tr.name.split(".json")[0] + ".breakdown.json")
@@ -71,9 +79,15 @@ def analyze(
             typer.echo(dumps(bd).decode())
         else:
             typer.echo(breakdown_markdown(bd))
-        if cross_check:
+        if cross_check == "shapes":
+            from phaseprof.sol.attach import shape_check
+            from phaseprof.sol.render import print_shape_check
+
+            print_shape_check(*shape_check(tr, bd, model_config),
+                              console if fmt == OutputFormat.table else Console(stderr=True))
+        elif cross_check:
             if cross_check != "hta":
-                raise PhaseprofError(f"unknown --cross-check {cross_check!r} (supported: hta)")
+                raise PhaseprofError(f"unknown --cross-check {cross_check!r} (supported: hta, shapes)")
             from phaseprof.analysis.hta_check import cross_check_hta, print_cross_check
 
             # On stderr when stdout carries JSON or markdown, so piped output stays parseable.

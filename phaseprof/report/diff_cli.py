@@ -105,7 +105,8 @@ def _short(name: str, width: int = 60) -> str:
 
 def diff(
     a: Path = typer.Argument(..., help="Baseline: a breakdown JSON, a run directory, or a raw trace."),
-    b: Path = typer.Argument(..., help="Candidate, same kinds; every change is B − A."),
+    b: Path | None = typer.Argument(None, help="Candidate, same kinds; every change is B − A (omit with "
+                                    "--project-to)."),
     fmt: DiffFormat = typer.Option(DiffFormat.table, "--format", "-f", help="table, markdown (a PR comment) "
                                    "or json."),
     fail_on: list[str] = typer.Option([], "--fail-on", help="Exit 1 when this threshold is passed, e.g. "
@@ -113,29 +114,50 @@ def diff(
                                       "grammar in docs/diff.md."),
     rules: list[Path] = typer.Option([], "--rules", help="Extra classification rules (TOML) for inputs that "
                                      "are analysed here (raw traces). Repeatable."),
+    project_to: str | None = typer.Option(None, "--project-to", help="Estimate A on this GPU (e.g. B200) at A's "
+                                          "measured efficiency per bucket, from the speed-of-light model."),
+    model_config: str | None = typer.Option(None, "--model-config", help="Model config for the speed-of-light "
+                                            "numbers when the inputs do not record one."),
 ) -> None:
     """Compare two breakdowns per phase: bucket deltas in both views, launches, allocations, idle time, matched
     kernels, and whether A and B are comparable at all."""
     from phaseprof.report.diff import diff_breakdowns, load_side
     from phaseprof.report.fail_on import evaluate, parse_thresholds
 
+    from phaseprof.sol import diff_view
+
     thresholds = parse_thresholds(list(fail_on))  # bad expressions fail before the slow part
     console = Console()
     err = Console(stderr=True)
+    if b is None:
+        if project_to is None:
+            raise PhaseprofError("diff needs two inputs A B (or one with --project-to GPU)")
+        proj = diff_view.projection_for(load_side(a, rules=list(rules) or None).breakdown, a, project_to,
+                                        model_config)
+        if fmt == DiffFormat.json:
+            typer.echo(orjson.dumps({"estimate": True, "projection": dataclasses.asdict(proj)},
+                                    option=orjson.OPT_INDENT_2).decode())
+        elif fmt == DiffFormat.markdown:
+            typer.echo(diff_view.projection_markdown(proj), nl=False)
+        else:
+            diff_view.print_projection(proj, console)
+        return
     sides = []
     for p in (a, b):
         with err.status(f"reading {p} ...", spinner="dots"):
             sides.append(load_side(p, rules=list(rules) or None))
     sa, sb = sides
+    sol_a, sol_b = (diff_view.with_sol(s.breakdown, p, model_config) for s, p in ((sa, a), (sb, b)))
     d = diff_breakdowns(sa.breakdown, sb.breakdown, order_a=sa.order, order_b=sb.order,
                         labels=(_label(a), _label(b)))
     checks = evaluate(thresholds, d)
     if fmt == DiffFormat.table:
         print_diff(d, console)
+        diff_view.print_changes(sol_a, sol_b, console)
     elif fmt == DiffFormat.markdown:
-        typer.echo(diff_markdown(d, checks=checks), nl=False)
+        typer.echo(diff_markdown(d, checks=checks) + diff_view.changes_markdown(sol_a, sol_b), nl=False)
     else:
-        typer.echo(diff_json(d, checks).decode())
+        typer.echo(diff_view.with_changes_json(diff_json(d, checks), sol_a, sol_b).decode())
     for c in checks:
         err.print(("[red]FAIL " if c.failed else "[green]ok   ") + describe(c) + "[/]", highlight=False,
                   soft_wrap=True)

@@ -41,4 +41,8 @@ def breakdown_markdown(bd: Breakdown, *, top: int = 5) -> str:
     if bd.unknown_kernels:
         out += ["", f"⚠️ {len(bd.unknown_kernels)} unclassified kernel name(s), "
                 f"{_ms(sum(k.time_us for k in bd.unknown_kernels))} ms"]
+    if bd.sol is not None:
+        from phaseprof.sol.render import sol_markdown
+
+        out += sol_markdown(bd.sol)
     return "\n".join(out) + "\n"

@@ -75,6 +75,10 @@ def print_breakdown(bd: Breakdown, console: Console, *, top: int = 3) -> None:
             console.print(f"  {_ms(k.time_us):>10} ms  x{k.count:<6} {_short(k.name)}")
     for n in bd.notes:
         console.print(f"[dim]note: {n}[/]")
+    if bd.sol is not None:
+        from phaseprof.sol.render import print_sol
+
+        print_sol(bd.sol, console)
 
 
 def print_rank_summary(summary: "RankSummary", console: Console) -> None:  # noqa: F821 (import cycle-free hint)

@@ -1,0 +1,178 @@
+"""Breakdown + model config + ceiling → the ``sol`` section (see ``sol.results`` for the definitions).
+
+Token counts per step come from the step markers (the step's label); decode KV lengths are followed through
+the trace: a sequence enters with its prefill length (or the capture's ``prompt_tokens`` when the trace holds
+no prefill) and grows by one token per decode step.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any, Mapping
+
+from phaseprof.analysis.results import Breakdown, StepRow
+from phaseprof.sol.ceilings import Ceiling
+from phaseprof.sol.model import SolModel
+from phaseprof.sol.results import SolBucket, SolCeiling, SolPhase, SolSection, SolStep
+from phaseprof.sol.work import COMPONENT_BUCKET, StepTokens, Work, step_work
+from phaseprof.trace.markers import parse_step_marker
+
+NEEDS_CONFIG = "needs --model-config"
+ASSUMPTIONS = [
+    "MoE routing uniform (dummy weights): distinct experts per step = E*(1-(1-k/E)^tokens), weights read once",
+    "prefill requests start from an empty KV cache; prefill tokens split evenly over a step's requests",
+    "bytes = minimum HBM traffic (weights once, activations in/out once, KV/state); no tiling re-reads",
+    "norm and elementwise work is bytes only; a component's floor = max(FLOPs/peak, bytes/bandwidth)",
+]
+
+
+def _split(total: int, parts: int) -> tuple[int, ...]:
+    base, extra = divmod(total, parts)
+    return tuple(base + (1 if i < extra else 0) for i in range(parts))
+
+
+def _prompt_tokens(capture: Mapping[str, Any]) -> int | None:
+    for src in (capture, capture.get("request") or {}):
+        v = src.get("prompt_tokens") if isinstance(src, Mapping) else None
+        if isinstance(v, int) and not isinstance(v, bool) and v > 0:
+            return v
+    return None
+
+
+def step_tokens(steps: list[StepRow], capture: Mapping[str, Any]) -> tuple[list[StepTokens | None], list[str]]:
+    """Each step's batch from its marker; None for steps whose marker carries no token counts."""
+    notes: list[str] = []
+    seq_len: float | None = None
+    out: list[StepTokens | None] = []
+    for row in sorted(steps, key=lambda r: r.index):
+        m = parse_step_marker(row.label)
+        if m is None or m.context_tokens is None or m.generation_tokens is None:
+            out.append(None)
+            continue
+        cr = m.context_requests or (1 if m.context_tokens else 0)
+        gr = m.generation_requests or m.generation_tokens
+        prefill = _split(m.context_tokens, cr) if m.context_tokens else ()
+        decode: tuple[int, ...] = ()
+        if gr:
+            if seq_len is None:
+                seq_len = float(_prompt_tokens(capture) or 0)
+                notes.append(f"decode KV length starts at {seq_len:g} tokens "
+                             + ("(capture's prompt_tokens)" if seq_len else "(unknown: no prefill in the trace)"))
+            decode = (int(round(seq_len)) + 1,) * gr
+            seq_len += 1
+        if prefill:
+            seq_len = float(sum(prefill)) / len(prefill)
+        out.append(StepTokens(prefill, decode))
+    return out, notes
+
+
+def _floor_us(w: Work, c: Ceiling, precision: str) -> tuple[float, bool]:
+    """(floor in us, compute-bound?)."""
+    t_flops = w.flops / (c.tflops(precision) * 1e12)
+    t_bytes = w.bytes / (c.hbm_tbps * 1e12)
+    return max(t_flops, t_bytes) * 1e6, t_flops >= t_bytes
+
+
+def _pct(floor: float, measured: float) -> float | None:
+    return 100.0 * floor / measured if measured > 0 else None
+
+
+@dataclass
+class _BucketSum:
+    """Running sums of one bucket over a phase's steps (internal, mutable while summing)."""
+
+    work: Work = field(default_factory=Work)
+    floor_us: float = 0.0
+    compute_floor_us: float = 0.0  # the part of the floor from compute-bound components
+    components: dict[str, float] = field(default_factory=dict)  # component -> floor_us
+
+    def add(self, component: str, w: Work, floor_us: float, compute_bound: bool) -> None:
+        self.work += w
+        self.floor_us += floor_us
+        self.compute_floor_us += floor_us if compute_bound else 0.0
+        self.components[component] = self.components.get(component, 0.0) + floor_us
+
+    def result(self, bucket: str, time_us: float) -> SolBucket:
+        w, t = self.work, time_us
+        return SolBucket(
+            bucket=bucket, flops=w.flops, bytes=w.bytes, time_us=t,
+            intensity_flop_per_byte=w.flops / w.bytes if w.bytes else 0.0,
+            bound="compute" if self.floor_us and 2 * self.compute_floor_us >= self.floor_us else "memory",
+            achieved_tflops=w.flops / (t * 1e6) if t else 0.0, achieved_tbps=w.bytes / (t * 1e6) if t else 0.0,
+            floor_us=self.floor_us, pct_of_light=_pct(self.floor_us, t), components=dict(self.components))
+
+
+def _phase_notes(phase: str, buckets: list[SolBucket]) -> list[str]:
+    notes = []
+    unseen = [b.bucket for b in buckets if not b.time_us]
+    if unseen:
+        notes.append(f"{phase}: {', '.join(unseen)} has modelled work but no kernels of its own (they are "
+                     "classified under another bucket, e.g. unfused norms as elementwise)")
+    fast = [b.bucket for b in buckets if b.pct_of_light is not None and b.pct_of_light > 100]
+    if fast:
+        notes.append(f"{phase}: {', '.join(fast)} ran faster than its floor: the work model overestimates it "
+                     "there (e.g. routing touched fewer experts than uniform routing predicts)")
+    return notes
+
+
+def sol_section(bd: Breakdown, model: SolModel, ceiling: Ceiling | None, *, model_source: str = "",
+                notes: list[str] | None = None) -> SolSection:
+    """The ``sol`` section of a breakdown. Pure."""
+    notes = list(notes or [])
+    if ceiling is None:
+        return SolSection(status=f"no ceilings for {bd.trace.gpu_name or bd.trace.platform}", model=model.name,
+                          model_source=model_source, notes=notes + ["give --ceilings FILE (phaseprof ceilings)"])
+    prec = model.compute
+    used = SolCeiling(gpu=ceiling.gpu, kind=ceiling.kind, source=ceiling.source, precision=prec,
+                      tflops=ceiling.tflops(prec), hbm_tbps=ceiling.hbm_tbps, ridge_flop_per_byte=ceiling.ridge(prec))
+    if prec != "bf16" and ceiling.tflops(prec) == ceiling.bf16_tflops:
+        notes.append(f"{ceiling.gpu} has no {prec} peak listed: BF16 peak used")
+    tokens, tok_notes = step_tokens(bd.steps, bd.capture)
+    notes += tok_notes
+    world = bd.trace.distributed.get("world_size") if isinstance(bd.trace.distributed, dict) else None
+    share = 1.0 / world if isinstance(world, int) and world > 1 else 1.0
+    if share < 1.0:
+        notes.append(f"work divided by the world size {world} (tensor parallelism assumed: each GPU does 1/{world})")
+    sums: dict[str, dict[str, _BucketSum]] = {}  # phase -> bucket -> sums over the phase's steps
+    steps: list[SolStep] = []
+    for row, tok in zip(sorted(bd.steps, key=lambda r: r.index), tokens):
+        if tok is None:
+            continue
+        total, floor = Work(), 0.0
+        for comp, w in step_work(model, tok).items():
+            w = w.scaled(share)
+            f, compute = _floor_us(w, ceiling, prec)
+            sums.setdefault(row.phase, {}).setdefault(str(COMPONENT_BUCKET[comp]), _BucketSum()).add(
+                str(comp), w, f, compute)
+            total += w
+            floor += f
+        steps.append(SolStep(index=row.index, phase=row.phase, tokens=tok.tokens, flops=total.flops,
+                             bytes=total.bytes, floor_us=floor, gpu_busy_us=row.gpu_busy_us, wall_us=row.wall_us,
+                             pct_of_light_wall=_pct(floor, row.wall_us)))
+    skipped = sum(t is None for t in tokens)
+    if skipped:
+        notes.append(f"{skipped} step(s) without token counts in their marker have no SOL numbers")
+    phases = []
+    for ph in bd.phases:
+        if ph.phase not in sums:
+            continue
+        times = {b.bucket: b.time_us for b in ph.kernel_view}
+        buckets = sorted((acc.result(name, times.get(name, 0.0)) for name, acc in sums[ph.phase].items()),
+                         key=lambda b: -b.floor_us)
+        notes += _phase_notes(ph.phase, buckets)
+        sel = [s for s in steps if s.phase == ph.phase]
+        floor = sum(s.floor_us for s in sel)
+        busy, wall = sum(s.gpu_busy_us for s in sel), sum(s.wall_us for s in sel)
+        phases.append(SolPhase(phase=ph.phase, steps=len(sel), floor_us=floor, gpu_busy_us=busy, wall_us=wall,
+                               pct_of_light_busy=_pct(floor, busy), pct_of_light_wall=_pct(floor, wall),
+                               buckets=buckets))
+    return SolSection(status="ok", model=model.name, model_source=model_source, ceiling=used, phases=phases,
+                      steps=steps, assumptions=list(ASSUMPTIONS), notes=notes)
+
+
+def with_sol(bd: Breakdown, section: SolSection) -> Breakdown:
+    """The breakdown with its ``sol`` section set."""
+    return replace(bd, sol=section)
+
+
+__all__ = ["ASSUMPTIONS", "NEEDS_CONFIG", "sol_section", "step_tokens", "with_sol"]

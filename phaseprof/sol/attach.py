@@ -1,0 +1,133 @@
+"""Find a breakdown's model config and ceiling, and attach the ``sol`` section.
+
+Model config, first found: ``--model-config`` (a ``config.json``, a directory holding one, or a preset name);
+``run.json``'s ``model_config`` (the config.json content a capture records); the preset the capture names
+(``model.kind == "preset"`` in run.json, or the ``model`` string embedded in the trace). Ceiling: the measured
+file given with ``--ceilings``, else the datasheet entry matching the trace's GPU.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Mapping
+
+import orjson
+
+from phaseprof.analysis.results import Breakdown
+from phaseprof.errors import PhaseprofError
+from phaseprof.memory.model_shape import load_hf_config
+from phaseprof.sol.analyze import NEEDS_CONFIG, sol_section, with_sol
+from phaseprof.sol.ceilings import ceiling_for, load_measured
+from phaseprof.sol.model import SolModel, sol_model
+from phaseprof.sol.results import SolSection
+
+
+def read_run_json(trace_or_dir: str | Path | None) -> dict[str, Any]:
+    """``run.json`` of a run directory (or of the directory holding the trace), else {}. Unreadable → {}: it
+    only feeds the optional SOL section, which then says what it lacks."""
+    if trace_or_dir is None:
+        return {}
+    p = Path(trace_or_dir)
+    f = (p if p.is_dir() else p.parent) / "run.json"
+    try:
+        doc = orjson.loads(f.read_bytes()) if f.is_file() else {}
+    except (OSError, orjson.JSONDecodeError):
+        return {}
+    return doc if isinstance(doc, dict) else {}
+
+
+def _preset_config(name: str) -> dict[str, Any] | None:
+    from phaseprof.presets import UnknownPreset, load_preset
+
+    try:
+        return load_preset(name).config_dict()
+    except UnknownPreset:
+        return None
+
+
+def _read(cfg: dict[str, Any], name: str, label: str) -> SolModel:
+    try:
+        return sol_model(cfg, name=name)
+    except PhaseprofError as e:
+        raise PhaseprofError(f"{label}: not usable for the speed of light: {e}") from None
+    except (KeyError, ValueError, TypeError) as e:
+        raise PhaseprofError(f"{label}: not usable for the speed of light: bad or missing field {e}") from None
+
+
+def find_model(capture: Mapping[str, Any], explicit: str | Path | None = None) -> tuple[SolModel | None, str]:
+    """(model, where its config came from), or (None, why not). A bad ``explicit`` config is an error; a bad
+    recorded one only means no SOL numbers (the breakdown itself stays)."""
+    if explicit is not None:
+        cfg, label = load_hf_config(str(explicit))
+        name = Path(str(explicit)).stem if label != f"preset {explicit}" else str(explicit)
+        return _read(cfg, name, label), label
+    recorded = capture.get("model_config")
+    model = capture.get("model")
+    name = model.get("name") if isinstance(model, Mapping) else model if isinstance(model, str) else None
+    try:
+        if isinstance(recorded, Mapping) and recorded:
+            return _read(dict(recorded), str(name or ""), "run.json model_config"), "run.json model_config"
+        kind = model.get("kind") if isinstance(model, Mapping) else "preset"
+        if isinstance(name, str) and name and kind == "preset":
+            cfg = _preset_config(name)
+            if cfg is not None:
+                return _read(cfg, name, f"preset {name}"), f"preset {name} (named by the capture)"
+            return None, f"model {name!r} is not a built-in preset"
+    except PhaseprofError as e:
+        return None, str(e)
+    return None, "no model config recorded"
+
+
+#: ``--ceilings spec``: use the datasheet figures even where a measured file would be found.
+SPEC = "spec"
+#: Where a capture session keeps its GPU's measured ceilings: a ``ceilings/`` folder beside or above the run
+#: directories (``traces/h200/ceilings/`` for ``traces/h200/graph/<run>/``), up to this many levels up.
+CEILINGS_DIR, CEILINGS_LEVELS = "ceilings", 3
+
+
+def find_measured(source: str | Path | None, gpu_name: str | None) -> Path | None:
+    """A measured-ceilings JSON for ``gpu_name`` in the nearest ``ceilings/`` folder above ``source``."""
+    if source is None or not gpu_name:
+        return None
+    here = Path(source).resolve()
+    here = here if here.is_dir() else here.parent
+    for d in [here, *here.parents][:CEILINGS_LEVELS + 1]:
+        for f in sorted((d / CEILINGS_DIR).glob("*.json")) if (d / CEILINGS_DIR).is_dir() else ():
+            try:
+                doc = load_measured(f)
+            except PhaseprofError:
+                continue
+            if doc["gpu_name"].replace(" ", "").upper() == gpu_name.replace(" ", "").upper():
+                return f
+    return None
+
+
+def attach_sol(bd: Breakdown, *, source: str | Path | None = None, model_config: str | Path | None = None,
+               ceilings: str | Path | None = None) -> Breakdown:
+    """``bd`` with its ``sol`` section: numbers when a model config and a ceiling are found, else a status
+    saying what is missing. ``source``: the trace or run directory (its ``run.json`` is read).
+    ``ceilings``: a measured file; "spec" for the datasheet; None = a measured file found by ``find_measured``,
+    else the datasheet."""
+    if bd.trace.device != "gpu":
+        return with_sol(bd, SolSection(status="not for CPU-only traces"))
+    capture = {**bd.capture, **read_run_json(source)}
+    model, where = find_model(capture, model_config)
+    if model is None:
+        return with_sol(bd, SolSection(status=NEEDS_CONFIG, notes=[where]))
+    if ceilings is None:
+        ceilings = find_measured(source, bd.trace.gpu_name)
+    measured = None if ceilings is None or str(ceilings) == SPEC else ceilings
+    ceiling, warning = ceiling_for(bd.trace.gpu_name, bd.trace.gpu_properties, measured=measured)
+    return with_sol(bd, sol_section(bd, model, ceiling, model_source=where, notes=[warning] if warning else []))
+
+
+def shape_check(trace: str | Path, bd: Breakdown, model_config: str | Path | None = None):  # noqa: ANN201
+    """The Input-Dims cross-check of ``trace`` (see ``sol.shapes``): (ShapeCheck or None, why not)."""
+    from phaseprof.sol.shapes import check_shapes
+
+    model, where = find_model({**bd.capture, **read_run_json(trace)}, model_config)
+    if model is None:
+        return None, f"needs --model-config ({where})"
+    world = bd.trace.distributed.get("world_size") if isinstance(bd.trace.distributed, dict) else None
+    check = check_shapes(trace, model, tp=world if isinstance(world, int) and world > 1 else 1)
+    return check, "" if check is not None else "the trace recorded no GEMM shapes (record_shapes) inside marked steps"

@@ -1,0 +1,246 @@
+"""GPU ceilings: what a GPU can do at most, from its datasheet (``ceilings.toml``) or measured on it
+(``phaseprof ceilings`` → a JSON file). Loading validates like the classification rules: a bad file fails
+with one line naming the file and the entry."""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Mapping
+
+import orjson
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib  # type: ignore[no-redef]
+
+from phaseprof.errors import PhaseprofError
+
+SPEC_PATH = Path(__file__).with_name("ceilings.toml")
+PRECISIONS = ("bf16", "fp8", "fp4")
+_REQUIRED = frozenset({"name", "match", "bf16_tflops", "hbm_tbps", "source"})
+_ALLOWED = _REQUIRED | {"fp8_tflops", "fp4_tflops", "sm_count", "examples"}
+MEASURED_SCHEMA_VERSION = 1
+_MEASURED_REQUIRED = ("gpu_name", "bf16_dense_tflops", "hbm_copy_tbps", "method")
+
+
+@dataclass(frozen=True)
+class Ceiling:
+    """Peak dense tensor-core TFLOP/s per precision and HBM TB/s of one GPU. ``kind``: "spec" (datasheet)
+    or "measured" (``phaseprof ceilings`` on that GPU); ``source`` says where the figures come from."""
+
+    gpu: str
+    kind: str
+    bf16_tflops: float
+    hbm_tbps: float
+    source: str
+    fp8_tflops: float | None = None
+    fp4_tflops: float | None = None
+
+    def tflops(self, precision: str) -> float:
+        """Peak for ``precision``; a GPU without that format falls back to BF16 (what the GEMM would run at)."""
+        value = {"bf16": self.bf16_tflops, "fp8": self.fp8_tflops, "fp4": self.fp4_tflops}.get(precision)
+        return value if value else self.bf16_tflops
+
+    def ridge(self, precision: str) -> float:
+        """Arithmetic intensity (FLOP/byte) above which work is compute-bound on this GPU."""
+        return self.tflops(precision) / self.hbm_tbps
+
+    @property
+    def label(self) -> str:
+        return f"{self.gpu} ({self.kind})"
+
+
+@dataclass(frozen=True)
+class SpecEntry:
+    ceiling: Ceiling
+    patterns: tuple[re.Pattern[str], ...]
+    sm_count: int | None
+
+    def match(self, gpu_name: str, sm_count: int | None = None) -> bool:
+        if not any(p.search(gpu_name) for p in self.patterns):
+            return False
+        return self.sm_count is None or sm_count is None or sm_count == self.sm_count
+
+
+def _positive(v: Any, what: str, fail: Any, *, optional: bool = False) -> float | None:
+    if v is None and optional:
+        return None
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
+        raise fail(f"{what} must be a positive number, not {v!r}")
+    return float(v)
+
+
+def _entry(table: Any, where: str, file: Path) -> SpecEntry:
+    def fail(problem: str) -> PhaseprofError:
+        return PhaseprofError(f"{where}: {problem}", path=file)
+
+    if not isinstance(table, dict):
+        raise fail("must be a table")
+    missing = sorted(_REQUIRED - set(table))
+    if missing:
+        raise fail(f"missing key {missing[0]!r}")
+    extra = sorted(set(table) - _ALLOWED)
+    if extra:
+        raise fail(f"unknown key {extra[0]!r} (allowed: {', '.join(sorted(_ALLOWED))})")
+    for key in ("name", "source"):
+        if not isinstance(table[key], str) or not table[key].strip():
+            raise fail(f"{key!r} must be a non-empty string")
+    pats = table["match"]
+    if not isinstance(pats, list) or not pats or not all(isinstance(p, str) for p in pats):
+        raise fail("'match' must be a non-empty list of regex strings")
+    try:
+        compiled = tuple(re.compile(p, re.IGNORECASE) for p in pats)
+    except re.error as e:
+        raise fail(f"bad regex in 'match': {e}") from None
+    sm = table.get("sm_count")
+    if sm is not None and (isinstance(sm, bool) or not isinstance(sm, int) or sm <= 0):
+        raise fail(f"'sm_count' must be a positive integer, not {sm!r}")
+    c = Ceiling(gpu=table["name"], kind="spec", bf16_tflops=_positive(table["bf16_tflops"], "bf16_tflops", fail),
+                hbm_tbps=_positive(table["hbm_tbps"], "hbm_tbps", fail), source=table["source"],
+                fp8_tflops=_positive(table.get("fp8_tflops"), "fp8_tflops", fail, optional=True),
+                fp4_tflops=_positive(table.get("fp4_tflops"), "fp4_tflops", fail, optional=True))
+    entry = SpecEntry(c, compiled, sm)
+    examples = table.get("examples", [])
+    if not isinstance(examples, list) or not all(isinstance(e, str) for e in examples):
+        raise fail("'examples' must be a list of strings")
+    for ex in examples:
+        if not any(p.search(ex) for p in compiled):
+            raise fail(f"example {ex!r} matches none of its 'match' patterns")
+    return entry
+
+
+def load_spec(path: str | Path = SPEC_PATH) -> tuple[SpecEntry, ...]:
+    """The datasheet table, in match order. Bad TOML, keys, numbers or regexes → PhaseprofError."""
+    p = Path(path)
+    try:
+        stat = p.stat()
+    except OSError:
+        raise PhaseprofError("ceilings file not found", path=p) from None
+    return _load_spec(str(p.resolve()), stat.st_mtime_ns)
+
+
+@lru_cache(maxsize=8)
+def _load_spec(path: str, _mtime_ns: int) -> tuple[SpecEntry, ...]:
+    file = Path(path)
+    try:
+        data = tomllib.loads(file.read_text())
+    except tomllib.TOMLDecodeError as e:
+        raise PhaseprofError(f"not valid TOML: {e}", path=file) from None
+    unknown = sorted(set(data) - {"gpu"})
+    if unknown:
+        raise PhaseprofError(f"unknown section {unknown[0]!r} (expected [[gpu]])", path=file)
+    tables = data.get("gpu", [])
+    if not isinstance(tables, list) or not tables:
+        raise PhaseprofError("no [[gpu]] entries", path=file)
+    entries = tuple(_entry(t, f"[[gpu]] #{i}", file) for i, t in enumerate(tables, 1))
+    names = [e.ceiling.gpu for e in entries]
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise PhaseprofError(f"GPU {dupes[0]!r} is listed twice", path=file)
+    return entries
+
+
+def sm_count_of(props: Mapping[str, Any] | None) -> int | None:
+    """SM (CUDA) / CU (ROCm) count as Kineto records it in ``deviceProperties`` (``numSms``)."""
+    v = (props or {}).get("numSms")
+    return int(v) if isinstance(v, int) and not isinstance(v, bool) and v > 0 else None
+
+
+def spec_for(gpu_name: str | None, props: Mapping[str, Any] | None = None, *,
+             path: str | Path = SPEC_PATH) -> Ceiling | None:
+    """The datasheet ceiling of the trace's GPU, or None when no entry matches (unknown or ambiguous GPU)."""
+    if not gpu_name:
+        return None
+    sms = sm_count_of(props)
+    return next((e.ceiling for e in load_spec(path) if e.match(gpu_name, sms)), None)
+
+
+def spec_by_name(name: str, *, path: str | Path = SPEC_PATH) -> Ceiling:
+    """A datasheet ceiling by table name (``B200``) or by a device name that matches an entry."""
+    entries = load_spec(path)
+    norm = re.sub(r"[\s_\-]+", "", name).upper()
+    for e in entries:
+        if re.sub(r"[\s_\-]+", "", e.ceiling.gpu).upper() == norm:
+            return e.ceiling
+    for e in entries:
+        if e.match(name):
+            return e.ceiling
+    raise PhaseprofError(f"no ceilings for GPU {name!r}; known: {', '.join(e.ceiling.gpu for e in entries)}")
+
+
+# ------------------------------------------------------------------------------------------ measured
+def validate_measured(doc: Any, *, path: str | Path | None = None) -> dict[str, Any]:
+    """Check a ``phaseprof ceilings`` result (``measure_ceilings`` output); return it unchanged."""
+    def fail(problem: str) -> PhaseprofError:
+        return PhaseprofError(f"not a measured-ceilings file: {problem}", path=path)
+
+    if not isinstance(doc, dict):
+        raise fail("top level must be a JSON object")
+    if doc.get("schema_version") != MEASURED_SCHEMA_VERSION:
+        raise fail(f"schema_version must be {MEASURED_SCHEMA_VERSION}, not {doc.get('schema_version')!r}")
+    if doc.get("kind") != "measured":
+        raise fail(f"kind must be 'measured', not {doc.get('kind')!r}")
+    missing = [k for k in _MEASURED_REQUIRED if k not in doc]
+    if missing:
+        raise fail(f"missing {', '.join(missing)}")
+    if not isinstance(doc["gpu_name"], str) or not doc["gpu_name"]:
+        raise fail("gpu_name must be a non-empty string")
+    if not isinstance(doc["method"], dict):
+        raise fail("method must be an object")
+    for key, optional in (("bf16_dense_tflops", False), ("hbm_copy_tbps", False), ("fp8_dense_tflops", True),
+                          ("hbm_read_tbps", True)):
+        _positive(doc.get(key), key, fail, optional=optional)
+    return doc
+
+
+def load_measured(path: str | Path) -> dict[str, Any]:
+    p = Path(path)
+    try:
+        doc = orjson.loads(p.read_bytes())
+    except FileNotFoundError:
+        raise PhaseprofError("no such file", path=p) from None
+    except orjson.JSONDecodeError as e:
+        raise PhaseprofError(f"not valid JSON ({e})", path=p) from None
+    return validate_measured(doc, path=p)
+
+
+def measured_ceiling(doc: Mapping[str, Any], *, source: str = "") -> Ceiling:
+    """A measured result as a Ceiling. Bandwidth: the larger of the copy and read figures (both are
+    achieved HBM throughput; the ceiling is the most the GPU was seen to move)."""
+    bw = max(float(doc["hbm_copy_tbps"]), float(doc.get("hbm_read_tbps") or 0.0))
+    fp8 = doc.get("fp8_dense_tflops")
+    return Ceiling(gpu=str(doc["gpu_name"]), kind="measured", bf16_tflops=float(doc["bf16_dense_tflops"]),
+                   hbm_tbps=bw, fp8_tflops=float(fp8) if fp8 else None,
+                   source=source or f"phaseprof ceilings, measured {doc.get('measured_at', '?')}")
+
+
+def ceiling_for(gpu_name: str | None, props: Mapping[str, Any] | None = None, *,
+                measured: str | Path | None = None) -> tuple[Ceiling | None, str | None]:
+    """The ceiling a breakdown uses: the measured file when given (a GPU-name mismatch is reported), else
+    the datasheet entry. Returns (ceiling, warning)."""
+    if measured is not None:
+        doc = load_measured(measured)
+        c = measured_ceiling(doc, source=f"measured: {_shown(measured)} ({doc.get('measured_at', '?')})")
+        warn = None
+        if gpu_name and _norm(gpu_name) != _norm(c.gpu):
+            warn = f"ceilings measured on {c.gpu!r}, trace ran on {gpu_name!r}"
+        return c, warn
+    return spec_for(gpu_name, props), None
+
+
+def _norm(name: str) -> str:
+    return re.sub(r"[\s_\-]+", "", name).upper()
+
+
+def _shown(path: str | Path) -> str:
+    """The path relative to the working directory when it lies below it (short, and stable in reports)."""
+    p = Path(path)
+    try:
+        return str(p.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(p)

@@ -1,0 +1,96 @@
+"""Terminal and markdown rendering of the ``sol`` section (rendering only: every number is in the section)."""
+
+from __future__ import annotations
+
+from rich import box
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from phaseprof.sol.results import SolPhase, SolSection
+
+
+def _pct(v: float | None) -> str:
+    return "-" if v is None else f"{v:.0f}"
+
+
+def ceiling_line(s: SolSection) -> str:
+    c = s.ceiling
+    if c is None:
+        return f"speed of light: {s.status}"
+    return (f"speed of light on {c.gpu} ({c.kind}): {c.precision} {c.tflops:,.0f} TFLOP/s, {c.hbm_tbps:g} TB/s, "
+            f"ridge {c.ridge_flop_per_byte:.0f} FLOP/B")
+
+
+def model_line(s: SolSection) -> str:
+    return f"model {s.model} ({s.model_source}); ceiling source: {s.ceiling.source if s.ceiling else '-'}"
+
+
+def phase_line(p: SolPhase) -> str:
+    n = max(p.steps, 1)
+    return (f"{p.phase}/step ms: floor {p.floor_us / n / 1e3:,.2f}, busy {p.gpu_busy_us / n / 1e3:,.2f} "
+            f"({_pct(p.pct_of_light_busy)}% of light), wall {p.wall_us / n / 1e3:,.2f} "
+            f"({_pct(p.pct_of_light_wall)}%)")
+
+
+def sol_table(p: SolPhase) -> Table:
+    """One phase's buckets in 80 columns: work, achieved, binding resource, floor vs measured."""
+    t = Table(title=f"{p.phase}: speed of light per bucket (summed over {p.steps} step(s))", title_justify="left",
+              box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False)
+    t.caption = "TF/s, TB/s: achieved; bound: binding resource; floor, ms: SOL and measured; %: floor / ms"
+    for col in ("bucket", "GFLOP", "GB", "TF/s", "TB/s", "bound", "floor", "ms", "%"):
+        t.add_column(col, justify="left" if col in ("bucket", "bound") else "right", no_wrap=True)
+    for b in p.buckets:
+        t.add_row(b.bucket, f"{b.flops / 1e9:,.1f}", f"{b.bytes / 1e9:,.2f}", f"{b.achieved_tflops:,.1f}",
+                  f"{b.achieved_tbps:.2f}", "mem" if b.bound == "memory" else "comp", f"{b.floor_us / 1e3:,.2f}",
+                  f"{b.time_us / 1e3:,.2f}", _pct(b.pct_of_light))
+    return t
+
+
+def print_sol(s: SolSection, console: Console) -> None:
+    if not s.ok:
+        console.print(f"[dim]{escape(ceiling_line(s))}" + (f" ({escape('; '.join(s.notes))})" if s.notes else "")
+                      + "[/]")
+        return
+    console.print(escape(ceiling_line(s)))
+    console.print(f"[dim]{escape(model_line(s))}[/]")
+    for p in s.phases:
+        console.print(sol_table(p))
+        console.print(escape(phase_line(p)))
+    for n in s.notes:
+        console.print(f"[dim]note: {escape(n)}[/]")
+
+
+def sol_markdown(s: SolSection) -> list[str]:
+    """Markdown lines for a breakdown report."""
+    out = ["", "**Speed of light** — " + ceiling_line(s).removeprefix("speed of light").lstrip(": ")]
+    if not s.ok:
+        return out
+    out += ["", model_line(s)]
+    for p in s.phases:
+        out += ["", f"*{phase_line(p)}*", "", "| bucket | GFLOP | GB | TFLOP/s | TB/s | bound | floor ms | ms | "
+                "% of light |", "|---|--:|--:|--:|--:|---|--:|--:|--:|"]
+        for b in p.buckets:
+            out.append(f"| {b.bucket} | {b.flops / 1e9:,.1f} | {b.bytes / 1e9:,.2f} | {b.achieved_tflops:,.1f} | "
+                       f"{b.achieved_tbps:.2f} | {b.bound} | {b.floor_us / 1e3:,.2f} | {b.time_us / 1e3:,.2f} | "
+                       f"{_pct(b.pct_of_light)} |")
+    out += [""] + [f"- {n}" for n in s.assumptions + s.notes]
+    return out
+
+
+def print_shape_check(check, why: str, console: Console) -> None:  # noqa: ANN001
+    """The model's GEMM FLOPs beside the FLOPs of the shapes the trace recorded."""
+    if check is None:
+        console.print(f"[dim]shape cross-check: {escape(why)}[/]")
+        return
+    t = Table(title=f"GEMM FLOPs: recorded shapes vs work model ({check.steps} step(s))", title_justify="left",
+              box=box.SIMPLE_HEAD, pad_edge=False)
+    for col in ("component", "calls", "shapes GFLOP", "model GFLOP", "diff %"):
+        t.add_column(col, justify="left" if col == "component" else "right", no_wrap=True)
+    for r in check.rows:
+        t.add_row(r.component, str(r.calls), f"{r.shape_flops / 1e9:,.2f}", f"{r.model_flops / 1e9:,.2f}",
+                  f"{r.diff_pct:+.1f}")
+    if check.unmatched_calls:
+        t.caption = (f"{check.unmatched_calls} GEMM call(s), {check.unmatched_flops / 1e9:,.2f} GFLOP, match no "
+                     "projection of the model")
+    console.print(t)

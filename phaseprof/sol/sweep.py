@@ -1,0 +1,97 @@
+"""Speed of light across a sweep: the floor of one prefill of each length vs its measured TTFT, and of one
+decode step at each concurrency vs the measured TPOT (no trace needed: the floor is the model's work on the
+GPU's ceiling). A decode point's sequences are taken at their mean KV length over the generation
+(prompt + output / 2). TTFT also holds scheduling, sampling and the host; the floor is the GPU's part only."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+from rich import box
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from phaseprof.sol.ceilings import Ceiling, ceiling_for
+from phaseprof.sol.model import SolModel
+from phaseprof.sol.work import StepTokens, Work, step_work
+
+
+@dataclass(frozen=True)
+class SweepFloor:
+    x: int  # prompt tokens (prefill sweep) or concurrency (decode sweep)
+    floor_ms: float
+    measured_ms: float  # median TTFT or TPOT
+    pct_of_light: float
+
+
+def step_floor_ms(model: SolModel, tokens: StepTokens, ceiling: Ceiling) -> float:
+    """Sum over components of max(FLOPs / peak, bytes / bandwidth), in ms."""
+    total = 0.0
+    for w in step_work(model, tokens).values():
+        total += max(w.flops / (ceiling.tflops(model.compute) * 1e12), w.bytes / (ceiling.hbm_tbps * 1e12))
+    return total * 1e3
+
+
+def step_total(model: SolModel, tokens: StepTokens) -> Work:
+    return sum(step_work(model, tokens).values(), Work())
+
+
+def sweep_floors(doc: Mapping[str, Any], model: SolModel, ceiling: Ceiling) -> list[SweepFloor]:
+    out = []
+    for p in doc.get("points", []):
+        if doc.get("phase") == "prefill":
+            x, tok, measured = p["prompt_tokens"], StepTokens((int(p["prompt_tokens"]),)), p["ttft"]["median_ms"]
+        else:
+            kv = int(p["prompt_tokens"]) + int(p["output_tokens"]) // 2
+            x, tok, measured = p["concurrency"], StepTokens(decode_kv_lens=(kv,) * int(p["concurrency"])), \
+                p["tpot"]["median_ms"]
+        f = step_floor_ms(model, tok, ceiling)
+        out.append(SweepFloor(int(x), f, float(measured), 100.0 * f / measured if measured else 0.0))
+    return out
+
+
+def print_sweep_sol(doc: Mapping[str, Any], console: Console, *, model_config: str | None = None,
+                    ceilings: str | Path | None = None, source: str | Path | None = None) -> None:
+    """The floor table of a sweep, or one dim line saying what is missing. ``source``: the sweep's directory
+    (a measured ceilings file above it is used, as for breakdowns)."""
+    from phaseprof.sol.attach import SPEC, find_measured, find_model
+
+    model, where = find_model(doc, model_config)
+    gpu = (doc.get("device") or {}).get("name")
+    if ceilings is None:
+        ceilings = find_measured(source, gpu)
+    ceiling, warn = ceiling_for(gpu, measured=None if ceilings is None or str(ceilings) == SPEC else ceilings)
+    if model is None or ceiling is None:
+        why = "needs --model-config" if model is None else f"no ceilings for {gpu}"
+        console.print(f"[dim]speed of light: {escape(why)}[/]")
+        return
+    prefill = doc.get("phase") == "prefill"
+    t = Table(title=f"speed of light vs measured {'TTFT' if prefill else 'TPOT'}", title_justify="left",
+              box=box.SIMPLE_HEAD, pad_edge=False)
+    for col in ("prompt tokens" if prefill else "concurrency", "floor ms", "measured ms", "% of light"):
+        t.add_column(col, justify="right", no_wrap=True)
+    for f in sweep_floors(doc, model, ceiling):
+        t.add_row(str(f.x), f"{f.floor_ms:,.2f}", f"{f.measured_ms:,.2f}", f"{f.pct_of_light:.0f}")
+    t.caption = f"model {model.name} ({where})" + (f"; {warn}" if warn else "")
+    console.print(t)
+    console.print(f"[dim]ceilings: {escape(ceiling.label)}, {escape(ceiling.source)}[/]")
+
+
+def floor_figure(floors: list[SweepFloor], *, phase: str) -> Any:
+    """Plotly figure for the dashboard's sweep page: measured TTFT/TPOT and the speed-of-light floor per point."""
+    import plotly.graph_objects as go
+
+    what = "TTFT" if phase == "prefill" else "TPOT"
+    xs = [f.x for f in floors]
+    fig = go.Figure()
+    fig.add_scatter(x=xs, y=[f.measured_ms for f in floors], mode="lines+markers", name=f"measured {what}")
+    fig.add_scatter(x=xs, y=[f.floor_ms for f in floors], mode="lines+markers", name="speed-of-light floor",
+                    line=dict(dash="dash"), hovertext=[f"{f.pct_of_light:.0f}% of light" for f in floors],
+                    hoverinfo="text+y")
+    fig.update_layout(title=f"{what} vs speed of light", template="plotly_white", height=420,
+                      xaxis_title="prompt tokens" if phase == "prefill" else "concurrency", yaxis_title="ms",
+                      margin=dict(l=10, r=10, t=50, b=10))
+    return fig
