@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from dashboards.sources import Kind, Roots, guard, resolve_user_path, save_upload, scan
-from dashboards.widgets import settings
+from phaseprof.dashboard.sources import Kind, Roots, guard, resolve_user_path, save_upload, scan
+from phaseprof.dashboard.widgets import settings
 from phaseprof.dashboard.cli import ADDRESS, app_path, streamlit_command
 from phaseprof.errors import PhaseprofError
 from tests.conftest import PUBLIC_CUT_DIR, REPO
@@ -164,8 +164,8 @@ def test_a_missing_runs_directory_is_an_error_box(make_app, tmp_path):
 
 def test_memory_page_refuses_paths_outside_the_runs_dir(tmp_path):
     """The Memory page's free-text config/run directory inputs obey the same rule as every other page."""
-    from dashboards.sources import Roots
-    from dashboards.views import memory
+    from phaseprof.dashboard.sources import Roots
+    from phaseprof.dashboard.views import memory
     from phaseprof.errors import PhaseprofError
     from phaseprof.memory.plan import MemoryInputs
 

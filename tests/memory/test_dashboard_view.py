@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from dashboards.views import memory as view
+from phaseprof.dashboard.views import memory as view
 from phaseprof.memory import MemoryInputs, build_memory_plan
 from phaseprof.memory.render import sections
 from tests.memory.configs import qwen35_35b_a3b
@@ -76,7 +76,7 @@ def test_real_streamlit_runs_the_page(model_dir):
     def page(model_dir: str) -> None:
         import streamlit as st
 
-        from dashboards.views import memory
+        from phaseprof.dashboard.views import memory
         from phaseprof.memory import MemoryInputs
 
         memory.render(st, MemoryInputs(model=model_dir, gpu="H200", max_model_len=8192))

@@ -6,7 +6,7 @@ from typing import Any
 
 import pandas as pd
 
-from dashboards import charts, data, widgets
+from phaseprof.dashboard import charts, data, widgets
 
 #: The table under the chart lists this many of the step's largest idle gaps.
 GAP_ROWS = 25

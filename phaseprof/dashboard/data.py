@@ -18,7 +18,7 @@ from typing import Any
 
 import streamlit as st
 
-from dashboards.sources import Kind, Roots, Source, file_source, first_of, guard, iso_time, read_json, scan
+from phaseprof.dashboard.sources import Kind, Roots, Source, file_source, first_of, guard, iso_time, read_json, scan
 from phaseprof.analysis.results import Breakdown
 from phaseprof.errors import PhaseprofError
 

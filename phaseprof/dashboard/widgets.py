@@ -9,8 +9,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from dashboards import data
-from dashboards.sources import Roots, Source
+from phaseprof.dashboard import data
+from phaseprof.dashboard.sources import Roots, Source
 from phaseprof.errors import PhaseprofError
 
 ENV_RUNS_DIR = "PHASEPROF_RUNS_DIR"

@@ -6,7 +6,7 @@ from typing import Any
 
 import pandas as pd
 
-from dashboards import charts, data, widgets
+from phaseprof.dashboard import charts, data, widgets
 from phaseprof.analysis.results import Breakdown, KernelStat, PhaseSummary, StepRow
 
 DEFAULT_STEP_METRICS = ("wall µs", "GPU busy µs", "launch overhead µs", "kernels", "launch calls")

@@ -15,13 +15,13 @@ if str(_REPO) not in sys.path:  # `streamlit run dashboards/app.py` puts only da
 
 import streamlit as st  # noqa: E402
 
-from dashboards import widgets  # noqa: E402
-from dashboards.views import breakdown, compare, ranks, runs, sweep, timeline  # noqa: E402
+from phaseprof.dashboard import widgets  # noqa: E402
+from phaseprof.dashboard.views import breakdown, compare, ranks, runs, sweep, timeline  # noqa: E402
 
 
 def _memory(st_: object, ctx: object) -> None:
     try:
-        from dashboards.views import memory
+        from phaseprof.dashboard.views import memory
     except ImportError:
         st.info("The Memory page is not part of this checkout yet (dashboards/views/memory.py).")
         return

@@ -114,7 +114,7 @@ def show_plan(st: Any, plan: MemoryPlan) -> None:
 def _guarded(inputs: MemoryInputs, roots: Any) -> MemoryInputs:
     """Typed paths (a config directory, a capture run directory) must lie under the dashboard's runs directory:
     the dashboard reads nothing else from the machine."""
-    from dashboards.sources import resolve_user_path  # noqa: PLC0415 - only when mounted in the dashboard
+    from phaseprof.dashboard.sources import resolve_user_path  # noqa: PLC0415 - only when mounted in the dashboard
 
     model = inputs.model
     if model and model not in _presets():

@@ -6,8 +6,8 @@ from typing import Any
 
 import pandas as pd
 
-from dashboards import charts, data, widgets
-from dashboards.sources import Source
+from phaseprof.dashboard import charts, data, widgets
+from phaseprof.dashboard.sources import Source
 
 
 def cli_label(src: Source) -> str:

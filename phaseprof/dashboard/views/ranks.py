@@ -13,8 +13,8 @@ from typing import Any
 import pandas as pd
 import plotly.graph_objects as go
 
-from dashboards import data
-from dashboards.sources import guard
+from phaseprof.dashboard import data
+from phaseprof.dashboard.sources import guard
 from phaseprof.analysis.ranks import RankSummary, analyze_ranks, find_trace_files
 from phaseprof.errors import PhaseprofError
 

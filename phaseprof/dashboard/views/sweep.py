@@ -11,8 +11,8 @@ from typing import Any
 
 import pandas as pd
 
-from dashboards import charts, data, widgets
-from dashboards.sources import first_of, guard, read_json
+from phaseprof.dashboard import charts, data, widgets
+from phaseprof.dashboard.sources import first_of, guard, read_json
 
 #: Where a sweep point keeps its x and its y statistics, for prefill and for decode sweeps.
 _POINT_LISTS = ("points", "results", "rows", "lengths")

@@ -6,8 +6,8 @@ from typing import Any
 
 import pandas as pd
 
-from dashboards import data, widgets
-from dashboards.sources import Source, file_source, resolve_user_path, save_upload
+from phaseprof.dashboard import data, widgets
+from phaseprof.dashboard.sources import Source, file_source, resolve_user_path, save_upload
 from phaseprof.errors import PhaseprofError
 
 FILTERS = ("GPU", "model", "phase", "mode", "kind")
