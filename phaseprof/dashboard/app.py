@@ -1,38 +1,31 @@
 """phaseprof dashboard: navigation only. Start it with ``phaseprof dashboard [RUNS_DIR]``.
 
-Each page lives in ``dashboards/views/<page>.py`` and has ``render(st, ctx)``; every number it shows comes
-from phaseprof's library (the same functions the CLI calls), loaded through the caches in ``data.py``.
+This file is the Streamlit script (``streamlit run`` executes it as ``__main__``); importing it draws nothing.
+Each page lives in ``phaseprof/dashboard/views/<page>.py`` and has ``render(st, ctx)``; every number it shows
+comes from phaseprof's library (the same functions the CLI calls), loaded through the caches in ``data.py``.
 """
 
 from __future__ import annotations
 
 import sys
-from pathlib import Path
+from collections.abc import Callable
+from typing import Any
 
-_REPO = Path(__file__).resolve().parents[1]
-if str(_REPO) not in sys.path:  # `streamlit run dashboards/app.py` puts only dashboards/ on the path
-    sys.path.insert(0, str(_REPO))
+from phaseprof.dashboard import widgets
+from phaseprof.dashboard.data import Context
+from phaseprof.dashboard.text import code
+from phaseprof.dashboard.views import breakdown, compare, memory, ranks, runs, sweep, timeline
 
-import streamlit as st  # noqa: E402
-
-from phaseprof.dashboard import widgets  # noqa: E402
-from phaseprof.dashboard.views import breakdown, compare, ranks, runs, sweep, timeline  # noqa: E402
-
-
-def _memory(st_: object, ctx: object) -> None:
-    try:
-        from phaseprof.dashboard.views import memory
-    except ImportError:
-        st.info("The Memory page is not part of this checkout yet (dashboards/views/memory.py).")
-        return
-    widgets.call_with(memory.render, st_, {"ctx": ctx, "runs_dir": ctx.runs_dir, "roots": ctx.roots})
-
-
-PAGES = {"Runs": runs.render, "Breakdown": breakdown.render, "Timeline": timeline.render,
-         "Compare": compare.render, "Sweep": sweep.render, "Ranks": ranks.render, "Memory": _memory}
+#: Page name -> ``render(st, ctx)``, in sidebar order.
+PAGES: dict[str, Callable[[Any, Context], None]] = {
+    "Runs": runs.render, "Breakdown": breakdown.render, "Timeline": timeline.render, "Compare": compare.render,
+    "Sweep": sweep.render, "Ranks": ranks.render, "Memory": memory.render,
+}
 
 
 def main() -> None:
+    import streamlit as st
+
     st.set_page_config(page_title="phaseprof", page_icon="⏱", layout="wide")
     ctx = widgets.context(sys.argv[1:])
     wanted = st.query_params.get("page")
@@ -45,8 +38,9 @@ def main() -> None:
     st.sidebar.title("phaseprof")
     page = st.sidebar.radio("Page", list(PAGES), key="page")
     st.query_params["page"] = page
-    st.sidebar.caption(f"runs: `{ctx.runs_dir}`")
+    st.sidebar.caption(f"runs: {code(ctx.runs_dir)}")
     widgets.guarded(st, PAGES[page], ctx)
 
 
-main()
+if __name__ == "__main__":
+    main()

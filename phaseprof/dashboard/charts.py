@@ -116,18 +116,29 @@ def _bars(fig: go.Figure, df: Any, *, t0: int, lane: str, group: str, colors: di
                     legendgroup=str(g), width=0.8)
 
 
-def timeline(tl: Any, *, color_by: str = "kernel_bucket") -> go.Figure:
+def _in_window(df: Any, lo: int | None, hi: int | None) -> Any:
+    """The rows of ``df`` (``ts_ns``, ``end_ns``) that overlap ``[lo, hi)``; all of them without a window."""
+    if lo is None or hi is None or df.empty:
+        return df
+    return df[(df["ts_ns"] < hi) & (df["end_ns"] > lo)]
+
+
+def timeline(tl: Any, *, color_by: str = "kernel_bucket", window_us: tuple[float, float] | None = None) -> go.Figure:
     """One step: activities per stream coloured by bucket, GPU idle by cause, host API calls per thread.
-    x = µs since the step's start; the largest idle gaps are shaded across all lanes and labelled."""
+    x = µs since the step's start; the largest idle gaps are shaded across all lanes and labelled.
+    ``window_us`` (µs since the step's start) zooms in: only what overlaps it is drawn (so the bar cap applies
+    to the window), and the axis shows just it."""
     t0 = tl.start_ns
+    lo, hi = (t0 + round(window_us[0] * 1e3), t0 + round(window_us[1] * 1e3)) if window_us else (None, None)
     fig = go.Figure()
-    _bars(fig, tl.activities, t0=t0, lane="lane", group=color_by, colors=BUCKET_COLORS)
-    idle = tl.idle.assign(lane="GPU idle")
+    _bars(fig, _in_window(tl.activities, lo, hi), t0=t0, lane="lane", group=color_by, colors=BUCKET_COLORS)
+    idle = _in_window(tl.idle, lo, hi).assign(lane="GPU idle")
     _bars(fig, idle, t0=t0, lane="lane", group="cause", colors=IDLE_COLORS, labels=IDLE_LABELS, hover="cause")
-    _bars(fig, tl.host_calls, t0=t0, lane="lane", group="kind", colors=HOST_COLORS,
+    _bars(fig, _in_window(tl.host_calls, lo, hi), t0=t0, lane="lane", group="kind", colors=HOST_COLORS,
           labels={k: f"host: {k}" for k in HOST_COLORS})
-    gaps = tl.gaps.assign(ns=tl.gaps["end_ns"] - tl.gaps["ts_ns"]).nlargest(SHADED_GAPS, "ns") \
-        if not tl.gaps.empty else tl.gaps
+    shown_gaps = _in_window(tl.gaps, lo, hi)
+    gaps = shown_gaps.assign(ns=shown_gaps["end_ns"] - shown_gaps["ts_ns"]).nlargest(SHADED_GAPS, "ns") \
+        if not shown_gaps.empty else shown_gaps
     for i, g in enumerate(gaps.itertuples()):
         label = {} if i >= LABELLED_GAPS else dict(
             annotation_text=IDLE_LABELS[g.cause].removeprefix("idle: "), annotation_position="top left",
@@ -140,6 +151,8 @@ def timeline(tl: Any, *, color_by: str = "kernel_bucket") -> go.Figure:
     _layout(fig, title=title, height=max(420, 200 + 34 * len(lanes)))
     fig.update_layout(barmode="overlay", xaxis_title="µs since step start", bargap=0.1,
                       legend=dict(orientation="h", yanchor="top", y=-0.3, x=0), margin=dict(b=110))
+    if window_us:
+        fig.update_xaxes(range=list(window_us))
     return fig
 
 
