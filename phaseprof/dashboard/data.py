@@ -177,6 +177,9 @@ def _with_progress(src: Source, sha: str, path: str) -> Breakdown | _Failed:
 def breakdown(src: Source, roots: Roots) -> Breakdown:
     """The source's breakdown: a run directory's ``breakdown.json`` (with its ``run.json``), a breakdown
     file, or the analysis of a trace (``analyze_trace``'s steps). Raises PhaseprofError on a bad file."""
+    if src.kind == Kind.RUN and src.trace is None and src.breakdown is None and src.run_json is None:
+        raise PhaseprofError("no trace, breakdown.json or run.json inside the runs directory here (links leading "
+                             "outside it are not followed)", path=src.path)
     for f in (src.trace, src.breakdown, src.run_json):
         if f is not None:
             guard(f, roots)  # each file, not only its directory: a run directory may hold links to elsewhere

@@ -50,5 +50,8 @@ def code(value: Any) -> str:
 
 def md_frame(df: Any) -> Any:
     """A copy of a DataFrame for ``st.table`` (whose cells are markdown) with every string cell escaped."""
-    return df.apply(lambda col: col.map(lambda v: md(v) if isinstance(v, str) else v) if col.dtype == object
-                    else col).rename(columns=lambda c: md(c) if isinstance(c, str) else c)
+    from pandas.api.types import is_numeric_dtype
+
+    return df.apply(lambda col: col if is_numeric_dtype(col) else col.map(lambda v: md(v) if isinstance(v, str)
+                                                                            else v)
+                    ).rename(columns=lambda c: md(c) if isinstance(c, str) else c)

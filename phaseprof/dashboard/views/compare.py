@@ -26,7 +26,7 @@ def model_label(model: str | None, capture: Mapping[str, Any]) -> tuple[str | No
     that recorded only that directory is named by the preset it materializes, else by its last part."""
     path = first_of(capture, ("model.path",))
     name = model
-    if name and ("/" in name or name.startswith("~")):  # a directory, not a name
+    if name and name.startswith(("/", "~", "./", "../")):  # a directory, not a name (repo ids have no leading /)
         path = path or name
         name = preset_of_dir(name) or Path(name.rstrip("/")).name or name
     return name, (str(path) if path and path != name else None)
