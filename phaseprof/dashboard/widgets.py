@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import inspect
 import os
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -55,15 +54,6 @@ def guarded(st: Any, render: Callable[..., None], *args: Any, **kwargs: Any) -> 
         if type(e).__name__ in ("RerunException", "StopException"):  # Streamlit control flow
             raise
         st.error(f"internal error ({type(e).__name__}): {md(one_line(e))}")
-
-
-def call_with(render: Callable[..., None], st: Any, available: Mapping[str, Any]) -> None:
-    """Call ``render(st, ...)`` passing only the keyword arguments it declares (for pages owned elsewhere)."""
-    params = inspect.signature(render).parameters
-    if any(p.kind == p.VAR_KEYWORD for p in params.values()):
-        render(st, **available)
-        return
-    render(st, **{k: v for k, v in available.items() if k in params})
 
 
 def label(src: Source) -> str:
