@@ -9,6 +9,7 @@ No Streamlit here: plain functions, tested directly.
 
 from __future__ import annotations
 
+import html
 import re
 from typing import Any
 
@@ -46,6 +47,13 @@ def code(value: Any) -> str:
     fence = "`" * ticks
     pad = " " if text.startswith(("`", " ")) or text.endswith(("`", " ")) or not text else ""
     return f"{fence}{pad}{text}{pad}{fence}"
+
+
+def plot(value: Any) -> str:
+    """``value`` for a plotly label or hover text, which plotly reads as pseudo-HTML (``<a href>``, ``<span
+    style>``, ``<br>``): ``<``, ``>`` and ``&`` become entities, which plotly shows as the characters. Kernel
+    names such as ``void gemm<float, 128>(...)`` then show whole instead of losing their template part."""
+    return html.escape(plain(value), quote=False)
 
 
 def md_frame(df: Any) -> Any:

@@ -236,3 +236,24 @@ def test_a_side_that_recorded_only_the_config_directory_is_named_by_its_preset()
     assert model_label("/models/my-llama/", {}) == ("my-llama", "/models/my-llama/")
     assert model_label("meta-llama/Llama-3.1-8B", {}) == ("meta-llama/Llama-3.1-8B", None)  # a repo id
     assert model_label(None, {}) == (None, None)
+
+
+def test_kernel_names_reach_plotly_as_text_not_pseudo_html(runs_dir):
+    """Plotly reads labels as pseudo-HTML (``<a href>``, ``<span style>``): names go in with entities, so a
+    templated kernel name shows whole and a hostile one draws no tag."""
+    import re as _re
+
+    from phaseprof.analysis.timeline import index_trace, step_timeline
+    from phaseprof.classify.rules import load_rules
+    from phaseprof.dashboard import charts
+    from phaseprof.dashboard.text import plot
+    from phaseprof.trace.tables import load_tables
+
+    assert plot('void k<float, 8>(a&b) <a href="http://x">') == 'void k&lt;float, 8&gt;(a&amp;b) &lt;a href="http://x"&gt;'
+    tl = step_timeline(index_trace(load_tables(runs_dir / H100_DECODE), load_rules()), step=1)
+    templated = [n for n in tl.activities["name"] if "<" in n]
+    assert templated  # real CUDA kernel names carry template arguments
+    fig = charts.timeline(tl)
+    hover = [t for tr in fig.data for t in (tr.hovertext or ())]
+    assert all(_re.sub(r"<br>", "", t).count("<") == 0 for t in hover)
+    assert any(plot(templated[0]) in t for t in hover)
