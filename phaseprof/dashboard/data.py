@@ -161,7 +161,8 @@ def _trace_path(src: Source, roots: Roots) -> str:
 
 def _with_progress(src: Source, sha: str, path: str) -> Breakdown | _Failed:
     size_mb = src.size_bytes / 1e6
-    with st.status(f"Analysing {md(src.name)} ({size_mb:,.0f} MB)…", expanded=src.size_bytes >= BIG_TRACE_BYTES) as box:
+    with st.status(f"Analysing {md(src.name)} ({size_mb:,.0f} MB)…",
+                   expanded=src.size_bytes >= BIG_TRACE_BYTES) as box:
         box.write("Reading, decompressing and decoding the trace…")
         tables = _tables(sha, path)
         if not isinstance(tables, _Failed):

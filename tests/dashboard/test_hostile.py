@@ -249,7 +249,8 @@ def test_kernel_names_reach_plotly_as_text_not_pseudo_html(runs_dir):
     from phaseprof.dashboard.text import plot
     from phaseprof.trace.tables import load_tables
 
-    assert plot('void k<float, 8>(a&b) <a href="http://x">') == 'void k&lt;float, 8&gt;(a&amp;b) &lt;a href="http://x"&gt;'
+    assert plot('void k<float, 8>(a&b) <a href="http://x">') == (
+        'void k&lt;float, 8&gt;(a&amp;b) &lt;a href="http://x"&gt;')
     tl = step_timeline(index_trace(load_tables(runs_dir / H100_DECODE), load_rules()), step=1)
     templated = [n for n in tl.activities["name"] if "<" in n]
     assert templated  # real CUDA kernel names carry template arguments

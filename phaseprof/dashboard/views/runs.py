@@ -67,7 +67,8 @@ def _add(st: Any, ctx: data.Context) -> None:
         for f in files or []:
             if f.file_id not in done:
                 if f.size > ctx.max_upload_mb * 1024 * 1024:
-                    done[f.file_id] = f"{short(f.name)}: {f.size / 1e6:,.0f} MB is over the {ctx.max_upload_mb} MB upload cap"
+                    done[f.file_id] = (f"{short(f.name)}: {f.size / 1e6:,.0f} MB is over the "
+                                       f"{ctx.max_upload_mb} MB upload cap")
                 else:
                     try:
                         dest = save_upload(f.name, f.getvalue(), ctx.roots.upload_dir)
