@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import gzip
 import os
 import re
@@ -182,3 +183,17 @@ def test_memory_page_refuses_paths_outside_the_runs_dir(tmp_path):
     inside.mkdir()
     ok = memory._guarded(MemoryInputs(model="qwen3.5-35b-a3b", gpu="H200", run_dir="r1"), roots)
     assert ok.run_dir == str(inside.resolve()) and ok.model == "qwen3.5-35b-a3b"
+
+
+def test_the_checkout_entry_only_calls_the_packaged_app(runs_dir, tmp_path, monkeypatch):
+    """``streamlit run dashboards/app.py`` (a checkout) runs the same app as ``phaseprof dashboard``."""
+    from streamlit.testing.v1 import AppTest
+
+    entry = REPO / "dashboards" / "app.py"
+    body = ast.parse(entry.read_text()).body[1:]  # after the docstring
+    assert [ast.unparse(n) for n in body] == ["from phaseprof.dashboard.app import main", "main()"]
+    monkeypatch.setenv("PHASEPROF_RUNS_DIR", str(runs_dir))
+    monkeypatch.setenv("PHASEPROF_UPLOAD_DIR", str(tmp_path / "up"))
+    at = ok(AppTest.from_file(str(entry), default_timeout=120).run())
+    assert at.title[0].value == "Runs" and at.sidebar.radio(key="page").options == [
+        "Runs", "Breakdown", "Timeline", "Compare", "Sweep", "Ranks", "Memory"]
