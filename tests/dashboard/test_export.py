@@ -129,3 +129,15 @@ def test_a_run_directory_export_is_named_by_the_run(tmp_path):
     shutil.copy(PUBLIC_CUT_DIR / H100_DECODE, run / "trace.json.gz")
     assert export_name(run / "trace.json.gz", 0) == "20261130T1200Z-h100-decode-trace-step0.pt.trace.json.gz"
     assert export_name("x/rank0.pt.trace.json.gz", 2, (1.4, 20.6)) == "x-rank0-step2-1-21us.pt.trace.json.gz"
+
+
+def test_a_link_opens_a_zoom_window(make_app):
+    at = make_app("Timeline", step="1", zoom="100:600")
+    at.session_state["current_run"] = H100_DECODE
+    ok(at.run())
+    assert figure(at, "timeline")["layout"]["xaxis"]["range"] == [100.0, 600.0]
+    for bad in ("600:100", "x:y", "-5"):
+        at = make_app("Timeline", step="1", zoom=bad)
+        at.session_state["current_run"] = H100_DECODE
+        ok(at.run())
+        assert "range" not in figure(at, "timeline")["layout"]["xaxis"]

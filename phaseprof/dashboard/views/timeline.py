@@ -32,14 +32,28 @@ def gap_table(tl: Any) -> pd.DataFrame:
     })
 
 
+def _wanted_window(text: str | None, wall_us: float) -> tuple[float, float]:
+    """``?zoom=A:B`` (µs since the step's start) clipped to the step; the whole step when absent or bad."""
+    try:
+        a, b = (float(x) for x in (text or "").split(":"))
+    except ValueError:
+        return 0.0, wall_us
+    a, b = max(0.0, a), min(wall_us, b)
+    return (a, b) if b > a else (0.0, wall_us)
+
+
 def zoom(st: Any, tl: Any) -> tuple[float, float] | None:
-    """The time window chosen on the slider (µs since the step's start), None for the whole step."""
+    """The time window chosen on the slider (µs since the step's start), None for the whole step. A link can
+    open a window: ``?page=Timeline&step=N&zoom=A:B``."""
     wall_us = tl.wall_ns / 1e3
     if wall_us <= 0:
         return None
     resolution = 1.0 if wall_us >= 1000 else 0.01
+    key = f"tl_zoom_{tl.step}"
+    if key not in st.session_state:
+        st.session_state[key] = _wanted_window(st.query_params.get("zoom"), float(wall_us))
     lo, hi = st.slider("Zoom: time window (µs since step start)", min_value=0.0, max_value=float(wall_us),
-                       value=(0.0, float(wall_us)), step=resolution, key=f"tl_zoom_{tl.step}",
+                       step=resolution, key=key,
                        help="Drag either end to draw only that part of the step (the export below follows it).")
     return None if (lo, hi) == (0.0, float(wall_us)) else (float(lo), float(hi))
 
