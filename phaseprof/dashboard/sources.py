@@ -131,10 +131,10 @@ def looks_like_breakdown(path: Path) -> bool:
     return head[:2] != b"\x1f\x8b" and b'"schema_version"' in head and b'"traceEvents"' not in head
 
 
-def _manifest(d: Path) -> dict[str, str]:
+def _manifest(d: Path, root: Path) -> dict[str, str]:
     """``file -> what`` from a MANIFEST.tsv in ``d`` (the public trace directory carries one)."""
     m = d / "MANIFEST.tsv"
-    if not m.is_file():
+    if not _inside(m, root):
         return {}
     try:
         with m.open(newline="", encoding="utf-8") as f:
@@ -209,7 +209,7 @@ def scan(root: Path, *, prefix: str = "") -> tuple[list[Source], list[Path]]:
             except ValueError:  # a symlink pointing outside the runs directory
                 continue
             if manifest is None:
-                manifest = _manifest(d)
+                manifest = _manifest(d, root)
             key = prefix + (n if d == root else f"{rel}/{n}")
             try:
                 sources.append(file_source(f, key, manifest.get(n, "")))

@@ -100,7 +100,13 @@ def test_files_linked_out_of_a_run_directory_are_not_read(make_app, tmp_path):
     only = runs / "only-links"
     only.mkdir()
     (only / "breakdown.json").symlink_to(outside / "breakdown.json")
+    loose = runs / "loose"
+    loose.mkdir()
+    shutil.copy(PUBLIC_CUT_DIR / B200_PREFILL, loose / "b.json.gz")
+    (outside / "MANIFEST.tsv").write_text("file\twhat\nb.json.gz\tsecret description\n")
+    (loose / "MANIFEST.tsv").symlink_to(outside / "MANIFEST.tsv")
     sources = {s.key: s for s in scan(runs.resolve())[0]}
+    assert sources["loose/b.json.gz"].description == ""  # the linked MANIFEST.tsv is not read
     assert sources["linked"].trace is not None
     assert sources["linked"].breakdown is None and sources["linked"].run_json is None
     at = make_app("Breakdown", runs=runs)
