@@ -42,7 +42,7 @@ def _all_markdown(at) -> list[str]:
     """Every markdown string the page sent (text, captions, headings, alert boxes, expander labels)."""
     out = [e.value for kind in ("markdown", "caption", "subheader", "title", "error", "warning", "info", "success")
            for e in getattr(at, kind)]
-    return out + [e.label for e in at.expander]
+    return out + [e.label for e in at.expander] + [m.value for m in at.metric]
 
 
 # ------------------------------------------------------------------------------------------------ escaping

@@ -113,7 +113,7 @@ def test_breakdown_page_reads_a_run_directory(make_app, runs_dir):
     ok(at.run())
     stored = load_breakdown(runs_dir / RUN_NAME / "breakdown.json")
     assert frame(at, "step", "launch calls")["launch calls"].tolist() == [r.launches.total for r in stored.steps]
-    metrics = {m.label: m.value for m in at.metric}
+    metrics = {m.label: shown(m.value) for m in at.metric}
     assert metrics == {"TTFT (clean, ms)": "41.500", "TPOT (clean, ms)": "29.750", "model": "llama-70b",
                        "mode": "graph", "tokens": "128"}
 

@@ -93,7 +93,7 @@ def render(st: Any, ctx: data.Context) -> None:
     if shown:
         cols = st.columns(len(shown))
         for c, (k, v) in zip(cols, shown.items()):
-            c.metric(k.replace(" ms", " (clean, ms)"), f"{v:,.3f}" if isinstance(v, float) else str(v))
+            c.metric(k.replace(" ms", " (clean, ms)"), f"{v:,.3f}" if isinstance(v, float) else md(v))
     if not bd.phases:
         st.warning("No steps with work in this trace: nothing to break down.")
         return
