@@ -7,7 +7,8 @@ page to the main area of a 1400x1000 viewport:
 - docs/img/breakdown.png: Breakdown of the eager prefill-4096 run (phase table and GPU busy by bucket);
 - docs/img/compare.png: Compare, eager (A) vs CUDA-graph (B) decode 128+32, decode phase;
 - docs/img/sweep.png: TTFT vs prompt tokens, the eager and graph prefill sweeps overlaid;
-- docs/img/timeline.png: Timeline of one eager decode step (step 1).
+- docs/img/timeline.png: Timeline of one eager decode step (step 1);
+- docs/img/timeline-zoom.png: the same step zoomed to 4 ms of it (``&zoom=13000:17000``).
 
 Usage: ``python scripts/docs_screenshots.py [--out docs/img] [--keep-full DIR]``. Needs the ``dashboard`` extra,
 playwright (python) and Chromium (``/usr/bin/chromium`` or ``PHASEPROF_CHROMIUM``).
@@ -30,6 +31,7 @@ from tests.dashboard import test_browser as e2e  # noqa: E402  (the e2e test's s
 RUNS = REPO / "traces" / "h200"
 VIEWPORT = {"width": 1400, "height": 1000}
 MAX_BYTES = 300_000
+ZOOM_US = "13000:17000"  # µs since the step's start: 4 ms of the ~128 ms eager decode step
 
 
 def _run_key(mode: str, suffix: str) -> str:
@@ -146,6 +148,12 @@ def main(argv: list[str] | None = None) -> int:
                 _visit(page, url, "Timeline", query=f"&run={EAGER_DECODE}&step=1", shot=full / "timeline.png")
                 _crop(page, args.out / "timeline.png")
                 page.close()
+
+                page = browser.new_page(viewport=VIEWPORT)
+                _visit(page, url, "Timeline", query=f"&run={EAGER_DECODE}&step=1&zoom={ZOOM_US}",
+                       shot=full / "timeline-zoom.png")
+                _crop(page, args.out / "timeline-zoom.png")
+                page.close()
             finally:
                 browser.close()
     finally:
@@ -153,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.keep_full is None:
             shutil.rmtree(tmp, ignore_errors=True)
     too_big = []
-    for name in ("breakdown", "compare", "sweep", "timeline"):
+    for name in ("breakdown", "compare", "sweep", "timeline", "timeline-zoom"):
         f = args.out / f"{name}.png"
         print(f"{f.relative_to(REPO) if f.is_relative_to(REPO) else f}: {f.stat().st_size:,} bytes")
         if f.stat().st_size >= MAX_BYTES:

@@ -1,4 +1,4 @@
-"""``phaseprof dashboard [RUNS_DIR]``: start the Streamlit dashboard (dashboards/app.py) on 127.0.0.1."""
+"""``phaseprof dashboard [RUNS_DIR]``: start the Streamlit dashboard (phaseprof/dashboard/app.py) on 127.0.0.1."""
 
 from __future__ import annotations
 
@@ -19,13 +19,13 @@ ADDRESS = "127.0.0.1"
 
 
 def app_path() -> Path:
-    """``dashboards/app.py`` of this checkout (the dashboard ships with the repository, beside the package)."""
-    return Path(__file__).resolve().parents[2] / "dashboards" / "app.py"
+    """The Streamlit script, inside the installed package (``phaseprof/dashboard/app.py``)."""
+    return Path(__file__).resolve().with_name("app.py")
 
 
 def streamlit_command(*, app: Path, runs_dir: Path, port: int, max_upload_mb: int, headless: bool = True,
                       python: str = sys.executable) -> list[str]:
-    """The ``streamlit run`` command line. Settings reach the app after ``--`` (see dashboards/widgets.py);
+    """The ``streamlit run`` command line. Settings reach the app after ``--`` (see phaseprof/dashboard/widgets.py);
     the upload cap is also Streamlit's own ``server.maxUploadSize``, which rejects bigger uploads."""
     return [
         python, "-m", "streamlit", "run", str(app),
@@ -42,8 +42,8 @@ def _check_environment(app: Path) -> None:
     if missing:
         raise EnvironmentProblem(f"the dashboard needs {' and '.join(missing)}: pip install 'phaseprof[dashboard]'")
     if not app.is_file():
-        raise EnvironmentProblem(f"dashboard app not found at {app}: the dashboard runs from a phaseprof source "
-                                 "checkout (pip install -e '.[dashboard]')")
+        raise EnvironmentProblem(f"dashboard app not found at {app}: this phaseprof installation is incomplete "
+                                 "(reinstall: pip install 'phaseprof[dashboard]')")
 
 
 def dashboard(

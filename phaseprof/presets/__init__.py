@@ -14,6 +14,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import re
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -108,4 +109,10 @@ def config_digest(preset: Preset) -> str:
     return hashlib.sha256(blob).hexdigest()[:12]
 
 
-__all__ = ["Preset", "UnknownPreset", "config_digest", "list_presets", "load_preset", "materialize"]
+def preset_of_dir(path: str) -> str | None:
+    """The preset whose materialized directory ``path`` is (``.../<preset>-<config_digest>``), else None."""
+    m = re.fullmatch(r"(.+)-[0-9a-f]{12}", Path(str(path).rstrip("/")).name)
+    return m.group(1) if m and m.group(1) in list_presets() else None
+
+
+__all__ = ["Preset", "UnknownPreset", "config_digest", "list_presets", "load_preset", "materialize", "preset_of_dir"]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,7 @@ import pytest
 
 from tests.conftest import PUBLIC_CUT_DIR, REPO
 
-APP = REPO / "dashboards" / "app.py"
+APP = REPO / "phaseprof" / "dashboard" / "app.py"
 H100_DECODE = "h100_vllm_llama70b_tp4_decode_2steps.json.gz"
 B200_PREFILL = "b200_vllm_gptoss120b_eager_prefill_window.json.gz"
 RUN_NAME = "20261130T083500Z-h100-llama-70b-decode-128in-2out"
@@ -95,6 +96,11 @@ def make_app(runs_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
         return at
 
     return make
+
+
+def shown(markdown: str) -> str:
+    """What a markdown string shows: backslash escapes dropped (the dashboard escapes every name it prints)."""
+    return re.sub(r"\\(.)", r"\1", markdown)
 
 
 def ok(at: Any) -> Any:

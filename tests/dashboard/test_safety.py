@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import gzip
 import os
 import re
@@ -10,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from dashboards.sources import Kind, Roots, guard, resolve_user_path, save_upload, scan
-from dashboards.widgets import settings
+from phaseprof.dashboard.sources import Kind, Roots, guard, resolve_user_path, save_upload, scan
+from phaseprof.dashboard.widgets import settings
 from phaseprof.dashboard.cli import ADDRESS, app_path, streamlit_command
 from phaseprof.errors import PhaseprofError
 from tests.conftest import PUBLIC_CUT_DIR, REPO
 
-from .conftest import B200_PREFILL, BROKEN, RUN_NAME, ok
+from .conftest import B200_PREFILL, BROKEN, RUN_NAME, ok, shown
 
 
 def roots(tmp_path: Path) -> Roots:
@@ -79,7 +80,7 @@ def test_the_server_binds_localhost_and_caps_uploads():
     assert cmd[cmd.index("--server.maxUploadSize") + 1] == "64"
     assert cmd[cmd.index("--client.showErrorDetails") + 1] == "none"
     assert cmd[cmd.index("--") + 1:] == ["--runs-dir", "/r", "--max-upload-mb", "64"]
-    assert app_path() == REPO / "dashboards" / "app.py"
+    assert app_path() == REPO / "phaseprof" / "dashboard" / "app.py"
 
 
 def test_cli_rejects_a_missing_runs_directory(tmp_path, capsys):
@@ -96,7 +97,7 @@ def test_docs_screenshots_stay_small():
 
 
 def test_no_pickle_and_no_eval_in_dashboard_code():
-    files = [*(REPO / "dashboards").rglob("*.py"), *(REPO / "phaseprof" / "dashboard").rglob("*.py"),
+    files = [REPO / "dashboards" / "app.py", *(REPO / "phaseprof" / "dashboard").rglob("*.py"),
              REPO / "phaseprof" / "analysis" / "timeline.py"]
     for f in files:
         text = f.read_text()
@@ -114,9 +115,9 @@ def test_a_bad_trace_shows_its_one_line_error(make_app, runs_dir):
     at.session_state["current_run"] = BROKEN
     at.run()
     assert not at.exception
-    assert [x.value for x in at.error] == [str(e.value)]
+    assert [shown(x.value) for x in at.error] == [str(e.value)]
     at.sidebar.radio(key="page").set_value("Timeline").run()  # the page stays alive on the next one too
-    assert not at.exception and [x.value for x in at.error] == [str(e.value)]
+    assert not at.exception and [shown(x.value) for x in at.error] == [str(e.value)]
 
 
 def test_adding_a_path_outside_the_runs_directory_is_refused(make_app, tmp_path):
@@ -139,7 +140,7 @@ def test_uploading_a_trace_makes_it_the_current_run(make_app, runs_dir):
     assert current.startswith("upload/") and current.endswith("-my_trace.json.gz")
     at.sidebar.radio(key="page").set_value("Breakdown").run()
     ok(at)
-    assert "NVIDIA B200" in " ".join(m.value for m in at.markdown)
+    assert "NVIDIA B200" in shown(" ".join(m.value for m in at.markdown))
 
 
 def test_uploads_over_the_cap_and_garbage_are_refused(make_app):
@@ -148,24 +149,24 @@ def test_uploads_over_the_cap_and_garbage_are_refused(make_app):
                                                ("junk.json.gz", gzip.compress(b"not json"), "application/gzip")])
     at.run()
     assert not at.exception
-    assert [e.value for e in at.error] == ["big.json: 6 MB is over the 5 MB upload cap"]
+    assert [shown(e.value) for e in at.error] == ["big.json: 6 MB is over the 5 MB upload cap"]
     assert at.session_state["current_run"].endswith("-junk.json.gz")  # the junk upload is now current
     at.sidebar.radio(key="page").set_value("Breakdown").run()
     assert not at.exception and len(at.error) == 1
-    assert at.error[0].value.endswith("-junk.json.gz: not a JSON trace (expected an object with traceEvents)")
+    assert shown(at.error[0].value).endswith("-junk.json.gz: not a JSON trace (expected an object with traceEvents)")
 
 
 def test_a_missing_runs_directory_is_an_error_box(make_app, tmp_path):
     at = make_app("Runs", runs=tmp_path / "gone").run()
     assert not at.exception
-    assert [e.value for e in at.error] == [f"{tmp_path / 'gone'}: runs directory does not exist"]
+    assert [shown(e.value) for e in at.error] == [f"{tmp_path / 'gone'}: runs directory does not exist"]
     assert os.environ["PHASEPROF_RUNS_DIR"] == str(tmp_path / "gone")
 
 
 def test_memory_page_refuses_paths_outside_the_runs_dir(tmp_path):
     """The Memory page's free-text config/run directory inputs obey the same rule as every other page."""
-    from dashboards.sources import Roots
-    from dashboards.views import memory
+    from phaseprof.dashboard.sources import Roots
+    from phaseprof.dashboard.views import memory
     from phaseprof.errors import PhaseprofError
     from phaseprof.memory.plan import MemoryInputs
 
@@ -182,3 +183,17 @@ def test_memory_page_refuses_paths_outside_the_runs_dir(tmp_path):
     inside.mkdir()
     ok = memory._guarded(MemoryInputs(model="qwen3.5-35b-a3b", gpu="H200", run_dir="r1"), roots)
     assert ok.run_dir == str(inside.resolve()) and ok.model == "qwen3.5-35b-a3b"
+
+
+def test_the_checkout_entry_only_calls_the_packaged_app(runs_dir, tmp_path, monkeypatch):
+    """``streamlit run dashboards/app.py`` (a checkout) runs the same app as ``phaseprof dashboard``."""
+    from streamlit.testing.v1 import AppTest
+
+    entry = REPO / "dashboards" / "app.py"
+    body = ast.parse(entry.read_text()).body[1:]  # after the docstring
+    assert [ast.unparse(n) for n in body] == ["from phaseprof.dashboard.app import main", "main()"]
+    monkeypatch.setenv("PHASEPROF_RUNS_DIR", str(runs_dir))
+    monkeypatch.setenv("PHASEPROF_UPLOAD_DIR", str(tmp_path / "up"))
+    at = ok(AppTest.from_file(str(entry), default_timeout=120).run())
+    assert at.title[0].value == "Runs" and at.sidebar.radio(key="page").options == [
+        "Runs", "Breakdown", "Timeline", "Compare", "Sweep", "Ranks", "Memory"]

@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from dashboards.views import memory as view
+from phaseprof.dashboard.text import md
+from phaseprof.dashboard.views import memory as view
 from phaseprof.memory import MemoryInputs, build_memory_plan
 from phaseprof.memory.render import sections
 from tests.memory.configs import qwen35_35b_a3b
@@ -44,13 +45,13 @@ def test_page_builds_the_cli_plan_from_sidebar_inputs(model_dir):
     st = FakeStreamlit()
     inputs = MemoryInputs(model=model_dir, gpu="H100", max_model_len=8192, cudagraph_max_size=8192,
                           max_num_batched_tokens=8192, prefix_caching=False)
-    plan = view.render(st, inputs)
+    plan = view.show(st, inputs)
     assert plan == build_memory_plan(inputs)                       # the same function, the same numbers
     tables = [a[0] for a, _ in st.named("table")]
     assert len(tables) == len(sections(plan))
     block = tables[0].set_index("quantity")["value"]
     assert block["block size"] == "1,056 tokens"
-    assert any("Tried to allocate 16.50 GiB" in a[0] for a, _ in st.named("warning"))
+    assert any(md("Tried to allocate 16.50 GiB") in a[0] for a, _ in st.named("warning"))
     fig = st.named("plotly_chart")[0][0][0]
     names = [bar.name for bar in fig.data]
     assert "CUDA-graph scratch (OOM)" in names and any(n.startswith("KV cache") for n in names)
@@ -58,15 +59,15 @@ def test_page_builds_the_cli_plan_from_sidebar_inputs(model_dir):
 
 def test_bad_inputs_show_one_error_line(model_dir):
     st = FakeStreamlit()
-    assert view.render(st, MemoryInputs(model=model_dir, gpu="H100", max_model_len=8192, tp=3)) is None
+    assert view.show(st, MemoryInputs(model=model_dir, gpu="H100", max_model_len=8192, tp=3)) is None
     [(args, _)] = st.named("error")
-    assert "--tp 3 does not divide" in args[0] and "\n" not in args[0]
+    assert md("--tp 3 does not divide") in args[0] and "\n" not in args[0]
 
 
 def test_a_finished_plan_is_shown_without_a_sidebar():
     plan = build_memory_plan(MemoryInputs(model="x", gpu="H200"), hf_config=qwen35_35b_a3b())
     st = FakeStreamlit()
-    assert view.render(st, plan) is plan
+    assert view.show(st, plan) is plan
     assert not st.named("selectbox") and st.named("table")
 
 
@@ -76,10 +77,10 @@ def test_real_streamlit_runs_the_page(model_dir):
     def page(model_dir: str) -> None:
         import streamlit as st
 
-        from dashboards.views import memory
+        from phaseprof.dashboard.views import memory
         from phaseprof.memory import MemoryInputs
 
-        memory.render(st, MemoryInputs(model=model_dir, gpu="H200", max_model_len=8192))
+        memory.show(st, MemoryInputs(model=model_dir, gpu="H200", max_model_len=8192))
 
     at = AppTest.from_function(page, args=(model_dir,), default_timeout=60).run()
     assert not at.exception, at.exception

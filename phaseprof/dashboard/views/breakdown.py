@@ -6,8 +6,9 @@ from typing import Any
 
 import pandas as pd
 
-from dashboards import charts, data, widgets
 from phaseprof.analysis.results import Breakdown, KernelStat, PhaseSummary, StepRow
+from phaseprof.dashboard import charts, data, widgets
+from phaseprof.dashboard.text import md
 
 DEFAULT_STEP_METRICS = ("wall µs", "GPU busy µs", "launch overhead µs", "kernels", "launch calls")
 
@@ -57,12 +58,12 @@ def kernel_table(ks: list[KernelStat]) -> pd.DataFrame:
 
 
 def _top_kernels(st: Any, ph: PhaseSummary) -> None:
-    st.subheader(f"Top kernels per bucket: {ph.phase}")
+    st.subheader(f"Top kernels per bucket: {md(ph.phase)}")
     for b in ph.kernel_view:
         ks = ph.top_kernels.get(b.bucket, [])
         if not ks:
             continue
-        with st.expander(f"{b.bucket}: {b.time_us / 1e3:,.3f} ms, {b.share_pct:.1f}% of GPU busy",
+        with st.expander(f"{md(b.bucket)}: {b.time_us / 1e3:,.3f} ms, {b.share_pct:.1f}% of GPU busy",
                          expanded=b.bucket == "unknown"):
             widgets.table(st, kernel_table(ks), key=f"top_{ph.phase}_{b.bucket}")
 
@@ -72,7 +73,7 @@ def _unknown(st: Any, bd: Breakdown) -> None:
         st.success("Every kernel matched a classification rule (no 'unknown' bucket).")
         return
     time = {p.phase: next((b.time_us for b in p.kernel_view if b.bucket == "unknown"), 0.0) for p in bd.phases}
-    spent = ", ".join(f"{ph}: {us / 1e3:,.3f} ms" for ph, us in time.items() if us)
+    spent = ", ".join(f"{md(ph)}: {us / 1e3:,.3f} ms" for ph, us in time.items() if us)
     st.warning(f"{len(bd.unknown_kernels)} kernel name(s) matched no rule (bucket 'unknown'; {spent}). "
                "Add a rule with `phaseprof analyze --rules my.toml`.")
     widgets.table(st, kernel_table(bd.unknown_kernels).rename(columns={"kernel": "unclassified kernel"}),
@@ -86,13 +87,13 @@ def render(st: Any, ctx: data.Context) -> None:
         return
     bd = data.breakdown(src, ctx.roots)
     st.markdown(widgets.source_line(src, bd))
-    st.caption(f"steps: {bd.step_detection.get('detail', '')}")
+    st.caption(f"steps: {md(bd.step_detection.get('detail', ''))}")
     f = data.facts(src, bd, data.run_json(src, ctx.roots))
     shown = {k: f[k] for k in ("TTFT ms", "TPOT ms", "model", "mode", "tokens") if f[k] is not None}
     if shown:
         cols = st.columns(len(shown))
         for c, (k, v) in zip(cols, shown.items()):
-            c.metric(k.replace(" ms", " (clean, ms)"), f"{v:,.3f}" if isinstance(v, float) else str(v))
+            c.metric(k.replace(" ms", " (clean, ms)"), f"{v:,.3f}" if isinstance(v, float) else md(v))
     if not bd.phases:
         st.warning("No steps with work in this trace: nothing to break down.")
         return
@@ -119,12 +120,12 @@ def render(st: Any, ctx: data.Context) -> None:
     st.subheader("Unknown kernels")
     _unknown(st, bd)
     for n in bd.notes:
-        st.caption(f"note: {n}")
+        st.caption(f"note: {md(n)}")
     from phaseprof.report.json_io import dumps
     from phaseprof.report.markdown import breakdown_markdown
 
-    md = breakdown_markdown(bd)
+    report = breakdown_markdown(bd)
     with st.expander("Markdown (as `phaseprof analyze --format markdown`)"):
-        st.code(md, language="markdown")
+        st.code(report, language="markdown")
     st.download_button("Download breakdown JSON", dumps(bd), file_name=f"{src.name}.breakdown.json",
                        mime="application/json", key="dl_json")

@@ -1,4 +1,5 @@
-"""Timeline: one step drawn in time (``phaseprof.analysis.timeline.step_timeline``)."""
+"""Timeline: one step drawn in time (``phaseprof.analysis.timeline.step_timeline``), zoomable to a time window,
+and exportable as a small trace file (``phaseprof.analysis.step_export``) for Perfetto UI or HTA."""
 
 from __future__ import annotations
 
@@ -6,7 +7,8 @@ from typing import Any
 
 import pandas as pd
 
-from dashboards import charts, data, widgets
+from phaseprof.analysis.step_export import export_name
+from phaseprof.dashboard import charts, data, widgets
 
 #: The table under the chart lists this many of the step's largest idle gaps.
 GAP_ROWS = 25
@@ -28,6 +30,32 @@ def gap_table(tl: Any) -> pd.DataFrame:
         "in launch calls µs": g["launch_overhead_ns"] / 1e3, "host work µs": g["host_work_ns"] / 1e3,
         "queued/tail µs": g["other_ns"] / 1e3,
     })
+
+
+def _wanted_window(text: str | None, wall_us: float) -> tuple[float, float]:
+    """``?zoom=A:B`` (µs since the step's start) clipped to the step; the whole step when absent or bad."""
+    try:
+        a, b = (float(x) for x in (text or "").split(":"))
+    except ValueError:
+        return 0.0, wall_us
+    a, b = max(0.0, a), min(wall_us, b)
+    return (a, b) if b > a else (0.0, wall_us)
+
+
+def zoom(st: Any, tl: Any) -> tuple[float, float] | None:
+    """The time window chosen on the slider (µs since the step's start), None for the whole step. A link can
+    open a window: ``?page=Timeline&step=N&zoom=A:B``."""
+    wall_us = tl.wall_ns / 1e3
+    if wall_us <= 0:
+        return None
+    resolution = 1.0 if wall_us >= 1000 else 0.01
+    key = f"tl_zoom_{tl.step}"
+    if key not in st.session_state:
+        st.session_state[key] = _wanted_window(st.query_params.get("zoom"), float(wall_us))
+    lo, hi = st.slider("Zoom: time window (µs since step start)", min_value=0.0, max_value=float(wall_us),
+                       step=resolution, key=key,
+                       help="Drag either end to draw only that part of the step (the export below follows it).")
+    return None if (lo, hi) == (0.0, float(wall_us)) else (float(lo), float(hi))
 
 
 def render(st: Any, ctx: data.Context) -> None:
@@ -56,9 +84,19 @@ def render(st: Any, ctx: data.Context) -> None:
         c.metric(name, f"{v:,.1f}" if isinstance(v, float) else f"{v:,}")
     color_by = st.radio("Colour kernels by", ["kernel_bucket", "module_bucket"], horizontal=True, key="tl_color",
                         format_func=lambda c: c.split("_")[0] + " view")
+    window = zoom(st, tl)
     if max(len(tl.activities), len(tl.host_calls), len(tl.idle)) > charts.MAX_TIMELINE_BARS:
-        st.caption(f"Large step: only the {charts.MAX_TIMELINE_BARS:,} longest bars of each layer are drawn.")
-    st.plotly_chart(charts.timeline(tl, color_by=color_by), key="timeline")
+        st.caption(f"Large step: only the {charts.MAX_TIMELINE_BARS:,} longest bars of each layer (in the zoom "
+                   "window) are drawn.")
+    st.plotly_chart(charts.timeline(tl, color_by=color_by, window_us=window), key="timeline")
+    what = f"µs {window[0]:,.0f} to {window[1]:,.0f} of step {step}" if window else f"step {step}"
+    st.download_button(f"Export {what} as a trace file", data=lambda: data.step_export(src, ctx.roots, step,
+                                                                                        window).data,
+                       file_name=export_name(src.trace or src.path, step, window), mime="application/gzip",
+                       key="tl_export", on_click="ignore", icon=":material/download:",
+                       help="The trace's own events of this step's host window (GPU work launched in it kept "
+                            "whole), as a .pt.trace.json.gz: opens in Perfetto UI (ui.perfetto.dev), "
+                            "chrome://tracing and HTA's TraceAnalysis, and with `phaseprof analyze`.")
     lanes = tl.activities["lane"].nunique() if len(tl.activities) else 0
     st.caption(f"{len(tl.activities):,} work items on {lanes} lane(s), {len(tl.host_calls):,} host API calls, "
                f"{len(tl.gaps):,} idle gaps. Idle causes: *in launch calls* = next work not launched yet while "

@@ -11,8 +11,9 @@ from typing import Any
 
 import pandas as pd
 
-from dashboards import charts, data, widgets
-from dashboards.sources import guard
+from phaseprof.dashboard import charts, data, widgets
+from phaseprof.dashboard.sources import guard
+from phaseprof.dashboard.text import code, md
 from phaseprof.records import SweepRecord
 
 _Y = {"prefill": "ttft", "decode": "tpot"}
@@ -48,7 +49,7 @@ def render(st: Any, ctx: data.Context) -> None:
     st.title("Sweep")
     files = data.sweeps(ctx)
     if not files:
-        st.info(f"No sweep.json under {ctx.runs_dir}. Run e.g. `phaseprof sweep --phase prefill "
+        st.info(f"No sweep.json under {code(ctx.runs_dir)}. Run e.g. `phaseprof sweep --phase prefill "
                 "--tokens 128,256,512,1024,2048,4096,8192` and reload.")
         return
     curves, bad = [], []
@@ -64,7 +65,7 @@ def render(st: Any, ctx: data.Context) -> None:
         else:
             curves.append(c)
     for b in bad:
-        st.error(b)
+        st.error(md(b))
     if not curves:
         return
     phases = [p for p in _Y if any(c["phase"] == p for c in curves)]  # prefill first
@@ -79,7 +80,7 @@ def render(st: Any, ctx: data.Context) -> None:
         return
     x_title, y_title = ("prompt tokens", "TTFT ms") if phase == "prefill" else ("concurrency", "TPOT ms")
     st.plotly_chart(charts.sweep_curves(shown, x_title=x_title, y_title=y_title), key="sweep_chart")
-    slopes = [f"{c['name']}: {c['slope_us_per_token']:,.2f} µs per prompt token" for c in shown
+    slopes = [f"{md(c['name'])}: {c['slope_us_per_token']:,.2f} µs per prompt token" for c in shown
               if c.get("slope_us_per_token") is not None]
     if slopes:
         st.caption("Least-squares slope (from `phaseprof sweep`): " + "; ".join(slopes))

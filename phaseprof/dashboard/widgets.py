@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import argparse
-import inspect
 import os
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from dashboards import data
-from dashboards.sources import Roots, Source
+from phaseprof.dashboard import data
+from phaseprof.dashboard.sources import Roots, Source
+from phaseprof.dashboard.text import code, md
 from phaseprof.errors import PhaseprofError
 
 ENV_RUNS_DIR = "PHASEPROF_RUNS_DIR"
@@ -49,20 +49,11 @@ def guarded(st: Any, render: Callable[..., None], *args: Any, **kwargs: Any) -> 
     try:
         render(st, *args, **kwargs)
     except PhaseprofError as e:
-        st.error(one_line(e))
+        st.error(md(one_line(e)))
     except Exception as e:  # noqa: BLE001 - the page must never die with a traceback
         if type(e).__name__ in ("RerunException", "StopException"):  # Streamlit control flow
             raise
-        st.error(f"internal error ({type(e).__name__}): {one_line(e)}")
-
-
-def call_with(render: Callable[..., None], st: Any, available: Mapping[str, Any]) -> None:
-    """Call ``render(st, ...)`` passing only the keyword arguments it declares (for pages owned elsewhere)."""
-    params = inspect.signature(render).parameters
-    if any(p.kind == p.VAR_KEYWORD for p in params.values()):
-        render(st, **available)
-        return
-    render(st, **{k: v for k, v in available.items() if k in params})
+        st.error(f"internal error ({type(e).__name__}): {md(one_line(e))}")
 
 
 def label(src: Source) -> str:
@@ -95,7 +86,7 @@ def current(st: Any, ctx: data.Context, *, need_trace: bool = False) -> Source |
     """The run the Breakdown and Timeline pages show (chosen on the Runs page or on either page)."""
     srcs = data.sources(ctx)
     if not srcs:
-        st.info(f"Nothing to show yet: no runs, traces or breakdowns under {ctx.runs_dir}. Capture one with "
+        st.info(f"Nothing to show yet: no runs, traces or breakdowns under {code(ctx.runs_dir)}. Capture one with "
                 "`phaseprof capture`, or add a file on the Runs page.")
         return None
     if need_trace and not any(s.has_trace for s in srcs):
@@ -112,9 +103,10 @@ def table(st: Any, df: Any, *, key: str) -> None:
 
 
 def source_line(src: Source, bd: Any) -> str:
-    """What a source is, in one line of markdown."""
+    """What a source is, in one line of markdown (every name from the trace or the disk escaped)."""
     tr = bd.trace
-    bits = [f"**{src.key}**", tr.gpu_name or tr.platform, f"{tr.device} trace", f"{tr.event_count:,} events"]
+    bits = [f"**{md(src.key)}**", md(tr.gpu_name or tr.platform), f"{md(tr.device)} trace",
+            f"{tr.event_count:,} events"]
     if src.description:
-        bits.append(src.description)
+        bits.append(md(src.description))
     return " · ".join(bits)

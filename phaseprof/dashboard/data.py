@@ -18,8 +18,10 @@ from typing import Any
 
 import streamlit as st
 
-from dashboards.sources import Kind, Roots, Source, file_source, first_of, guard, iso_time, scan
 from phaseprof.analysis.results import Breakdown
+from phaseprof.dashboard.sources import (ADDED_PATHS, Kind, Roots, Source, added_key, file_source, first_of, guard,
+                                         guard_members, iso_time, read_json, scan)
+from phaseprof.dashboard.text import md
 from phaseprof.errors import PhaseprofError
 
 #: Traces at least this big show a step-by-step progress box while they are analysed.
@@ -160,7 +162,8 @@ def _trace_path(src: Source, roots: Roots) -> str:
 
 def _with_progress(src: Source, sha: str, path: str) -> Breakdown | _Failed:
     size_mb = src.size_bytes / 1e6
-    with st.status(f"Analysing {src.name} ({size_mb:,.0f} MB)…", expanded=src.size_bytes >= BIG_TRACE_BYTES) as box:
+    with st.status(f"Analysing {md(src.name)} ({size_mb:,.0f} MB)…",
+                   expanded=src.size_bytes >= BIG_TRACE_BYTES) as box:
         box.write("Reading, decompressing and decoding the trace…")
         tables = _tables(sha, path)
         if not isinstance(tables, _Failed):
@@ -168,7 +171,7 @@ def _with_progress(src: Source, sha: str, path: str) -> Breakdown | _Failed:
                       "classifying kernels…")
         result = _trace_breakdown(sha, path)
         failed = isinstance(result, _Failed)
-        box.update(label=f"Could not analyse {src.name}" if failed else f"Analysed {src.name}",
+        box.update(label=f"Could not analyse {md(src.name)}" if failed else f"Analysed {md(src.name)}",
                    state="error" if failed else "complete", expanded=False)
     return result
 
@@ -176,6 +179,12 @@ def _with_progress(src: Source, sha: str, path: str) -> Breakdown | _Failed:
 def breakdown(src: Source, roots: Roots) -> Breakdown:
     """The source's breakdown: a run directory's ``breakdown.json`` (with its ``run.json``), a breakdown
     file, or the analysis of a trace (``analyze_trace``'s steps). Raises PhaseprofError on a bad file."""
+    if src.kind == Kind.RUN and src.trace is None and src.breakdown is None and src.run_json is None:
+        raise PhaseprofError("no trace, breakdown.json or run.json inside the runs directory here (links leading "
+                             "outside it are not followed)", path=src.path)
+    for f in (src.trace, src.breakdown, src.run_json):
+        if f is not None:
+            guard(f, roots)  # each file, not only its directory: a run directory may hold links to elsewhere
     reg = _analysed()
     key = _key(src)
     if src.kind == Kind.TRACE or (src.kind == Kind.RUN and src.breakdown is None):
@@ -183,7 +192,10 @@ def breakdown(src: Source, roots: Roots) -> Breakdown:
         sha = sha256_of(Path(path))
         result = _trace_breakdown(sha, path) if key in reg else _with_progress(src, sha, path)
     else:
-        result = _stored_breakdown(key, str(guard(src.path, roots)))
+        path = guard(src.path, roots)
+        if path.is_dir():
+            guard_members(path, ("breakdown.json", "run.json"), roots)  # what load_side opens there
+        result = _stored_breakdown(key, str(path))
     if isinstance(result, _Failed):
         reg[key] = result
         raise PhaseprofError(result.message)
@@ -244,10 +256,10 @@ def sources(ctx: Context) -> list[Source]:
     found, _ = _scan(str(ctx.runs_dir), str(ctx.roots.upload_dir))
     keys = {s.key for s in found}
     added = []
-    for p in st.session_state.get("addedpaths", []):
-        key = "added/" + Path(p).name
+    for p in st.session_state.get(ADDED_PATHS, []):
+        key = added_key(Path(p), ctx.roots)
         if key not in keys and Path(p).is_file():
-            added.append(file_source(Path(p), key))
+            added.append(file_source(guard(p, ctx.roots), key))
     return found + added
 
 
@@ -296,3 +308,12 @@ def facts(src: Source, bd: Breakdown | None, run: dict[str, Any]) -> dict[str, A
         "date": str(date) if date is not None else iso_time(src.mtime),
         "size MB": round(src.size_bytes / 1e6, 1), "what": src.description or None,
     }
+
+
+def step_export(src: Source, roots: Roots, step: int, window_us: tuple[float, float] | None = None) -> Any:
+    """Step ``step`` of the source's trace (or a window of it, µs since the step's start) as a small
+    ``.pt.trace.json.gz`` (``phaseprof.analysis.step_export``); called only when the user asks for it."""
+    from phaseprof.analysis.step_export import export_step
+
+    path = _trace_path(src, roots)
+    return export_step(path, _timeline_index(sha256_of(Path(path)), path), step, window_us=window_us)

@@ -1,8 +1,9 @@
 """The dashboard's "Memory" page: the same plan as ``phaseprof memory``, with its inputs in the sidebar.
 
-Mount with ``render(st)`` (sidebar inputs, defaults = vLLM's), ``render(st, MemoryInputs(...))`` (sidebar
-pre-filled) or ``render(st, plan)`` (show a finished MemoryPlan, no sidebar). Every number comes from
-``phaseprof.memory.build_memory_plan`` and the row builders of ``phaseprof.memory.render``, as in the CLI.
+The page is ``render(st, ctx)`` like every page. ``show`` mounts it elsewhere: ``show(st)`` (sidebar inputs,
+defaults = vLLM's), ``show(st, MemoryInputs(...))`` (sidebar pre-filled) or ``show(st, plan)`` (a finished
+MemoryPlan, no sidebar). Every number comes from ``phaseprof.memory.build_memory_plan`` and the row builders
+of ``phaseprof.memory.render``, as in the CLI; every string from a config or a log is escaped for markdown.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import Any
 
 import pandas as pd
 
+from phaseprof.dashboard.text import md, md_frame
 from phaseprof.errors import PhaseprofError
 from phaseprof.memory import defaults as D
 from phaseprof.memory.dtypes import KV_CACHE_DTYPES, MAMBA_DTYPES
@@ -95,15 +97,16 @@ def budget_figure(plan: MemoryPlan) -> Any:
 
 def show_plan(st: Any, plan: MemoryPlan) -> None:
     st.header("Memory")
-    st.caption(headline(plan))
+    st.caption(md(headline(plan)))
     for w in plan.warnings:
-        st.warning(w)
+        st.warning(md(w))
     for title, rows in sections(plan):
-        st.subheader(title)
-        st.table(pd.DataFrame(rows, columns=["quantity", "value", "how"]))
+        st.subheader(md(title))
+        st.table(md_frame(pd.DataFrame(rows, columns=["quantity", "value", "how"])))
     if plan.facts is not None:
-        st.subheader(f"vLLM's logged facts ({plan.facts.source})")
-        st.table(pd.DataFrame(comparison_rows(plan), columns=["fact", "predicted", "logged", "difference", "note"]))
+        st.subheader(f"vLLM's logged facts ({md(plan.facts.source)})")
+        st.table(md_frame(pd.DataFrame(comparison_rows(plan),
+                                       columns=["fact", "predicted", "logged", "difference", "note"])))
     if plan.layout.predicted_log_lines:
         st.subheader("vLLM should log")
         st.code("\n".join(plan.layout.predicted_log_lines), language="text")
@@ -112,18 +115,32 @@ def show_plan(st: Any, plan: MemoryPlan) -> None:
 
 
 def _guarded(inputs: MemoryInputs, roots: Any) -> MemoryInputs:
-    """Typed paths (a config directory, a capture run directory) must lie under the dashboard's runs directory:
-    the dashboard reads nothing else from the machine."""
-    from dashboards.sources import resolve_user_path  # noqa: PLC0415 - only when mounted in the dashboard
+    """Typed paths (a config directory, a capture run directory) must lie under the dashboard's runs directory,
+    and so must the files read from them (``config.json``, ``run.json``, the startup log: a link inside the
+    runs directory may lead elsewhere): the dashboard reads nothing else from the machine."""
+    from phaseprof.dashboard.sources import guard_members, resolve_user_path
 
     model = inputs.model
     if model and model not in _presets():
-        model = str(resolve_user_path(model, roots))
-    run_dir = str(resolve_user_path(inputs.run_dir, roots)) if inputs.run_dir else None
+        path = resolve_user_path(model, roots)
+        if path.is_dir():
+            guard_members(path, ("config.json",), roots)
+        model = str(path)
+    run_dir = None
+    if inputs.run_dir:
+        path = resolve_user_path(inputs.run_dir, roots)
+        if path.is_dir():
+            guard_members(path, ("run.json", "vllm_startup.log"), roots)
+        run_dir = str(path)
     return replace(inputs, model=model, run_dir=run_dir)
 
 
-def render(st: Any, plan_or_inputs: MemoryPlan | MemoryInputs | None = None, *, roots: Any = None) -> MemoryPlan | None:
+def render(st: Any, ctx: Any) -> None:
+    """The dashboard page: sidebar inputs; typed paths must lie under the runs directory."""
+    show(st, roots=ctx.roots)
+
+
+def show(st: Any, plan_or_inputs: MemoryPlan | MemoryInputs | None = None, *, roots: Any = None) -> MemoryPlan | None:
     """Draw the Memory page; returns the plan shown (None when the inputs were rejected). ``roots``: the
     dashboard's readable roots; when given, typed paths outside them are refused."""
     if isinstance(plan_or_inputs, MemoryPlan):
@@ -135,7 +152,7 @@ def render(st: Any, plan_or_inputs: MemoryPlan | MemoryInputs | None = None, *, 
             inputs = _guarded(inputs, roots)
         plan = build_memory_plan(inputs)
     except PhaseprofError as e:
-        st.error(str(e))
+        st.error(md(str(e)))
         return None
     show_plan(st, plan)
     return plan

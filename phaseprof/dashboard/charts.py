@@ -11,6 +11,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from phaseprof.analysis.results import Breakdown, StepRow
+from phaseprof.dashboard.text import plot
 
 #: One colour per bucket, the same on every page.
 BUCKET_COLORS: dict[str, str] = {
@@ -47,13 +48,13 @@ def phase_buckets(bd: Breakdown, *, view: str, unit: str = "ms") -> go.Figure:
         for b in (ph.kernel_view if view == "kernel" else ph.module_view):
             if b.bucket not in buckets:
                 buckets.append(b.bucket)
-    x = [f"{ph.phase} ({ph.steps} step{'s' if ph.steps != 1 else ''})" for ph in bd.phases]
+    x = [f"{plot(ph.phase)} ({ph.steps} step{'s' if ph.steps != 1 else ''})" for ph in bd.phases]
     for name in buckets:
         rows = [{b.bucket: b for b in (ph.kernel_view if view == "kernel" else ph.module_view)}.get(name)
                 for ph in bd.phases]
         y = [(r.time_us / 1e3 if unit == "ms" else r.share_pct) if r else None for r in rows]
         text = [f"{r.time_us / 1e3:,.3f} ms · {r.share_pct:.1f}% · {r.count:,} items" if r else "" for r in rows]
-        fig.add_bar(x=x, y=y, name=name, marker_color=color(name), hovertext=text, hoverinfo="text+name")
+        fig.add_bar(x=x, y=y, name=plot(name), marker_color=color(name), hovertext=text, hoverinfo="text+name")
     fig.update_layout(barmode="stack", yaxis_title="ms (sum over steps)" if unit == "ms" else "% of GPU busy",
                       bargap=max(0.2, 0.8 - 0.15 * len(x)))
     return _layout(fig, title=f"GPU busy time by bucket, {view} view")
@@ -93,12 +94,12 @@ def compare_buckets(deltas: Sequence[Any], *, labels: tuple[str, str], view: str
     for side, label, pattern in (("a", labels[0], ""), ("b", labels[1], "/")):
         vals = [getattr(d.time_ms, side) for d in deltas]
         shares = [getattr(d.share, side) for d in deltas]
-        fig.add_bar(x=names, y=vals, name=label, marker_color=[color(n) for n in names],
+        fig.add_bar(x=[plot(n) for n in names], y=vals, name=plot(label), marker_color=[color(n) for n in names],
                     marker_pattern_shape=pattern, opacity=1.0 if side == "a" else 0.65,
-                    hovertext=[f"{label}: {v:,.3f} ms/step · {s:.1f}%" for v, s in zip(vals, shares)],
+                    hovertext=[f"{plot(label)}: {v:,.3f} ms/step · {s:.1f}%" for v, s in zip(vals, shares)],
                     hoverinfo="text")
     fig.update_layout(barmode="group", yaxis_title="ms per step", xaxis_title="bucket")
-    return _layout(fig, title=f"{phase}: A vs B by bucket ({view} view, ms per step; B hatched)")
+    return _layout(fig, title=f"{plot(phase)}: A vs B by bucket ({view} view, ms per step; B hatched)")
 
 
 def _bars(fig: go.Figure, df: Any, *, t0: int, lane: str, group: str, colors: dict[str, str],
@@ -110,24 +111,36 @@ def _bars(fig: go.Figure, df: Any, *, t0: int, lane: str, group: str, colors: di
     for g, sub in df.groupby(group, sort=False):
         start = (sub["ts_ns"] - t0) / 1e3
         dur = (sub["end_ns"] - sub["ts_ns"]) / 1e3
-        text = [f"{n}<br>{d:,.2f} µs at +{s:,.2f} µs" for n, d, s in zip(sub[hover].astype(str), dur, start)]
-        fig.add_bar(base=start, x=dur.clip(lower=1e-3), y=sub[lane], orientation="h", name=(labels or {}).get(g, g),
+        text = [f"{plot(n)}<br>{d:,.2f} µs at +{s:,.2f} µs" for n, d, s in zip(sub[hover].astype(str), dur, start)]
+        fig.add_bar(base=start, x=dur.clip(lower=1e-3), y=sub[lane], orientation="h",
+                    name=plot((labels or {}).get(g, g)),
                     marker_color=colors.get(str(g), "#aaaaaa"), hovertext=text, hoverinfo="text",
                     legendgroup=str(g), width=0.8)
 
 
-def timeline(tl: Any, *, color_by: str = "kernel_bucket") -> go.Figure:
+def _in_window(df: Any, lo: int | None, hi: int | None) -> Any:
+    """The rows of ``df`` (``ts_ns``, ``end_ns``) that overlap ``[lo, hi)``; all of them without a window."""
+    if lo is None or hi is None or df.empty:
+        return df
+    return df[(df["ts_ns"] < hi) & (df["end_ns"] > lo)]
+
+
+def timeline(tl: Any, *, color_by: str = "kernel_bucket", window_us: tuple[float, float] | None = None) -> go.Figure:
     """One step: activities per stream coloured by bucket, GPU idle by cause, host API calls per thread.
-    x = µs since the step's start; the largest idle gaps are shaded across all lanes and labelled."""
+    x = µs since the step's start; the largest idle gaps are shaded across all lanes and labelled.
+    ``window_us`` (µs since the step's start) zooms in: only what overlaps it is drawn (so the bar cap applies
+    to the window), and the axis shows just it."""
     t0 = tl.start_ns
+    lo, hi = (t0 + round(window_us[0] * 1e3), t0 + round(window_us[1] * 1e3)) if window_us else (None, None)
     fig = go.Figure()
-    _bars(fig, tl.activities, t0=t0, lane="lane", group=color_by, colors=BUCKET_COLORS)
-    idle = tl.idle.assign(lane="GPU idle")
+    _bars(fig, _in_window(tl.activities, lo, hi), t0=t0, lane="lane", group=color_by, colors=BUCKET_COLORS)
+    idle = _in_window(tl.idle, lo, hi).assign(lane="GPU idle")
     _bars(fig, idle, t0=t0, lane="lane", group="cause", colors=IDLE_COLORS, labels=IDLE_LABELS, hover="cause")
-    _bars(fig, tl.host_calls, t0=t0, lane="lane", group="kind", colors=HOST_COLORS,
+    _bars(fig, _in_window(tl.host_calls, lo, hi), t0=t0, lane="lane", group="kind", colors=HOST_COLORS,
           labels={k: f"host: {k}" for k in HOST_COLORS})
-    gaps = tl.gaps.assign(ns=tl.gaps["end_ns"] - tl.gaps["ts_ns"]).nlargest(SHADED_GAPS, "ns") \
-        if not tl.gaps.empty else tl.gaps
+    shown_gaps = _in_window(tl.gaps, lo, hi)
+    gaps = shown_gaps.assign(ns=shown_gaps["end_ns"] - shown_gaps["ts_ns"]).nlargest(SHADED_GAPS, "ns") \
+        if not shown_gaps.empty else shown_gaps
     for i, g in enumerate(gaps.itertuples()):
         label = {} if i >= LABELLED_GAPS else dict(
             annotation_text=IDLE_LABELS[g.cause].removeprefix("idle: "), annotation_position="top left",
@@ -136,10 +149,12 @@ def timeline(tl: Any, *, color_by: str = "kernel_bucket") -> go.Figure:
                       opacity=0.15, line_width=0, **label)
     lanes = _lane_order(tl)
     fig.update_yaxes(categoryorder="array", categoryarray=lanes[::-1], title_text="")
-    title = f"step {tl.step} ({tl.phase}): {tl.label[:70]}"
+    title = f"step {tl.step} ({plot(tl.phase)}): {plot(tl.label[:70])}"
     _layout(fig, title=title, height=max(420, 200 + 34 * len(lanes)))
     fig.update_layout(barmode="overlay", xaxis_title="µs since step start", bargap=0.1,
                       legend=dict(orientation="h", yanchor="top", y=-0.3, x=0), margin=dict(b=110))
+    if window_us:
+        fig.update_xaxes(range=list(window_us))
     return fig
 
 
@@ -165,7 +180,7 @@ def sweep_curves(curves: Sequence[dict[str, Any]], *, x_title: str, y_title: str
                             hoverinfo="skip", legendgroup=c["name"])
             fig.add_scatter(x=c["x"], y=c["lo"], mode="lines", line=dict(width=0, color=col), fill="tonexty",
                             opacity=0.2, showlegend=False, hoverinfo="skip", legendgroup=c["name"])
-        fig.add_scatter(x=c["x"], y=c["y"], name=c["name"], mode="lines+markers", line=dict(color=col),
+        fig.add_scatter(x=c["x"], y=c["y"], name=plot(c["name"]), mode="lines+markers", line=dict(color=col),
                         legendgroup=c["name"])
     fig.update_layout(xaxis_title=x_title, yaxis_title=y_title)
     return _layout(fig, title=f"{y_title} vs {x_title}")

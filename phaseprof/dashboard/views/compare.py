@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from dashboards import charts, data, widgets
-from dashboards.sources import Source
+from phaseprof.dashboard import charts, data, widgets
+from phaseprof.dashboard.sources import Source, first_of
+from phaseprof.dashboard.text import code, md
+from phaseprof.presets import preset_of_dir
 
 
 def cli_label(src: Source) -> str:
@@ -16,11 +20,25 @@ def cli_label(src: Source) -> str:
     return p.name if p.name not in ("breakdown.json", "trace.json.gz") else f"{p.parent.name}/{p.name}"
 
 
-def side_table(d: Any, a: Source, b: Source) -> pd.DataFrame:
-    """What is being compared: each input's identity, then every aspect ``diff`` checks and its verdict."""
+def model_label(model: str | None, capture: Mapping[str, Any]) -> tuple[str | None, str | None]:
+    """The model as the user named it (a preset, a repo id) and, only as detail, the local config directory
+    the engine loaded (run.json's ``model.path``, e.g. ``/tmp/phaseprof-presets/<preset>-<digest>``). A side
+    that recorded only that directory is named by the preset it materializes, else by its last part."""
+    path = first_of(capture, ("model.path",))
+    name = model
+    if name and name.startswith(("/", "~", "./", "../")):  # a directory, not a name (repo ids have no leading /)
+        path = path or name
+        name = preset_of_dir(name) or Path(name.rstrip("/")).name or name
+    return name, (str(path) if path and path != name else None)
+
+
+def side_table(d: Any, a: Source, b: Source, models: tuple[str | None, str | None] = (None, None)) -> pd.DataFrame:
+    """What is being compared: each input's identity, then every aspect ``diff`` checks and its verdict
+    (the model by name: ``models`` are the sides' ``model_label`` names)."""
     rows = [{"": "input", "A": a.key, "B": b.key, "status": ""},
             {"": "described as", "A": a.description or "–", "B": b.description or "–", "status": ""}]
-    rows += [{"": c.aspect, "A": c.a, "B": c.b, "status": c.status} for c in d.comparability]
+    rows += [{"": c.aspect, "A": models[0] or c.a if c.aspect == "model" else c.a,
+              "B": models[1] or c.b if c.aspect == "model" else c.b, "status": c.status} for c in d.comparability]
     return pd.DataFrame(rows)
 
 
@@ -47,24 +65,33 @@ def kernel_table(matches: Any) -> pd.DataFrame:
     } for m in matches])
 
 
-def _what(st: Any, d: Any, a: Source, b: Source) -> None:
-    st.markdown(f"**A** = `{a.key}` on **{d.a.gpu}** ({d.a.platform}/{d.a.device}) · model: "
-                f"{d.a.model or 'not recorded'} · mode: {d.a.mode or 'not recorded'}"
-                + (f"  \n&nbsp;&nbsp;&nbsp;{a.description}" if a.description else ""))
-    st.markdown(f"**B** = `{b.key}` on **{d.b.gpu}** ({d.b.platform}/{d.b.device}) · model: "
-                f"{d.b.model or 'not recorded'} · mode: {d.b.mode or 'not recorded'}"
-                + (f"  \n&nbsp;&nbsp;&nbsp;{b.description}" if b.description else ""))
+def _side_line(side: str, src: Source, s: Any, model: tuple[str | None, str | None]) -> str:
+    """One input in markdown: every name from the trace, the run or the disk escaped."""
+    name, path = model
+    shown = f"**{md(name)}**" if name else "not recorded"
+    line = (f"**{side}** = {code(src.key)} on **{md(s.gpu)}** ({md(s.platform)}/{md(s.device)}) · "
+            f"model: {shown} · mode: {md(s.mode) if s.mode else 'not recorded'}")
+    if path:
+        line += f"  \n&nbsp;&nbsp;&nbsp;model config: {code(path)}"
+    if src.description:
+        line += f"  \n&nbsp;&nbsp;&nbsp;{md(src.description)}"
+    return line
+
+
+def _what(st: Any, d: Any, a: Source, b: Source, models: tuple[tuple[str | None, str | None], ...]) -> None:
+    st.markdown(_side_line("A", a, d.a, models[0]))
+    st.markdown(_side_line("B", b, d.b, models[1]))
     if d.warnings:
-        st.warning("Not like for like: " + "; ".join(d.warnings) + ".")
+        st.warning("Not like for like: " + "; ".join(md(w) for w in d.warnings) + ".")
     unknown = [c.aspect for c in d.comparability if c.status == "unknown"]
     if unknown:
-        st.info(f"Not recorded on at least one side, so not checked: {', '.join(unknown)}.")
+        st.info(f"Not recorded on at least one side, so not checked: {md(', '.join(unknown))}.")
     if a.description and b.description and a.description != b.description:
         st.warning("A and B are different workloads by their descriptions (model, parallelism or phase may "
                    "differ, see above): read the deltas as a comparison of two workloads, not a like-for-like "
                    "speed-up.")
     with st.expander("Comparability checks (what diff compared)"):
-        widgets.table(st, side_table(d, a, b), key="cmp_sides")
+        widgets.table(st, side_table(d, a, b, (models[0][0], models[1][0])), key="cmp_sides")
 
 
 def render(st: Any, ctx: data.Context) -> None:
@@ -83,13 +110,13 @@ def render(st: Any, ctx: data.Context) -> None:
     bd_a, bd_b = data.breakdown(a, ctx.roots), data.breakdown(b, ctx.roots)
     d = diff_breakdowns(bd_a, bd_b, order_a=data.kernel_order(a, ctx.roots), order_b=data.kernel_order(b, ctx.roots),
                         labels=(cli_label(a), cli_label(b)))
-    st.subheader(f"Comparing {d.a.gpu} (A) with {d.b.gpu} (B)")
-    _what(st, d, a, b)
+    st.subheader(f"Comparing {md(d.a.gpu)} (A) with {md(d.b.gpu)} (B)")
+    _what(st, d, a, b, (model_label(d.a.model, bd_a.capture), model_label(d.b.model, bd_b.capture)))
     if d.timings:
         widgets.table(st, metric_table(d.timings), key="cmp_timings")
     if not d.phases:
-        st.warning(f"No phase in common: A has {', '.join(d.a.phases) or 'none'}, "
-                   f"B has {', '.join(d.b.phases) or 'none'}.")
+        st.warning(f"No phase in common: A has {md(', '.join(d.a.phases) or 'none')}, "
+                   f"B has {md(', '.join(d.b.phases) or 'none')}.")
     else:
         names = [p.phase for p in d.phases]
         c1, c2 = st.columns(2)
@@ -97,7 +124,7 @@ def render(st: Any, ctx: data.Context) -> None:
         view = c2.radio("View", ["kernel", "module"], horizontal=True, key="cmp_view")
         ph = d.phase(ph_name)
         rows = ph.kernel_view if view == "kernel" else ph.module_view
-        st.caption(f"{ph_name}: A has {ph.a_steps} step(s), B {ph.b_steps}; times are per step (mean), shares "
+        st.caption(f"{md(ph_name)}: A has {ph.a_steps} step(s), B {ph.b_steps}; times are per step (mean), shares "
                    "are % of the phase's GPU busy time.")
         st.plotly_chart(charts.compare_buckets(rows, labels=(f"A: {d.a.gpu}", f"B: {d.b.gpu}"), view=view,
                                                phase=ph_name), key="cmp_bars")
@@ -112,13 +139,14 @@ def render(st: Any, ctx: data.Context) -> None:
         st.caption("Paired by bucket, module and order in the step (or time rank), never by name alone.")
         widgets.table(st, kernel_table(ph.kernels), key="cmp_kernels")
     if d.only_in_a or d.only_in_b:
-        st.caption(f"Only in A: {', '.join(d.only_in_a) or '–'} · only in B: {', '.join(d.only_in_b) or '–'}")
+        st.caption(f"Only in A: {md(', '.join(d.only_in_a) or '–')} · only in B: "
+                   f"{md(', '.join(d.only_in_b) or '–')}")
     try:
         from phaseprof.report.diff_markdown import diff_markdown
     except ImportError:
         st.info("The diff markdown renderer is not in this checkout yet.")
         return
     st.subheader("Markdown for a PR (same as `phaseprof diff A B --format markdown`)")
-    md = diff_markdown(d)
-    st.code(md, language="markdown")
-    st.download_button("Download markdown", md, file_name="phaseprof-diff.md", mime="text/markdown", key="dl_md")
+    report = diff_markdown(d)
+    st.code(report, language="markdown")
+    st.download_button("Download markdown", report, file_name="phaseprof-diff.md", mime="text/markdown", key="dl_md")

@@ -13,9 +13,10 @@ from typing import Any
 import pandas as pd
 import plotly.graph_objects as go
 
-from dashboards import data
-from dashboards.sources import guard
 from phaseprof.analysis.ranks import RankSummary, analyze_ranks, find_trace_files
+from phaseprof.dashboard import data
+from phaseprof.dashboard.sources import guard
+from phaseprof.dashboard.text import code, md
 from phaseprof.errors import PhaseprofError
 
 _RANK_FILE = re.compile(r"rank\d+")
@@ -68,7 +69,7 @@ def render(st: Any, ctx: data.Context) -> None:
     st.title("Ranks")
     sets = rank_sets(ctx.runs_dir)
     if not sets:
-        st.info(f"No directory with several rank traces under {ctx.runs_dir}. Capture one with "
+        st.info(f"No directory with several rank traces under {code(ctx.runs_dir)}. Capture one with "
                 "`phaseprof capture --tensor-parallel-size 2` (vLLM's own profiler writes one trace per rank).")
         return
     labels = [str(d.relative_to(ctx.runs_dir)) or "." for d in sets]
@@ -79,9 +80,9 @@ def render(st: Any, ctx: data.Context) -> None:
     with st.spinner(f"analysing {len(files)} rank traces ..."):
         s = cached(tuple(str(f) for f in files), tuple(data.sha256_of(f) for f in files))
     for w in s.warnings:
-        st.warning(w)
+        st.warning(md(w))
     st.caption(f"{len(s.ranks)} of world size {s.world_size} ranks · steps found by "
-               f"{next(iter(s.ranks.values())).step_detection['detail']}")
+               f"{md(next(iter(s.ranks.values())).step_detection['detail'])}")
     st.dataframe(rank_table(s), hide_index=True)
     if s.steps:
         st.plotly_chart(imbalance_figure(s))

@@ -6,8 +6,9 @@ from typing import Any
 
 import pandas as pd
 
-from dashboards import data, widgets
-from dashboards.sources import Source, file_source, resolve_user_path, save_upload
+from phaseprof.dashboard import data, widgets
+from phaseprof.dashboard.sources import ADDED_PATHS, Source, added_key, file_source, resolve_user_path, save_upload
+from phaseprof.dashboard.text import code, md, short
 from phaseprof.errors import PhaseprofError
 
 FILTERS = ("GPU", "model", "phase", "mode", "kind")
@@ -41,7 +42,7 @@ def _select(st: Any) -> None:
 
 def _add(st: Any, ctx: data.Context) -> None:
     with st.expander("Add a trace or breakdown", expanded=False):
-        st.caption(f"By path (only files under {ctx.runs_dir}), or upload (max {ctx.max_upload_mb} MB; kept in "
+        st.caption(f"By path (only files under {code(ctx.runs_dir)}), or upload (max {ctx.max_upload_mb} MB; kept in "
                    "this server's temporary upload folder).")
         text = st.text_input("Path under the runs directory", key="add_path",
                              placeholder="e.g. my-traces/rank0.pt.trace.json.gz")
@@ -51,14 +52,14 @@ def _add(st: Any, ctx: data.Context) -> None:
                 if not p.is_file():
                     raise PhaseprofError("not a file", path=p)
                 file_source(p, p.name)  # readable, and a trace or a breakdown
-                added = st.session_state.setdefault("added_paths", [])
+                added = st.session_state.setdefault(ADDED_PATHS, [])
                 if str(p) not in added:
                     added.append(str(p))
-                st.session_state["current_run"] = _key_for(p, ctx)
+                st.session_state["current_run"] = added_key(p, ctx.roots)
                 data.rescan()
-                st.success(f"Added {p.name}: it is now the current run (see Breakdown).")
+                st.success(f"Added {md(p.name)}: it is now the current run (see Breakdown).")
             except (PhaseprofError, OSError) as e:
-                st.error(widgets.one_line(e))
+                st.error(md(widgets.one_line(e)))
         files = st.file_uploader("Upload traces (.json / .json.gz) or breakdown JSON", type=["json", "gz"],
                                  accept_multiple_files=True, key="uploads",
                                  help=f"At most {ctx.max_upload_mb} MB each (phaseprof dashboard --max-upload-mb).")
@@ -66,26 +67,20 @@ def _add(st: Any, ctx: data.Context) -> None:
         for f in files or []:
             if f.file_id not in done:
                 if f.size > ctx.max_upload_mb * 1024 * 1024:
-                    done[f.file_id] = f"{f.name}: {f.size / 1e6:,.0f} MB is over the {ctx.max_upload_mb} MB upload cap"
+                    done[f.file_id] = (f"{short(f.name)}: {f.size / 1e6:,.0f} MB is over the "
+                                       f"{ctx.max_upload_mb} MB upload cap")
                 else:
                     try:
                         dest = save_upload(f.name, f.getvalue(), ctx.roots.upload_dir)
                         st.session_state["current_run"] = "upload/" + dest.name
                         data.rescan()
                         done[f.file_id] = ""
-                    except PhaseprofError as e:
+                    except (PhaseprofError, OSError) as e:
                         done[f.file_id] = widgets.one_line(e)
             if done[f.file_id]:
-                st.error(done[f.file_id])
+                st.error(md(done[f.file_id]))
             else:
-                st.caption(f"uploaded {f.name}")
-
-
-def _key_for(p: Any, ctx: data.Context) -> str:
-    try:
-        return p.relative_to(ctx.runs_dir).as_posix()
-    except ValueError:
-        return "added/" + p.name
+                st.caption(f"uploaded {md(short(f.name))}")
 
 
 def render(st: Any, ctx: data.Context) -> None:
@@ -93,7 +88,7 @@ def render(st: Any, ctx: data.Context) -> None:
     _add(st, ctx)
     srcs = data.sources(ctx)
     if not srcs:
-        st.info(f"No runs, traces or breakdowns under {ctx.runs_dir}. Capture one with `phaseprof capture`, "
+        st.info(f"No runs, traces or breakdowns under {code(ctx.runs_dir)}. Capture one with `phaseprof capture`, "
                 "or add one above.")
         return
     todo = [s for s in srcs if s.breakdown is None and data.cached_breakdown(s) is None]
@@ -103,8 +98,8 @@ def render(st: Any, ctx: data.Context) -> None:
             try:
                 data.breakdown(s, ctx.roots)
             except PhaseprofError as e:
-                st.error(widgets.one_line(e))
-            bar.progress(i / len(todo), text=f"{i}/{len(todo)}: {s.key}")
+                st.error(md(widgets.one_line(e)))
+            bar.progress(i / len(todo), text=f"{i}/{len(todo)}: {md(s.key)}")
     df = pd.DataFrame([_row(s, ctx) for s in srcs])
     cols = st.columns(len(FILTERS) + 1)
     mask = pd.Series(True, index=df.index)
@@ -118,7 +113,7 @@ def render(st: Any, ctx: data.Context) -> None:
         mask &= df["run"].str.contains(text, case=False, regex=False)
     shown = df[mask].reset_index(drop=True)
     st.session_state["_runs_table_keys"] = shown["run"].tolist()
-    st.caption(f"{len(shown)} of {len(df)} under `{ctx.runs_dir}` · click a column to sort, a row to make it "
+    st.caption(f"{len(shown)} of {len(df)} under {code(ctx.runs_dir)} · click a column to sort, a row to make it "
                "the current run")
     st.dataframe(shown, hide_index=True, width="stretch", on_select=lambda: _select(st),
                  selection_mode="single-row", key="runs_table",
@@ -132,4 +127,4 @@ def render(st: Any, ctx: data.Context) -> None:
     for col, side in ((c2, "A"), (c3, "B")):
         if col.button(f"Use as {side} in Compare", key=f"use_{side.lower()}") and cur:
             st.session_state[f"cmp_{side.lower()}"] = cur.key
-            col.caption(f"{side} = {cur.key}")
+            col.caption(f"{side} = {md(cur.key)}")

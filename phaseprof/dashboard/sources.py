@@ -29,6 +29,13 @@ SWEEP_NAME = "sweep.json"
 NOT_INPUTS = frozenset({"run.json", SWEEP_NAME, "plot.json", "package.json", "MANIFEST.json"})
 MAX_SCAN_DEPTH = 4  # runs/<sweep>/<run>/... is as deep as capture writes
 _SAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
+#: Longest stored upload name (after the 13-character hash prefix): file systems allow 255 bytes.
+MAX_UPLOAD_NAME = 120
+#: Longest path the "Add path" box accepts (Linux PATH_MAX).
+MAX_PATH_CHARS = 4096
+_CONTROL = re.compile("[\x00-\x1f\x7f]")
+#: Session-state key of the files added by path on the Runs page.
+ADDED_PATHS = "added_paths"
 
 
 class Kind:
@@ -76,7 +83,7 @@ def guard(path: str | Path, roots: Roots) -> Path:
     p = Path(path).expanduser()
     try:
         real = p.resolve(strict=True)
-    except (OSError, RuntimeError):
+    except (OSError, RuntimeError, ValueError):  # ValueError: a NUL in the path
         raise PhaseprofError("no such file or directory", path=p) from None
     for root in roots.all():
         try:
@@ -93,17 +100,38 @@ def resolve_user_path(text: str, roots: Roots) -> Path:
     text = text.strip().strip('"').strip("'")
     if not text:
         raise PhaseprofError("enter a path")
+    if _CONTROL.search(text):
+        raise PhaseprofError("a path cannot contain control characters (NUL, newline, ...)")
+    if len(text) > MAX_PATH_CHARS:
+        raise PhaseprofError(f"path too long ({len(text):,} characters; at most {MAX_PATH_CHARS:,})")
     p = Path(text).expanduser()
     return guard(p if p.is_absolute() else roots.runs_dir / p, roots)
+
+
+def guard_members(d: Path, names: tuple[str, ...], roots: Roots) -> None:
+    """Refuse (PhaseprofError) when one of the files ``names`` in directory ``d`` that a reader would open is a
+    symlink leading outside the roots: a guarded directory can still hold links to files elsewhere."""
+    for n in names:
+        f = d / n
+        if f.is_symlink() or f.exists():
+            guard(f, roots)
+
+
+def added_key(p: Path, roots: Roots) -> str:
+    """The source key of a file added by path: its path under the runs directory, else ``added/<name>``."""
+    try:
+        return p.relative_to(roots.runs_dir).as_posix()
+    except ValueError:
+        return "added/" + p.name
 
 
 looks_like_breakdown = is_breakdown_json  # one sniffer for every reader (phaseprof.inputs)
 
 
-def _manifest(d: Path) -> dict[str, str]:
+def _manifest(d: Path, root: Path) -> dict[str, str]:
     """``file -> what`` from a MANIFEST.tsv in ``d`` (the public trace directory carries one)."""
     m = d / "MANIFEST.tsv"
-    if not m.is_file():
+    if not _inside(m, root):
         return {}
     try:
         with m.open(newline="", encoding="utf-8") as f:
@@ -117,12 +145,24 @@ def _is_input_file(name: str) -> bool:
         and not name.endswith(".schema.json") and not name.startswith(".")
 
 
-def _run_source(d: Path, key: str) -> Source:
-    got = resolve(d)  # what `phaseprof diff` would read from this directory (a rank directory: rank 0)
-    main = got.trace or got.breakdown or got.run_json
+def _inside(f: Path, root: Path) -> bool:
+    """``f`` is a file whose real path (symlinks followed) lies under ``root``."""
+    try:
+        return f.is_file() and f.resolve().is_relative_to(root)
+    except (OSError, RuntimeError):
+        return False
+
+
+def _run_source(d: Path, key: str, root: Path) -> Source:
+    """A run directory; a marker file that is a symlink leading outside ``root`` counts as absent."""
+    trace = next((d / n for n in TRACE_NAMES if _inside(d / n, root)), None)
+    bd = d / "breakdown.json"
+    rj = d / "run.json"
+    has_bd, has_rj = _inside(bd, root), _inside(rj, root)
+    main = trace if trace is not None else (bd if has_bd else rj if has_rj else None)
     st = main.stat() if main is not None else d.stat()
-    return Source(key=key, kind=Kind.RUN, path=d, trace=got.trace, breakdown=got.breakdown,
-                  run_json=got.run_json, size_bytes=st.st_size, mtime=st.st_mtime)
+    return Source(key=key, kind=Kind.RUN, path=d, trace=trace, breakdown=bd if has_bd else None,
+                  run_json=rj if has_rj else None, size_bytes=st.st_size, mtime=st.st_mtime)
 
 
 def file_source(f: Path, key: str, description: str = "") -> Source:
@@ -153,7 +193,7 @@ def scan(root: Path, *, prefix: str = "") -> tuple[list[Source], list[Path]]:
         if SWEEP_NAME in filenames:
             sweeps.append(d / SWEEP_NAME)
         if d != root and any(m in filenames for m in RUN_MARKERS):
-            sources.append(_run_source(d, prefix + rel))
+            sources.append(_run_source(d, prefix + rel, root))
             dirnames[:] = []
             continue
         manifest = None
@@ -166,7 +206,7 @@ def scan(root: Path, *, prefix: str = "") -> tuple[list[Source], list[Path]]:
             except ValueError:  # a symlink pointing outside the runs directory
                 continue
             if manifest is None:
-                manifest = _manifest(d)
+                manifest = _manifest(d, root)
             key = prefix + (n if d == root else f"{rel}/{n}")
             try:
                 sources.append(file_source(f, key, manifest.get(n, "")))
@@ -177,10 +217,12 @@ def scan(root: Path, *, prefix: str = "") -> tuple[list[Source], list[Path]]:
 
 def save_upload(name: str, data: bytes, upload_dir: Path) -> Path:
     """Store uploaded bytes in the private upload directory as ``<sha256[:12]>-<safe name>``."""
-    safe = _SAFE_NAME.sub("_", Path(name).name).lstrip(".") or "upload.json"
+    safe = _SAFE_NAME.sub("_", Path(name.replace("\x00", "_")).name).lstrip(".") or "upload.json"
     if not safe.endswith((".json", ".json.gz")):
         raise PhaseprofError("expected a .json or .json.gz file (a Kineto trace or a phaseprof breakdown)",
-                             path=name)
+                             path=safe if len(safe) <= MAX_UPLOAD_NAME else safe[:MAX_UPLOAD_NAME] + "…")
+    if len(safe) > MAX_UPLOAD_NAME:  # keep the end: the extension says what the file is
+        safe = safe[len(safe) - MAX_UPLOAD_NAME:].lstrip(".") or "upload.json"
     upload_dir.mkdir(parents=True, exist_ok=True)
     dest = upload_dir / f"{hashlib.sha256(data).hexdigest()[:12]}-{safe}"
     if not dest.exists():

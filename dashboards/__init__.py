@@ -1,1 +1,0 @@
-"""phaseprof dashboard (Streamlit): run with ``phaseprof dashboard [RUNS_DIR]``."""
