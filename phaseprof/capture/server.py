@@ -273,6 +273,7 @@ def _run_json(req: ServerCapture, info: ServerInfo, timing: PhaseTiming, prof_ms
         "device": {"kind": platform, "name": gpu or platform},
         "model": {"name": info.model_id, "root": info.root,
                   "architecture": ((info.hf_config or {}).get("architectures") or [None])[0]},
+        "model_config": info.hf_config,  # as the server reports it: speed of light needs no --model-config
         "request": {"phase": str(req.phase), "prompt_tokens": req.tokens, "max_tokens": req.max_tokens,
                     "concurrency": req.concurrency, "seed": req.seed,
                     "vocab_size": info.vocab_size or FALLBACK_VOCAB,
