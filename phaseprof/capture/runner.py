@@ -177,8 +177,7 @@ def capture_phase(session: EngineSession, opts: CaptureOptions, *, console: Cons
         write_json(tmp / "run.json", run)
         make_readable(tmp)
     return CaptureResult(run_dir=final, timing=timing, profiled=profiled,
-                         trace=TraceFile(final / trace.path.name, trace.gz_bytes, trace.events, trace.markers,
-                                         trace.renamed_markers, trace.dropped),
+                         trace=replace(trace, path=final / trace.path.name),
                          overhead_ratio=ratio, breakdown=bd, breakdown_error=err, run=run)
 
 
