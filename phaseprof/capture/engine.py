@@ -21,6 +21,7 @@ from phaseprof.capture.device import DeviceInfo
 from phaseprof.capture.memory_advice import memory_advice
 from phaseprof.capture.models import ModelSource
 from phaseprof.capture.options import EngineOptions, Mode, Quant
+from phaseprof.capture.progress import Stages, quiet_stages
 from phaseprof.capture.vllm_facts import AttachedCollector, StartupFacts, VllmLogCollector
 from phaseprof.errors import EnvironmentProblem, PhaseprofError
 
@@ -267,26 +268,27 @@ def _reset_log_once_caches() -> None:
             clear()
 
 
-def start_engine(source: ModelSource, opts: EngineOptions, *, device: DeviceInfo, console: Console) -> EngineSession:
-    """Start vLLM with a spinner showing elapsed time and vLLM's latest log line (its full log with --verbose)."""
+def start_engine(source: ModelSource, opts: EngineOptions, *, device: DeviceInfo, console: Console,
+                 stages: Stages | None = None, output_redirected: bool = False) -> EngineSession:
+    """Start vLLM, showing elapsed time and vLLM's latest log line as it goes (its full log with --verbose).
+
+    ``output_redirected``: vLLM's stdout/stderr already go to a log file (``capture.quiet.VllmOutput``), so its
+    console handlers keep their level (their lines belong in that file); otherwise, without --verbose, they are
+    raised to ERROR so the terminal stays readable."""
     require_vllm()
     plan = build_plan(source, opts, device=device, fields=engine_arg_fields())
     os.environ.update(plan.env)
     import vllm  # noqa: PLC0415
 
     _reset_log_once_caches()
-    status_line = {"msg": "importing"}
-    collector = VllmLogCollector(on_message=lambda m: status_line.__setitem__("msg", m))
-    attached = AttachedCollector(collector, quiet_console=not opts.verbose)
+    collector = VllmLogCollector()
+    attached = AttachedCollector(collector, quiet_console=not (opts.verbose or output_redirected))
     attached.__enter__()
     t0 = time.perf_counter()
-    label = f"Starting vLLM {vllm.__version__} ({source.name}, {opts.mode}, {device.kind})"
+    stages = stages or quiet_stages()
     try:
-        with console.status(label) as status:
-            def show(msg: str) -> None:
-                status.update(f"{label} {time.perf_counter() - t0:5.0f} s  [dim]{msg[:100]}[/]")
-
-            collector.on_message = show
+        with stages.stage(f"starting vLLM {vllm.__version__} ({source.name}, {opts.mode}, {device.kind})") as update:
+            collector.on_message = lambda m: update(detail=m)
             llm = vllm.LLM(**plan.kwargs)
     except PhaseprofError:
         attached.__exit__(None, None, None)
@@ -301,7 +303,8 @@ def start_engine(source: ModelSource, opts: EngineOptions, *, device: DeviceInfo
     finally:
         collector.on_message = None
     startup_s = time.perf_counter() - t0
-    console.print(f"[green]vLLM engine ready[/] in {startup_s:.1f} s")
+    if not stages.live:
+        console.print(f"vLLM engine ready in {startup_s:.1f} s")
     from phaseprof.capture.device import versions  # noqa: PLC0415
 
     return EngineSession(llm=llm, plan=plan, options=opts, source=source, device=device, startup_s=startup_s,
