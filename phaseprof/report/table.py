@@ -55,18 +55,20 @@ _TIMELINE_ROWS: tuple[tuple[str, Callable[[PhaseSummary], str]], ...] = (
 )
 
 
+TIMELINE_NOTE = ("ms summed over steps, counts per step (mean). busy = union of kernel/memcpy/memset time; idle "
+                 "= wall - busy, split into launch (host inside launch calls), host (host doing other work) and "
+                 "other (queued, dependencies, tail)")
+
+
 def timeline_table(bd: Breakdown, *, width: int = 80) -> list[Table]:
-    """Per phase (a column each): wall/busy/idle summed over steps, plus per-step means of the counts.
+    """Per phase (a column each): wall/busy/idle summed over steps, plus per-step means of the counts
+    (``TIMELINE_NOTE`` says so; it is printed under the table at full width, not squeezed into a caption).
 
     Metrics are rows so the table is as narrow as its phases; with many phases it splits into parts.
     """
     cols = [Col("metric", "left")] + [Col(ph.phase) for ph in bd.phases]
     rows = [[label] + [get(ph) for ph in bd.phases] for label, get in _TIMELINE_ROWS]
-    caption = ("ms summed over steps. busy = union of kernel/memcpy/memset time; idle = wall - busy, split into "
-               "launch (host inside launch calls), host (host doing other work) and other (queued, dependencies, "
-               "tail)")
-    return fitted_tables("time per phase and counts per step (mean)", cols, rows, width=width, caption=caption,
-                         sections=(0, 7))
+    return fitted_tables("per phase", cols, rows, width=width, sections=(0, 7))
 
 
 def top_kernels_table(ph: PhaseSummary, *, top: int = 3, width: int = 80) -> list[Table]:
@@ -93,6 +95,7 @@ def print_breakdown(bd: Breakdown, console: Console, *, top: int = 3) -> None:
     console.print(f"steps: {bd.step_detection['detail']}")
     for t in timeline_table(bd, width=w):
         console.print(t)
+    console.print(f"[dim]{TIMELINE_NOTE}[/]")
     for ph in bd.phases:
         for t in (*phase_table(ph, view="kernel", device=tr.device, width=w),
                   *phase_table(ph, view="module", device=tr.device, width=w),
