@@ -39,6 +39,8 @@ class VllmOutput:
         self._saved_file: IO[str] | None = None
         self._saved_width: int | None = None
         self._handler: logging.Handler | None = None
+        self._streams: list[tuple[logging.StreamHandler, IO[str]]] = []
+        self._log_text: IO[str] | None = None
 
     def __enter__(self) -> VllmOutput:
         if self.verbose:
@@ -58,6 +60,12 @@ class VllmOutput:
         self._log = open(self.path, "ab", buffering=0)  # noqa: SIM115 - closed in __exit__
         os.dup2(self._log.fileno(), 1)
         os.dup2(self._log.fileno(), 2)
+        # vLLM's log handlers hold the sys.stdout object of import time, which need not be fd 1 (under pytest it
+        # is a capture buffer): point them at the log file directly.
+        self._log_text = open(self.path, "a", encoding="utf-8", buffering=1)  # noqa: SIM115
+        for h in logging.getLogger("vllm").handlers:
+            if type(h) is logging.StreamHandler:
+                self._streams.append((h, h.setStream(self._log_text)))  # type: ignore[arg-type]
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -67,6 +75,11 @@ class VllmOutput:
             self._handler = None
         if self._saved_fds is None:
             return
+        for h, stream in self._streams:
+            h.setStream(stream)
+        self._streams = []
+        if self._log_text is not None:
+            self._log_text.close()
         for stream in (sys.stdout, sys.stderr):
             try:
                 stream.flush()

@@ -66,7 +66,7 @@ def multi_capture(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[Path],
     """decode,prefill x 16,32 tokens: four run directories from one engine, run with stdout a pipe."""
     skip_without_vllm()
     out = tmp_path_factory.mktemp("multi")
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}
     env.pop("COLUMNS", None)
     res = subprocess.run([sys.executable, "-m", "phaseprof.cli", "capture", "--model", "tiny-hybrid", "--phase",
                           "decode,prefill", "--tokens", "16,32", "--output-tokens", "8", "--reps", "3", "--warmup",
