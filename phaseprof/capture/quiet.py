@@ -44,6 +44,12 @@ class VllmOutput:
 
     def __enter__(self) -> VllmOutput:
         if self.verbose:
+            # vLLM configures its logger with dictConfig when it is imported, which would drop a handler added
+            # before: import it first (a capture imports it next anyway).
+            try:
+                import vllm.logger  # noqa: F401, PLC0415
+            except ImportError:
+                return self
             self._handler = logging.FileHandler(self.path, encoding="utf-8")
             self._handler.setFormatter(logging.Formatter("%(levelname)s %(asctime)s [%(name)s] %(message)s"))
             logging.getLogger("vllm").addHandler(self._handler)
