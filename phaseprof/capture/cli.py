@@ -26,7 +26,7 @@ DEFAULT_MAX_TRACE_MB = 5.0  # the repository's limit for a committed trace (capt
 _MODEL_HELP = ("A preset name (see `phaseprof capture --list-presets`), a local Hugging Face model directory, or a "
                "repo id. Default: qwen3.5-35b-a3b with CUDA, else tiny-hybrid (CPU).")
 _ENGINE_ARG_HELP = ("KEY=VALUE passed to vllm.LLM (VALUE parsed as JSON when possible), e.g. "
-                    "gpu_memory_utilization=0.9 or compilation_config='{\"cudagraph_capture_sizes\":[1,2,4]}'. "
+                    "max_num_seqs=8, max_model_len=8192, or a JSON object for compilation_config. "
                     "Repeatable; wins over phaseprof's defaults.")
 
 
