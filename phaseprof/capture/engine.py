@@ -18,8 +18,10 @@ from typing import Any
 from rich.console import Console
 
 from phaseprof.capture.device import DeviceInfo
+from phaseprof.capture.memory_advice import memory_advice
 from phaseprof.capture.models import ModelSource
 from phaseprof.capture.options import EngineOptions, Mode, Quant
+from phaseprof.capture.progress import Stages, quiet_stages
 from phaseprof.capture.vllm_facts import AttachedCollector, StartupFacts, VllmLogCollector
 from phaseprof.errors import EnvironmentProblem, PhaseprofError
 
@@ -47,6 +49,7 @@ class EnginePlan:
     kwargs: dict[str, Any]
     env: dict[str, str]
     notes: tuple[str, ...] = ()
+    device_kind: str = "cuda"  # "cuda" or "cpu": which memory advice applies
 
 
 def require_vllm() -> Any:
@@ -128,7 +131,7 @@ def build_plan(source: ModelSource, opts: EngineOptions, *, device: DeviceInfo, 
     if device.kind == "cpu" and ("gpu_memory_utilization" in user):
         kw.pop("kv_cache_memory_bytes", None)
     kw.update(user)
-    return EnginePlan(kwargs=kw, env=env, notes=tuple(notes))
+    return EnginePlan(kwargs=kw, env=env, notes=tuple(notes), device_kind=device.kind)
 
 
 def _graph_mode(kw: dict[str, Any], notes: list[str], source: ModelSource, opts: EngineOptions) -> None:
@@ -163,23 +166,14 @@ def _graph_mode(kw: dict[str, Any], notes: list[str], source: ModelSource, opts:
                      "max-capture-size blocks (x ~1056-token hybrid blocks) runs out of memory (the seed's OOM)")
 
 
-_OOM_MARKERS = ("out of memory", "outofmemory", "no available memory for the cache blocks",
-                "less than desired", "insufficient memory", "not enough memory", "cannot allocate memory",
-                "available kv cache memory", "kv cache is needed")
-
-
 def explain_engine_error(exc: BaseException, plan: EnginePlan) -> PhaseprofError:
-    """Map an exception from vLLM to one clear line (out of memory names the knobs to turn)."""
+    """Map an exception from vLLM to one clear line (memory errors get advice matched to their cause)."""
     text = f"{type(exc).__name__}: {exc}"
     first = " ".join(str(exc).split())[:240] or type(exc).__name__
     low = text.lower()
-    if any(m in low for m in _OOM_MARKERS):
-        knob = ("--engine-arg gpu_memory_utilization=0.9 (or kv_cache_memory_bytes=...), a smaller "
-                "--engine-arg max_model_len=..., fewer --tokens, or --quant fp8"
-                if "gpu_memory_utilization" in plan.kwargs else
-                "--engine-arg kv_cache_memory_bytes=<bytes> (the CPU KV cache; default 1 GiB) or "
-                "gpu_memory_utilization=<share of host RAM>, fewer --tokens, or a smaller model")
-        return PhaseprofError(f"out of memory starting or running vLLM ({first}); try {knob}", exit_code=1)
+    advice = memory_advice(text, on_gpu=plan.device_kind != "cpu")
+    if advice is not None:
+        return PhaseprofError(f"out of memory starting or running vLLM: {advice} (vLLM: {first})", exit_code=1)
     if "max_model_len" in low or "max_num_batched_tokens" in low or "too long" in low:
         return PhaseprofError(f"vLLM refused the request size ({first}); use fewer --tokens or raise "
                               "--engine-arg max_model_len=...", exit_code=2)
@@ -274,26 +268,27 @@ def _reset_log_once_caches() -> None:
             clear()
 
 
-def start_engine(source: ModelSource, opts: EngineOptions, *, device: DeviceInfo, console: Console) -> EngineSession:
-    """Start vLLM with a spinner showing elapsed time and vLLM's latest log line (its full log with --verbose)."""
+def start_engine(source: ModelSource, opts: EngineOptions, *, device: DeviceInfo, console: Console,
+                 stages: Stages | None = None, output_redirected: bool = False) -> EngineSession:
+    """Start vLLM, showing elapsed time and vLLM's latest log line as it goes (its full log with --verbose).
+
+    ``output_redirected``: vLLM's stdout/stderr already go to a log file (``capture.quiet.VllmOutput``), so its
+    console handlers keep their level (their lines belong in that file); otherwise, without --verbose, they are
+    raised to ERROR so the terminal stays readable."""
     require_vllm()
     plan = build_plan(source, opts, device=device, fields=engine_arg_fields())
     os.environ.update(plan.env)
     import vllm  # noqa: PLC0415
 
     _reset_log_once_caches()
-    status_line = {"msg": "importing"}
-    collector = VllmLogCollector(on_message=lambda m: status_line.__setitem__("msg", m))
-    attached = AttachedCollector(collector, quiet_console=not opts.verbose)
+    collector = VllmLogCollector()
+    attached = AttachedCollector(collector, quiet_console=not (opts.verbose or output_redirected))
     attached.__enter__()
     t0 = time.perf_counter()
-    label = f"Starting vLLM {vllm.__version__} ({source.name}, {opts.mode}, {device.kind})"
+    stages = stages or quiet_stages()
     try:
-        with console.status(label) as status:
-            def show(msg: str) -> None:
-                status.update(f"{label} {time.perf_counter() - t0:5.0f} s  [dim]{msg[:100]}[/]")
-
-            collector.on_message = show
+        with stages.stage(f"starting vLLM {vllm.__version__} ({source.name}, {opts.mode}, {device.kind})") as update:
+            collector.on_message = lambda m: update(detail=m)
             llm = vllm.LLM(**plan.kwargs)
     except PhaseprofError:
         attached.__exit__(None, None, None)
@@ -308,7 +303,8 @@ def start_engine(source: ModelSource, opts: EngineOptions, *, device: DeviceInfo
     finally:
         collector.on_message = None
     startup_s = time.perf_counter() - t0
-    console.print(f"[green]vLLM engine ready[/] in {startup_s:.1f} s")
+    if not stages.live:
+        console.print(f"vLLM engine ready in {startup_s:.1f} s")
     from phaseprof.capture.device import versions  # noqa: PLC0415
 
     return EngineSession(llm=llm, plan=plan, options=opts, source=source, device=device, startup_s=startup_s,

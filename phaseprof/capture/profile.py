@@ -18,6 +18,7 @@ import orjson
 from phaseprof.capture.options import Phase
 from phaseprof.capture.steps import DriveResult, StepCounts, StepRecord, drive_requests, random_prompt
 from phaseprof.capture.timing import host_ttft_s
+from phaseprof.capture.trim import drop_deepest_levels, drop_loops
 from phaseprof.trace.markers import PHASEPROF_STEP_PREFIX
 
 DEFAULT_MAX_TRACE_BYTES = 5 * 1024 * 1024  # gzipped; the repository's limit for committed traces
@@ -103,10 +104,11 @@ class TraceFile:
     markers: int
     renamed_markers: dict[str, str]
     dropped: tuple[str, ...] = field(default_factory=tuple)
+    max_bytes: int | None = None  # the size limit it was trimmed to (gzipped bytes)
 
     def to_dict(self) -> dict[str, object]:
         return {"file": self.path.name, "gz_bytes": self.gz_bytes, "events": self.events, "markers": self.markers,
-                "renamed_markers": self.renamed_markers, "dropped": list(self.dropped)}
+                "renamed_markers": self.renamed_markers, "dropped": list(self.dropped), "max_bytes": self.max_bytes}
 
 
 def _is_marker(e: dict[str, Any]) -> bool:
@@ -141,7 +143,9 @@ def finalize_trace(raw: Path, dest: Path, *, corrections: dict[str, str] | None 
 
     1. ``distributedInfo`` added when absent (HTA needs it); 2. markers whose predicted token counts were wrong
     renamed to what the scheduler really ran; 3. events outside the profiled steps dropped; 4. if still too big:
-    drop ``python_function`` events, then memory events, then the last steps, until it fits.
+    drop ``python_function`` events, then CPU ops inside loops, then memory events, then the deepest CPU-op
+    levels (``phaseprof.capture.trim``), then the last steps, until it fits. Markers, launches and kernels stay;
+    ``TraceFile.dropped`` says what went (run.json ``trace.dropped``).
     ``metadata`` is embedded as the top-level ``phaseprof`` key (what was captured, how; ``analyze`` reads it).
     """
     doc = orjson.loads(raw.read_bytes())
@@ -166,18 +170,33 @@ def finalize_trace(raw: Path, dest: Path, *, corrections: dict[str, str] | None 
             dropped.append(f"{before - len(events)} events outside the profiled steps")
     doc["traceEvents"] = events
     blob = _encode(doc)
-    filters = [
-        ("python_function events", lambda e: e.get("cat") != "python_function"),
-        ("memory events", lambda e: not (e.get("name") == "[memory]" or e.get("cat") == "cpu_instant_event")),
+
+    def too_big(evs: list[dict[str, Any]]) -> bool:
+        return len(_encode({**doc, "traceEvents": evs})) > max_bytes
+
+    def without(label: str, keep: Any) -> Any:
+        def stage(evs: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
+            out = [e for e in evs if keep(e)]
+            return out, [f"{len(evs) - len(out)} {label}"] if len(out) < len(evs) else []
+        return stage
+
+    def loops(evs: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
+        out, note = drop_loops(evs)
+        return out, [note] if note else []
+
+    stages = [
+        without("python_function events", lambda e: e.get("cat") != "python_function"),
+        loops,
+        without("memory events", lambda e: not (e.get("name") == "[memory]" or e.get("cat") == "cpu_instant_event")),
+        lambda evs: drop_deepest_levels(evs, too_big=too_big),
     ]
-    for label, keep in filters:
+    for stage in stages:
         if len(blob) <= max_bytes:
             break
-        n = len(events)
-        events = [e for e in events if keep(e)]
-        doc["traceEvents"] = events
-        if len(events) < n:
-            dropped.append(f"{n - len(events)} {label}")
+        events, notes = stage(events)
+        if notes:
+            dropped += notes
+            doc["traceEvents"] = events
             blob = _encode(doc)
     markers = sorted((e for e in events if _is_marker(e)), key=lambda e: float(e["ts"]))
     while len(blob) > max_bytes and len(markers) > 1:
@@ -190,4 +209,4 @@ def finalize_trace(raw: Path, dest: Path, *, corrections: dict[str, str] | None 
     dest.write_bytes(blob)
     n_markers = sum(1 for e in events if _is_marker(e))
     return TraceFile(path=dest, gz_bytes=len(blob), events=len(events), markers=n_markers,
-                     renamed_markers=corrections, dropped=tuple(dropped))
+                     renamed_markers=corrections, dropped=tuple(dropped), max_bytes=max_bytes)

@@ -27,6 +27,8 @@ from phaseprof.capture.rundir import (
     unique_run_dir,
     utc_stamp,
 )
+from phaseprof.capture.progress import Stages, quiet_stages
+from phaseprof.capture.quiet import LOG_NAME, VllmOutput
 from phaseprof.capture.timing import PhaseTiming, time_phase
 from phaseprof.io import atomic_directory
 from phaseprof.records import ModelInfo, RequestInfo, RunRecord
@@ -50,8 +52,10 @@ class CaptureResult:
     run: dict[str, Any]
 
 
-def open_session(opts: EngineOptions, *, console: Console) -> EngineSession:
-    """Resolve the model, check device and request size (cheap checks first), then start the engine."""
+def open_session(opts: EngineOptions, *, console: Console, stages: Stages | None = None,
+                 output_redirected: bool = False) -> EngineSession:
+    """Resolve the model, check device and request size (cheap checks first), then start the engine
+    (``stages`` and ``output_redirected``: see ``start_engine``)."""
     if opts.model is not None:
         resolve_model(opts.model)  # an unknown preset fails here, before vLLM's slow import
     require_vllm()
@@ -65,7 +69,8 @@ def open_session(opts: EngineOptions, *, console: Console) -> EngineSession:
     check_device(source, cuda_available=device.kind == "cuda")
     check_tokens(source, prompt_tokens=opts.max_prompt_tokens, output_tokens=opts.max_output_tokens,
                  engine_args=opts.engine_args)
-    return start_engine(source, replace(opts, model=name), device=device, console=console)
+    return start_engine(source, replace(opts, model=name), device=device, console=console, stages=stages,
+                        output_redirected=output_redirected)
 
 
 def overhead_ratio(timing: PhaseTiming, profiled: ProfiledRun) -> float | None:
@@ -152,34 +157,43 @@ def trace_metadata(session: EngineSession, opts: CaptureOptions, timing: PhaseTi
 
 def capture_phase(session: EngineSession, opts: CaptureOptions, *, console: Console,
                   argv: list[str] | None = None, max_trace_bytes: int = DEFAULT_MAX_TRACE_BYTES,
-                  run_dir: Path | None = None) -> CaptureResult:
-    """Time ``opts.phase`` cleanly, profile it once, write the run directory atomically, and return it."""
-    what = f"{opts.phase} {tokens_label(str(opts.phase), opts.tokens, opts.output_tokens)}"
-    with console.status(f"Timing {what}: {opts.warmup} warm-up + {opts.reps} reps (no profiler)"):
-        timing = time_phase(session, phase=opts.phase, prompt_tokens=opts.tokens, output_tokens=opts.output_tokens,
-                            reps=opts.reps, warmup=opts.warmup, seed=opts.seed)
+                  run_dir: Path | None = None, stages: Stages | None = None,
+                  vllm_log: VllmOutput | None = None) -> CaptureResult:
+    """Time ``opts.phase`` cleanly, profile it once, write the run directory atomically, and return it.
+
+    ``stages``: progress display (none by default); ``vllm_log``: vLLM's log so far is copied into the run
+    directory as ``vllm.log``.
+    """
+    stages = stages or quiet_stages()
+    stages.prefix = f"{opts.phase} {tokens_label(str(opts.phase), opts.tokens, opts.output_tokens)}: "
+    timing = time_phase(session, phase=opts.phase, prompt_tokens=opts.tokens, output_tokens=opts.output_tokens,
+                        reps=opts.reps, warmup=opts.warmup, seed=opts.seed, stages=stages)
     final = run_dir or unique_run_dir(opts.out, run_dir_name(
         device_slug=session.device.slug, model_slug=session.source.slug, phase=str(opts.phase),
         tokens=tokens_label(str(opts.phase), opts.tokens, opts.output_tokens), stamp=utc_stamp()))
     with tempfile.TemporaryDirectory(prefix="phaseprof-raw-") as work, atomic_directory(final) as tmp:
-        with console.status(f"Profiling {what} (torch.profiler, one marker per engine step)"):
+        with stages.stage("profiled request (torch.profiler, one marker per engine step)"):
             profiled = profile_request(session, phase=opts.phase, prompt_tokens=opts.tokens,
                                        output_tokens=opts.output_tokens, seed=opts.seed,
                                        profile_decode_steps=opts.profile_decode_steps, workdir=Path(work))
             ratio = overhead_ratio(timing, profiled)
+        with stages.stage("trace export (trim, gzip)"):
             trace = finalize_trace(profiled.raw_trace, tmp / "trace.json.gz",
                                    corrections=profiled.drive.corrections(),
                                    metadata=trace_metadata(session, opts, timing, ratio), max_bytes=max_trace_bytes)
-        with console.status("Analyzing the trace"):
+        with stages.stage("analysis"):
             bd, err = analyze_into(tmp / "trace.json.gz", tmp, final_trace=final / "trace.json.gz")
         rec = run_record(session, opts, timing, profiled, trace, ratio, argv)
         rec = replace(rec, breakdown=None if err else "breakdown.json", breakdown_error=err)
+        if vllm_log is not None:
+            vllm_log.copy_into(tmp)
+            rec = replace(rec, extra={**rec.extra, "vllm_log": LOG_NAME})
         rec.write(tmp / "run.json")
         run = rec.to_dict()
         make_readable(tmp)
+    stages.prefix = ""
     return CaptureResult(run_dir=final, timing=timing, profiled=profiled,
-                         trace=TraceFile(final / trace.path.name, trace.gz_bytes, trace.events, trace.markers,
-                                         trace.renamed_markers, trace.dropped),
+                         trace=replace(trace, path=final / trace.path.name),
                          overhead_ratio=ratio, breakdown=bd, breakdown_error=err, run=run)
 
 

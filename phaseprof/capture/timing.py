@@ -12,11 +12,13 @@ else the host clock; both are always recorded.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
 from phaseprof.capture.options import Phase
+from phaseprof.capture.progress import Stages, quiet_stages
 from phaseprof.capture.steps import DriveResult, RequestRecord, drive_requests, no_gc, random_prompt
 
 
@@ -127,23 +129,33 @@ class PhaseTiming:
 
 
 def run_requests(session: object, *, prompt_tokens: int, max_tokens: int, n: int, seed: int,
-                 concurrency: int = 1, prefix: str = "t") -> list[DriveResult]:
-    """Run ``n`` rounds of ``concurrency`` simultaneous requests (GC paused inside each round)."""
+                 concurrency: int = 1, prefix: str = "t",
+                 on_done: Callable[[int], None] | None = None) -> list[DriveResult]:
+    """Run ``n`` rounds of ``concurrency`` simultaneous requests (GC paused inside each round).
+
+    ``on_done(k)`` is called after round k (1-based) finished, outside the timed part (progress display)."""
     vocab = session.vocab_size  # type: ignore[attr-defined]
     out = []
     for r in range(n):
         prompts = [random_prompt(prompt_tokens, vocab_size=vocab, seed=seed + k) for k in range(concurrency)]
         with no_gc():
             out.append(drive_requests(session, prompts, max_tokens, prefix=f"{prefix}{r}"))
+        if on_done is not None:
+            on_done(r + 1)
     return out
 
 
 def time_phase(session: object, *, phase: Phase, prompt_tokens: int, output_tokens: int, reps: int, warmup: int,
-               seed: int = 0) -> PhaseTiming:
-    """Warm up, then time ``reps`` single requests without the profiler."""
+               seed: int = 0, stages: Stages | None = None) -> PhaseTiming:
+    """Warm up, then time ``reps`` single requests without the profiler (``stages``: progress display)."""
     max_tokens = 1 if phase is Phase.PREFILL else output_tokens
-    run_requests(session, prompt_tokens=prompt_tokens, max_tokens=max_tokens, n=warmup, seed=seed, prefix="w")
-    runs = run_requests(session, prompt_tokens=prompt_tokens, max_tokens=max_tokens, n=reps, seed=seed)
+    stages = stages or quiet_stages()
+    with stages.stage("warm-up requests", total=warmup) as update:
+        run_requests(session, prompt_tokens=prompt_tokens, max_tokens=max_tokens, n=warmup, seed=seed, prefix="w",
+                     on_done=lambda k: update(done=k))
+    with stages.stage("timed requests (no profiler)", total=reps) as update:
+        runs = run_requests(session, prompt_tokens=prompt_tokens, max_tokens=max_tokens, n=reps, seed=seed,
+                            on_done=lambda k: update(done=k))
     return timing_from_runs(runs, phase=phase, prompt_tokens=prompt_tokens, output_tokens=max_tokens,
                             warmup=warmup)
 

@@ -12,13 +12,13 @@ import orjson
 import typer
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
 
 from phaseprof.errors import PhaseprofError
 from phaseprof.report.diff import BreakdownDiff, BucketDelta, Delta
 from phaseprof.report.diff_markdown import (METRIC_LABELS, fmt_change, fmt_rel, fmt_value, diff_markdown,
                                             HEADLINE_SHIFTS)
 from phaseprof.report.fail_on import CheckResult, describe
+from phaseprof.report.fit import Col, print_fitted
 
 
 class DiffFormat(str, Enum):
@@ -35,27 +35,25 @@ def diff_json(d: BreakdownDiff, checks: list[CheckResult]) -> bytes:
     return orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS)
 
 
-def _delta_table(title: str, deltas: list[Delta] | tuple[Delta, ...]) -> Table:
-    t = Table(title=title, title_justify="left")
-    for col in ("", "A", "B", "Δ", "Δ %"):
-        t.add_column(col, justify="left" if not col else "right")
-    for d in deltas:
-        t.add_row(METRIC_LABELS.get(d.metric, d.metric), fmt_value(d.a, d.unit), fmt_value(d.b, d.unit),
-                  fmt_change(d), fmt_rel(d))
-    return t
+def _delta_rows(deltas: list[Delta] | tuple[Delta, ...]) -> list[list[str]]:
+    return [[METRIC_LABELS.get(d.metric, d.metric), fmt_value(d.a, d.unit), fmt_value(d.b, d.unit),
+             fmt_change(d), fmt_rel(d)] for d in deltas]
 
 
-def _bucket_table(title: str, rows: tuple[BucketDelta, ...]) -> Table:
-    t = Table(title=title, title_justify="left")
-    for col in ("bucket", "A ms/step", "B ms/step", "Δ ms", "A %", "B %", "Δ pp", "A n/step", "B n/step"):
-        t.add_column(col, justify="left" if col == "bucket" else "right")
+_DELTA_COLS = (Col("", "left"), Col("A"), Col("B"), Col("Δ"), Col("Δ %"))
+_BUCKET_COLS = tuple([Col("bucket", "left")] + [Col(c) for c in ("A ms/step", "B ms/step", "Δ ms", "A %", "B %",
+                                                                 "Δ pp", "A n/step", "B n/step")])
+
+
+def _bucket_rows(rows: tuple[BucketDelta, ...]) -> list[list[str]]:
+    out = []
     for r in rows:
         pp = r.share.change or 0.0
         style = "red" if pp >= 1 else "green" if pp <= -1 else ""
-        t.add_row(r.bucket, fmt_value(r.time_ms.a, "ms"), fmt_value(r.time_ms.b, "ms"), fmt_change(r.time_ms),
-                  fmt_value(r.share.a, "%"), fmt_value(r.share.b, "%"), f"[{style}]{pp:+.1f}[/]" if style else
-                  f"{pp:+.1f}", fmt_value(r.count.a, "count"), fmt_value(r.count.b, "count"))
-    return t
+        out.append([r.bucket, fmt_value(r.time_ms.a, "ms"), fmt_value(r.time_ms.b, "ms"), fmt_change(r.time_ms),
+                    fmt_value(r.share.a, "%"), fmt_value(r.share.b, "%"), f"[{style}]{pp:+.1f}[/]" if style else
+                    f"{pp:+.1f}", fmt_value(r.count.a, "count"), fmt_value(r.count.b, "count")])
+    return out
 
 
 def print_diff(d: BreakdownDiff, console: Console, *, kernels: int = 15) -> None:
@@ -74,33 +72,32 @@ def print_diff(d: BreakdownDiff, console: Console, *, kernels: int = 15) -> None
         console.print(f"[yellow]phases only in A: {', '.join(d.only_in_a) or 'none'}; only in B: "
                       f"{', '.join(d.only_in_b) or 'none'} (not compared)[/]")
     if d.timings:
-        console.print(_delta_table("clean timings (profiler off)", d.timings))
+        print_fitted(console, "clean timings (profiler off)", _DELTA_COLS, _delta_rows(d.timings))
     for ph in d.phases:
-        console.print(_delta_table(f"{ph.phase}: per step (A {ph.a_steps} steps, B {ph.b_steps} steps; "
-                                   "Δ = B − A)", ph.metrics))
-        console.print(_bucket_table(f"{ph.phase}: kernel view (share = % of GPU busy)", ph.kernel_view))
-        console.print(_bucket_table(f"{ph.phase}: module view", ph.module_view))
+        print_fitted(console, f"{ph.phase}: per step (A {ph.a_steps} steps, B {ph.b_steps} steps; Δ = B − A)",
+                     _DELTA_COLS, _delta_rows(ph.metrics))
+        print_fitted(console, f"{ph.phase}: kernel view (share = % of GPU busy)", _BUCKET_COLS,
+                     _bucket_rows(ph.kernel_view))
+        print_fitted(console, f"{ph.phase}: module view", _BUCKET_COLS, _bucket_rows(ph.module_view))
         if ph.launches_by_api:
-            console.print(_delta_table(f"{ph.phase}: launch calls per step by API", ph.launches_by_api))
-        kt = Table(title=f"{ph.phase}: matched kernels (same bucket and module; top {kernels} by time)",
-                   title_justify="left")
-        for col in ("bucket/module", "A kernel", "B kernel", "A ms/step", "B ms/step", "by"):
-            kt.add_column(col, justify="right" if "ms" in col else "left", overflow="fold")
+            print_fitted(console, f"{ph.phase}: launch calls per step by API", _DELTA_COLS,
+                         _delta_rows(ph.launches_by_api))
+        # Each matched pair as a group: a row per side with its full (folded) kernel name.
+        cols = (Col("bucket/module · side · kernel", "left", fold=True), Col("ms/step"), Col("by", "left"))
+        rows: list[list[str]] = []
         for m in [m for m in ph.kernels if m.how != "unmatched"][:kernels]:
             group = m.bucket if m.bucket == m.module else f"{m.bucket}/{m.module}"
-            kt.add_row(group, _short(m.a.name if m.a else "—"), _short(m.b.name if m.b else "—"),
-                       fmt_value(m.a.ms_per_step if m.a else None, "ms"),
-                       fmt_value(m.b.ms_per_step if m.b else None, "ms"), m.how)
-        console.print(kt)
+            rows.append([f"[bold]{escape(group)}[/]", "", m.how])
+            for side, k in (("A", m.a), ("B", m.b)):
+                rows.append([f"{side} {escape(k.name) if k else '—'}", fmt_value(k.ms_per_step if k else None, "ms"),
+                             ""])
+        print_fitted(console, f"{ph.phase}: matched kernels (same bucket and module; top {kernels} by time)",
+                     cols, rows, sections=tuple(range(2, len(rows) - 1, 3)))
         only = [m for m in ph.kernels if m.how == "unmatched"]
         if only:
             console.print(f"[dim]{ph.phase}: {len(only)} top kernel(s) without a counterpart, biggest: " + "; ".join(
-                f"{'A' if m.a else 'B'} {m.bucket}: {_short((m.a or m.b).name, 50)}"  # type: ignore[union-attr]
+                f"{'A' if m.a else 'B'} {m.bucket}: {escape((m.a or m.b).name)}"  # type: ignore[union-attr]
                 for m in only[:HEADLINE_SHIFTS]) + "[/]")
-
-
-def _short(name: str, width: int = 60) -> str:
-    return name if len(name) <= width else name[: width - 1] + "…"
 
 
 def diff(

@@ -1,80 +1,114 @@
-"""Rich terminal rendering of a Breakdown (rendering only: every number comes from the Breakdown)."""
+"""Rich terminal rendering of a Breakdown (rendering only: every number comes from the Breakdown).
+
+Every table fits the console width with headers and numbers whole (``phaseprof.report.fit``).
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from phaseprof.analysis.results import Breakdown, PhaseSummary
-from phaseprof.defaults import NAME_WIDTH
+from phaseprof.report.fit import Col, fitted_tables, print_fitted
 
 
 def _ms(us: float) -> str:
     return f"{us / 1000:,.2f}"
 
 
-def _short(name: str, width: int = NAME_WIDTH) -> str:
-    return name if len(name) <= width else name[: width - 1] + "…"
+def phase_rows(ph: PhaseSummary, *, view: str = "kernel", device: str = "gpu") -> list[list[str]]:
+    """Bucket rows of one view, then the total (GPU busy, or CPU op time on a CPU trace)."""
+    rows = [[b.bucket, _ms(b.time_us), f"{b.share_pct:.1f}", f"{b.count:,}"]
+            for b in (ph.kernel_view if view == "kernel" else ph.module_view)]
+    total = "GPU busy" if device == "gpu" else "CPU op time"
+    rows.append([f"[bold]{total}[/]", f"[bold]{_ms(ph.gpu_busy_us)}[/]", "100.0", f"{ph.kernels:,}"])
+    return rows
 
 
-def phase_table(ph: PhaseSummary, *, view: str = "kernel", device: str = "gpu") -> Table:
-    rows = ph.kernel_view if view == "kernel" else ph.module_view
-    t = Table(title=f"{ph.phase}: {ph.steps} step(s), {view} view", title_justify="left")
-    t.add_column("bucket")
-    t.add_column("ms", justify="right")
-    t.add_column("share %", justify="right")
-    t.add_column("items", justify="right")
-    for b in rows:
-        t.add_row(b.bucket, _ms(b.time_us), f"{b.share_pct:.1f}", f"{b.count:,}")
-    t.add_row("[bold]GPU busy[/]" if device == "gpu" else "[bold]CPU op time[/]", f"[bold]{_ms(ph.gpu_busy_us)}[/]", "100.0", f"{ph.kernels:,}")
-    return t
+_BUCKET_COLS = (Col("bucket", "left"), Col("ms"), Col("share %"), Col("items"))
 
 
-def timeline_table(bd: Breakdown) -> Table:
-    """Per phase: wall/busy/idle summed over steps, plus per-step means of the counts."""
-    t = Table(title="time per phase (ms, summed over steps) and counts per step (mean)", title_justify="left")
-    cols = ("phase", "steps", "wall", "busy", "busy%", "idle", "launch", "host", "other", "kern/st", "calls/st",
-            "alloc/st", "malloc/st")
-    for col in cols:
-        t.add_column(col, justify="left" if col == "phase" else "right", no_wrap=True)
-    for ph in bd.phases:
-        s = ph.per_step
-        t.add_row(ph.phase, str(ph.steps), _ms(ph.wall_us), _ms(ph.gpu_busy_us),
-                  f"{100 * ph.gpu_busy_us / ph.wall_us:.1f}" if ph.wall_us else "-", _ms(ph.gpu_idle_us),
-                  _ms(ph.idle.launch_overhead_us), _ms(ph.idle.host_work_us), _ms(ph.idle.other_us),
-                  f"{s['kernels'].mean:,.0f}", f"{s['launch_calls'].mean:,.0f}", f"{s['allocations'].mean:,.0f}",
-                  f"{s['device_mallocs'].mean:,.1f}")
-    t.caption = ("busy = union of kernel/memcpy/memset time; idle = wall - busy, split into launch (host inside "
-                 "launch calls), host (host doing other work) and other (queued, dependencies, tail)")
-    return t
+def phase_table(ph: PhaseSummary, *, view: str = "kernel", device: str = "gpu", width: int = 80) -> list[Table]:
+    """One phase's buckets in one view (split only if ``width`` is below the four columns' need)."""
+    rows = phase_rows(ph, view=view, device=device)
+    return fitted_tables(f"{ph.phase}: {ph.steps} step(s), {view} view", _BUCKET_COLS, rows, width=width,
+                         sections=(len(rows) - 2,))
+
+
+#: Rows of the per-phase summary: label, then how to read the value off a PhaseSummary.
+_TIMELINE_ROWS: tuple[tuple[str, Callable[[PhaseSummary], str]], ...] = (
+    ("steps", lambda ph: str(ph.steps)),
+    ("wall ms", lambda ph: _ms(ph.wall_us)),
+    ("busy ms", lambda ph: _ms(ph.gpu_busy_us)),
+    ("busy % of wall", lambda ph: f"{100 * ph.gpu_busy_us / ph.wall_us:.1f}" if ph.wall_us else "-"),
+    ("idle ms", lambda ph: _ms(ph.gpu_idle_us)),
+    ("  in launch ms", lambda ph: _ms(ph.idle.launch_overhead_us)),
+    ("  host work ms", lambda ph: _ms(ph.idle.host_work_us)),
+    ("  other ms", lambda ph: _ms(ph.idle.other_us)),
+    ("kernels/step", lambda ph: f"{ph.per_step['kernels'].mean:,.0f}"),
+    ("launch calls/step", lambda ph: f"{ph.per_step['launch_calls'].mean:,.0f}"),
+    ("allocations/step", lambda ph: f"{ph.per_step['allocations'].mean:,.0f}"),
+    ("dev. mallocs/step", lambda ph: f"{ph.per_step['device_mallocs'].mean:,.1f}"),
+)
+
+
+TIMELINE_NOTE = ("ms summed over steps, counts per step (mean). busy = union of kernel/memcpy/memset time; idle "
+                 "= wall - busy, split into launch (host inside launch calls), host (host doing other work) and "
+                 "other (queued, dependencies, tail)")
+
+
+def timeline_table(bd: Breakdown, *, width: int = 80) -> list[Table]:
+    """Per phase (a column each): wall/busy/idle summed over steps, plus per-step means of the counts
+    (``TIMELINE_NOTE`` says so; it is printed under the table at full width, not squeezed into a caption).
+
+    Metrics are rows so the table is as narrow as its phases; with many phases it splits into parts.
+    """
+    cols = [Col("metric", "left")] + [Col(ph.phase) for ph in bd.phases]
+    rows = [[label] + [get(ph) for ph in bd.phases] for label, get in _TIMELINE_ROWS]
+    return fitted_tables("per phase", cols, rows, width=width, sections=(0, 7))
+
+
+def top_kernels_table(ph: PhaseSummary, *, top: int = 3, width: int = 80) -> list[Table]:
+    """The ``top`` kernels of each bucket, grouped under a bucket row; full names, folded when long."""
+    cols = (Col("bucket / kernel", "left", fold=True), Col("count"), Col("ms"), Col("share %"))
+    rows: list[list[str]] = []
+    sections: list[int] = []
+    for b in ph.kernel_view:
+        kernels = ph.top_kernels.get(b.bucket, [])[:top]
+        if not kernels:
+            continue
+        rows.append([f"[bold]{b.bucket}[/]", "", "", ""])
+        rows += [[escape(k.name), f"{k.count:,}", _ms(k.time_us), f"{k.share_pct:.1f}"] for k in kernels]
+        sections.append(len(rows) - 1)
+    return fitted_tables(f"{ph.phase}: top kernels per bucket", cols, rows, width=width, sections=sections[:-1])
 
 
 def print_breakdown(bd: Breakdown, console: Console, *, top: int = 3) -> None:
     """Print the headline, per-phase timeline and bucket tables, top kernels and unknowns."""
     tr = bd.trace
-    console.print(f"[bold]{tr.path}[/]  {tr.gpu_name or tr.platform}  ({tr.device} trace, "
+    w = console.width
+    console.print(f"[bold]{escape(str(tr.path))}[/]  {tr.gpu_name or tr.platform}  ({tr.device} trace, "
                   f"{tr.event_count:,} events)")
     console.print(f"steps: {bd.step_detection['detail']}")
-    console.print(timeline_table(bd))
+    for t in timeline_table(bd, width=w):
+        console.print(t)
+    console.print(f"[dim]{TIMELINE_NOTE}[/]")
     for ph in bd.phases:
-        console.print(phase_table(ph, view="kernel", device=tr.device))
-        console.print(phase_table(ph, view="module", device=tr.device))
-        kt = Table(title=f"{ph.phase}: top kernels per bucket", title_justify="left")
-        for col in ("bucket", "kernel", "count", "ms", "share %"):
-            kt.add_column(col, justify="right" if col in ("count", "ms", "share %") else "left",
-                          no_wrap=col != "kernel", overflow="ellipsis")
-        for b in ph.kernel_view:
-            for k in ph.top_kernels.get(b.bucket, [])[:top]:
-                kt.add_row(b.bucket, _short(k.name, 60), f"{k.count:,}", _ms(k.time_us), f"{k.share_pct:.1f}")
-        console.print(kt)
+        for t in (*phase_table(ph, view="kernel", device=tr.device, width=w),
+                  *phase_table(ph, view="module", device=tr.device, width=w),
+                  *top_kernels_table(ph, top=top, width=w)):
+            console.print(t)
     if bd.unknown_kernels:
         total = sum(k.time_us for k in bd.unknown_kernels)
         console.print(f"[yellow]{len(bd.unknown_kernels)} unclassified kernel name(s), {_ms(total)} ms "
                       f"(bucket 'unknown'; add a rule with --rules):[/]")
         for k in bd.unknown_kernels[:10]:
-            console.print(f"  {_ms(k.time_us):>10} ms  x{k.count:<6} {_short(k.name)}")
+            console.print(f"  {_ms(k.time_us):>10} ms  x{k.count:<6} {escape(k.name)}")
     for n in bd.notes:
-        console.print(f"[dim]note: {n}[/]")
+        console.print(f"[dim]note: {escape(n)}[/]")
     if bd.sol is not None:
         from phaseprof.sol.render import print_sol
 
@@ -83,26 +117,23 @@ def print_breakdown(bd: Breakdown, console: Console, *, top: int = 3) -> None:
 
 def print_rank_summary(summary: "RankSummary", console: Console) -> None:  # noqa: F821 (import cycle-free hint)
     """Per-rank totals and per-step load imbalance of a multi-rank run."""
-    t = Table(title=f"ranks ({len(summary.ranks)} of world size {summary.world_size})", title_justify="left")
-    for col in ("rank", "GPU", "steps", "busy ms", "comm %", "comm overlapped %", "top bucket"):
-        t.add_column(col, justify="left" if col in ("GPU", "top bucket") else "right", no_wrap=True)
+    cols = [Col("rank"), Col("GPU", "left"), Col("steps"), Col("busy ms"), Col("comm %"),
+            Col("comm overlapped %"), Col("top bucket", "left")]
+    rows = []
     for r, bd in summary.ranks.items():
         top = max((b for ph in bd.phases for b in ph.kernel_view), key=lambda b: b.time_us, default=None)
-        t.add_row(str(r), bd.trace.gpu_name or "-", str(len(bd.steps)), _ms(bd.totals["gpu_busy_us"]),
-                  f"{summary.communication_share_pct[r]:.1f}", f"{summary.communication_overlap_pct[r]:.1f}",
-                  f"{top.bucket} {top.share_pct:.0f}%" if top else "-")
-    console.print(t)
+        rows.append([str(r), bd.trace.gpu_name or "-", str(len(bd.steps)), _ms(bd.totals["gpu_busy_us"]),
+                     f"{summary.communication_share_pct[r]:.1f}", f"{summary.communication_overlap_pct[r]:.1f}",
+                     f"{top.bucket} {top.share_pct:.0f}%" if top else "-"])
+    print_fitted(console, f"ranks ({len(summary.ranks)} of world size {summary.world_size})", cols, rows)
     if summary.steps and len(summary.ranks) > 1:
-        s = Table(title="load imbalance per step (compute = GPU busy minus communication kernels)",
-                  title_justify="left")
         ranks = list(summary.ranks)
-        for col in ("step", *(f"r{r} compute ms" for r in ranks), *(f"r{r} comm ms" for r in ranks),
-                    "slowest", "spread ms", "spread %"):
-            s.add_column(col, justify="right", no_wrap=True)
-        for st in summary.steps:
-            s.add_row(str(st.step), *(_ms(st.compute_us_by_rank[r]) for r in ranks),
-                      *(_ms(st.communication_us_by_rank[r]) for r in ranks), f"rank {st.slowest_rank}",
-                      _ms(st.spread_us), f"{st.spread_pct:.1f}")
-        console.print(s)
+        cols = [Col(c) for c in ("step", *(f"r{r} compute ms" for r in ranks), *(f"r{r} comm ms" for r in ranks),
+                                 "slowest", "spread ms", "spread %")]
+        rows = [[str(st.step), *(_ms(st.compute_us_by_rank[r]) for r in ranks),
+                 *(_ms(st.communication_us_by_rank[r]) for r in ranks), f"rank {st.slowest_rank}",
+                 _ms(st.spread_us), f"{st.spread_pct:.1f}"] for st in summary.steps]
+        print_fitted(console, "load imbalance per step (compute = GPU busy minus communication kernels)", cols,
+                     rows)
     for w in summary.warnings:
         console.print(f"[yellow]warning:[/] {w}")
