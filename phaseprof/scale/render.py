@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
 
+from phaseprof.report.fit import Col, print_fitted
 from phaseprof.scale.report import MultiRankReport
 
 _CAUSES = (("compute", "compute_us"), ("launch", "launch_overhead_us"), ("host", "host_work_us"))
@@ -36,20 +36,11 @@ def print_collectives(report: MultiRankReport, console: Console) -> None:
     if c is None:
         return
     ranks, steps = _rows(report)
-    t = Table(title=f"collectives: {c.matched_instances} matched instances "
-                    f"({', '.join(f'{escape(k)} {v}' for k, v in sorted(c.instances_by_family.items()))})",
-              title_justify="left")
-    for col in _RANK_COLS:
-        t.add_column(col, justify="left" if col == "why late" else "right", no_wrap=True)
-    for row in ranks:
-        t.add_row(*row)
-    console.print(t)
-    s = Table(title="per step: the rank the others waited for, and what it was doing (ms)", title_justify="left")
-    for col in _STEP_COLS:
-        s.add_column(col, justify="right", no_wrap=True)
-    for row in steps:
-        s.add_row(*row)
-    console.print(s)
+    families = ", ".join(f"{escape(k)} {v}" for k, v in sorted(c.instances_by_family.items()))
+    print_fitted(console, f"collectives: {c.matched_instances} matched instances ({families})",
+                 [Col(h, "left" if h == "why late" else "right") for h in _RANK_COLS], ranks)
+    print_fitted(console, "per step: the rank the others waited for, and what it was doing (ms)",
+                 [Col(h) for h in _STEP_COLS], steps)
     console.print("[dim]waited = inside a collective kernel before the last rank arrived; transfer = the rest. "
                   f"{escape(c.clock)}[/]")
 

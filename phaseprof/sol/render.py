@@ -7,6 +7,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from phaseprof.report.fit import Col, print_fitted
 from phaseprof.sol.results import SolPhase, SolSection
 
 
@@ -33,18 +34,16 @@ def phase_line(p: SolPhase) -> str:
             f"({_pct(p.pct_of_light_wall)}%)")
 
 
-def sol_table(p: SolPhase) -> Table:
-    """One phase's buckets in 80 columns: work, achieved, binding resource, floor vs measured."""
-    t = Table(title=f"{p.phase}: speed of light per bucket (summed over {p.steps} step(s))", title_justify="left",
-              box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False)
-    t.caption = "TF/s, TB/s: achieved; bound: binding resource; floor, ms: SOL and measured; %: floor / ms"
-    for col in ("bucket", "GFLOP", "GB", "TF/s", "TB/s", "bound", "floor", "ms", "%"):
-        t.add_column(col, justify="left" if col in ("bucket", "bound") else "right", no_wrap=True)
-    for b in p.buckets:
-        t.add_row(b.bucket, f"{b.flops / 1e9:,.1f}", f"{b.bytes / 1e9:,.2f}", f"{b.achieved_tflops:,.1f}",
-                  f"{b.achieved_tbps:.2f}", "mem" if b.bound == "memory" else "comp", f"{b.floor_us / 1e3:,.2f}",
-                  f"{b.time_us / 1e3:,.2f}", _pct(b.pct_of_light))
-    return t
+_SOL_COLS = (("bucket", "left"), ("GFLOP", "right"), ("GB", "right"), ("TF/s", "right"), ("TB/s", "right"),
+             ("bound", "left"), ("floor", "right"), ("ms", "right"), ("%", "right"))
+SOL_CAPTION = "TF/s, TB/s: achieved; bound: binding resource; floor, ms: SOL and measured; %: floor / ms"
+
+
+def sol_rows(p: SolPhase) -> list[list[str]]:
+    """One phase's buckets: work, achieved, binding resource, floor vs measured (display strings)."""
+    return [[escape(str(b.bucket)), f"{b.flops / 1e9:,.1f}", f"{b.bytes / 1e9:,.2f}", f"{b.achieved_tflops:,.1f}",
+             f"{b.achieved_tbps:.2f}", "mem" if b.bound == "memory" else "comp", f"{b.floor_us / 1e3:,.2f}",
+             f"{b.time_us / 1e3:,.2f}", _pct(b.pct_of_light)] for b in p.buckets]
 
 
 def print_sol(s: SolSection, console: Console) -> None:
@@ -55,7 +54,8 @@ def print_sol(s: SolSection, console: Console) -> None:
     console.print(escape(ceiling_line(s)))
     console.print(f"[dim]{escape(model_line(s))}[/]")
     for p in s.phases:
-        console.print(sol_table(p))
+        print_fitted(console, f"{p.phase}: speed of light per bucket (summed over {p.steps} step(s))",
+                     [Col(h, j) for h, j in _SOL_COLS], sol_rows(p), caption=SOL_CAPTION)
         console.print(escape(phase_line(p)))
     for n in s.notes:
         console.print(f"[dim]note: {escape(n)}[/]")
