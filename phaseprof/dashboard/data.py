@@ -317,3 +317,22 @@ def step_export(src: Source, roots: Roots, step: int, window_us: tuple[float, fl
 
     path = _trace_path(src, roots)
     return export_step(path, _timeline_index(sha256_of(Path(path)), path), step, window_us=window_us)
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def _speed_of_light(key: str, path: str, _bd: Breakdown) -> Any:
+    from phaseprof.sol.attach import attach_sol
+
+    try:
+        return attach_sol(_bd, source=path).sol
+    except PhaseprofError as e:
+        return _Failed(str(e))
+
+
+def speed_of_light(src: Source, bd: Breakdown) -> Any:
+    """The breakdown's ``sol`` section (``phaseprof.sol.attach``: model config from run.json or the capture's
+    preset, measured ceilings from a ``ceilings/`` folder above the run, else the datasheet); the one a
+    ``phaseprof analyze`` of the same run prints. A SolSection, or _Failed."""
+    if bd.sol is not None:
+        return bd.sol
+    return _speed_of_light(_key(src), str(src.path), bd)

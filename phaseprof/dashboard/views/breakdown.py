@@ -80,6 +80,31 @@ def _unknown(st: Any, bd: Breakdown) -> None:
                   key="unknown_kernels")
 
 
+def sol_table(sol: Any) -> pd.DataFrame:
+    """Per phase and bucket: work, achieved throughput, binding resource and the speed-of-light floor."""
+    return pd.DataFrame([{"phase": ph.phase, "bucket": b.bucket, "GFLOP": b.flops / 1e9, "GB": b.bytes / 1e9,
+                          "TFLOP/s": b.achieved_tflops, "TB/s": b.achieved_tbps, "bound": b.bound,
+                          "floor ms": b.floor_us / 1e3, "measured ms": b.time_us / 1e3,
+                          "% of light": b.pct_of_light} for ph in sol.phases for b in ph.buckets])
+
+
+def _speed_of_light(st: Any, src: Any, bd: Breakdown) -> None:
+    from phaseprof.sol.render import ceiling_line
+    from phaseprof.sol.roofline import roofline_figure
+
+    st.subheader("Speed of light")
+    sol = data.speed_of_light(src, bd)
+    if isinstance(sol, data._Failed):
+        st.warning(md(sol.message))
+        return
+    if not sol.ok:
+        st.caption(f"no speed-of-light numbers: {md(sol.status)} ({md('; '.join(sol.notes))})")
+        return
+    st.caption(md(ceiling_line(sol)))
+    st.plotly_chart(roofline_figure(sol), key="roofline")
+    widgets.table(st, sol_table(sol), key="sol_table")
+
+
 def render(st: Any, ctx: data.Context) -> None:
     st.title("Breakdown")
     src = widgets.current(st, ctx)
@@ -117,6 +142,7 @@ def render(st: Any, ctx: data.Context) -> None:
     if metrics:
         st.plotly_chart(charts.per_step(rows, metrics, title=f"{ph_name} steps"), key="per_step")
     _top_kernels(st, ph)
+    _speed_of_light(st, src, bd)
     st.subheader("Unknown kernels")
     _unknown(st, bd)
     for n in bd.notes:
