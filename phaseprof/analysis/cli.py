@@ -26,6 +26,11 @@ def analyze(
                                      "defaults. Repeatable."),
     cross_check: str | None = typer.Option(None, "--cross-check", help="'hta': print HTA's kernel totals beside "
                                            "phaseprof's (needs the hta extra)."),
+    by: str | None = typer.Option(None, "--by", help="'layer': also print time per decoder layer per bucket "
+                                  "(needs nn.Module events: traces recorded with_stack)."),
+    graph_reference: Path | None = typer.Option(None, "--graph-reference", help="Trace of the CUDA-graph capture "
+                                                "(or an eager run) of the same model: gives graph-replayed "
+                                                "kernels the modules they were captured in."),
 ) -> None:
     """Break a trace down by step, phase and bucket (kernel and module views)."""
     from phaseprof.analysis.pipeline import analyze_trace
@@ -33,6 +38,10 @@ def analyze(
     from phaseprof.report.markdown import breakdown_markdown
     from phaseprof.report.table import print_breakdown
 
+    from phaseprof.report.attribution import attribution_markdown, print_attribution
+
+    if by not in (None, "layer"):
+        raise PhaseprofError(f"unknown --by {by!r} (supported: layer)")
     console = Console()
     traces = _expand(traces, rules, console, json_out)
     if not traces:
@@ -41,7 +50,7 @@ def analyze(
         raise PhaseprofError("--json must be a directory when several traces are given", path=json_out)
     for tr in traces:
         with console.status(f"analysing {tr} ...", spinner="dots") if fmt == OutputFormat.table else _null():
-            bd = analyze_trace(tr, rules=list(rules) or None)
+            bd = analyze_trace(tr, rules=list(rules) or None, graph_reference=graph_reference)
         if json_out is not None:
             dest = json_out if len(traces) == 1 and json_out.suffix == ".json" else \
                 json_out / (tr.name.split(".json")[0] + ".breakdown.json")
@@ -49,10 +58,11 @@ def analyze(
             console.print(f"[dim]wrote {dest}[/]") if fmt == OutputFormat.table else None
         if fmt == OutputFormat.table:
             print_breakdown(bd, console)
+            print_attribution(bd, console, by_layer=by == "layer")
         elif fmt == OutputFormat.json:
             typer.echo(dumps(bd).decode())
         else:
-            typer.echo(breakdown_markdown(bd))
+            typer.echo(breakdown_markdown(bd) + attribution_markdown(bd, by_layer=by == "layer"))
         if cross_check:
             if cross_check != "hta":
                 raise PhaseprofError(f"unknown --cross-check {cross_check!r} (supported: hta)")

@@ -8,6 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from phaseprof.analysis.attribution_types import Attribution
+
 
 @dataclass(frozen=True)
 class Stats:
@@ -146,3 +148,4 @@ class Breakdown:
     unknown_kernels: list[KernelStat]
     notes: list[str] = field(default_factory=list)
     capture: dict[str, Any] = field(default_factory=dict)
+    attribution: Attribution | None = None  # module/layer attribution, coverage, inferred phases and mode

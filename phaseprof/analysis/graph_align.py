@@ -1,0 +1,203 @@
+"""CUDA/HIP-graph replay attribution: give replayed kernels the modules of the run that recorded them.
+
+Under replay every kernel of a graph correlates to one ``cudaGraphLaunch``: its op stack and module tree say only
+where the graph was launched. The same kernels, in the same order, appear where the graph was made:
+
+- a *capture* window (``*StreamBeginCapture`` .. ``*StreamEndCapture`` on one thread), whose launch calls carry the
+  kernel name in ``args.kernel`` on ROCm (the kernels themselves do not run while captured);
+- an *eager* forward pass of the same model (vLLM warms each capture size up eagerly before capturing it).
+
+Each replayed graph's kernel sequence (GPU start order) is aligned, by name, with the reference segment that
+matches it best (``difflib.SequenceMatcher`` matching blocks: order kept, insertions and deletions allowed, as
+TraceLens's greedy forward scan; memcpy/memset match any memcpy/memset). Matched kernels take the reference's
+module-view label and layer; unmatched ones keep the kernel-name fallback and count as such in the coverage.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from difflib import SequenceMatcher
+
+import numpy as np
+import pandas as pd
+
+from phaseprof.analysis.modules import ModuleTree
+from phaseprof.defaults import GRAPH_LAUNCH_APIS, LAUNCH_APIS
+from phaseprof.trace.correlate import Correlated
+from phaseprof.trace.tables import EventTables, labels
+
+_MEMCPY, _MEMSET = "<memcpy>", "<memset>"
+
+
+@dataclass(frozen=True)
+class Segment:
+    """One reference kernel sequence, in launch order, with each kernel's attribution."""
+
+    source: str  # "capture" | "eager"
+    names: tuple[str, ...]  # kernel names (memcpy/memset as one token each)
+    label: tuple[str, ...]  # module-view label per kernel
+    layer: tuple[int, ...]  # decoder layer per kernel, -1 outside layers
+    matched: tuple[bool, ...]  # whether the label came from a module/op rule or module tree (not a name fallback)
+
+
+@dataclass(frozen=True)
+class Alignment:
+    """Per item of the replay: aligned label/layer (None/-1 where not aligned), and what was done."""
+
+    label: np.ndarray  # object, None where not aligned
+    layer: np.ndarray  # int64
+    detail: str
+
+
+def _token(name: str, kind: str) -> str:
+    if kind == "memcpy" or name.startswith("Memcpy"):
+        return _MEMCPY
+    if kind == "memset" or name.startswith("Memset"):
+        return _MEMSET
+    return name
+
+
+def reference_segments(t: EventTables, c: Correlated, *, op_label: np.ndarray, tree: ModuleTree,
+                       kernel_bucket_of: dict[str, str]) -> list[Segment]:
+    """Capture windows (launch calls with kernel names) and eager forward passes (kernels launched directly,
+    one segment per outermost module call) of ``t``. ``op_label``: module-view bucket of each op (None where no
+    rule names it or an enclosing op); ``kernel_bucket_of``: kernel-view bucket by name, for the fallback."""
+    rt = t.runtime
+    segs: list[Segment] = []
+    if rt.empty:
+        return segs
+    names = labels(rt["name"])
+    kernel = labels(rt["launched_kernel"])
+    rts = rt["ts_ns"].to_numpy()
+    rt_mod = tree.innermost(rt)
+    rt_op = c.runtime_op
+
+    def attrib(rows: np.ndarray, knames: list[str]) -> tuple[tuple[str, ...], tuple[int, ...], tuple[bool, ...]]:
+        lab, lay, ok = [], [], []
+        for r, k in zip(rows.tolist(), knames):
+            o = rt_op[r]
+            m = rt_mod[r]
+            if o >= 0 and op_label[o] is not None:
+                lab.append(str(op_label[o])); ok.append(True)
+            elif m >= 0 and tree.label[m] is not None:
+                lab.append(str(tree.label[m])); ok.append(True)
+            else:
+                lab.append(kernel_bucket_of.get(k, "unknown")); ok.append(False)
+            lay.append(int(tree.layer[m]) if m >= 0 else -1)
+        return tuple(lab), tuple(lay), tuple(ok)
+
+    begins = np.flatnonzero(np.char.endswith(names.astype(str), "StreamBeginCapture"))
+    ends = np.flatnonzero(np.char.endswith(names.astype(str), "StreamEndCapture"))
+    is_launch = np.isin(names, list(LAUNCH_APIS - GRAPH_LAUNCH_APIS))
+    for b in begins.tolist():
+        later = ends[rts[ends] > rts[b]]
+        if later.size == 0:
+            continue
+        e = int(later[np.argmin(rts[later])])
+        rows = np.flatnonzero(is_launch & (rts > rts[b]) & (rts < rts[e]))
+        rows = rows[np.argsort(rts[rows], kind="stable")]
+        if rows.size == 0:
+            continue
+        kn = [_token(kernel[r] or names[r], "memcpy" if "Memcpy" in names[r] else
+                     ("memset" if "Memset" in names[r] else "kernel")) for r in rows.tolist()]
+        if all(k in LAUNCH_APIS for k in kn):  # no kernel names recorded: nothing to align by
+            continue
+        lab, lay, ok = attrib(rows, kn)
+        segs.append(Segment("capture", tuple(kn), lab, lay, ok))
+    segs += _eager_segments(t, c, tree=tree, rt_mod=rt_mod, attrib=attrib)
+    return segs
+
+
+def _eager_segments(t: EventTables, c: Correlated, *, tree: ModuleTree, rt_mod: np.ndarray, attrib) -> list[Segment]:
+    """Kernels launched directly (not by a graph launch) inside each outermost module call."""
+    if tree.empty or t.gpu.empty:
+        return []
+    g = t.gpu
+    launch = c.gpu_launch
+    rt_names = labels(t.runtime["name"])
+    direct = (launch >= 0) & ~np.isin(rt_names[np.maximum(launch, 0)], list(GRAPH_LAUNCH_APIS))
+    if not direct.any():
+        return []
+    roots = np.flatnonzero(tree.parent < 0)
+    # root call of each runtime row's innermost module
+    root_of = np.arange(len(tree.parent))
+    par = tree.parent
+    for _ in range(64):  # module trees are shallow; walk all rows up together
+        nxt = np.where(par[root_of] >= 0, par[root_of], root_of)
+        if np.array_equal(nxt, root_of):
+            break
+        root_of = nxt
+    gi = np.flatnonzero(direct)
+    m = rt_mod[launch[gi]]
+    gi, m = gi[m >= 0], m[m >= 0]
+    if gi.size == 0:
+        return []
+    seg_of = root_of[m]
+    gnames = labels(g["name"])
+    kinds = labels(g["kind"])
+    gts = g["ts_ns"].to_numpy()
+    out = []
+    for r in roots.tolist():
+        rows = gi[seg_of == r]
+        if rows.size < 2:
+            continue
+        rows = rows[np.argsort(gts[rows], kind="stable")]
+        kn = [_token(gnames[i], kinds[i]) for i in rows.tolist()]
+        lab, lay, ok = attrib(launch[rows], kn)
+        out.append(Segment("eager", tuple(kn), lab, lay, ok))
+    return out
+
+
+def align_replay(items: pd.DataFrame, t: EventTables, segments: list[Segment], *, what: str) -> Alignment:
+    """Align each graph launch's replayed items with its best-matching segment (see module docstring)."""
+    n = len(items)
+    label = np.full(n, None, dtype=object)
+    layer = np.full(n, -1, dtype=np.int64)
+    launch = items["launch"].to_numpy()
+    rt_names = labels(t.runtime["name"]) if len(t.runtime) else np.zeros(0, dtype=object)
+    is_graph = np.zeros(n, dtype=bool)
+    if rt_names.size:
+        is_graph = (launch >= 0) & np.isin(rt_names[np.maximum(launch, 0)], list(GRAPH_LAUNCH_APIS))
+    n_replayed = int(is_graph.sum())
+    if n_replayed == 0:
+        return Alignment(label, layer, "no graph-replayed kernels")
+    if not segments:
+        return Alignment(label, layer, f"{n_replayed} graph-replayed kernels, no capture or eager reference in "
+                         f"{what}: kernel-name fallback")
+    names = labels(items["name"])
+    kinds = labels(items["kind"])
+    ts = items["ts_ns"].to_numpy()
+    vocab: dict[str, int] = {}
+    seg_codes = [[vocab.setdefault(x, len(vocab)) for x in s.names] for s in segments]
+    aligned, paired, graphs = 0, 0, 0
+    pos = np.flatnonzero(is_graph)
+    pos = pos[np.lexsort((ts[pos], launch[pos]))]  # by graph launch, then GPU start
+    for rows in np.split(pos, np.flatnonzero(np.diff(launch[pos])) + 1):
+        codes = [vocab.get(_token(names[i], kinds[i]), -1 - k) for k, i in enumerate(rows.tolist())]
+        graphs += 1
+        best, best_hits, best_blocks = None, 0, []
+        for si, sc in enumerate(seg_codes):
+            if abs(len(sc) - len(codes)) > max(len(codes), len(sc)) // 2:
+                continue
+            sm = SequenceMatcher(None, codes, sc, autojunk=False)
+            blocks = sm.get_matching_blocks()
+            hits = sum(b.size for b in blocks)
+            if hits > best_hits:
+                best, best_hits, best_blocks = si, hits, blocks
+        if best is None:
+            continue
+        seg = segments[best]
+        paired += best_hits
+        for b in best_blocks:
+            for k in range(b.size):
+                i = rows[b.a + k]
+                j = b.b + k
+                if seg.matched[j]:
+                    label[i] = seg.label[j]
+                    layer[i] = seg.layer[j]
+                    aligned += 1
+    src = sorted({s.source for s in segments})
+    detail = (f"{paired} of {n_replayed} graph-replayed kernels ({graphs} graph launches) paired by kernel name and "
+              f"order with {len(segments)} {'/'.join(src)} sequence(s) in {what}; {aligned} took a module from "
+              "it (the rest ran where no module is named, e.g. inside torch.compile graphs)")
+    return Alignment(label, layer, detail)
