@@ -38,7 +38,7 @@ def analyze(
     from phaseprof.report.markdown import breakdown_markdown
     from phaseprof.report.table import print_breakdown
 
-    from phaseprof.report.attribution import attribution_markdown, print_attribution
+    from phaseprof.report.attribution import print_layers
 
     if by not in (None, "layer"):
         raise PhaseprofError(f"unknown --by {by!r} (supported: layer)")
@@ -58,11 +58,12 @@ def analyze(
             console.print(f"[dim]wrote {dest}[/]") if fmt == OutputFormat.table else None
         if fmt == OutputFormat.table:
             print_breakdown(bd, console)
-            print_attribution(bd, console, by_layer=by == "layer")
+            if by == "layer":
+                print_layers(bd, console)
         elif fmt == OutputFormat.json:
             typer.echo(dumps(bd).decode())
         else:
-            typer.echo(breakdown_markdown(bd) + attribution_markdown(bd, by_layer=by == "layer"))
+            typer.echo(breakdown_markdown(bd, by_layer=by == "layer"))
         if cross_check:
             if cross_check != "hta":
                 raise PhaseprofError(f"unknown --cross-check {cross_check!r} (supported: hta)")

@@ -39,7 +39,7 @@ def layer_table(pa: PhaseAttribution) -> Table:
 
 
 def print_attribution(bd: Breakdown, console: Console, *, by_layer: bool = False) -> None:
-    """Coverage lines (always), mode and inferred phases; the per-layer tables with ``by_layer``."""
+    """Mode, inferred phases and coverage lines; the per-layer tables with ``by_layer`` (``--by layer``)."""
     a: Attribution | None = bd.attribution
     if a is None:
         return
@@ -53,6 +53,13 @@ def print_attribution(bd: Breakdown, console: Console, *, by_layer: bool = False
     for pa in a.phases:
         console.print(coverage_line(pa))
     if by_layer:
+        print_layers(bd, console)
+
+
+def print_layers(bd: Breakdown, console: Console) -> None:
+    """The layers x buckets table of each phase, or why there is none."""
+    a = bd.attribution
+    if a is not None:
         if not any(pa.layers for pa in a.phases):
             console.print("[yellow]no per-layer view: the trace has no decoder-layer nn.Module events "
                           "(record it with_stack, e.g. vLLM's own profiler)[/]")

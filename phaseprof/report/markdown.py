@@ -9,7 +9,7 @@ def _ms(us: float) -> str:
     return f"{us / 1000:,.2f}"
 
 
-def breakdown_markdown(bd: Breakdown, *, top: int = 5) -> str:
+def breakdown_markdown(bd: Breakdown, *, top: int = 5, by_layer: bool = True) -> str:
     tr = bd.trace
     out = [f"### phaseprof breakdown: `{tr.path.rsplit('/', 1)[-1]}`", "",
            f"{tr.gpu_name or tr.platform} · {tr.device} trace · steps: {bd.step_detection['detail']}", ""]
@@ -41,4 +41,6 @@ def breakdown_markdown(bd: Breakdown, *, top: int = 5) -> str:
     if bd.unknown_kernels:
         out += ["", f"⚠️ {len(bd.unknown_kernels)} unclassified kernel name(s), "
                 f"{_ms(sum(k.time_us for k in bd.unknown_kernels))} ms"]
-    return "\n".join(out) + "\n"
+    from phaseprof.report.attribution import attribution_markdown  # noqa: PLC0415
+
+    return "\n".join(out) + "\n" + attribution_markdown(bd, by_layer=by_layer)

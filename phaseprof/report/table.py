@@ -75,6 +75,9 @@ def print_breakdown(bd: Breakdown, console: Console, *, top: int = 3) -> None:
             console.print(f"  {_ms(k.time_us):>10} ms  x{k.count:<6} {_short(k.name)}")
     for n in bd.notes:
         console.print(f"[dim]note: {n}[/]")
+    from phaseprof.report.attribution import print_attribution  # noqa: PLC0415
+
+    print_attribution(bd, console)
 
 
 def print_rank_summary(summary: "RankSummary", console: Console) -> None:  # noqa: F821 (import cycle-free hint)
