@@ -18,7 +18,7 @@ Columns this adds to the work items (``Prepared.items``):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -42,6 +42,7 @@ class ItemAttribution:
 
     tree: ModuleTree
     graph_alignment: str
+    alignment_counts: dict[str, int] = field(default_factory=dict)
 
 
 def graph_reference(t: EventTables, c: Correlated, rules: RuleSet, op_module: np.ndarray,
@@ -103,20 +104,23 @@ def attribute_items(items: pd.DataFrame, t: EventTables, c: Correlated, rules: R
         method[has_mod] = Method.MODULE_TREE.value
         inside = (mod >= 0) & ~replayed
         layer[inside] = tree.layer[mod[inside]]
-    detail = "no graph-replayed kernels"
-    if replayed.any():
-        segs = graph_reference(t, c, rules, op_module, tree)
+    detail, counts = "no graph-replayed kernels", {}
+    if replayed.any() or reference is not None:
+        # own capture windows always; eager forwards only from another trace (this trace's own eager steps
+        # already carry their modules)
+        segs = [s for s in graph_reference(t, c, rules, op_module, tree) if s.source == "capture"]
         what = "this trace"
         if reference is not None:
             segs, what = segs + reference[0], f"this trace and {reference[1]}"
-        al = align_replay(items, t, segs, what=what)
-        hit = replayed & ~pd.isna(al.label)
+        want = replayed | (method == Method.KERNEL_NAME.value)
+        al = align_replay(items, t, segs, want=want, what=what)
+        hit = want & ~pd.isna(al.label)
         module[hit] = al.label[hit]
         method[hit] = Method.GRAPH_ALIGNMENT.value
         layer[hit] = al.layer[hit]
-        detail = al.detail
+        detail, counts = al.detail, al.counts
     items = items.assign(module_bucket=module, attribution=method, layer=layer)
-    return items, ItemAttribution(tree=tree, graph_alignment=detail)
+    return items, ItemAttribution(tree=tree, graph_alignment=detail, alignment_counts=counts)
 
 
 def summarize(items: pd.DataFrame, phases: dict[str, set[int]], ia: ItemAttribution, *, mode: tuple[str, str],
@@ -142,5 +146,6 @@ def summarize(items: pd.DataFrame, phases: dict[str, set[int]], ia: ItemAttribut
         out.append(PhaseAttribution(phase=phase, coverage_us=cov_us, coverage_pct=cov_pct, layers=rows,
                                     outside_layers_us=outside))
     return Attribution(version=ATTRIBUTION_VERSION, module_calls=len(ia.tree.frame),
-                       module_classes=module_classes(ia.tree), graph_alignment=ia.graph_alignment, phases=out,
+                       module_classes=module_classes(ia.tree), graph_alignment=ia.graph_alignment,
+                       alignment_counts=dict(ia.alignment_counts), phases=out,
                        mode=mode[0], mode_evidence=mode[1], inferred_phases=inferred, empty_steps_dropped=dropped)

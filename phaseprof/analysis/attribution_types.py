@@ -57,6 +57,9 @@ class Attribution:
     module_calls: int  # nn.Module forward calls in the trace (0: recorded without stacks)
     module_classes: list[str]
     graph_alignment: str  # what graph-replay alignment did, one sentence
+    #: kernels graph-replayed / to align (replayed or without module evidence) / paired with a reference kernel /
+    #: replayed and paired / that took a module from the reference ({} when nothing was aligned)
+    alignment_counts: dict[str, int]
     phases: list[PhaseAttribution]
     mode: str  # "eager" | "compiled" | "piecewise graphs" | "full graphs" | "cpu"
     mode_evidence: str

@@ -7,15 +7,18 @@ where the graph was launched. The same kernels, in the same order, appear where 
   kernel name in ``args.kernel`` on ROCm (the kernels themselves do not run while captured);
 - an *eager* forward pass of the same model (vLLM warms each capture size up eagerly before capturing it).
 
-Each replayed graph's kernel sequence (GPU start order) is aligned, by name, with the reference segment that
-matches it best (``difflib.SequenceMatcher`` matching blocks: order kept, insertions and deletions allowed, as
-TraceLens's greedy forward scan; memcpy/memset match any memcpy/memset). Matched kernels take the reference's
-module-view label and layer; unmatched ones keep the kernel-name fallback and count as such in the coverage.
+Each step's work, in launch order (a graph's kernels in GPU order at their launch; piecewise graphs and the eager
+ops between them interleave), is aligned by name with the reference segment sharing the most kernels with it
+(``difflib.SequenceMatcher`` matching blocks: order kept, insertions and deletions allowed, as TraceLens's greedy
+forward scan; memcpy/memset match any memcpy/memset). Replayed kernels, and kernels with no module evidence of
+their own (launched inside torch.compile's opaque ``GraphModule``), take the paired reference kernel's module-view
+label and layer where the reference has one; the rest keep the kernel-name fallback and count as such.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections import Counter
+from dataclasses import dataclass, field
 from difflib import SequenceMatcher
 
 import numpy as np
@@ -47,6 +50,7 @@ class Alignment:
     label: np.ndarray  # object, None where not aligned
     layer: np.ndarray  # int64
     detail: str
+    counts: dict[str, int] = field(default_factory=dict)  # replayed, wanted, paired, replayed_paired, with_module
 
 
 def _token(name: str, kind: str) -> str:
@@ -148,56 +152,62 @@ def _eager_segments(t: EventTables, c: Correlated, *, tree: ModuleTree, rt_mod: 
     return out
 
 
-def align_replay(items: pd.DataFrame, t: EventTables, segments: list[Segment], *, what: str) -> Alignment:
-    """Align each graph launch's replayed items with its best-matching segment (see module docstring)."""
+def align_replay(items: pd.DataFrame, t: EventTables, segments: list[Segment], *, want: np.ndarray,
+                 what: str) -> Alignment:
+    """Align each step's work, in launch order (a graph's kernels in GPU order at its launch), with the
+    reference segment sharing the most kernels with it; items in ``want`` (graph-replayed, or without module
+    evidence of their own) take the paired reference kernel's label and layer."""
     n = len(items)
     label = np.full(n, None, dtype=object)
     layer = np.full(n, -1, dtype=np.int64)
     launch = items["launch"].to_numpy()
-    rt_names = labels(t.runtime["name"]) if len(t.runtime) else np.zeros(0, dtype=object)
+    rt = t.runtime
+    rt_names = labels(rt["name"]) if len(rt) else np.zeros(0, dtype=object)
     is_graph = np.zeros(n, dtype=bool)
     if rt_names.size:
         is_graph = (launch >= 0) & np.isin(rt_names[np.maximum(launch, 0)], list(GRAPH_LAUNCH_APIS))
-    n_replayed = int(is_graph.sum())
-    if n_replayed == 0:
-        return Alignment(label, layer, "no graph-replayed kernels")
+    n_replayed, n_want = int(is_graph.sum()), int(want.sum())
+    if n_want == 0:
+        return Alignment(label, layer, "nothing to align (every kernel has module evidence; no graph replay)")
     if not segments:
         return Alignment(label, layer, f"{n_replayed} graph-replayed kernels, no capture or eager reference in "
                          f"{what}: kernel-name fallback")
     names = labels(items["name"])
     kinds = labels(items["kind"])
     ts = items["ts_ns"].to_numpy()
+    host = np.where(launch >= 0, rt["ts_ns"].to_numpy()[np.maximum(launch, 0)] if len(rt) else ts, ts)
     vocab: dict[str, int] = {}
     seg_codes = [[vocab.setdefault(x, len(vocab)) for x in s.names] for s in segments]
-    aligned, paired, graphs = 0, 0, 0
-    pos = np.flatnonzero(is_graph)
-    pos = pos[np.lexsort((ts[pos], launch[pos]))]  # by graph launch, then GPU start
-    for rows in np.split(pos, np.flatnonzero(np.diff(launch[pos])) + 1):
-        codes = [vocab.get(_token(names[i], kinds[i]), -1 - k) for k, i in enumerate(rows.tolist())]
-        graphs += 1
-        best, best_hits, best_blocks = None, 0, []
-        for si, sc in enumerate(seg_codes):
-            if abs(len(sc) - len(codes)) > max(len(codes), len(sc)) // 2:
-                continue
-            sm = SequenceMatcher(None, codes, sc, autojunk=False)
-            blocks = sm.get_matching_blocks()
-            hits = sum(b.size for b in blocks)
-            if hits > best_hits:
-                best, best_hits, best_blocks = si, hits, blocks
-        if best is None:
+    seg_bags = [Counter(sc) for sc in seg_codes]
+    aligned, paired, steps_done, replayed_paired = 0, 0, 0, 0
+    step = items["step"].to_numpy()
+    for k in np.unique(step[want]).tolist():
+        rows = np.flatnonzero(step == k)
+        rows = rows[np.lexsort((ts[rows], host[rows]))]
+        codes = [vocab.get(_token(names[i], kinds[i]), -1) for i in rows.tolist()]
+        bag = Counter(c for c in codes if c >= 0)
+        # the candidate sharing the most kernels (multiset overlap); ties: the closest in length
+        best = max(range(len(segments)), key=lambda si: (sum((bag & seg_bags[si]).values()),
+                                                          -abs(len(seg_codes[si]) - len(codes))))
+        if not (bag & seg_bags[best]):
             continue
+        codes = [c if c >= 0 else -1 - j for j, c in enumerate(codes)]  # unknown names never match
+        blocks = SequenceMatcher(None, codes, seg_codes[best], autojunk=False).get_matching_blocks()
         seg = segments[best]
-        paired += best_hits
-        for b in best_blocks:
-            for k in range(b.size):
-                i = rows[b.a + k]
-                j = b.b + k
-                if seg.matched[j]:
-                    label[i] = seg.label[j]
-                    layer[i] = seg.layer[j]
-                    aligned += 1
-    src = sorted({s.source for s in segments})
-    detail = (f"{paired} of {n_replayed} graph-replayed kernels ({graphs} graph launches) paired by kernel name and "
-              f"order with {len(segments)} {'/'.join(src)} sequence(s) in {what}; {aligned} took a module from "
-              "it (the rest ran where no module is named, e.g. inside torch.compile graphs)")
-    return Alignment(label, layer, detail)
+        steps_done += 1
+        for b in blocks:
+            for d in range(b.size):
+                i, j = rows[b.a + d], b.b + d
+                if want[i]:
+                    paired += 1
+                    replayed_paired += int(is_graph[i])
+                    if seg.matched[j]:
+                        label[i], layer[i] = seg.label[j], seg.layer[j]
+                        aligned += 1
+    src = "/".join(sorted({s.source for s in segments}))
+    detail = (f"{paired} of {n_want} kernels without module evidence ({n_replayed} graph-replayed) paired by "
+              f"name and order, in {steps_done} step(s), with {len(segments)} {src} sequence(s) in {what}; "
+              f"{aligned} took a module from it (the rest ran where no module is named, e.g. inside "
+              "torch.compile graphs)")
+    return Alignment(label, layer, detail, {"replayed": n_replayed, "wanted": n_want, "paired": paired,
+                                            "replayed_paired": replayed_paired, "with_module": aligned})

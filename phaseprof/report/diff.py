@@ -338,6 +338,23 @@ def _mode(bd: Breakdown) -> str | None:
     return "graph (inferred)" if any(s.launches.graph_launches for s in bd.steps) else "eager (inferred)"
 
 
+def attribution_basis(bd: Breakdown) -> str | None:
+    """What the module view mostly rests on (the attribution method, other than kernel names, covering the most GPU
+    time), or "kernel names" when nothing else covered a tenth of it; None for breakdowns without the section."""
+    a = bd.attribution
+    if a is None or not a.phases:
+        return None
+    total: dict[str, float] = {}
+    for pa in a.phases:
+        for m, us in pa.coverage_us.items():
+            total[m] = total.get(m, 0.0) + us
+    busy = sum(total.values())
+    best = max((m for m in total if m != "kernel_name"), key=lambda m: total[m], default=None)
+    if best is None or not busy or total[best] < 0.1 * busy:
+        return "kernel names"
+    return best.replace("_", " ")
+
+
 def _model_name(capture: Mapping[str, Any]) -> str | None:
     """The model as the user named it (preset or repo id): run.json's ``model.name`` or the trace's embedded
     ``model``; only then any deeper ``model`` key (e.g. the engine's materialised config path)."""
@@ -395,6 +412,8 @@ def comparability(a: Breakdown, b: Breakdown) -> tuple[Comparability, ...]:
         _compare("platform", f"{a.trace.platform}/{a.trace.device}", f"{b.trace.platform}/{b.trace.device}"),
         _compare("world size", world(a), world(b)),
         _compare("step detection", a.step_detection.get("method"), b.step_detection.get("method")),
+        # module views built on different evidence (module tree vs kernel names) are not like for like
+        _compare("module view basis", attribution_basis(a), attribution_basis(b)),
     )
 
 
