@@ -61,7 +61,7 @@ class Attribution:
     #: replayed and paired / that took a module from the reference ({} when nothing was aligned)
     alignment_counts: dict[str, int]
     phases: list[PhaseAttribution]
-    mode: str  # "eager" | "compiled" | "piecewise graphs" | "full graphs" | "cpu"
+    mode: str  # "eager" | "compiled" | "piecewise graphs" | "full graphs" | "full and piecewise graphs" | "cpu"
     mode_evidence: str
     inferred_phases: list[InferredPhase] = field(default_factory=list)
     empty_steps_dropped: int = 0

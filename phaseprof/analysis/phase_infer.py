@@ -5,7 +5,8 @@
 - Empty steps (vLLM ends a profile with ``execute_context_0(0)_generation_0(0)``; a step window with no work at
   all) are not a phase: they are dropped and counted.
 - Mode: full graphs (replay carries the forward pass, one graph launch per step), piecewise graphs (many graph
-  launches per step, attention eager in between), compiled (TorchInductor ``triton_*_fused`` kernels, launched
+  launches per step, attention eager in between), both (vLLM's FULL_AND_PIECEWISE: full graphs for decode steps,
+  piecewise for the rest), compiled (TorchInductor ``triton_*_fused`` kernels, launched
   directly), eager, or cpu.
 """
 
@@ -128,12 +129,18 @@ def infer_mode(t: EventTables, items: pd.DataFrame, det: StepDetection, device: 
         share = pd.Series(by_graph).groupby(steps).mean()
         graph_steps = share[share > GRAPH_SHARE].index
         launches = per_step.reindex(graph_steps).dropna()
-        if len(launches) and float(launches.median()) <= 1:
-            return "full graphs", (f"{len(graph_steps)} of {len(det.steps)} steps replay one graph each "
-                                   f"({100 * float(share[graph_steps].mean()):.0f}% of their kernels)")
+        full, piecewise = int((launches <= 1).sum()), int((launches > 1).sum())
+        pct = 100 * float(share[graph_steps].mean()) if len(graph_steps) else 0.0
+        if full and piecewise:
+            return "full and piecewise graphs", (
+                f"{full} step(s) replay one full graph, {piecewise} step(s) "
+                f"{float(launches[launches > 1].median()):.0f} piecewise graphs (median); {pct:.0f}% of their "
+                "kernels replayed")
+        if full:
+            return "full graphs", f"{full} of {len(det.steps)} steps replay one graph each ({pct:.0f}% of their kernels)"
         med = float(per_step.median())
-        return "piecewise graphs", (f"{med:.0f} graph launches per step (median) with {100 * (1 - by_graph.mean()):.0f}% "
-                                    "of kernels launched directly in between")
+        return "piecewise graphs", (f"{med:.0f} graph launches per step (median) with "
+                                    f"{100 * (1 - by_graph.mean()):.0f}% of kernels launched directly in between")
     if ind_share > COMPILED_SHARE:
         return "compiled", f"{100 * ind_share:.0f}% of kernels are TorchInductor triton_*_fused kernels, no graph replay"
     return "eager", f"no graph launches; {100 * ind_share:.0f}% TorchInductor kernels"

@@ -211,3 +211,17 @@ def test_layer_of_a_kernel_outside_layers_is_minus_one(cpu_bd):
     outside = tree.layer[np.asarray([c in ("LogitsProcessor", "Sampler", "VocabParallelEmbedding")
                                      for c in tree.cls])]
     assert outside.size and (outside == -1).all()
+
+
+@pytest.mark.parametrize(("run", "mode"), [
+    ("eager/20261130T094724Z-h200-qwen3.5-35b-a3b-prefill-4096", "eager"),
+    ("graph/20261130T094740Z-h200-qwen3.5-35b-a3b-prefill-4096", "piecewise graphs"),  # 4K: 41 pieces
+    ("graph/20261130T094743Z-h200-qwen3.5-35b-a3b-decode-128in-32out", "full and piecewise graphs"),
+])
+def test_mode_inferred_from_the_trace_matches_how_it_was_recorded(run, mode):
+    """The committed H200 captures: vLLM 0.23 eager, and graph mode (FULL_AND_PIECEWISE: a piecewise prefill,
+    full-graph decode steps); run.json records the mode, the analysis reads only the trace."""
+    bd = analyze_trace(REPO / "traces/h200" / run / "trace.json.gz")
+    assert bd.attribution.mode == mode
+    recorded = json.loads((REPO / "traces/h200" / run / "run.json").read_text())
+    assert json.dumps(recorded).count('"enforce_eager": true') == (1 if mode == "eager" else 0)
