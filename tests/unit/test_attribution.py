@@ -225,3 +225,21 @@ def test_mode_inferred_from_the_trace_matches_how_it_was_recorded(run, mode):
     assert bd.attribution.mode == mode
     recorded = json.loads((REPO / "traces/h200" / run / "run.json").read_text())
     assert json.dumps(recorded).count('"enforce_eager": true') == (1 if mode == "eager" else 0)
+
+
+def test_diff_shows_coverage_and_layers(cpu_bd):
+    from phaseprof.report.diff import diff_breakdowns
+    from phaseprof.report.diff_markdown import diff_markdown
+
+    plain = analyze_trace(REPO / "traces/cpu/tiny-hybrid-prefill128-decode8/trace.json.gz")  # no stacks
+    d = diff_breakdowns(cpu_bd, plain)
+    assert "module view basis differs: module tree (A) vs op stack (B)" in d.warnings
+    dec = d.phase("decode")
+    cov = {x.metric: x for x in dec.coverage}
+    assert cov["module_tree"].a > 30 and cov["module_tree"].b == 0.0
+    assert dec.layers == ()  # B has no module tree: no layer comparison
+    same = diff_breakdowns(cpu_bd, cpu_bd).phase("decode")
+    assert [x.metric for x in same.layers] == ["layer 0 gdn+moe", "layer 1 gdn+moe", "layer 2 gdn+moe",
+                                                "layer 3 attention+moe"]
+    assert all(x.change == 0 for x in same.layers)
+    assert "| decoder layer (ms/step) |" in diff_markdown(diff_breakdowns(cpu_bd, cpu_bd), max_chars=10 ** 6)
