@@ -179,7 +179,7 @@ def align_replay(items: pd.DataFrame, t: EventTables, segments: list[Segment], *
     vocab: dict[str, int] = {}
     seg_codes = [[vocab.setdefault(x, len(vocab)) for x in s.names] for s in segments]
     seg_bags = [Counter(sc) for sc in seg_codes]
-    aligned, paired, steps_done, replayed_paired = 0, 0, 0, 0
+    aligned, paired, steps_done, replayed_paired, filled = 0, 0, 0, 0, 0
     step = items["step"].to_numpy()
     for k in np.unique(step[want]).tolist():
         rows = np.flatnonzero(step == k)
@@ -204,10 +204,33 @@ def align_replay(items: pd.DataFrame, t: EventTables, segments: list[Segment], *
                     if seg.matched[j]:
                         label[i], layer[i] = seg.label[j], seg.layer[j]
                         aligned += 1
+        filled += _fill_between(rows, label, layer, want)
     src = "/".join(sorted({s.source for s in segments}))
     detail = (f"{paired} of {n_want} kernels without module evidence ({n_replayed} graph-replayed) paired by "
               f"name and order, in {steps_done} step(s), with {len(segments)} {src} sequence(s) in {what}; "
-              f"{aligned} took a module from it (the rest ran where no module is named, e.g. inside "
-              "torch.compile graphs)")
+              f"{aligned} took a module from it, {filled} more lie between two kernels of the same module and "
+              "layer (the rest ran where no module is named, e.g. torch.compile's fused glue between blocks)")
     return Alignment(label, layer, detail, {"replayed": n_replayed, "wanted": n_want, "paired": paired,
-                                            "replayed_paired": replayed_paired, "with_module": aligned})
+                                            "replayed_paired": replayed_paired, "with_module": aligned,
+                                            "between_same_module": filled})
+
+
+def _fill_between(rows: np.ndarray, label: np.ndarray, layer: np.ndarray, want: np.ndarray) -> int:
+    """Give a still-unlabelled wanted item (in step order ``rows``) the label and layer of the labelled items
+    before and after it when those two agree: work fused by torch.compile inside one block (a norm between two
+    GEMMs of the same GDN layer) ran for that block. Returns how many were filled."""
+    lab = pd.Series(label[rows], dtype=object)
+    known = lab.notna().to_numpy()
+    if known.all() or not known.any():
+        return 0
+    pos = pd.Series(np.where(known, np.arange(rows.size), np.nan))
+    prev, nxt = pos.ffill().to_numpy(), pos.bfill().to_numpy()
+    ok = ~known & want[rows] & ~np.isnan(prev) & ~np.isnan(nxt)
+    idx = np.flatnonzero(ok)
+    p, q = prev[idx].astype(np.int64), nxt[idx].astype(np.int64)
+    lay = layer[rows]
+    same = (lab.to_numpy()[p] == lab.to_numpy()[q]) & (lay[p] == lay[q])
+    tgt = rows[idx[same]]
+    label[tgt] = label[rows[p[same]]]
+    layer[tgt] = layer[rows[p[same]]]
+    return int(tgt.size)
