@@ -25,7 +25,7 @@ import pandas as pd
 
 from phaseprof.analysis.attribution_types import (ATTRIBUTION_VERSION, Attribution, InferredPhase, LayerRow,
                                                   Method, PhaseAttribution)
-from phaseprof.analysis.graph_align import Segment, align_replay, reference_segments
+from phaseprof.analysis.graph_align import Reference, Segment, align_replay, reference_segments
 from phaseprof.analysis.modules import ModuleTree, build_module_tree, module_classes
 from phaseprof.classify.classifier import kernel_bucket
 from phaseprof.classify.rules import RuleSet
@@ -43,6 +43,7 @@ class ItemAttribution:
     tree: ModuleTree
     graph_alignment: str
     alignment_counts: dict[str, int] = field(default_factory=dict)
+    layer_types: dict[int, str] = field(default_factory=dict)  # this trace's, else the reference run's
 
 
 def graph_reference(t: EventTables, c: Correlated, rules: RuleSet, op_module: np.ndarray,
@@ -69,7 +70,7 @@ class _KernelBuckets(dict):
 
 
 def attribute_items(items: pd.DataFrame, t: EventTables, c: Correlated, rules: RuleSet, op_module: np.ndarray,
-                    device: str, *, reference: tuple[list[Segment], str] | None = None) -> tuple[pd.DataFrame,
+                    device: str, *, reference: Reference | None = None) -> tuple[pd.DataFrame,
                                                                                                ItemAttribution]:
     """Add ``attribution`` and ``layer`` to ``items`` and recompute ``module_bucket`` (see module docstring).
     ``reference``: segments of another trace (a capture run) and its name, for graph-replay alignment."""
@@ -120,7 +121,8 @@ def attribute_items(items: pd.DataFrame, t: EventTables, c: Correlated, rules: R
         layer[hit] = al.layer[hit]
         detail, counts = al.detail, al.counts
     items = items.assign(module_bucket=module, attribution=method, layer=layer)
-    return items, ItemAttribution(tree=tree, graph_alignment=detail, alignment_counts=counts)
+    types = {**(reference[2] if reference is not None else {}), **tree.layer_types}
+    return items, ItemAttribution(tree=tree, graph_alignment=detail, alignment_counts=counts, layer_types=types)
 
 
 def summarize(items: pd.DataFrame, phases: dict[str, set[int]], ia: ItemAttribution, *, mode: tuple[str, str],
@@ -139,7 +141,7 @@ def summarize(items: pd.DataFrame, phases: dict[str, set[int]], ia: ItemAttribut
             per = in_layer.groupby(["layer", "module_bucket"])["share_ns"].sum()
             for k, g in per.groupby(level=0):
                 tot = float(g.sum())
-                rows.append(LayerRow(layer=int(k), layer_type=ia.tree.layer_types.get(int(k), "unknown"),
+                rows.append(LayerRow(layer=int(k), layer_type=ia.layer_types.get(int(k), "unknown"),
                                      time_us=tot * _US, share_pct=100.0 * tot / busy if busy else 0.0,
                                      by_bucket_us={str(b): float(v) * _US for (_, b), v in g.items()}))
         outside = float(sub.loc[sub["layer"] < 0, "share_ns"].sum()) * _US

@@ -10,7 +10,7 @@ import pandas as pd
 from phaseprof import __version__
 from phaseprof.analysis import intervals as iv
 from phaseprof.analysis.attribution import summarize
-from phaseprof.analysis.graph_align import Segment
+from phaseprof.analysis.graph_align import Reference
 from phaseprof.analysis.phase_infer import infer_mode
 from phaseprof.analysis.prepare import prepare
 from phaseprof.analysis.results import (AllocCounts, BucketTime, Breakdown, IdleSplit, KernelStat, LaunchCounts,
@@ -216,7 +216,7 @@ def _phase_summary(phase: str, rows: list[StepRow], items: pd.DataFrame) -> Phas
 
 
 def analyze_tables(t: EventTables, rules: RuleSet, *,
-                   reference: tuple[list[Segment], str] | None = None) -> Breakdown:
+                   reference: Reference | None = None) -> Breakdown:
     """The whole analysis of one trace. Pure: same tables and rules give the same Breakdown. ``reference``: a
     capture run's kernel sequences (:func:`phaseprof.analysis.pipeline.load_reference`) for graph replay."""
     prep = prepare(t, rules, reference=reference)

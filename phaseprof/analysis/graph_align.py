@@ -43,6 +43,10 @@ class Segment:
     matched: tuple[bool, ...]  # whether the label came from a module/op rule or module tree (not a name fallback)
 
 
+#: A reference run for alignment: its kernel sequences, its file name, and its decoder layers' types.
+Reference = tuple[list["Segment"], str, dict[int, str]]
+
+
 @dataclass(frozen=True)
 class Alignment:
     """Per item of the replay: aligned label/layer (None/-1 where not aligned), and what was done."""
@@ -174,6 +178,7 @@ def align_replay(items: pd.DataFrame, t: EventTables, segments: list[Segment], *
                          f"{what}: kernel-name fallback")
     names = labels(items["name"])
     kinds = labels(items["kind"])
+    kview = items["kernel_bucket"].to_numpy().astype(object)
     ts = items["ts_ns"].to_numpy()
     host = np.where(launch >= 0, rt["ts_ns"].to_numpy()[np.maximum(launch, 0)] if len(rt) else ts, ts)
     vocab: dict[str, int] = {}
@@ -192,19 +197,17 @@ def align_replay(items: pd.DataFrame, t: EventTables, segments: list[Segment], *
         if not (bag & seg_bags[best]):
             continue
         codes = [c if c >= 0 else -1 - j for j, c in enumerate(codes)]  # unknown names never match
-        blocks = SequenceMatcher(None, codes, seg_codes[best], autojunk=False).get_matching_blocks()
         seg = segments[best]
         steps_done += 1
-        for b in blocks:
-            for d in range(b.size):
-                i, j = rows[b.a + d], b.b + d
-                if want[i]:
-                    paired += 1
-                    replayed_paired += int(is_graph[i])
-                    if seg.matched[j]:
-                        label[i], layer[i] = seg.label[j], seg.layer[j]
-                        aligned += 1
-        filled += _fill_between(rows, label, layer, want)
+        for a, j in pair_sequences(codes, seg_codes[best]):
+            i = rows[a]
+            if want[i]:
+                paired += 1
+                replayed_paired += int(is_graph[i])
+                if seg.matched[j] and _compatible(kview[i], seg.label[j]):
+                    label[i], layer[i] = seg.label[j], seg.layer[j]
+                    aligned += 1
+        filled += _fill_between(rows, label, layer, want, kview)
     src = "/".join(sorted({s.source for s in segments}))
     detail = (f"{paired} of {n_want} kernels without module evidence ({n_replayed} graph-replayed) paired by "
               f"name and order, in {steps_done} step(s), with {len(segments)} {src} sequence(s) in {what}; "
@@ -215,10 +218,58 @@ def align_replay(items: pd.DataFrame, t: EventTables, segments: list[Segment], *
                                             "between_same_module": filled})
 
 
-def _fill_between(rows: np.ndarray, label: np.ndarray, layer: np.ndarray, want: np.ndarray) -> int:
+#: Kernel-view buckets that name a model component: a kernel whose name says it is one of these never takes a
+#: different component from the alignment (a FlashAttention kernel did not run for the MoE block).
+COMPONENTS = frozenset({"moe", "gdn", "attention", "norm", "sampling", "communication"})
+
+
+def _compatible(kernel_view: object, label: object) -> bool:
+    k = str(kernel_view)
+    return k not in COMPONENTS or k == str(label) or str(label) not in COMPONENTS
+
+
+def pair_sequences(a: list[int], b: list[int]) -> list[tuple[int, int]]:
+    """Index pairs (i, j), increasing in both, of equal codes in ``a`` and ``b``.
+
+    Anchors first: a code occurring equally often in both (once per layer, twice per layer, ...) pairs its k-th
+    occurrences (TraceLens's group-by-name positional match), keeping the pairs that stay in order. Between two
+    consecutive anchors the rest is matched with ``SequenceMatcher`` on that stretch only, so a layer whose
+    kernels differ (torch.compile fuses what eager runs as several kernels) cannot shift the pairing of the
+    layers after it."""
+    ca, cb = Counter(a), Counter(b)
+    anchor_codes = {c for c, n in ca.items() if c >= 0 and cb.get(c) == n}
+    pos_b: dict[int, list[int]] = {}
+    for j, c in enumerate(b):
+        if c in anchor_codes:
+            pos_b.setdefault(c, []).append(j)
+    seen: Counter[int] = Counter()
+    anchors: list[tuple[int, int]] = []
+    for i, c in enumerate(a):
+        if c in anchor_codes:
+            j = pos_b[c][seen[c]]
+            seen[c] += 1
+            if not anchors or j > anchors[-1][1]:
+                anchors.append((i, j))
+    out: list[tuple[int, int]] = []
+    prev = (-1, -1)
+    for i1, j1 in [*anchors, (len(a), len(b))]:
+        i0, j0 = prev
+        if i1 - i0 > 1 and j1 - j0 > 1:
+            sub = SequenceMatcher(None, a[i0 + 1:i1], b[j0 + 1:j1], autojunk=False).get_matching_blocks()
+            out += [(i0 + 1 + blk.a + d, j0 + 1 + blk.b + d) for blk in sub for d in range(blk.size)]
+        if i1 < len(a):
+            out.append((i1, j1))
+        prev = (i1, j1)
+    return out
+
+
+def _fill_between(rows: np.ndarray, label: np.ndarray, layer: np.ndarray, want: np.ndarray,
+                  kview: np.ndarray) -> int:
     """Give a still-unlabelled wanted item (in step order ``rows``) the label and layer of the labelled items
-    before and after it when those two agree: work fused by torch.compile inside one block (a norm between two
-    GEMMs of the same GDN layer) ran for that block. Returns how many were filled."""
+    before and after it when those two agree (same module, same known layer) and its own kernel view does not
+    name another component:
+    work fused by torch.compile inside one block (a cast between two GEMMs of the same GDN layer) ran for that
+    block. Returns how many were filled."""
     lab = pd.Series(label[rows], dtype=object)
     known = lab.notna().to_numpy()
     if known.all() or not known.any():
@@ -229,7 +280,9 @@ def _fill_between(rows: np.ndarray, label: np.ndarray, layer: np.ndarray, want: 
     idx = np.flatnonzero(ok)
     p, q = prev[idx].astype(np.int64), nxt[idx].astype(np.int64)
     lay = layer[rows]
-    same = (lab.to_numpy()[p] == lab.to_numpy()[q]) & (lay[p] == lay[q])
+    labs = lab.to_numpy()
+    same = (labs[p] == labs[q]) & (lay[p] == lay[q]) & (lay[p] >= 0)  # a known layer bounds the stretch
+    same &= np.fromiter((_compatible(kview[rows[x]], labs[y]) for x, y in zip(idx, p)), dtype=bool, count=idx.size)
     tgt = rows[idx[same]]
     label[tgt] = label[rows[p[same]]]
     layer[tgt] = layer[rows[p[same]]]

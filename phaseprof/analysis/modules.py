@@ -11,7 +11,8 @@ Per module call this computes:
   inside ``Qwen3NextSparseMoeBlock`` -> moe). A call that no rule names on its whole path keeps the class name of
   its block (the decoder layer's child, or the model's child outside layers), e.g. ``LogitsProcessor``: shown under
   its own name, never folded into another bucket. Inside torch.compile containers (``GraphModule``) the
-  structure is hidden: such calls get no label (None) and their kernels keep the kernel view.
+  structure is hidden, and work directly in the model's own forward (the root call) names no component: such
+  calls get no label (None) and their kernels keep the kernel view.
 - ``layer``: the decoder layer instance it runs in (``layers.toml``), or -1 outside any layer.
 """
 
@@ -49,6 +50,10 @@ class LayerRules:
     ffn_buckets: tuple[str, ...]
     dense_mlp: tuple[re.Pattern[str], ...]
     opaque: tuple[re.Pattern[str], ...] = ()
+    model: tuple[re.Pattern[str], ...] = ()
+
+    def is_model(self, cls: str) -> bool:
+        return any(p.search(cls) for p in self.model)
 
     def is_opaque(self, cls: str) -> bool:
         return any(p.search(cls) for p in self.opaque)
@@ -69,12 +74,16 @@ def load_layer_rules(path: Path = LAYERS_PATH) -> LayerRules:
         rules = LayerRules(layer=tuple(re.compile(p) for p in lay["patterns"]),
                            mixer_buckets=tuple(typ["mixer_buckets"]), ffn_buckets=tuple(typ["ffn_buckets"]),
                            dense_mlp=tuple(re.compile(p) for p in typ["dense_mlp_patterns"]),
-                           opaque=tuple(re.compile(p) for p in data.get("opaque", {}).get("patterns", [])))
+                           opaque=tuple(re.compile(p) for p in data.get("opaque", {}).get("patterns", [])),
+                           model=tuple(re.compile(p) for p in data.get("model", {}).get("patterns", [])))
     except (OSError, KeyError, TypeError, re.error, tomllib.TOMLDecodeError) as e:
         raise PhaseprofError(f"bad layer rules: {e}", path=path) from None
     for ex in lay.get("examples", []):
         if not rules.is_layer(ex):
             raise PhaseprofError(f"[layer] example {ex!r} matches none of its patterns", path=path)
+    for ex in data.get("model", {}).get("examples", []):
+        if not rules.is_model(ex):
+            raise PhaseprofError(f"[model] example {ex!r} matches none of its patterns", path=path)
     for ex in data.get("opaque", {}).get("examples", []):
         if not rules.is_opaque(ex):
             raise PhaseprofError(f"[opaque] example {ex!r} matches none of its patterns", path=path)
@@ -118,7 +127,7 @@ def build_module_tree(modules: pd.DataFrame, rules: RuleSet, layer_rules: LayerR
     names = modules["name"]
     cats = [str(c) for c in names.cat.categories]
     # Per distinct name (a few hundred), not per call: class, instance, rule match, layer-ness.
-    cls_c, inst_c, rule_c, is_layer_c, opaque_c = [], [], [], [], []
+    cls_c, inst_c, rule_c, is_layer_c, opaque_c, model_c = [], [], [], [], [], []
     for full in cats:
         short = full[len(MODULE_PREFIX):] if full.startswith(MODULE_PREFIX) else full
         m = _INSTANCE.match(short)
@@ -128,12 +137,14 @@ def build_module_tree(modules: pd.DataFrame, rules: RuleSet, layer_rules: LayerR
         rule_c.append(None if b is None else str(b))
         is_layer_c.append(lr.is_layer(cls_c[-1]))
         opaque_c.append(lr.is_opaque(cls_c[-1]))
+        model_c.append(lr.is_model(cls_c[-1]))
     code = names.cat.codes.to_numpy()
     cls = np.asarray(cls_c, dtype=object)[code]
     inst = np.asarray(inst_c, dtype=np.int64)[code]
     own = np.asarray(rule_c, dtype=object)[code]
     is_layer = np.asarray(is_layer_c, dtype=bool)[code]
     opq = np.asarray(opaque_c, dtype=bool)[code].tolist()
+    mdl = np.asarray(model_c, dtype=bool)[code].tolist()
     ts, end = modules["ts_ns"].to_numpy(), modules["end_ns"].to_numpy()
     # Parents first (they start no later and last longer); a sequential pass over module calls only (thousands).
     order = np.lexsort((-(end - ts), ts)).tolist()
@@ -141,17 +152,20 @@ def build_module_tree(modules: pd.DataFrame, rules: RuleSet, layer_rules: LayerR
     rule: list[str | None] = [None] * n
     block: list[str | None] = [""] * n
     layer = [-1] * n
-    in_layer = [False] * n
     for i in order:
         p = par[i]
         rule[i] = own_l[i] if own_l[i] is not None else (rule[p] if p >= 0 else None)
         if isl[i]:
-            layer[i], in_layer[i], block[i] = inst_l[i], True, cls_l[i]
+            layer[i], block[i] = inst_l[i], cls_l[i]
             continue
         layer[i] = layer[p] if p >= 0 else -1
-        in_layer[i] = in_layer[p] if p >= 0 else False
-        top = p < 0 or isl[p] or (par[p] < 0 and not in_layer[p])
-        block[i] = None if opq[i] or (p >= 0 and block[p] is None) else (cls_l[i] if top else block[p])
+        # the block: the layer's child, the model's child, or a call outside the model (LogitsProcessor runs
+        # after the forward); work directly in the model's own forward has no block: it names no component
+        top = p < 0 or isl[p] or mdl[p]
+        if opq[i] or mdl[i] or (p >= 0 and block[p] is None and not top):
+            block[i] = None
+        else:
+            block[i] = cls_l[i] if top else block[p]
     matched = np.asarray([r is not None for r in rule], dtype=bool)
     label = np.asarray([r if r is not None else b for r, b in zip(rule, block)], dtype=object)
     layer_a = np.asarray(layer, dtype=np.int64)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from phaseprof.analysis.breakdown import analyze_tables
 from phaseprof.analysis.results import Breakdown
-from phaseprof.analysis.graph_align import Segment
+from phaseprof.analysis.graph_align import Reference
 from phaseprof.classify.rules import RuleSet, load_rules
 from phaseprof.trace.tables import load_tables
 
@@ -21,7 +21,7 @@ def analyze_trace(path: str | Path, *, rules: list[Path] | None = None,
     return analyze_tables(load_tables(path), rs, reference=ref)
 
 
-def load_reference(path: str | Path, rules: RuleSet) -> tuple[list[Segment], str]:
+def load_reference(path: str | Path, rules: RuleSet) -> Reference:
     """Capture-window and eager kernel sequences of a reference trace, with their modules."""
     from phaseprof.analysis.attribution import graph_reference
     from phaseprof.analysis.items import op_modules
@@ -30,5 +30,6 @@ def load_reference(path: str | Path, rules: RuleSet) -> tuple[list[Segment], str
 
     t = load_tables(path)
     c = correlate(t)
-    segs = graph_reference(t, c, rules, op_modules(t.ops, c.op_parent, rules), build_module_tree(t.modules, rules))
-    return segs, Path(path).name
+    tree = build_module_tree(t.modules, rules)
+    segs = graph_reference(t, c, rules, op_modules(t.ops, c.op_parent, rules), tree)
+    return segs, Path(path).name, tree.layer_types

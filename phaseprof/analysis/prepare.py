@@ -13,7 +13,7 @@ import pandas as pd
 
 from phaseprof.analysis.attribution import ItemAttribution, attribute_items
 from phaseprof.analysis.attribution_types import InferredPhase
-from phaseprof.analysis.graph_align import Segment
+from phaseprof.analysis.graph_align import Reference
 from phaseprof.analysis.items import _kernel_view, cpu_items, gpu_items, op_modules
 from phaseprof.analysis.phase_infer import drop_empty_steps, infer_phases
 from phaseprof.analysis.steps import StepDetection, detect_steps
@@ -34,7 +34,7 @@ class Prepared:
     empty_steps_dropped: int = 0
 
 
-def prepare(t: EventTables, rules: RuleSet, *, reference: tuple[list[Segment], str] | None = None) -> Prepared:
+def prepare(t: EventTables, rules: RuleSet, *, reference: Reference | None = None) -> Prepared:
     """``reference``: another trace's capture / eager kernel sequences, to attribute graph-replayed kernels."""
     c = correlate(t)
     device = "gpu" if not t.gpu.empty else "cpu"
