@@ -245,3 +245,27 @@ def test_diff_shows_coverage_and_layers(cpu_bd):
                                                 "layer 3 attention+moe"]
     assert all(x.change == 0 for x in same.layers)
     assert "| decoder layer (ms/step) |" in diff_markdown(diff_breakdowns(cpu_bd, cpu_bd), max_chars=10 ** 6)
+
+
+@pytest.mark.parametrize(("extra", "says"), [
+    (["--by", "module"], "unknown --by 'module' (supported: layer)"),
+    (["--graph-reference", "no-such-capture.json.gz"], "no-such-capture.json.gz: no such file"),
+])
+def test_bad_attribution_options_are_one_clear_line(extra, says, capsys):
+    from phaseprof.cli import main
+
+    rc = main(["analyze", str(REPLAY), *extra])
+    out, err = capsys.readouterr()
+    assert rc == 2 and says in err and len(err.strip().splitlines()) == 1
+
+
+def test_by_layer_prints_the_layer_table_within_80_columns(capsys, monkeypatch):
+    from phaseprof.cli import main
+
+    monkeypatch.setenv("COLUMNS", "80")
+    assert main(["analyze", str(CPU_STACK), "--by", "layer"]) in (0, None)
+    out = capsys.readouterr().out
+    assert "decode: per layer (ms)" in out and "attn+moe" in out and "gdn+moe" in out
+    assert "decode module view from: op stack" in out
+    table = out[out.index("decode: per layer"):].splitlines()
+    assert max(len(line) for line in table) <= 80
