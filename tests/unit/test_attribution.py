@@ -269,3 +269,15 @@ def test_by_layer_prints_the_layer_table_within_80_columns(capsys, monkeypatch):
     assert "decode module view from: op stack" in out
     table = out[out.index("decode: per layer"):].splitlines()
     assert max(len(line) for line in table) <= 80
+
+
+def test_pairing_is_anchored_so_a_fused_layer_does_not_shift_the_next_ones():
+    from phaseprof.analysis.graph_align import pair_sequences
+
+    # reference (eager): per layer G(emm) N(orm op) N M(oe); replay (compiled): G F(used norm) M per layer
+    G, N, M, F = 1, 2, 3, 4
+    ref = [G, N, N, M] * 3
+    rep = [G, F, M] * 3
+    pairs = pair_sequences(rep, ref)
+    assert pairs == [(0, 0), (2, 3), (3, 4), (5, 7), (6, 8), (8, 11)]  # k-th G with k-th G, k-th M with k-th M
+    assert all(rep[i] == ref[j] for i, j in pairs)
