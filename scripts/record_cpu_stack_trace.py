@@ -13,7 +13,7 @@ llm = vllm.LLM(model=str(mdir), load_format="dummy", skip_tokenizer_init=True, e
 from vllm import SamplingParams
 from vllm.inputs import TokensPrompt
 p = [TokensPrompt(prompt_token_ids=list(range(100, 164)))]
-sp = SamplingParams(max_tokens=4, ignore_eos=True, temperature=0.0)
+sp = SamplingParams(max_tokens=int(sys.argv[2]) if len(sys.argv) > 2 else 4, ignore_eos=True, temperature=0.0)
 llm.generate(p, sp)  # warm-up
 llm.start_profile()
 llm.generate(p, sp)

@@ -27,7 +27,7 @@ from phaseprof.trace.tables import load_tables
 from tests.unit.builders import TraceBuilder
 
 REPO = Path(__file__).resolve().parents[2]
-CPU_STACK = REPO / "traces/cpu/vllm-own-stack/tiny-hybrid-eager-prefill64-decode3.pt.trace.json.gz"
+CPU_STACK = REPO / "traces/cpu/vllm-own-stack/tiny-hybrid-eager-prefill64-decode1.pt.trace.json.gz"
 REPLAY = REPO / "traces/graph-pair/tracelens_vllm_decode_full_replay.json.gz"
 CAPTURE = REPO / "traces/graph-pair/tracelens_vllm_decode_full_capture_cut.json.gz"
 
