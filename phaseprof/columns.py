@@ -37,6 +37,7 @@ class EventKind(StrEnum):
     CPU_OP = "cpu_op"
     USER_ANNOTATION = "user_annotation"
     GPU_USER_ANNOTATION = "gpu_user_annotation"
+    MODULE = "module"  # an ``nn.Module: Class_N`` python_function scope (the ``modules`` table)
 
 
 class Dtype(StrEnum):
@@ -87,6 +88,8 @@ EVENT_COLUMNS: tuple[Column, ...] = (
     _c("device", I, "", "GPU index; -1 = not given"),
     _c("stream", I, "", "GPU stream; -1 = not given"),
     _c("bytes", I, "bytes", "memcpy/memset size; 0 = not given"),
+    _c("launched_kernel", C, "", "the kernel name a launch call carries in args.kernel (ROCm launch APIs); "
+                                 "\"\" when absent"),
 )
 GPU = Table("gpu", EVENT_COLUMNS, "kernels, memcpys and memsets (kind kernel|memcpy|memset)")
 RUNTIME = Table("runtime", EVENT_COLUMNS, "CUDA/HIP runtime and driver API calls on host threads")
@@ -108,16 +111,22 @@ ITEMS = Table("items", (
     _c("name", C, "", "kernel / op name"),
     _c("kind", C, "", "EventKind value (kernel|memcpy|memset on GPU traces, cpu_op on CPU-only traces)"),
     _c("kernel_bucket", B, "", "kernel view: what it is, from its name"),
-    _c("module_bucket", B, "", "module view: which model component it ran for (else its kernel bucket)"),
+    _c("module_bucket", C, "", "module view: which model component it ran for (a Bucket value, or the class "
+                               "name of a module no rule names); else its kernel bucket"),
     _c("launch", I, "row", "row in ``runtime`` of the call that launched it; -1 = none (always on CPU)"),
     _c("bytes", I, "bytes", "memcpy/memset size (0 for kernels and CPU ops)"),
     _c("stream", I, "", "GPU stream; -1 on CPU-only traces"),
     _c("row", I, "row", "its row in the source table: ``gpu`` on GPU traces, ``ops`` on CPU-only traces"),
     _c("share_ns", F, "ns", "its attributed time: exclusive part of GPU busy (stream overlaps split "
                             "equally) on GPU traces, self time on CPU-only traces; sums to busy time"),
+    _c("attribution", C, "", "how its module view was found: op_stack | module_tree | graph_alignment | "
+                             "kernel_name (analysis.attribution)"),
+    _c("layer", I, "", "decoder layer index it ran in (nn.Module tree or graph alignment); -1 = none"),
 ), "work items inside steps, with their buckets and time share (analysis.items)")
 
-EVENT_TABLES: tuple[Table, ...] = (GPU, RUNTIME, OPS, GPU_ANNOTATIONS, MEMORY)
+MODULES = Table("modules", EVENT_COLUMNS, "nn.Module: Class_N Python scopes (traces recorded with_stack)")
+
+EVENT_TABLES: tuple[Table, ...] = (GPU, RUNTIME, OPS, GPU_ANNOTATIONS, MEMORY, MODULES)
 #: dtype of the bucket columns: only ``Bucket`` values fit; categories in name order, so grouping by bucket
 #: lists buckets as sorting their names would.
 BUCKET_DTYPE = pd.CategoricalDtype(sorted(b.value for b in Bucket))

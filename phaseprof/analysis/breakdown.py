@@ -9,6 +9,9 @@ import pandas as pd
 
 from phaseprof import __version__
 from phaseprof.analysis import intervals as iv
+from phaseprof.analysis.attribution import summarize as summarize_attribution
+from phaseprof.analysis.graph_align import Reference
+from phaseprof.analysis.phase_infer import infer_mode
 from phaseprof.analysis.prepare import Prepared, prepare
 from phaseprof.analysis.results import (AllocCounts, BucketTime, Breakdown, IdleSplit, KernelStat, LaunchCounts,
                                         PhaseSummary, Stats, StepRow, TraceInfo)
@@ -208,9 +211,10 @@ def _phase_summary(phase: str, rows: list[StepRow], items: pd.DataFrame) -> Phas
     )
 
 
-def analyze_tables(t: EventTables, rules: RuleSet) -> Breakdown:
-    """The whole analysis of one trace. Pure: same tables and rules give the same Breakdown."""
-    return summarize(t, prepare(t, rules))
+def analyze_tables(t: EventTables, rules: RuleSet, *, reference: Reference | None = None) -> Breakdown:
+    """The whole analysis of one trace. Pure: same tables and rules give the same Breakdown. ``reference``: a
+    capture run's kernel sequences (:func:`phaseprof.analysis.pipeline.load_reference`) for graph replay."""
+    return summarize(t, prepare(t, rules, reference=reference))
 
 
 def summarize(t: EventTables, prep: Prepared) -> Breakdown:
@@ -259,4 +263,17 @@ def summarize(t: EventTables, prep: Prepared) -> Breakdown:
                 "communication_busy_us": float(comm_busy) * _US,
                 "communication_overlapped_us": float(comm_overlap) * _US},
         phases=phases, steps=rows, unknown_kernels=unknown, notes=notes, capture=dict(t.meta.capture),
+        attribution=_attribution(prep, rows, t, notes),
     )
+
+
+def _attribution(prep, rows: list[StepRow], t: EventTables, notes: list[str]):  # noqa: ANN001, ANN202
+    """The optional attribution section (coverage by method, layers, inferred phases and mode)."""
+    by_phase: dict[str, set[int]] = {}
+    for r in rows:
+        by_phase.setdefault(r.phase, set()).add(r.index)
+    if prep.empty_steps_dropped:
+        notes.append(f"{prep.empty_steps_dropped} empty step(s) dropped (no tokens or no work): not a phase")
+    mode = infer_mode(t, prep.items, prep.detection, prep.device)
+    return summarize_attribution(prep.items, by_phase, prep.attribution, mode=mode, inferred=list(prep.inferred_phases),
+                     dropped=prep.empty_steps_dropped)

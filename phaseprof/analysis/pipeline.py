@@ -22,25 +22,31 @@ from phaseprof.analysis.breakdown import analyze_tables, summarize
 from phaseprof.analysis.order import KernelOrder, kernel_order_of
 from phaseprof.analysis.prepare import Prepared, prepare
 from phaseprof.analysis.results import Breakdown
+from phaseprof.analysis.graph_align import Reference
 from phaseprof.classify.rules import RuleSet, load_rules
 from phaseprof.trace.tables import EventTables, load_tables
 
 if TYPE_CHECKING:
     from phaseprof.analysis.timeline import TimelineIndex
 
-__all__ = ["AnalysedTrace", "AnalysisConfig", "KernelOrder", "analyze", "analyze_tables", "analyze_trace"]
+__all__ = ["AnalysedTrace", "AnalysisConfig", "KernelOrder", "analyze", "analyze_tables", "analyze_trace",
+           "load_reference"]
 
 
 @dataclass(frozen=True)
 class AnalysisConfig:
     """Everything that changes an analysis besides the trace. ``rules``: extra classification rule files
-    (TOML), matched before the defaults."""
+    (TOML), matched before the defaults. ``graph_reference``: a trace of the graph capture (or an eager run) of
+    the same model, whose kernel sequences give graph-replayed kernels their modules."""
 
     rules: tuple[Path, ...] = ()
+    graph_reference: Path | None = None
 
     @classmethod
-    def with_rules(cls, rules: Iterable[str | Path] | None) -> AnalysisConfig:
-        return cls(rules=tuple(Path(r) for r in rules or ()))
+    def with_rules(cls, rules: Iterable[str | Path] | None, *,
+                   graph_reference: str | Path | None = None) -> AnalysisConfig:
+        return cls(rules=tuple(Path(r) for r in rules or ()),
+                   graph_reference=Path(graph_reference) if graph_reference is not None else None)
 
     def ruleset(self) -> RuleSet:
         return load_rules(list(self.rules) or None)
@@ -81,12 +87,30 @@ def analyze(source: str | Path | EventTables, *, config: AnalysisConfig | None =
             ruleset: RuleSet | None = None) -> AnalysedTrace:
     """Run the whole pipeline on a trace file (or tables already loaded). ``ruleset`` (already loaded rules)
     takes precedence over ``config.rules``; pass it when analysing many traces with the same rules."""
+    config = config or AnalysisConfig()
     tables = source if isinstance(source, EventTables) else load_tables(source)
-    rules = ruleset if ruleset is not None else (config or AnalysisConfig()).ruleset()
-    prep = prepare(tables, rules)
+    rules = ruleset if ruleset is not None else config.ruleset()
+    ref = load_reference(config.graph_reference, rules) if config.graph_reference is not None else None
+    prep = prepare(tables, rules, reference=ref)
     return AnalysedTrace(tables=tables, rules=rules, prepared=prep, breakdown=summarize(tables, prep))
 
 
-def analyze_trace(path: str | Path, *, rules: list[Path] | None = None) -> Breakdown:
-    """Load a Kineto trace and compute its breakdown. ``rules``: extra TOML rule files, matched first."""
-    return analyze(path, config=AnalysisConfig.with_rules(rules)).breakdown
+def analyze_trace(path: str | Path, *, rules: list[Path] | None = None,
+                  graph_reference: str | Path | None = None) -> Breakdown:
+    """Load a Kineto trace and compute its breakdown. ``rules``: extra TOML rule files, matched first.
+    ``graph_reference``: see :class:`AnalysisConfig`."""
+    return analyze(path, config=AnalysisConfig.with_rules(rules, graph_reference=graph_reference)).breakdown
+
+
+def load_reference(path: str | Path, rules: RuleSet) -> Reference:
+    """Capture-window and eager kernel sequences of a reference trace, with their modules."""
+    from phaseprof.analysis.attribution import graph_reference
+    from phaseprof.analysis.items import op_modules
+    from phaseprof.analysis.modules import build_module_tree
+    from phaseprof.trace.correlate import correlate
+
+    t = load_tables(path)
+    c = correlate(t)
+    tree = build_module_tree(t.modules, rules)
+    segs = graph_reference(t, c, rules, op_modules(t.ops, c.op_parent, rules), tree)
+    return segs, Path(path).name, tree.layer_types

@@ -11,7 +11,11 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from phaseprof.analysis.attribution import ItemAttribution, attribute_items
+from phaseprof.analysis.attribution_types import InferredPhase
+from phaseprof.analysis.graph_align import Reference
 from phaseprof.analysis.items import _kernel_view, cpu_items, gpu_items, op_modules
+from phaseprof.analysis.phase_infer import drop_empty_steps, infer_phases
 from phaseprof.analysis.steps import StepDetection, detect_steps
 from phaseprof.classify.rules import RuleSet
 from phaseprof.trace.correlate import Correlated, correlate
@@ -25,9 +29,13 @@ class Prepared:
     kernel_buckets: np.ndarray  # kernel-view bucket per ``tables.gpu`` row
     detection: StepDetection
     items: pd.DataFrame  # work items inside steps, with step, buckets and exclusive time share
+    attribution: ItemAttribution | None = None  # module tree and graph alignment (see analysis.attribution)
+    inferred_phases: tuple[InferredPhase, ...] = ()
+    empty_steps_dropped: int = 0
 
 
-def prepare(t: EventTables, rules: RuleSet) -> Prepared:
+def prepare(t: EventTables, rules: RuleSet, *, reference: Reference | None = None) -> Prepared:
+    """``reference``: another trace's capture / eager kernel sequences, to attribute graph-replayed kernels."""
     c = correlate(t)
     device = "gpu" if not t.gpu.empty else "cpu"
     kernel_buckets = _kernel_view(t.gpu["name"], rules) if device == "gpu" else np.zeros(0, dtype=object)
@@ -38,4 +46,12 @@ def prepare(t: EventTables, rules: RuleSet) -> Prepared:
         items = gpu_items(t, c, det, rules, kernel_buckets, op_module)
     else:
         items = cpu_items(t, c, det, rules, op_module)
-    return Prepared(correlated=c, device=device, kernel_buckets=kernel_buckets, detection=det, items=items)
+    items, ia = attribute_items(items, t, c, rules, op_module, device, reference=reference)
+    # The module view names Bucket values or, for a module class no rule names, the class itself (never folded
+    # into another bucket), so it is a free categorical, unlike the kernel view (columns.ITEMS).
+    items["module_bucket"] = pd.Categorical(items["module_bucket"].astype(str))
+    items["attribution"] = pd.Categorical(items["attribution"].astype(str))
+    det, items, dropped = drop_empty_steps(det, items)
+    det, inferred = infer_phases(det, items)
+    return Prepared(correlated=c, device=device, kernel_buckets=kernel_buckets, detection=det, items=items,
+                    attribution=ia, inferred_phases=tuple(inferred), empty_steps_dropped=dropped)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from phaseprof.analysis.attribution_types import Attribution
 from phaseprof.sol.results import SolSection
 
 
@@ -150,3 +151,4 @@ class Breakdown:
     notes: list[str] = field(default_factory=list)
     capture: dict[str, Any] = field(default_factory=dict)
     sol: SolSection | None = None  # speed of light (schema 1.1): needs a model config, see phaseprof.sol
+    attribution: Attribution | None = None  # module/layer attribution, coverage, inferred phases and mode

@@ -18,6 +18,7 @@ class Bucket(StrEnum):
     GEMM = "gemm"
     NORM = "norm"
     ELEMENTWISE = "elementwise"  # elementwise / activation / rope / copies done by kernels
+    QUANT = "quant"  # activation quantise / dequantise / scale (amax) kernels of FP8/INT8/FP4 models
     MEMORY = "memory"  # memcpy / memset activities
     COMMUNICATION = "communication"
     SAMPLING = "sampling"

@@ -30,6 +30,11 @@ def analyze(
     model_config: str | None = typer.Option(None, "--model-config", help="Model config for the speed-of-light "
                                             "section: config.json, its directory, or a preset name (default: "
                                             "what run.json / the trace records)."),
+    by: str | None = typer.Option(None, "--by", help="'layer': also print time per decoder layer per bucket "
+                                  "(needs nn.Module events: traces recorded with_stack)."),
+    graph_reference: Path | None = typer.Option(None, "--graph-reference", help="Trace of the CUDA-graph capture "
+                                                "(or an eager run) of the same model: gives graph-replayed "
+                                                "kernels the modules they were captured in."),
     ceilings: str | None = typer.Option(None, "--ceilings", help="Measured ceilings JSON (phaseprof ceilings "
                                         "--out) instead of the GPU's datasheet figures, or 'spec' for the "
                                         "datasheet (default: a ceilings/ folder above the run, else datasheet)."),
@@ -45,10 +50,14 @@ def analyze(
     waited for whom in every collective; --format json prints it, --json DIR writes it (multirank.json) and
     each rank's breakdown."""
     from phaseprof.analysis.pipeline import AnalysisConfig, analyze as run_pipeline
+    from phaseprof.report.attribution import print_layers
     from phaseprof.report.json_io import dumps, write_breakdown
     from phaseprof.report.markdown import breakdown_markdown
     from phaseprof.report.table import print_breakdown
     from phaseprof.sol.attach import attach_sol
+
+    if by not in (None, "layer"):
+        raise PhaseprofError(f"unknown --by {by!r} (supported: layer)")
 
     console = Console()
     if ray is not None:
@@ -62,11 +71,11 @@ def analyze(
         return
     if json_out is not None and len(traces) > 1 and json_out.suffix == ".json":
         raise PhaseprofError("--json must be a directory when several traces are given", path=json_out)
-    config = AnalysisConfig.with_rules(rules)
+    config = AnalysisConfig.with_rules(rules, graph_reference=graph_reference)
     ruleset = config.ruleset()
     for tr in traces:
         with console.status(f"analysing {tr} ...", spinner="dots") if fmt == OutputFormat.table else _null():
-            analysed = run_pipeline(tr, ruleset=ruleset)
+            analysed = run_pipeline(tr, config=config, ruleset=ruleset)
         bd = attach_sol(analysed.breakdown, source=tr, model_config=model_config, ceilings=ceilings)
         if json_out is not None:
             dest = json_out if len(traces) == 1 and json_out.suffix == ".json" else \
@@ -75,10 +84,12 @@ def analyze(
             console.print(f"[dim]wrote {dest}[/]") if fmt == OutputFormat.table else None
         if fmt == OutputFormat.table:
             print_breakdown(bd, console)
+            if by == "layer":
+                print_layers(bd, console)
         elif fmt == OutputFormat.json:
             typer.echo(dumps(bd).decode())
         else:
-            typer.echo(breakdown_markdown(bd))
+            typer.echo(breakdown_markdown(bd, by_layer=by == "layer"))
         if cross_check == "shapes":
             from phaseprof.sol.attach import shape_check
             from phaseprof.sol.render import print_shape_check

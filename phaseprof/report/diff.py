@@ -124,6 +124,8 @@ class PhaseDiff:
     kernel_view: tuple[BucketDelta, ...]
     module_view: tuple[BucketDelta, ...]
     kernels: tuple[KernelMatch, ...]  # matched pairs first, then unmatched, by bucket
+    coverage: tuple[Delta, ...] = ()  # % of GPU busy whose module view each attribution method gave
+    layers: tuple[Delta, ...] = ()  # ms per step of each decoder layer ("layer 17 gdn+moe"), both sides with layers
 
     def metric(self, name: str) -> Delta | None:
         return next((m for m in self.metrics if m.metric == name), None)
@@ -291,6 +293,23 @@ def _mode(bd: Breakdown) -> str | None:
     return "graph (inferred)" if any(s.launches.graph_launches for s in bd.steps) else "eager (inferred)"
 
 
+def attribution_basis(bd: Breakdown) -> str | None:
+    """The richest evidence the module view rests on: "module tree", "graph alignment" or "op stack" when that
+    method gave at least a tenth of the GPU time, else "kernel names"; None for breakdowns without the section."""
+    a = bd.attribution
+    if a is None or not a.phases:
+        return None
+    total: dict[str, float] = {}
+    for pa in a.phases:
+        for m, us in pa.coverage_us.items():
+            total[m] = total.get(m, 0.0) + us
+    busy = sum(total.values())
+    for m in ("module_tree", "graph_alignment", "op_stack"):
+        if busy and total.get(m, 0.0) >= 0.1 * busy:
+            return m.replace("_", " ")
+    return "kernel names"
+
+
 def _model_name(capture: Mapping[str, Any]) -> str | None:
     """The model as the user named it (preset or repo id): run.json's ``model.name`` or the trace's embedded
     ``model``; only then any deeper ``model`` key (e.g. the engine's materialised config path)."""
@@ -348,6 +367,8 @@ def comparability(a: Breakdown, b: Breakdown) -> tuple[Comparability, ...]:
         _compare("platform", f"{a.trace.platform}/{a.trace.device}", f"{b.trace.platform}/{b.trace.device}"),
         _compare("world size", world(a), world(b)),
         _compare("step detection", a.step_detection.get("method"), b.step_detection.get("method")),
+        # module views built on different evidence (module tree vs kernel names) are not like for like
+        _compare("module view basis", attribution_basis(a), attribution_basis(b)),
     )
 
 
@@ -470,7 +491,34 @@ def diff_phase(a: PhaseSummary, b: PhaseSummary, *, a_bd: Breakdown, b_bd: Break
         phase=a.phase if a.phase != "unknown" else b.phase, a_steps=a.steps, b_steps=b.steps, metrics=tuple(metrics),
         launches_by_api=tuple(make_delta(k, "count", la.get(k, 0.0), lb.get(k, 0.0)) for k in apis),
         kernel_view=_bucket_deltas(a, b, "kernel_view"), module_view=_bucket_deltas(a, b, "module_view"),
-        kernels=match_kernels(a, b, order_a=order_a, order_b=order_b))
+        kernels=match_kernels(a, b, order_a=order_a, order_b=order_b),
+        coverage=_coverage_deltas(a_bd, a.phase, b_bd, b.phase), layers=_layer_deltas(a_bd, a, b_bd, b))
+
+
+def _phase_attr(bd: Breakdown, phase: str):  # noqa: ANN202 - PhaseAttribution | None
+    return next((p for p in bd.attribution.phases if p.phase == phase), None) if bd.attribution else None
+
+
+def _coverage_deltas(a: Breakdown, pa: str, b: Breakdown, pb: str) -> tuple[Delta, ...]:
+    xa, xb = _phase_attr(a, pa), _phase_attr(b, pb)
+    if xa is None and xb is None:
+        return ()
+    keys = list(dict.fromkeys([*(xa.coverage_pct if xa else {}), *(xb.coverage_pct if xb else {})]))
+    return tuple(make_delta(k, "%", xa.coverage_pct.get(k) if xa else None, xb.coverage_pct.get(k) if xb else None)
+                 for k in keys)
+
+
+def _layer_deltas(a: Breakdown, a_ph: PhaseSummary, b: Breakdown, b_ph: PhaseSummary) -> tuple[Delta, ...]:
+    xa, xb = _phase_attr(a, a_ph.phase), _phase_attr(b, b_ph.phase)
+    if not (xa and xa.layers and xb and xb.layers):
+        return ()
+    ra, rb = {r.layer: r for r in xa.layers}, {r.layer: r for r in xb.layers}
+    out = []
+    for k in sorted(set(ra) | set(rb)):
+        kind = (ra.get(k) or rb[k]).layer_type
+        out.append(make_delta(f"layer {k} {kind}", "ms", ra[k].time_us / 1e3 / max(a_ph.steps, 1) if k in ra else None,
+                              rb[k].time_us / 1e3 / max(b_ph.steps, 1) if k in rb else None))
+    return tuple(out)
 
 
 def diff_breakdowns(a: Breakdown, b: Breakdown, *, order_a: KernelOrder | None = None,

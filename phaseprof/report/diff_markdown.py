@@ -156,6 +156,12 @@ def _details(d: BreakdownDiff) -> list[str]:
                 "| per step | A | B | Δ | Δ % |", "|---|--:|--:|--:|--:|"]
         out += _metric_rows(ph.metrics)
         out += [""] + _bucket_table(ph.kernel_view, "kernel") + [""] + _bucket_table(ph.module_view, "module")
+        if ph.coverage:
+            out += ["", "| module view from (% of GPU busy) | A | B | Δ | Δ % |", "|---|--:|--:|--:|--:|"]
+            out += _metric_rows(ph.coverage)
+        if ph.layers:
+            out += ["", "| decoder layer (ms/step) | A | B | Δ | Δ % |", "|---|--:|--:|--:|--:|"]
+            out += _metric_rows(ph.layers)
         out += ["", "| launch API | A calls/step | B calls/step | Δ | Δ % |", "|---|--:|--:|--:|--:|"]
         out += _metric_rows(ph.launches_by_api)
         matched = sum(m.how != "unmatched" for m in ph.kernels)

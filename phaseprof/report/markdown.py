@@ -9,7 +9,7 @@ def _ms(us: float) -> str:
     return f"{us / 1000:,.2f}"
 
 
-def breakdown_markdown(bd: Breakdown, *, top: int = 5) -> str:
+def breakdown_markdown(bd: Breakdown, *, top: int = 5, by_layer: bool = True) -> str:
     tr = bd.trace
     out = [f"### phaseprof breakdown: `{tr.path.rsplit('/', 1)[-1]}`", "",
            f"{tr.gpu_name or tr.platform} · {tr.device} trace · steps: {bd.step_detection['detail']}", ""]
@@ -45,4 +45,6 @@ def breakdown_markdown(bd: Breakdown, *, top: int = 5) -> str:
         from phaseprof.sol.render import sol_markdown
 
         out += sol_markdown(bd.sol)
-    return "\n".join(out) + "\n"
+    from phaseprof.report.attribution import attribution_markdown  # noqa: PLC0415
+
+    return "\n".join(out) + "\n" + attribution_markdown(bd, by_layer=by_layer)

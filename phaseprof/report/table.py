@@ -109,6 +109,9 @@ def print_breakdown(bd: Breakdown, console: Console, *, top: int = 3) -> None:
             console.print(f"  {_ms(k.time_us):>10} ms  x{k.count:<6} {escape(k.name)}")
     for n in bd.notes:
         console.print(f"[dim]note: {escape(n)}[/]")
+    from phaseprof.report.attribution import print_attribution  # noqa: PLC0415
+
+    print_attribution(bd, console)
     if bd.sol is not None:
         from phaseprof.sol.render import print_sol
 

@@ -30,6 +30,7 @@ class Args(msgspec.Struct, frozen=True, gc=False):
     device_id: int | None = msgspec.field(default=None, name="Device Id")
     name: str | None = None  # metadata events: process_name / thread_name
     labels: str | None = None  # metadata events: process_labels ("GPU 0", "CPU")
+    kernel: str | None = None  # launch API calls (ROCm, and CUDA under graph capture on some builds): kernel name
 
 
 class Event(msgspec.Struct, frozen=True, gc=False):

@@ -28,7 +28,8 @@ from phaseprof.trace.load import decode_trace, read_trace_bytes
 from phaseprof.trace.schema import Args, Event, TraceDoc
 from phaseprof.trace.stream import stream_trace
 
-_KINDS = ("kernel", "memcpy", "memset", "runtime", "driver", "cpu_op", "user_annotation", "gpu_user_annotation")
+_KINDS = ("kernel", "memcpy", "memset", "runtime", "driver", "cpu_op", "user_annotation", "gpu_user_annotation",
+          "module")
 _K = {k: i for i, k in enumerate(_KINDS)}
 # category -> (family, kind code into _KINDS)
 _CATEGORIES: dict[str | None, tuple[str, int]] = {
@@ -42,11 +43,16 @@ _CATEGORIES: dict[str | None, tuple[str, int]] = {
     "gpu_user_annotation": ("gpu_annotations", _K["gpu_user_annotation"]),
 }
 FAMILIES = ("gpu", "runtime", "ops", "gpu_annotations")
+#: ``python_function`` events kept: only PyTorch's ``nn.Module: Class_N`` forward scopes (the module tree). Not in
+#: FAMILIES: the trace origin and every other table stay as they were without them.
+MODULE_PREFIX = "nn.Module: "
+_MODULE_KIND = _KINDS.index("module")
 _EMPTY_ARGS = Args()
 _NONE = type(None)
 _INT_OR_NONE, _STR, _NONE_ONLY = {int, _NONE}, {str}, {None}
 _NAME, _PID, _TID, _TS, _DUR = (attrgetter(f) for f in ("name", "pid", "tid", "ts", "dur"))
 _EXTERNAL_ID, _LEGACY_ID = attrgetter("external_id"), attrgetter("external_id_legacy")
+_KERNEL_ARG = attrgetter("kernel")
 _INT_ARGS = {"correlation": (attrgetter("correlation"), -1), "device": (attrgetter("device"), -1),
              "stream": (attrgetter("stream"), -1), "bytes": (attrgetter("bytes"), 0)}  # column: (getter, default)
 
@@ -80,6 +86,10 @@ class EventTables:
     - ``ops``: CPU ops and user annotations (``record_function``), with ``external_id``.
     - ``gpu_annotations``: GPU-timeline projections of annotations.
     - ``memory``: allocator events (``[memory]``): ``bytes`` > 0 allocation, < 0 free.
+    - ``modules``: ``nn.Module: Class_N`` Python scopes (traces recorded ``with_stack``; empty otherwise).
+
+    Every family but ``memory`` also has ``launched_kernel``: the ``args.kernel`` name a launch call carries (ROCm
+    launch APIs; "" when absent), which names the kernels a CUDA-graph capture records without running them.
     """
 
     meta: TraceMeta
@@ -88,6 +98,7 @@ class EventTables:
     ops: pd.DataFrame
     gpu_annotations: pd.DataFrame
     memory: pd.DataFrame
+    modules: pd.DataFrame = field(default_factory=pd.DataFrame)
 
 
 def _to_int(v: object, default: int) -> int:
@@ -155,16 +166,18 @@ class TableBuilder:
 
     def __init__(self) -> None:
         self._names, self._ids = _Codes(), _Codes()
-        self._cols: dict[str, dict[str, list[np.ndarray]]] = {f: defaultdict(list) for f in [*FAMILIES, "memory"]}
+        self._cols: dict[str, dict[str, list[np.ndarray]]] = {
+            f: defaultdict(list) for f in [*FAMILIES, "modules", "memory"]}
         self._process_names: dict[str, str] = {}
         self.event_count = 0
 
     def add(self, events: list[Event]) -> None:
         """Keep what is used of ``events`` (file order) as columns; the structs can be freed afterwards."""
         self.event_count += len(events)
-        groups: dict[str, tuple[list[Event], list[int]]] = {f: ([], []) for f in FAMILIES}
+        groups: dict[str, tuple[list[Event], list[int]]] = {f: ([], []) for f in [*FAMILIES, "modules"]}
         memory: list[Event] = []
         cats = _CATEGORIES
+        modules = groups["modules"]
         for e in events:
             fk = cats.get(e.cat)
             if fk is not None:
@@ -172,6 +185,10 @@ class TableBuilder:
                     g = groups[fk[0]]
                     g[0].append(e)
                     g[1].append(fk[1])
+            elif e.cat == "python_function":
+                if e.ph == "X" and e.ts is not None and type(e.name) is str and e.name.startswith(MODULE_PREFIX):
+                    modules[0].append(e)
+                    modules[1].append(_MODULE_KIND)
             elif e.ph == "i" and e.name == "[memory]":
                 memory.append(e)
             elif e.ph == "M" and e.name == "process_name" and e.args is not None and e.args.name:
@@ -197,6 +214,8 @@ class TableBuilder:
         if set(legacy_id) != _NONE_ONLY:  # tb_plugin-era traces spell it "external id"
             external_id = [a if a is not None else b for a, b in zip(external_id, legacy_id)]
         cols["external_id"].append(_int_or(external_id))
+        kernel = list(map(_KERNEL_ARG, args))
+        cols["launched_kernel"].append(self._names.codes([k if type(k) is str else "" for k in kernel]))
         for c, (get, default) in _INT_ARGS.items():
             cols[c].append(_int_or(list(map(get, args)), default))
 
@@ -235,6 +254,7 @@ class TableBuilder:
             "dur_ns": dur_ns,
             "end_ns": ts_ns + dur_ns,
             **{c: self._column(f, c) for c in ("correlation", "external_id", "device", "stream", "bytes")},
+            "launched_kernel": _categorical(self._column(f, "launched_kernel"), self._names.labels()),
         })
 
     def _memory_frame(self, origin_us: float) -> pd.DataFrame:
@@ -274,7 +294,8 @@ class TableBuilder:
             capture=doc.phaseprof or {},
         )
         return EventTables(meta=meta, gpu=gpu, runtime=frames["runtime"], ops=frames["ops"],
-                           gpu_annotations=frames["gpu_annotations"], memory=self._memory_frame(origin))
+                           gpu_annotations=frames["gpu_annotations"], memory=self._memory_frame(origin),
+                           modules=self._family_frame("modules", origin, path))
 
 
 def _versions(doc: TraceDoc) -> dict[str, str]:

@@ -133,7 +133,14 @@ MODULE_TABLE = [
     ("vllm::all_reduce", B.COMMUNICATION),
     ("nn.Module: Sampler_0", B.SAMPLING),
     ("vllm/v1/sample/sampler.py(82): greedy_sample", B.SAMPLING),
-    ("nn.Module: OAIAttention_0", None),  # the whole block, projections included: not the attention core
+    # the whole block, projections included: the module view says which component a kernel ran for (issue 12)
+    ("nn.Module: OAIAttention_0", B.ATTENTION),
+    ("nn.Module: QwenGatedDeltaNetAttention_0", B.GDN),  # GDN's block is named ...Attention: gdn rule first
+    ("nn.Module: RMSNormGated_0", B.GDN),  # GDN's gated output norm, as in the kernel view
+    ("nn.Module: GemmaRMSNorm_3", B.NORM),
+    ("nn.Module: Qwen3NextSparseMoeBlock_0", B.MOE),
+    ("nn.Module: QKVParallelLinear_0", None),  # a linear layer: its enclosing block decides
+    ("nn.Module: GraphModule_0", None),
     ("aten::mm", None),
     ("## Call CompiledFxGraph fud64jsrxcxliekg7lptyw24yz5k3oa65b73wjfbhz6j2fg6ouu7 ##", None),
 ]

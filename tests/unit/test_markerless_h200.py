@@ -15,4 +15,10 @@ def test_steps_inferred_from_the_sampler_kernel():
     # Decode steps replay one full CUDA graph each and run the same kernels; the first step is the prefill.
     assert [s.launches.graph_launches for s in steps[1:]] == [1, 1, 1, 1]
     assert len({s.kernels for s in steps[1:]}) == 1 and steps[0].kernels > steps[1].kernels
-    assert all(s.phase == "unknown" for s in steps)  # no token counts without markers: said, not guessed
+    # No token counts without markers: the phases come from the kernels each step ran (issue 12), and say so.
+    assert [s.phase for s in steps] == ["prefill", "decode", "decode", "decode", "decode"]
+    inferred = {ip.step: ip for ip in bd.attribution.inferred_phases}
+    assert sorted(inferred) == [0, 1, 2, 3, 4]
+    assert "chunk_gated_delta_rule" in inferred[0].evidence  # chunked GDN over the prompt
+    assert "fused_recurrent_gated_delta_rule" in inferred[1].evidence  # recurrent GDN for one token
+    assert bd.attribution.mode == "full graphs"  # decode steps each replay one graph

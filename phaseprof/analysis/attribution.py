@@ -1,0 +1,153 @@
+"""Module-view attribution of work items, and its per-phase summary (coverage by method, per-layer times).
+
+Order of evidence for an item's module view (first that applies):
+
+1. ``op_stack``: a ``[[module]]`` rule names the launching op or an enclosing op (``vllm::moe_forward``).
+2. ``module_tree``: the innermost ``nn.Module`` call around the launch (:mod:`phaseprof.analysis.modules`).
+3. ``graph_alignment``: a graph-replayed kernel aligned with its capture / eager run
+   (:mod:`phaseprof.analysis.graph_align`). For replayed kernels 1 and 2 are skipped: the stack around a
+   ``cudaGraphLaunch`` says where the graph was launched, not what its kernels ran for.
+4. ``kernel_name``: the kernel view.
+
+Columns this adds to the work items (``Prepared.items``):
+
+- ``attribution`` (str, a :class:`Method`): which of the above gave ``module_bucket``.
+- ``layer`` (int64): decoder layer index the item ran in, -1 when outside layers or unknown.
+``module_bucket`` is overwritten with the result (unchanged for traces without module events or graph replay).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from phaseprof.analysis.attribution_types import (ATTRIBUTION_VERSION, Attribution, InferredPhase, LayerRow,
+                                                  Method, PhaseAttribution)
+from phaseprof.analysis.graph_align import Reference, Segment, align_replay, reference_segments
+from phaseprof.analysis.modules import ModuleTree, build_module_tree, module_classes
+from phaseprof.classify.classifier import kernel_bucket
+from phaseprof.classify.rules import RuleSet
+from phaseprof.defaults import GRAPH_LAUNCH_APIS
+from phaseprof.trace.correlate import Correlated
+from phaseprof.trace.tables import EventTables, labels
+
+_US = 1e-3
+
+
+@dataclass(frozen=True)
+class ItemAttribution:
+    """What :func:`attribute_items` found besides the item columns."""
+
+    tree: ModuleTree
+    graph_alignment: str
+    alignment_counts: dict[str, int] = field(default_factory=dict)
+    layer_types: dict[int, str] = field(default_factory=dict)  # this trace's, else the reference run's
+
+
+def graph_reference(t: EventTables, c: Correlated, rules: RuleSet, op_module: np.ndarray,
+                    tree: ModuleTree) -> list[Segment]:
+    """Reference kernel sequences (capture windows, eager forward passes) of one trace."""
+    return reference_segments(t, c, op_label=op_module, tree=tree,
+                              kernel_bucket_of=_KernelBuckets(rules))
+
+
+class _KernelBuckets(dict):
+    """name -> kernel-view bucket, computed on first use."""
+
+    def __init__(self, rules: RuleSet) -> None:
+        super().__init__()
+        self._rules = rules
+
+    def __missing__(self, name: str) -> str:
+        b = str(kernel_bucket(name, self._rules))
+        self[name] = b
+        return b
+
+    def get(self, name: str, default: str | None = None) -> str:  # type: ignore[override]
+        return self[name]
+
+
+def attribute_items(items: pd.DataFrame, t: EventTables, c: Correlated, rules: RuleSet, op_module: np.ndarray,
+                    device: str, *, reference: Reference | None = None) -> tuple[pd.DataFrame,
+                                                                                               ItemAttribution]:
+    """Add ``attribution`` and ``layer`` to ``items`` and recompute ``module_bucket`` (see module docstring).
+    ``reference``: segments of another trace (a capture run) and its name, for graph-replay alignment."""
+    tree = build_module_tree(t.modules, rules)
+    n = len(items)
+    kernel_view = items["kernel_bucket"].to_numpy().astype(object)
+    if device == "gpu":
+        launch = items["launch"].to_numpy()
+        ok = launch >= 0
+        op = np.where(ok, c.runtime_op[np.maximum(launch, 0)] if c.runtime_op.size else -1, -1)
+        rt_names = labels(t.runtime["name"]) if len(t.runtime) else np.zeros(0, dtype=object)
+        replayed = ok & np.isin(rt_names[np.maximum(launch, 0)], list(GRAPH_LAUNCH_APIS)) if rt_names.size \
+            else np.zeros(n, dtype=bool)
+        mod = tree.innermost(t.runtime)[np.maximum(launch, 0)] if not tree.empty else np.full(n, -1)
+        mod = np.where(ok, mod, -1)
+    else:
+        op = items.index.to_numpy()
+        replayed = np.zeros(n, dtype=bool)
+        mod = tree.innermost(t.ops)[op] if not tree.empty else np.full(n, -1)
+    if not tree.empty:  # opaque containers (torch.compile) give no module-tree label
+        mod = np.where((mod >= 0) & pd.isna(tree.label[np.maximum(mod, 0)]), -1, mod)
+    op_b = np.where(op >= 0, op_module[np.maximum(op, 0)] if op_module.size else None, None)
+    has_op = ~pd.isna(op_b) & ~replayed
+    has_mod = (mod >= 0) & ~has_op & ~replayed
+    module = kernel_view.copy()
+    method = np.full(n, Method.KERNEL_NAME.value, dtype=object)
+    layer = np.full(n, -1, dtype=np.int64)
+    module[has_op] = [str(b) for b in op_b[has_op]]
+    method[has_op] = Method.OP_STACK.value
+    if not tree.empty:
+        module[has_mod] = tree.label[mod[has_mod]]
+        method[has_mod] = Method.MODULE_TREE.value
+        inside = (mod >= 0) & ~replayed
+        layer[inside] = tree.layer[mod[inside]]
+    detail, counts = "no graph-replayed kernels", {}
+    if replayed.any() or reference is not None:
+        # own capture windows always; eager forwards only from another trace (this trace's own eager steps
+        # already carry their modules)
+        segs = [s for s in graph_reference(t, c, rules, op_module, tree) if s.source == "capture"]
+        what = "this trace"
+        if reference is not None:
+            segs, what = segs + reference[0], f"this trace and {reference[1]}"
+        want = replayed | (method == Method.KERNEL_NAME.value)
+        al = align_replay(items, t, segs, want=want, what=what)
+        hit = want & ~pd.isna(al.label)
+        module[hit] = al.label[hit]
+        method[hit] = Method.GRAPH_ALIGNMENT.value
+        layer[hit] = al.layer[hit]
+        detail, counts = al.detail, al.counts
+    items = items.assign(module_bucket=module, attribution=method, layer=layer)
+    types = {**(reference[2] if reference is not None else {}), **tree.layer_types}
+    return items, ItemAttribution(tree=tree, graph_alignment=detail, alignment_counts=counts, layer_types=types)
+
+
+def summarize(items: pd.DataFrame, phases: dict[str, set[int]], ia: ItemAttribution, *, mode: tuple[str, str],
+              inferred: list[InferredPhase], dropped: int) -> Attribution:
+    """Coverage by method and per-layer times for each phase (``phases``: phase -> its step indices)."""
+    out = []
+    for phase, steps in phases.items():
+        sub = items[items["step"].isin(steps)]
+        busy = float(sub["share_ns"].sum())
+        cov = sub.groupby("attribution")["share_ns"].sum()
+        cov_us = {m.value: float(cov.get(m.value, 0.0)) * _US for m in Method}
+        cov_pct = {m: (100.0 * v / (busy * _US) if busy else 0.0) for m, v in cov_us.items()}
+        rows = []
+        in_layer = sub[sub["layer"] >= 0]
+        if len(in_layer):
+            per = in_layer.groupby(["layer", "module_bucket"])["share_ns"].sum()
+            for k, g in per.groupby(level=0):
+                tot = float(g.sum())
+                rows.append(LayerRow(layer=int(k), layer_type=ia.layer_types.get(int(k), "unknown"),
+                                     time_us=tot * _US, share_pct=100.0 * tot / busy if busy else 0.0,
+                                     by_bucket_us={str(b): float(v) * _US for (_, b), v in g.items()}))
+        outside = float(sub.loc[sub["layer"] < 0, "share_ns"].sum()) * _US
+        out.append(PhaseAttribution(phase=phase, coverage_us=cov_us, coverage_pct=cov_pct, layers=rows,
+                                    outside_layers_us=outside))
+    return Attribution(version=ATTRIBUTION_VERSION, module_calls=len(ia.tree.frame),
+                       module_classes=module_classes(ia.tree), graph_alignment=ia.graph_alignment,
+                       alignment_counts=dict(ia.alignment_counts), phases=out,
+                       mode=mode[0], mode_evidence=mode[1], inferred_phases=inferred, empty_steps_dropped=dropped)

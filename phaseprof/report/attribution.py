@@ -1,0 +1,94 @@
+"""Rendering of a breakdown's attribution section: coverage by method, per-layer table (rendering only)."""
+
+from __future__ import annotations
+
+from rich import box
+from rich.console import Console
+from rich.table import Table
+
+from phaseprof.analysis.attribution_types import Attribution, Method, PhaseAttribution
+from phaseprof.analysis.results import Breakdown
+
+_SHORT = {Method.OP_STACK.value: "op stack", Method.MODULE_TREE.value: "modules",
+          Method.GRAPH_ALIGNMENT.value: "graph align", Method.KERNEL_NAME.value: "kernel name"}
+#: Buckets shown as columns of the layer table, in this order; the rest are summed into "rest".
+LAYER_COLUMNS = ("gdn", "attention", "moe", "norm")
+
+
+def _ms(us: float) -> str:
+    return f"{us / 1000:,.2f}"
+
+
+def coverage_line(pa: PhaseAttribution) -> str:
+    """One line: how the phase's module view was attributed, in % of its GPU time."""
+    parts = [f"{_SHORT[m]} {pa.coverage_pct.get(m, 0.0):.1f}%" for m in _SHORT if pa.coverage_pct.get(m, 0.0) > 0]
+    return f"{pa.phase} module view from: " + (", ".join(parts) or "-")
+
+
+def layer_table(pa: PhaseAttribution) -> Table:
+    """Layers x buckets (ms summed over the phase's steps); fits 80 columns."""
+    t = Table(title=f"{pa.phase}: per layer (ms)", title_justify="left", box=box.SIMPLE_HEAD)
+    for col in ("layer", "type", "ms", "%", *LAYER_COLUMNS, "rest"):
+        t.add_column(col, justify="left" if col == "type" else "right", no_wrap=True)
+    for r in pa.layers:
+        rest = sum(v for b, v in r.by_bucket_us.items() if b not in LAYER_COLUMNS)
+        t.add_row(str(r.layer), r.layer_type.replace("attention", "attn"), _ms(r.time_us), f"{r.share_pct:.1f}",
+                  *(_ms(r.by_bucket_us[b]) if b in r.by_bucket_us else "-" for b in LAYER_COLUMNS), _ms(rest))
+    t.caption = f"outside decoder layers: {_ms(pa.outside_layers_us)} ms"
+    return t
+
+
+def print_attribution(bd: Breakdown, console: Console, *, by_layer: bool = False) -> None:
+    """Mode, inferred phases and coverage lines; the per-layer tables with ``by_layer`` (``--by layer``)."""
+    a: Attribution | None = bd.attribution
+    if a is None:
+        return
+    console.print(f"mode: {a.mode} ({a.mode_evidence})")
+    for ip in a.inferred_phases[:8]:
+        console.print(f"[dim]step {ip.step}: {ip.phase} (inferred from {ip.evidence})[/]")
+    if len(a.inferred_phases) > 8:
+        console.print(f"[dim]... {len(a.inferred_phases) - 8} more inferred steps[/]")
+    modules = f"{a.module_calls:,} nn.Module calls" if a.module_calls else "no nn.Module events (no with_stack)"
+    console.print(f"attribution: {modules}; graph replay: {a.graph_alignment}")
+    for pa in a.phases:
+        console.print(coverage_line(pa))
+    if by_layer:
+        print_layers(bd, console)
+
+
+def print_layers(bd: Breakdown, console: Console) -> None:
+    """The layers x buckets table of each phase, or why there is none."""
+    a = bd.attribution
+    if a is not None:
+        if not any(pa.layers for pa in a.phases):
+            console.print("[yellow]no per-layer view: the trace has no decoder-layer nn.Module events "
+                          "(record it with_stack, e.g. vLLM's own profiler)[/]")
+        for pa in a.phases:
+            if pa.layers:
+                console.print(layer_table(pa))
+
+
+def attribution_markdown(bd: Breakdown, *, by_layer: bool = True) -> str:
+    """Markdown of the same: coverage per phase, then a layers x buckets table per phase."""
+    a = bd.attribution
+    if a is None:
+        return ""
+    out = ["", f"**attribution** — mode: {a.mode} ({a.mode_evidence}); "
+           f"{a.module_calls:,} nn.Module calls; graph replay: {a.graph_alignment}", "",
+           "| phase | " + " | ".join(_SHORT.values()) + " |", "|---|" + "--:|" * len(_SHORT)]
+    for pa in a.phases:
+        out.append(f"| {pa.phase} | " + " | ".join(f"{pa.coverage_pct.get(m, 0.0):.1f}%" for m in _SHORT) + " |")
+    if by_layer:
+        for pa in a.phases:
+            if not pa.layers:
+                continue
+            out += ["", f"<details><summary>{pa.phase}: per layer (ms)</summary>", "",
+                    "| layer | type | ms | % | " + " | ".join(LAYER_COLUMNS) + " | rest |",
+                    "|--:|---|--:|--:|" + "--:|" * (len(LAYER_COLUMNS) + 1)]
+            for r in pa.layers:
+                rest = sum(v for b, v in r.by_bucket_us.items() if b not in LAYER_COLUMNS)
+                cells = [_ms(r.by_bucket_us[b]) if b in r.by_bucket_us else "-" for b in LAYER_COLUMNS]
+                out.append(f"| {r.layer} | {r.layer_type} | {_ms(r.time_us)} | {r.share_pct:.1f} | "
+                           + " | ".join(cells) + f" | {_ms(rest)} |")
+            out += ["", "</details>"]
+    return "\n".join(out) + "\n"
