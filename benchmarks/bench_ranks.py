@@ -53,23 +53,25 @@ def build_ranks(ranks: int, mb: float, dest: Path) -> list[Path]:
 
 
 def run(cmd: list[str]) -> dict:
-    """Wall seconds, peak summed RSS (MB) of the process tree, and stdout."""
-    t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, "COLUMNS": "200"})
-    root, peak = psutil.Process(proc.pid), 0
-    out_chunks: list[bytes] = []
-    while proc.poll() is None:
-        try:
-            procs = [root, *root.children(recursive=True)]
-            peak = max(peak, sum(p.memory_info().rss for p in procs if p.is_running()))
-        except psutil.Error:
-            pass
-        time.sleep(0.02)
-    out, err = proc.communicate()
-    out_chunks.append(out)
-    if proc.returncode:
-        raise SystemExit(f"{' '.join(cmd)} failed ({proc.returncode}): {err.decode()[-2000:]}")
-    return {"wall_s": time.perf_counter() - t0, "peak_rss_mb": peak / 1e6, "stdout": b"".join(out_chunks)}
+    """Wall seconds, peak summed RSS (MB) of the process tree, and stdout (via a file: a pipe would fill up and
+    block the child while this loop samples memory)."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(cmd, stdout=out, stderr=err, env={**os.environ, "COLUMNS": "200"})
+        root, peak = psutil.Process(proc.pid), 0
+        while proc.poll() is None:
+            try:
+                procs = [root, *root.children(recursive=True)]
+                peak = max(peak, sum(p.memory_info().rss for p in procs if p.is_running()))
+            except psutil.Error:
+                pass
+            time.sleep(0.02)
+        wall = time.perf_counter() - t0
+        out.seek(0)
+        err.seek(0)
+        if proc.returncode:
+            raise SystemExit(f"{' '.join(cmd)} failed ({proc.returncode}): {err.read().decode()[-2000:]}")
+        return {"wall_s": wall, "peak_rss_mb": peak / 1e6, "stdout": out.read()}
 
 
 def _normalised(doc: bytes) -> dict:

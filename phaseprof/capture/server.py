@@ -32,7 +32,6 @@ from phaseprof.capture.rundir import (
     tokens_label,
     unique_run_dir,
     utc_stamp,
-    write_json,
 )
 from phaseprof.capture.server_client import ServerClient, ServerError, StreamedRequest, parse_url
 from phaseprof.capture.server_probe import (
@@ -55,6 +54,7 @@ from phaseprof.capture.server_traces import (
 from phaseprof.capture.timing import PhaseTiming
 from phaseprof.errors import PhaseprofError
 from phaseprof.io import atomic_directory
+from phaseprof.records import RunRecord
 
 #: Requests one capture may send in all (warm-up + reps + profiled rounds, times concurrency).
 MAX_REQUESTS = 1000
@@ -179,9 +179,10 @@ def capture_from_server(req: ServerCapture, *, console: Console, argv: list[str]
             ranks = write_rank_traces(tmp, final, rank_files, world_size=info.world_size, trace_dir=trace_dir,
                                       metadata=meta, max_trace_bytes=req.max_trace_bytes)
         breakdowns, err, trace_doc, warnings = ranks.breakdowns, ranks.error, ranks.trace_doc, list(ranks.warnings)
-        run = _run_json(req, info, timing, prof_ms, ratio, collected, other, trace_doc, breakdowns, err, warnings,
+        rec = _run_json(req, info, timing, prof_ms, ratio, collected, other, trace_doc, breakdowns, err, warnings,
                         client.sent, argv)
-        write_json(tmp / "run.json", run)
+        rec.write(tmp / "run.json")
+        run = rec.to_dict()
         make_readable(tmp)
     return ServerCaptureResult(run_dir=final, info=info, timing=timing, profiled_ms=prof_ms, overhead_ratio=ratio,
                                collected=collected, breakdowns=breakdowns, breakdown_error=err,
@@ -256,13 +257,15 @@ def _steps(breakdowns: dict[int, Any]) -> dict[str, Any]:
 def _run_json(req: ServerCapture, info: ServerInfo, timing: PhaseTiming, prof_ms: float | None,
               ratio: float | None, collected: Collected, other: list[Path], trace_doc: dict[str, Any],
               breakdowns: dict[int, Any], err: str | None, warnings: list[str], sent: int,
-              argv: list[str] | None) -> dict[str, Any]:
-    """The run's record (docs/capture.md, "Live server"); field names follow the in-process run.json."""
+              argv: list[str] | None) -> RunRecord:
+    """The run's record (docs/capture.md, "Live server"): the in-process ``RunRecord``, plus what only a server
+    run has (``source``, ``server``, ``requests_sent``, ``vocab_size``, ``rank_breakdowns``, ``warnings``)."""
     head = timing.headline
     first = next(iter(breakdowns.values()), None)
     gpu = getattr(getattr(first, "trace", None), "gpu_name", None)
     platform = getattr(getattr(first, "trace", None), "platform", None)
-    return {
+    multi = bool(breakdowns) and not err and "file" not in trace_doc
+    doc = {
         "schema_version": RUN_SCHEMA_VERSION, "kind": "capture", "source": "server",
         "created_utc": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "command": command_line(argv),
@@ -271,12 +274,11 @@ def _run_json(req: ServerCapture, info: ServerInfo, timing: PhaseTiming, prof_ms
         "mode": info.mode,
         "ttft_ms": timing.ttft.median_ms, "tpot_ms": timing.tpot.median_ms if timing.tpot else None,
         "device": {"kind": platform, "name": gpu or platform},
-        "model": {"name": info.model_id, "root": info.root,
+        "model": {"name": info.model_id, "kind": "server", "path": info.root,
                   "architecture": ((info.hf_config or {}).get("architectures") or [None])[0]},
         "model_config": info.hf_config,  # as the server reports it: speed of light needs no --model-config
         "request": {"phase": str(req.phase), "prompt_tokens": req.tokens, "max_tokens": req.max_tokens,
                     "concurrency": req.concurrency, "seed": req.seed,
-                    "vocab_size": info.vocab_size or FALLBACK_VOCAB,
                     "prompt": "random token ids, one seeded prompt per request (seed + request index), so no "
                               "request hits the prefix cache of an earlier one"
                               + ("" if info.vocab_size else f"; ids below {FALLBACK_VOCAB} (vocabulary unknown)")},
@@ -297,11 +299,14 @@ def _run_json(req: ServerCapture, info: ServerInfo, timing: PhaseTiming, prof_ms
             "note": "other clients' requests during the profiled round would appear in the trace too",
         },
         "trace": trace_doc,
-        "breakdown": None if err or not breakdowns else ("breakdown.json" if "file" in trace_doc else
-                                                         [f"rank{r}.breakdown.json" for r in sorted(breakdowns)]),
+        "breakdown": None if err or not breakdowns or multi else "breakdown.json",
         "breakdown_error": err,
+        "vocab_size": info.vocab_size or FALLBACK_VOCAB,
         "warnings": warnings,
     }
+    if multi:
+        doc["rank_breakdowns"] = [f"rank{r}.breakdown.json" for r in sorted(breakdowns)]
+    return RunRecord.from_dict(doc, source="run.json")
 
 
 def print_server_headline(res: ServerCaptureResult, console: Console) -> None:

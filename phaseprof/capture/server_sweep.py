@@ -22,7 +22,6 @@ from phaseprof.capture.rundir import (
     run_dir_name,
     unique_run_dir,
     utc_stamp,
-    write_json,
 )
 from phaseprof.capture.server import connect
 from phaseprof.capture.server_probe import FALLBACK_VOCAB, check_length
@@ -38,6 +37,7 @@ from phaseprof.capture.sweep import (
 from phaseprof.capture.timing import summarize
 from phaseprof.errors import PhaseprofError
 from phaseprof.io import atomic_directory
+from phaseprof.records import SweepRecord
 
 MAX_SWEEP_REQUESTS = 5000
 
@@ -88,7 +88,8 @@ def run_server_sweep(req: ServerSweep, *, console: Console, argv: list[str] | No
         "schema_version": RUN_SCHEMA_VERSION, "kind": "sweep", "source": "server", "phase": str(req.phase),
         "created_utc": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "command": command_line(argv), "server": info.to_dict(), "versions": {"vllm": info.version},
-        "device": {"kind": "server", "name": info.url}, "model": {"name": info.model_id, "root": info.root},
+        "device": {"kind": "server", "name": info.url}, "model": {"name": info.model_id, "kind": "server", "path": info.root},
+        "model_config": info.hf_config,
         "engine": {"mode": info.mode or "?"}, "reps": req.reps, "warmup": req.warmup, "seed": req.seed,
         "timing_source": CLIENT_CLOCK,
     }
@@ -113,7 +114,7 @@ def run_server_sweep(req: ServerSweep, *, console: Console, argv: list[str] | No
                 points.append(PrefillPoint(prompt_tokens=length, ttft=ttft, ttft_host=ttft, source=CLIENT_CLOCK))
                 st.update(f"prefill sweep: {length} tokens TTFT {ttft.median_ms:.2f} ms")
             doc["points"] = [p.to_dict() for p in points]
-            doc["skipped_lengths"] = skipped
+            doc["skipped"] = skipped
             doc["slope_us_per_token"] = slope_us_per_token(points)
             spec = prefill_plot_spec(points, title=f"TTFT vs prompt length — {title}")
         else:
@@ -133,11 +134,12 @@ def run_server_sweep(req: ServerSweep, *, console: Console, argv: list[str] | No
                                            decode_tok_per_s=c / (tpot.median_ms / 1e3), source=CLIENT_CLOCK))
                 st.update(f"decode sweep: c={c} TPOT {tpot.median_ms:.2f} ms")
             doc["points"] = [p.to_dict() for p in dpoints]
-            doc["skipped_concurrency"] = skipped
+            doc["skipped"] = skipped
             spec = decode_plot_spec(dpoints, title=f"Decode TPOT and throughput — {title}")
         doc["plot_files"] = write_plot(spec, tmp)
         doc["requests_sent"] = client.sent
         doc["elapsed_s"] = round(time.perf_counter() - t0, 3)
-        write_json(tmp / "sweep.json", doc)
+        rec = SweepRecord.from_dict(doc, source="sweep.json")  # the one writer and reader of sweep.json
+        rec.write(tmp / "sweep.json")
         make_readable(tmp)
-    return final, doc
+    return final, rec.to_dict()

@@ -124,7 +124,7 @@ def test_prefill_through_server(server: Server, tmp_path: Path) -> None:
     assert info["source"] == "server" and info["kind"] == "capture"
     assert info["server"]["url"] == server.url and info["server"]["version"] == vllm.__version__
     assert info["server"]["world_size"] == 1 and info["mode"] == "eager"
-    assert info["server"]["max_model_len"] == MAX_MODEL_LEN and info["request"]["vocab_size"] == 4096
+    assert info["server"]["max_model_len"] == MAX_MODEL_LEN and info["vocab_size"] == 4096
     assert info["requests_sent"] == 1 + 2 + 1
     head = info["headline"]
     assert head["metric"] == "ttft" and head["p10_ms"] <= head["median_ms"] <= head["p90_ms"]
