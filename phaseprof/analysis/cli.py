@@ -9,6 +9,7 @@ import typer
 from rich.console import Console
 
 from phaseprof.errors import PhaseprofError
+from phaseprof.safe_text import for_markdown, for_terminal, terminal
 
 
 class OutputFormat(str, Enum):
@@ -40,26 +41,26 @@ def analyze(
     if json_out is not None and len(traces) > 1 and json_out.suffix == ".json":
         raise PhaseprofError("--json must be a directory when several traces are given", path=json_out)
     for tr in traces:
-        with console.status(f"analysing {tr} ...", spinner="dots") if fmt == OutputFormat.table else _null():
+        with console.status(f"analysing {terminal(str(tr))} ...", spinner="dots") if fmt == OutputFormat.table else _null():
             bd = analyze_trace(tr, rules=list(rules) or None)
         if json_out is not None:
             dest = json_out if len(traces) == 1 and json_out.suffix == ".json" else \
                 json_out / (tr.name.split(".json")[0] + ".breakdown.json")
             write_breakdown(bd, dest)
-            console.print(f"[dim]wrote {dest}[/]") if fmt == OutputFormat.table else None
+            console.print(f"[dim]wrote {terminal(str(dest))}[/]") if fmt == OutputFormat.table else None
         if fmt == OutputFormat.table:
-            print_breakdown(bd, console)
+            print_breakdown(for_terminal(bd), console)
         elif fmt == OutputFormat.json:
             typer.echo(dumps(bd).decode())
         else:
-            typer.echo(breakdown_markdown(bd))
+            typer.echo(breakdown_markdown(for_markdown(bd)))
         if cross_check:
             if cross_check != "hta":
                 raise PhaseprofError(f"unknown --cross-check {cross_check!r} (supported: hta)")
             from phaseprof.analysis.hta_check import cross_check_hta, print_cross_check
 
             # On stderr when stdout carries JSON or markdown, so piped output stays parseable.
-            print_cross_check(cross_check_hta(tr, bd), console if fmt == OutputFormat.table else Console(stderr=True))
+            print_cross_check(for_terminal(cross_check_hta(tr, bd)), console if fmt == OutputFormat.table else Console(stderr=True))
 
 
 def _expand(paths: list[Path], rules: list[Path], console: Console, json_out: Path | None) -> list[Path]:
@@ -77,9 +78,9 @@ def _expand(paths: list[Path], rules: list[Path], console: Console, json_out: Pa
         if len(files) == 1:
             out.append(files[0])
             continue
-        with console.status(f"analysing {len(files)} rank traces in {p} ...", spinner="dots"):
+        with console.status(f"analysing {len(files)} rank traces in {terminal(str(p))} ...", spinner="dots"):
             summary = analyze_ranks(files, rules=list(rules) or None)
-        print_rank_summary(summary, console)
+        print_rank_summary(for_terminal(summary), console)
         if json_out is not None:
             for r, bd in summary.ranks.items():
                 write_breakdown(bd, json_out / f"rank{r}.breakdown.json")

@@ -11,10 +11,10 @@ from pathlib import Path
 import orjson
 import typer
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
 from phaseprof.errors import PhaseprofError
+from phaseprof.safe_text import for_markdown, for_terminal, terminal
 from phaseprof.report.diff import BreakdownDiff, BucketDelta, Delta
 from phaseprof.report.diff_markdown import (METRIC_LABELS, fmt_change, fmt_rel, fmt_value, diff_markdown,
                                             HEADLINE_SHIFTS)
@@ -60,16 +60,16 @@ def _bucket_table(title: str, rows: tuple[BucketDelta, ...]) -> Table:
 
 def print_diff(d: BreakdownDiff, console: Console, *, kernels: int = 15) -> None:
     """Terminal rendering: who is A and B, comparability warnings, then per phase the metrics, both bucket
-    views and the biggest matched kernel pairs."""
+    views and the biggest matched kernel pairs. Strings are shown as they are: pass ``for_terminal(d)``."""
     for key, s in (("A", d.a), ("B", d.b)):
-        console.print(f"[bold]{key}[/] " + escape(f"{s.label}  {s.gpu} ({s.platform}, {s.mode or 'mode unknown'})"))
+        console.print(f"[bold]{key}[/] {s.label}  {s.gpu} ({s.platform}, {s.mode or 'mode unknown'})")
     for w in d.warnings:
-        console.print(f"[yellow]warning: not like for like: {escape(w)}[/]")
+        console.print(f"[yellow]warning: not like for like: {w}[/]")
     unknown = [c.aspect for c in d.comparability if c.status == "unknown"]
     if unknown:
         console.print(f"[dim]not recorded on both sides, not checked: {', '.join(unknown)}[/]")
     for n in d.notes:
-        console.print(f"[dim]note: {escape(n)}[/]")
+        console.print(f"[dim]note: {n}[/]")
     if d.only_in_a or d.only_in_b:
         console.print(f"[yellow]phases only in A: {', '.join(d.only_in_a) or 'none'}; only in B: "
                       f"{', '.join(d.only_in_b) or 'none'} (not compared)[/]")
@@ -124,16 +124,16 @@ def diff(
     err = Console(stderr=True)
     sides = []
     for p in (a, b):
-        with err.status(f"reading {p} ...", spinner="dots"):
+        with err.status(f"reading {terminal(str(p))} ...", spinner="dots"):
             sides.append(load_side(p, rules=list(rules) or None))
     sa, sb = sides
     d = diff_breakdowns(sa.breakdown, sb.breakdown, order_a=sa.order, order_b=sb.order,
                         labels=(_label(a), _label(b)))
     checks = evaluate(thresholds, d)
     if fmt == DiffFormat.table:
-        print_diff(d, console)
+        print_diff(for_terminal(d), console)
     elif fmt == DiffFormat.markdown:
-        typer.echo(diff_markdown(d, checks=checks), nl=False)
+        typer.echo(diff_markdown(for_markdown(d), checks=checks), nl=False)
     else:
         typer.echo(diff_json(d, checks).decode())
     for c in checks:

@@ -46,7 +46,7 @@ def require_regular_file(path: str | Path, *, what: str = "file", error: type[Ph
     try:
         st = p.stat()
     except FileNotFoundError:
-        raise error(f"no such {what}", path=p) from None
+        raise error("no such file", path=p) from None
     except OSError as e:
         raise error(f"cannot read {what}: {e.strerror}", path=p) from None
     if stat.S_ISDIR(st.st_mode):
