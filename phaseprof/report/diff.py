@@ -184,8 +184,14 @@ class Loaded:
 
 
 def _is_breakdown_json(p: Path) -> bool:
-    with p.open("rb") as f:
-        head = f.read(4096)
+    from phaseprof.trace.limits import require_regular_file
+
+    require_regular_file(p, what="diff input")  # a FIFO would block the read below
+    try:
+        with p.open("rb") as f:
+            head = f.read(4096)
+    except OSError as e:
+        raise PhaseprofError(f"cannot read: {e.strerror}", path=p) from None
     return head[:2] != b"\x1f\x8b" and b'"schema_version"' in head
 
 
@@ -216,6 +222,8 @@ def load_side(path: str | Path, *, rules: list[Path] | None = None) -> Loaded:
         if run_json.is_file():
             try:
                 run = orjson.loads(run_json.read_bytes())
+            except OSError as e:
+                raise PhaseprofError(f"cannot read: {e.strerror}", path=run_json) from None
             except orjson.JSONDecodeError as e:
                 raise PhaseprofError(f"not valid JSON ({e})", path=run_json) from None
             if isinstance(run, dict):
