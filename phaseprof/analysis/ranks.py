@@ -17,6 +17,7 @@ from phaseprof.analysis.results import Breakdown
 from phaseprof.classify.rules import load_rules
 from phaseprof.errors import PhaseprofError
 from phaseprof.trace.tables import load_tables
+from phaseprof.analysis.invariants import checked
 
 TRACE_SUFFIXES = (".json", ".json.gz")
 
@@ -71,7 +72,7 @@ def analyze_ranks(paths: list[Path], *, rules: list[Path] | None = None) -> Rank
     by_rank: dict[int, Breakdown] = {}
     worlds: dict[int, list[Path]] = {}
     for p in paths:
-        bd = analyze_tables(load_tables(p), ruleset)
+        bd = checked(analyze_tables(load_tables(p), ruleset))
         rank, world = _rank_of(bd, p)
         worlds.setdefault(world, []).append(p)
         if rank in by_rank:

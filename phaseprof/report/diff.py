@@ -243,12 +243,13 @@ def load_comparable(path_or_dir: str | Path, *, rules: list[Path] | None = None)
 def _analyze(trace: Path, rules: list[Path] | None) -> Loaded:
     # Same steps as analysis.pipeline.analyze_trace, keeping the tables to compute kernel order from them.
     from phaseprof.analysis.breakdown import analyze_tables
+    from phaseprof.analysis.invariants import checked
     from phaseprof.classify.rules import load_rules
     from phaseprof.trace.tables import load_tables
 
     tables = load_tables(trace)
     rs = load_rules(rules)
-    return Loaded(analyze_tables(tables, rs), kernel_order(tables, rs), "trace")
+    return Loaded(checked(analyze_tables(tables, rs)), kernel_order(tables, rs), "trace")
 
 
 def kernel_order(tables: Any, rules: Any) -> KernelOrder:
