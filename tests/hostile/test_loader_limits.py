@@ -176,3 +176,30 @@ def test_decompressed_size_is_bounded(tmp_path: Path, monkeypatch: pytest.Monkey
     p = tmp_path / "big.json.gz"
     p.write_bytes(gzip.compress(_doc()))
     _one_line(p, capsys, "decompresses to more than")
+
+
+@pytest.mark.parametrize("name", [f"ProfilerStep#{'7' * 5000}", "ProfilerStep#٣",
+                                  "execute_context_1(" + "9" * 30 + ")_generation_0(0)",
+                                  f"phaseprof_step#0_context_1({2**64})_generation_0(0)"])
+def test_absurd_step_numbers_are_not_step_markers(name: str, tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    # int() raised on 5,000 digits and a token count > 2^64 broke --format json; such a name is no marker any
+    # writer produces, so it is an ordinary annotation and the steps come from elsewhere.
+    from phaseprof.trace.markers import parse_step_marker
+
+    assert parse_step_marker(name) is None
+    step = {"ph": "X", "cat": "user_annotation", "name": name, "pid": 0, "tid": 1, "ts": 1, "dur": 50}
+    p = tmp_path / "steps.json"
+    p.write_bytes(_doc(step))
+    assert main(["analyze", str(p), "-f", "json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["step_detection"]["method"] != "markers:profiler_step"
+
+
+def test_real_step_markers_still_parse() -> None:
+    from phaseprof.trace.markers import parse_step_marker
+
+    m = parse_step_marker("execute_context_1(888_788544)_generation_0(0)")
+    assert m is not None and (m.context_requests, m.context_tokens) == (1, 888)
+    m = parse_step_marker("ProfilerStep#12")
+    assert m is not None and m.index == 12
