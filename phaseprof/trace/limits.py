@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import os
 import stat
 import sys
 import zlib
@@ -75,11 +76,14 @@ def open_trace(path: str | Path) -> Iterator[BinaryIO]:
         yield io.BytesIO(_read_stdin())
         return
     p = require_regular_file(path, what="trace file", error=TraceError)
-    try:
-        f = p.open("rb")
+    try:  # O_NONBLOCK: should the path have become a FIFO since the check, opening it must not block either
+        fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK)
     except OSError as e:
         raise TraceError(f"cannot read: {e.strerror}", path=p) from None
-    with f:
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise TraceError("not a regular file (a FIFO, device or socket)", path=p)
+    with os.fdopen(fd, "rb") as f:
         yield f
 
 
