@@ -112,8 +112,13 @@ def structural(draw: st.DrawFn, doc: dict[str, Any]) -> tuple[str, dict[str, Any
     return kind, {**doc, "traceEvents": events}
 
 
+class Case(tuple):  # (base, label, data) with a short repr: hypothesis prints failing cases
+    def __repr__(self) -> str:
+        return f"Case({self[0]!r}, {self[1]!r}, <{len(self[2]):,} bytes>)"
+
+
 @st.composite
-def case(draw: st.DrawFn) -> tuple[str, str, bytes]:
+def _case(draw: st.DrawFn) -> tuple[str, str, bytes]:
     """(base name, mutation label, file bytes)."""
     base = draw(st.sampled_from(sorted(BASES)))
     label, doc = draw(structural(_doc(base))) if draw(st.booleans()) else ("none", _doc(base))
@@ -193,8 +198,8 @@ def _report() -> Any:
 @settings(max_examples=EXAMPLES, deadline=None, derandomize=SEED == 0, database=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.large_base_example,
                                  HealthCheck.function_scoped_fixture])
-@given(case())
-def test_mutated_real_traces(tmp_path_factory: pytest.TempPathFactory, c: tuple[str, str, bytes]) -> None:
+@given(_case().map(Case))
+def test_mutated_real_traces(tmp_path_factory: pytest.TempPathFactory, c: Case) -> None:
     base, label, data = c
     path = tmp_path_factory.mktemp("fuzz") / f"{base}.json.gz"
     path.write_bytes(data)

@@ -203,3 +203,11 @@ def test_real_step_markers_still_parse() -> None:
     assert m is not None and (m.context_requests, m.context_tokens) == (1, 888)
     m = parse_step_marker("ProfilerStep#12")
     assert m is not None and m.index == 12
+
+
+def test_kernels_without_any_runtime_call(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # Found by the fuzz test: a real trace with its runtime events dropped raised IndexError in step detection.
+    p = tmp_path / "no_runtime.json"
+    p.write_text(json.dumps({"traceEvents": [_KERNEL, _with(_KERNEL, (("ts",), 40))]}))
+    assert main(["analyze", str(p), "-f", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["totals"]["kernels"] == 2
