@@ -16,7 +16,9 @@ Anything else (an exception out of ``main``, another exit code, several lines) f
 
 CI runs ``PHASEPROF_FUZZ_EXAMPLES`` (default 200) derandomized cases. A longer campaign:
 ``PHASEPROF_FUZZ_EXAMPLES=3000 PHASEPROF_FUZZ_SEED=1 PHASEPROF_FUZZ_REPORT=counts.json pytest
-tests/hostile/test_fuzz.py``. Last campaign (3,000 cases, seed 1, 2026-11-30): see README "Hostile input".
+tests/hostile/test_fuzz.py``. Last campaign (3,000 cases, seed 1, 2026-11-30, ~14 min on 2 shared cores):
+1,103 exit 0 with every invariant holding, 1,897 exit 2 with one line naming the file, 0 anything else. Its first
+run found one bug (kernels with no runtime call at all: IndexError in step detection), fixed before the count.
 """
 
 from __future__ import annotations
