@@ -138,9 +138,10 @@ def bounded(pieces: Iterator[bytes], path: str | Path, *, max_bytes: int | None 
         yield piece
 
 
-#: Events phaseprof keeps (kernels, memcpys, runtime calls, CPU ops, allocator events) at most. Each costs ~90
-#: bytes of columns, twice while the tables are built: 4M events ~ 0.7 GB. A vLLM step has ~10^3-10^4 of them.
-MAX_KEPT_EVENTS = 4_000_000
+#: Events phaseprof keeps (kernels, memcpys, runtime calls, CPU ops, allocator events) at most. The whole analysis
+#: peaks at ~500 bytes per kept event (measured: 3.95 M kernels, 1.9 GB), so 1.75 M stays under 1 GB. An eager H200
+#: decode step keeps ~4,200 (traces/h200/eager, 32 steps: 134 K): 1.75 M is ~400 such steps.
+MAX_KEPT_EVENTS = 1_750_000
 #: Longest time a trace may span and an event may last (µs): a profiler trace covers seconds to minutes. Past
 #: this, a ``ts`` or ``dur`` is an overflowed or corrupted number, not a time (2^62 µs would be 146,000 years).
 MAX_SPAN_US = 7 * 86_400 * 1e6
