@@ -27,7 +27,7 @@ STDIN = "-"
 #: Compressed bytes read from standard input at most (it is held in memory to be read twice if need be).
 MAX_STDIN_BYTES = 1 << 30
 #: Decompressed bytes of one trace at most: the largest public trace in shared/traces/public inflates to 55 MB;
-#: 40x that still reads (in about a minute); 5 GB from a 5 MB file is a gzip bomb.
+#: 40x that still reads (2 GB of events phaseprof drops: ~10 s, benchmarks/bench_bombs.py); 5 GB is a bomb.
 MAX_TRACE_BYTES = 2 << 30
 #: Consecutive whitespace bytes at most. JSON allows any amount, a profiler writes a few per event; 16 MB of
 #: nothing but blanks is a gzip bomb (a 5 MB file inflates to 5 GB of spaces), not a trace.
