@@ -39,6 +39,7 @@ PIECE_BYTES = 1 << 20
 _READ_BYTES = 1 << 18  # compressed bytes per read(): ~4 MB decompressed for a typical 16x Kineto trace
 _WS = b" \t\n\r"  # JSON whitespace exactly: \f and \v are not, so no regex \s anywhere here
 _WS_NUL = _WS + b"\0"
+_WS_ENDS = frozenset(bytes([c]) for c in _WS)
 _SEP = re.compile(rb"\}[ \t\n\r]*,[ \t\n\r]*\{")
 _EVENTS_KEY = re.compile(rb'"traceEvents"[ \t\n\r]*:[ \t\n\r]*\[')
 _SEP_WINDOW = 1 << 12  # look for the cut in the last 4 KB of the buffer first
@@ -142,7 +143,9 @@ def _read(pieces: Iterator[bytes], sink: Callable[[list[Event]], None], piece_by
         if n + len(piece) > len(buf):
             buf.extend(bytes(n + len(piece) - len(buf)))  # only when undecodable bytes are carried
         n = _put(buf, n, piece)
-        cut = _cut(buf, decodable_from, n)
+        # Blanks only cannot complete a separator ("}" ws "," ws "{"): skip the scan, so a long run of whitespace
+        # between two events is scanned once when the next event arrives, not once per piece (quadratic).
+        cut = None if _blank(piece) else _cut(buf, decodable_from, n)
         if cut is None:
             if n > _MAX_CARRY:  # one "event" this long, or no separator at all: not the shape streamed here
                 raise _Inconsistent("no event boundary in the carried bytes")
@@ -172,6 +175,11 @@ def _read(pieces: Iterator[bytes], sink: Callable[[list[Event]], None], piece_by
     if "traceEvents" in header_keys | trailer_keys or header_keys & trailer_keys:
         raise _Inconsistent("duplicate top-level keys")
     return _merged(header, trailer, trailer_keys), count
+
+
+def _blank(piece: bytes) -> bool:
+    """Whether ``piece`` is JSON whitespace only (its ends are checked first: almost every piece fails there)."""
+    return piece[:1] in _WS_ENDS and piece[-1:] in _WS_ENDS and not piece.strip(_WS)
 
 
 def _put(buf: bytearray, at: int, data: bytes | bytearray) -> int:

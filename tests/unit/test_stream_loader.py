@@ -234,3 +234,12 @@ def test_only_a_chunk_is_decoded_at_a_time(tmp_path: Path) -> None:
 def test_decoder_constants_are_json_whitespace_only() -> None:
     # \f and \v are whitespace to Python but not to JSON: a regex \s would cut out bytes the decoder rejects
     assert stream._WS == b" \t\n\r" and b"\\s" not in stream._SEP.pattern + stream._EVENTS_KEY.pattern
+
+
+def test_long_whitespace_between_events_streams(tmp_path: Path) -> None:
+    # Blank pieces skip the separator scan (a run of blanks is scanned once, not once per piece); the cut still
+    # lands on the right boundaries: streamed tables equal the whole-document ones.
+    evs = [json.dumps(e) for e in events() * 3]
+    text = '{"traceEvents": [' + (" " * 50_000 + ",\n" + " " * 30_000).join(evs) + "]}"
+    p = write(tmp_path / "blanks.json.gz", text)
+    assert_same_tables(streamed(p, piece_bytes=4096), load_tables(p, streaming=False))
