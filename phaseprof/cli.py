@@ -6,10 +6,10 @@ import sys
 
 import typer
 from rich.console import Console
-from rich.markup import escape
 
 from phaseprof import __version__
 from phaseprof.errors import PhaseprofError
+from phaseprof.safe_text import terminal
 
 app = typer.Typer(
     name="phaseprof",
@@ -59,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         rv = app(args=argv, standalone_mode=False)
     except PhaseprofError as e:
-        err_console.print(f"[bold red]error:[/] {escape(str(e))}", highlight=False, soft_wrap=True)
+        err_console.print(f"[bold red]error:[/] {terminal(str(e))}", highlight=False, soft_wrap=True)
         return e.exit_code
     except typer.Exit as e:
         return e.exit_code

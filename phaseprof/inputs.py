@@ -50,9 +50,16 @@ class Input:
 
 
 def is_breakdown_json(path: Path) -> bool:
-    """A breakdown JSON (phaseprof's own, uncompressed) rather than a trace: checked from the first 4 KiB."""
-    with path.open("rb") as f:
-        head = f.read(4096)
+    """A breakdown JSON (phaseprof's own, uncompressed) rather than a trace: checked from the first 4 KiB.
+    Special files (a FIFO would block this read) and unreadable files are one-line errors."""
+    from phaseprof.trace.limits import require_regular_file
+
+    require_regular_file(path, what="input")
+    try:
+        with path.open("rb") as f:
+            head = f.read(4096)
+    except OSError as e:
+        raise PhaseprofError(f"cannot read: {e.strerror}", path=path) from None
     return head[:2] != b"\x1f\x8b" and b'"schema_version"' in head and b'"traceEvents"' not in head
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from phaseprof.analysis.breakdown import analyze_tables, summarize
+from phaseprof.analysis.invariants import checked
 from phaseprof.analysis.order import KernelOrder, kernel_order_of
 from phaseprof.analysis.prepare import Prepared, prepare
 from phaseprof.analysis.results import Breakdown
@@ -92,7 +93,7 @@ def analyze(source: str | Path | EventTables, *, config: AnalysisConfig | None =
     rules = ruleset if ruleset is not None else config.ruleset()
     ref = load_reference(config.graph_reference, rules) if config.graph_reference is not None else None
     prep = prepare(tables, rules, reference=ref)
-    return AnalysedTrace(tables=tables, rules=rules, prepared=prep, breakdown=summarize(tables, prep))
+    return AnalysedTrace(tables=tables, rules=rules, prepared=prep, breakdown=checked(summarize(tables, prep)))
 
 
 def analyze_trace(path: str | Path, *, rules: list[Path] | None = None,

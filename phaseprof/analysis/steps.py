@@ -113,8 +113,8 @@ def detect_steps(*, ops: pd.DataFrame, runtime: pd.DataFrame, gpu: pd.DataFrame,
     found = _from_markers(ops) if not ops.empty else None
     if found is not None:
         return found
-    launch_end = np.where(gpu_launch >= 0, runtime["end_ns"].to_numpy()[np.maximum(gpu_launch, 0)],
-                          gpu["ts_ns"].to_numpy())
+    call_end = runtime["end_ns"].to_numpy() if not runtime.empty else np.zeros(1, dtype=np.int64)  # none: unused
+    launch_end = np.where(gpu_launch >= 0, call_end[np.maximum(gpu_launch, 0)], gpu["ts_ns"].to_numpy())
     # 1) The sampler runs once at the end of every step: its rarest kernel marks step ends.
     gpu_names = labels(gpu["name"])
     sampling = pd.Series(gpu_names[kernel_buckets == Bucket.SAMPLING])

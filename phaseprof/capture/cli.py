@@ -21,6 +21,7 @@ from phaseprof.capture.options import (
 )
 from phaseprof.capture.server_cli import SERVER_HELP, TRACE_DIR_HELP, capture_server, sweep_server
 from phaseprof.errors import PhaseprofError
+from phaseprof.safe_text import for_terminal
 
 DEFAULT_MAX_TRACE_MB = 5.0  # the repository's limit for a committed trace (capture.profile)
 
@@ -70,7 +71,7 @@ def _capture_parallel(opts, cap, tp: int, ep: bool, console: Console, argv: list
     summary = analyze_ranks(find_trace_files(run_dir / "ranks"))
     for r, bd in summary.ranks.items():
         write_breakdown(bd, run_dir / f"rank{r}.breakdown.json")
-    print_rank_summary(summary, console)
+    print_rank_summary(for_terminal(summary), console)
     console.print(f"run directory: {run_dir}")
 
 

@@ -100,4 +100,6 @@ def print_table(bd: Any, console: Console) -> None:
         from phaseprof.report.table import print_breakdown  # noqa: PLC0415
     except ImportError:
         return
-    print_breakdown(bd, console)
+    from phaseprof.safe_text import for_terminal  # noqa: PLC0415
+
+    print_breakdown(for_terminal(bd), console)  # real kernel names carry "[with T = ...]": rich markup

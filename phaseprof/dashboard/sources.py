@@ -125,7 +125,12 @@ def added_key(p: Path, roots: Roots) -> str:
         return "added/" + p.name
 
 
-looks_like_breakdown = is_breakdown_json  # one sniffer for every reader (phaseprof.inputs)
+def looks_like_breakdown(path: Path) -> bool:
+    """``inputs.is_breakdown_json`` (one sniffer for every reader); a special or unreadable file is not one."""
+    try:
+        return is_breakdown_json(path)
+    except PhaseprofError:
+        return False
 
 
 def _manifest(d: Path, root: Path) -> dict[str, str]:

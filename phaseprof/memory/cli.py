@@ -58,6 +58,7 @@ def memory(
     from phaseprof.memory.plan import MemoryInputs, build_memory_plan
     from phaseprof.memory.render import render_plan
     from phaseprof.memory.report import plan_to_json
+    from phaseprof.safe_text import for_terminal
 
     inputs = MemoryInputs(
         model=model, max_model_len=max_model_len, gpu=gpu, gpu_memory_gib=gpu_memory,
@@ -72,7 +73,7 @@ def memory(
     if output_format is OutputFormat.JSON:
         typer.echo(plan_to_json(plan))
     else:
-        render_plan(plan, Console(width=160))
+        render_plan(for_terminal(plan), Console(width=160))
 
 
 def register(app: typer.Typer) -> None:

@@ -190,11 +190,16 @@ def load_hf_config(model: str) -> tuple[dict[str, Any], str]:
         path = path / "config.json"
         if not path.is_file():
             raise PhaseprofError(f"{model}: directory has no config.json")
-    if path.is_file():
+    if path.exists():
+        from phaseprof.trace.limits import require_regular_file
+
+        require_regular_file(path, what="config file")  # a FIFO would block the read
+        if path.stat().st_size > 64 << 20:
+            raise PhaseprofError(f"{path}: over 64 MB, not a model config")
         try:
             return json.loads(path.read_text()), str(path)
-        except (OSError, json.JSONDecodeError) as e:
-            raise PhaseprofError(f"{path}: not a readable JSON config ({e})") from e
+        except (OSError, ValueError, RecursionError) as e:  # ValueError: bad JSON or not UTF-8
+            raise PhaseprofError(f"{path}: not a readable JSON config ({str(e)[:120]})") from None
     return _load_preset(model), f"preset {model}"
 
 

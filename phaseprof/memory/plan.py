@@ -17,6 +17,7 @@ from phaseprof.memory.gpus import GpuSpec, custom_gpu, lookup_gpu
 from phaseprof.memory.kv_plan import (Capacity, CacheSettings, KvLayout, RequestCost, capacity, kv_layout,
                                       request_cost)
 from phaseprof.memory.model_shape import ModelShape, load_hf_config, shape_from_hf_config
+from phaseprof.memory.validate import check_hf_config
 from phaseprof.memory.params import WeightEstimate, count_weights
 from phaseprof.memory.scratch import ResolvedServing, ScratchCheck, ServingSettings, resolve_serving, scratch_check
 
@@ -87,6 +88,9 @@ class MemoryPlan:
     warnings: tuple[str, ...]
 
 
+_MAX_GIB = 1 << 20  # 1 PiB: beyond any GPU or node
+
+
 def validate_inputs(i: MemoryInputs) -> None:
     """Nonsense numbers → one PhaseprofError naming the flag (exit 2)."""
     positive_ints = {"--max-model-len": i.max_model_len, "--cudagraph-max-size": i.cudagraph_max_size, "--tp": i.tp,
@@ -98,6 +102,8 @@ def validate_inputs(i: MemoryInputs) -> None:
     for flag, g in {"--gpu-memory": i.gpu_memory_gib, "--kv-budget-gib": i.kv_budget_gib}.items():
         if g is not None and not g > 0:
             raise PhaseprofError(f"{flag} must be a positive number of GiB, got {g}")
+        if g is not None and g > _MAX_GIB:  # 1e308 GiB overflowed the byte arithmetic
+            raise PhaseprofError(f"{flag} must be at most {_MAX_GIB:,} GiB, got {g}")
     known = {"--activation-peak-gib": i.activation_peak_gib, "--cudagraph-pool-gib": i.cudagraph_pool_gib}
     for flag, g in known.items():
         if g is not None and not g >= 0:
@@ -207,6 +213,7 @@ def build_memory_plan(inputs: MemoryInputs, *, hf_config: dict[str, Any] | None 
     """Everything ``phaseprof memory`` reports. ``hf_config`` skips loading ``inputs.model`` (tests, dashboard)."""
     validate_inputs(inputs)
     config, source = (hf_config, inputs.model) if hf_config is not None else load_hf_config(inputs.model)
+    check_hf_config(config, source)
     shape = shape_from_hf_config(config)
     cache = CacheSettings(inputs.vllm_version, inputs.kv_cache_dtype, inputs.mamba_cache_dtype, inputs.mamba_ssm_dtype,
                           inputs.tp, inputs.prefix_caching, inputs.block_size, inputs.num_speculative_tokens)

@@ -9,6 +9,7 @@ import typer
 from rich.console import Console
 
 from phaseprof.errors import PhaseprofError
+from phaseprof.safe_text import for_markdown, for_terminal, terminal
 
 
 class OutputFormat(str, Enum):
@@ -74,22 +75,22 @@ def analyze(
     config = AnalysisConfig.with_rules(rules, graph_reference=graph_reference)
     ruleset = config.ruleset()
     for tr in traces:
-        with console.status(f"analysing {tr} ...", spinner="dots") if fmt == OutputFormat.table else _null():
+        with console.status(f"analysing {terminal(str(tr))} ...", spinner="dots") if fmt == OutputFormat.table else _null():
             analysed = run_pipeline(tr, config=config, ruleset=ruleset)
         bd = attach_sol(analysed.breakdown, source=tr, model_config=model_config, ceilings=ceilings)
         if json_out is not None:
             dest = json_out if len(traces) == 1 and json_out.suffix == ".json" else \
                 json_out / (tr.name.split(".json")[0] + ".breakdown.json")
             write_breakdown(bd, dest)
-            console.print(f"[dim]wrote {dest}[/]") if fmt == OutputFormat.table else None
+            console.print(f"[dim]wrote {terminal(str(dest))}[/]") if fmt == OutputFormat.table else None
         if fmt == OutputFormat.table:
-            print_breakdown(bd, console)
+            print_breakdown(for_terminal(bd), console)
             if by == "layer":
-                print_layers(bd, console)
+                print_layers(for_terminal(bd), console)
         elif fmt == OutputFormat.json:
             typer.echo(dumps(bd).decode())
         else:
-            typer.echo(breakdown_markdown(bd, by_layer=by == "layer"))
+            typer.echo(breakdown_markdown(for_markdown(bd), by_layer=by == "layer"))
         if cross_check == "shapes":
             from phaseprof.sol.attach import shape_check
             from phaseprof.sol.render import print_shape_check
@@ -102,7 +103,7 @@ def analyze(
             from phaseprof.analysis.hta_check import cross_check_hta, print_cross_check
 
             # On stderr when stdout carries JSON or markdown, so piped output stays parseable.
-            print_cross_check(cross_check_hta(analysed), console if fmt == OutputFormat.table else Console(stderr=True))
+            print_cross_check(for_terminal(cross_check_hta(analysed)), console if fmt == OutputFormat.table else Console(stderr=True))
         del analysed  # this trace's tables go before the next trace is loaded
 
 
@@ -115,6 +116,9 @@ def _expand(paths: list[Path], rules: list[Path], console: Console, json_out: Pa
 
     out: list[Path] = []
     for p in paths:
+        if str(p) == "-":  # standard input, read once by the loader
+            out.append(p)
+            continue
         got = resolve(p)
         if got.kind == InputKind.RANKS:
             analyze_rank_dir(list(got.rank_traces), rules=list(rules), jobs=jobs, fmt=fmt, json_out=json_out,

@@ -11,9 +11,10 @@ from pathlib import Path
 import orjson
 import typer
 from rich.console import Console
-from rich.markup import escape
+from rich.table import Table
 
 from phaseprof.errors import PhaseprofError
+from phaseprof.safe_text import for_markdown, for_terminal, terminal
 from phaseprof.report.diff import BreakdownDiff, BucketDelta, Delta
 from phaseprof.report.diff_markdown import (METRIC_LABELS, fmt_change, fmt_rel, fmt_value, diff_markdown,
                                             HEADLINE_SHIFTS)
@@ -58,16 +59,16 @@ def _bucket_rows(rows: tuple[BucketDelta, ...]) -> list[list[str]]:
 
 def print_diff(d: BreakdownDiff, console: Console, *, kernels: int = 15) -> None:
     """Terminal rendering: who is A and B, comparability warnings, then per phase the metrics, both bucket
-    views and the biggest matched kernel pairs."""
+    views and the biggest matched kernel pairs. Strings are shown as they are: pass ``for_terminal(d)``."""
     for key, s in (("A", d.a), ("B", d.b)):
-        console.print(f"[bold]{key}[/] " + escape(f"{s.label}  {s.gpu} ({s.platform}, {s.mode or 'mode unknown'})"))
+        console.print(f"[bold]{key}[/] {s.label}  {s.gpu} ({s.platform}, {s.mode or 'mode unknown'})")
     for w in d.warnings:
-        console.print(f"[yellow]warning: not like for like: {escape(w)}[/]")
+        console.print(f"[yellow]warning: not like for like: {w}[/]")
     unknown = [c.aspect for c in d.comparability if c.status == "unknown"]
     if unknown:
         console.print(f"[dim]not recorded on both sides, not checked: {', '.join(unknown)}[/]")
     for n in d.notes:
-        console.print(f"[dim]note: {escape(n)}[/]")
+        console.print(f"[dim]note: {n}[/]")
     if d.only_in_a or d.only_in_b:
         console.print(f"[yellow]phases only in A: {', '.join(d.only_in_a) or 'none'}; only in B: "
                       f"{', '.join(d.only_in_b) or 'none'} (not compared)[/]")
@@ -87,16 +88,16 @@ def print_diff(d: BreakdownDiff, console: Console, *, kernels: int = 15) -> None
         rows: list[list[str]] = []
         for m in [m for m in ph.kernels if m.how != "unmatched"][:kernels]:
             group = m.bucket if m.bucket == m.module else f"{m.bucket}/{m.module}"
-            rows.append([f"[bold]{escape(group)}[/]", "", m.how])
+            rows.append([f"[bold]{group}[/]", "", m.how])  # names arrive escaped (for_terminal)
             for side, k in (("A", m.a), ("B", m.b)):
-                rows.append([f"{side} {escape(k.name) if k else '—'}", fmt_value(k.ms_per_step if k else None, "ms"),
+                rows.append([f"{side} {k.name if k else '—'}", fmt_value(k.ms_per_step if k else None, "ms"),
                              ""])
         print_fitted(console, f"{ph.phase}: matched kernels (same bucket and module; top {kernels} by time)",
                      cols, rows, sections=tuple(range(2, len(rows) - 1, 3)))
         only = [m for m in ph.kernels if m.how == "unmatched"]
         if only:
             console.print(f"[dim]{ph.phase}: {len(only)} top kernel(s) without a counterpart, biggest: " + "; ".join(
-                f"{'A' if m.a else 'B'} {m.bucket}: {escape((m.a or m.b).name)}"  # type: ignore[union-attr]
+                f"{'A' if m.a else 'B'} {m.bucket}: {(m.a or m.b).name}"  # type: ignore[union-attr]
                 for m in only[:HEADLINE_SHIFTS]) + "[/]")
 
 
@@ -141,7 +142,7 @@ def diff(
         return
     sides = []
     for p in (a, b):
-        with err.status(f"reading {p} ...", spinner="dots"):
+        with err.status(f"reading {terminal(str(p))} ...", spinner="dots"):
             sides.append(load_side(p, rules=list(rules) or None))
     sa, sb = sides
     sol_a, sol_b = (diff_view.with_sol(s.breakdown, p, model_config) for s, p in ((sa, a), (sb, b)))
@@ -149,10 +150,10 @@ def diff(
                         labels=(_label(a), _label(b)))
     checks = evaluate(thresholds, d)
     if fmt == DiffFormat.table:
-        print_diff(d, console)
+        print_diff(for_terminal(d), console)
         diff_view.print_changes(sol_a, sol_b, console)
     elif fmt == DiffFormat.markdown:
-        typer.echo(diff_markdown(d, checks=checks) + diff_view.changes_markdown(sol_a, sol_b), nl=False)
+        typer.echo(diff_markdown(for_markdown(d), checks=checks) + diff_view.changes_markdown(sol_a, sol_b), nl=False)
     else:
         typer.echo(diff_view.with_changes_json(diff_json(d, checks), sol_a, sol_b).decode())
     for c in checks:

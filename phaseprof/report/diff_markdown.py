@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 from phaseprof.report.diff import BreakdownDiff, BucketDelta, Delta, KernelMatch, KernelSide, PhaseDiff
 from phaseprof.report.fail_on import CheckResult, describe
+from phaseprof.safe_text import markdown
 
 #: GitHub rejects comments over 65,536 characters; stay clearly below.
 MAX_CHARS = 65_000
@@ -93,14 +94,14 @@ def _shifts(ph: PhaseDiff) -> str:
 def _headline(d: BreakdownDiff, checks: Sequence[CheckResult]) -> list[str]:
     a, b = d.a, d.b
     out = [f"### phaseprof diff: `{cell(a.label)}` → `{cell(b.label)}`", "",
-           f"**A** {cell(a.gpu)} ({a.platform}, {a.mode or 'mode unknown'}) · "
-           f"**B** {cell(b.gpu)} ({b.platform}, {b.mode or 'mode unknown'}) · changes are B − A, per step", ""]
+           f"**A** {markdown(a.gpu)} ({a.platform}, {a.mode or 'mode unknown'}) · "
+           f"**B** {markdown(b.gpu)} ({b.platform}, {b.mode or 'mode unknown'}) · changes are B − A, per step", ""]
     if d.warnings:
-        out += ["> ⚠️ **Not like for like:** " + cell("; ".join(d.warnings)) + ".", ""]
+        out += ["> ⚠️ **Not like for like:** " + markdown("; ".join(d.warnings)) + ".", ""]
     unknown = [c.aspect for c in d.comparability if c.status == "unknown"]
     if unknown:
         out += [f"_Not recorded on both sides, so not checked: {', '.join(unknown)}._", ""]
-    out += [f"_{cell(n)}._" for n in d.notes] + ([""] if d.notes else [])
+    out += [f"_{markdown(n)}._" for n in d.notes] + ([""] if d.notes else [])
     if d.only_in_a or d.only_in_b:
         out += [f"_Phases only in A: {', '.join(d.only_in_a) or 'none'}; only in B: "
                 f"{', '.join(d.only_in_b) or 'none'} (not compared)._", ""]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 from pathlib import Path
 from typing import Any
 
@@ -13,8 +14,11 @@ from phaseprof.analysis.results import Breakdown
 from phaseprof.defaults import SCHEMA_VERSION
 from phaseprof.errors import PhaseprofError
 from phaseprof.io import atomic_write_bytes
+from phaseprof.trace.limits import require_regular_file
 
 SCHEMA_PATH = Path(__file__).with_name("breakdown.schema.json")
+_MAJOR, _MINOR = (int(x) for x in SCHEMA_VERSION.split("."))
+_MAX_BREAKDOWN_BYTES = 256 << 20  # a breakdown is ~100 KB; far bigger is not one (and would be read whole)
 
 
 def breakdown_to_dict(bd: Breakdown) -> dict[str, Any]:
@@ -26,28 +30,42 @@ def dumps(bd: Breakdown) -> bytes:
 
 
 def write_breakdown(bd: Breakdown, path: str | Path) -> Path:
-    """Write the breakdown JSON atomically (temp file, then rename)."""
-    return atomic_write_bytes(path, dumps(bd) + b"\n")
+    """Write the breakdown JSON atomically (temp file, then rename); one-line error when it cannot be written."""
+    p = Path(path)
+    if p.is_dir():
+        raise PhaseprofError("is a directory: cannot write the breakdown JSON onto it", path=p)
+    try:
+        return atomic_write_bytes(p, dumps(bd) + b"\n")
+    except OSError as e:
+        raise PhaseprofError(f"cannot write the breakdown JSON: {e.strerror or e}", path=p) from None
 
 
 def load_breakdown(path: str | Path) -> Breakdown:
     """Read a breakdown JSON written by phaseprof; rejects other schema major versions with a clear error."""
-    p = Path(path)
+    p = require_regular_file(path, what="breakdown JSON")  # a FIFO would block the read
+    if p.stat().st_size > _MAX_BREAKDOWN_BYTES:
+        raise PhaseprofError(f"over {_MAX_BREAKDOWN_BYTES >> 20} MB: not a phaseprof breakdown", path=p)
     try:
         raw = orjson.loads(p.read_bytes())
-    except FileNotFoundError:
-        raise PhaseprofError("no such file", path=p) from None
+    except OSError as e:
+        raise PhaseprofError(f"cannot read: {e.strerror}", path=p) from None
     except orjson.JSONDecodeError as e:
         raise PhaseprofError(f"not valid JSON ({e})", path=p) from None
     if not isinstance(raw, dict) or "schema_version" not in raw:
         raise PhaseprofError("not a phaseprof breakdown (no schema_version)", path=p)
-    if str(raw["schema_version"]).split(".")[0] != SCHEMA_VERSION.split(".")[0]:
-        raise PhaseprofError(f"breakdown schema {raw['schema_version']} is not supported "
-                             f"(this phaseprof reads {SCHEMA_VERSION})", path=p)
+    if not _readable_schema(raw["schema_version"]):
+        raise PhaseprofError(f"breakdown schema {str(raw['schema_version'])[:20]!r} is not supported "
+                             f"(this phaseprof reads {SCHEMA_VERSION} and older {_MAJOR}.x)", path=p)
     try:
         return msgspec.convert(raw, Breakdown, strict=False)
     except msgspec.ValidationError as e:
         raise PhaseprofError(f"malformed breakdown ({e})", path=p) from None
+
+
+def _readable_schema(version: object) -> bool:
+    """Same major version and a minor this phaseprof knows (1.9 is a newer writer's: its fields may mean more)."""
+    m = re.fullmatch(r"([0-9]{1,4})\.([0-9]{1,4})", version) if isinstance(version, str) else None
+    return m is not None and int(m[1]) == _MAJOR and int(m[2]) <= _MINOR
 
 
 def json_schema() -> dict[str, Any]:

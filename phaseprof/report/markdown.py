@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from phaseprof.analysis.results import Breakdown
+from phaseprof.safe_text import markdown
 
 
 def _ms(us: float) -> str:
@@ -12,7 +13,8 @@ def _ms(us: float) -> str:
 def breakdown_markdown(bd: Breakdown, *, top: int = 5, by_layer: bool = True) -> str:
     tr = bd.trace
     out = [f"### phaseprof breakdown: `{tr.path.rsplit('/', 1)[-1]}`", "",
-           f"{tr.gpu_name or tr.platform} · {tr.device} trace · steps: {bd.step_detection['detail']}", ""]
+           f"{markdown(tr.gpu_name or tr.platform)} · {tr.device} trace · steps: "
+           f"{markdown(bd.step_detection['detail'])}", ""]
     out += ["| phase | steps | wall ms | busy ms | busy % | launch ovh ms | host work ms | kernels/step | "
             "launch calls/step | allocs/step |", "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|"]
     for ph in bd.phases:

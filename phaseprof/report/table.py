@@ -8,7 +8,6 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
 from phaseprof.analysis.results import Breakdown, PhaseSummary
@@ -81,7 +80,7 @@ def top_kernels_table(ph: PhaseSummary, *, top: int = 3, width: int = 80) -> lis
         if not kernels:
             continue
         rows.append([f"[bold]{b.bucket}[/]", "", "", ""])
-        rows += [[escape(k.name), f"{k.count:,}", _ms(k.time_us), f"{k.share_pct:.1f}"] for k in kernels]
+        rows += [[k.name, f"{k.count:,}", _ms(k.time_us), f"{k.share_pct:.1f}"] for k in kernels]
         sections.append(len(rows) - 1)
     return fitted_tables(f"{ph.phase}: top kernels per bucket", cols, rows, width=width, sections=sections[:-1])
 
@@ -90,7 +89,7 @@ def print_breakdown(bd: Breakdown, console: Console, *, top: int = 3) -> None:
     """Print the headline, per-phase timeline and bucket tables, top kernels and unknowns."""
     tr = bd.trace
     w = console.width
-    console.print(f"[bold]{escape(str(tr.path))}[/]  {tr.gpu_name or tr.platform}  ({tr.device} trace, "
+    console.print(f"[bold]{tr.path}[/]  {tr.gpu_name or tr.platform}  ({tr.device} trace, "
                   f"{tr.event_count:,} events)")
     console.print(f"steps: {bd.step_detection['detail']}")
     for t in timeline_table(bd, width=w):
@@ -106,9 +105,9 @@ def print_breakdown(bd: Breakdown, console: Console, *, top: int = 3) -> None:
         console.print(f"[yellow]{len(bd.unknown_kernels)} unclassified kernel name(s), {_ms(total)} ms "
                       f"(bucket 'unknown'; add a rule with --rules):[/]")
         for k in bd.unknown_kernels[:10]:
-            console.print(f"  {_ms(k.time_us):>10} ms  x{k.count:<6} {escape(k.name)}")
+            console.print(f"  {_ms(k.time_us):>10} ms  x{k.count:<6} {k.name}")
     for n in bd.notes:
-        console.print(f"[dim]note: {escape(n)}[/]")
+        console.print(f"[dim]note: {n}[/]")
     from phaseprof.report.attribution import print_attribution  # noqa: PLC0415
 
     print_attribution(bd, console)

@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from phaseprof.analysis.ranks import RankSummary, summarize_ranks
+from phaseprof.safe_text import for_terminal, terminal
 from phaseprof.scale.local import analyze_rank_files, default_jobs
 
 
@@ -35,10 +36,10 @@ def _emit(summary: RankSummary, *, fmt: str, json_out: Path | None, console: Con
     elif fmt == "markdown":
         typer.echo(collectives_markdown(report))
     else:
-        print_rank_summary(summary, console)
+        print_rank_summary(for_terminal(summary), console)
         print_collectives(report, console)
         if json_out is not None:
-            console.print(f"[dim]wrote {json_out / 'multirank.json'} and {len(summary.ranks)} rank breakdowns[/]")
+            console.print(f"[dim]wrote {terminal(str(json_out / 'multirank.json'))} and {len(summary.ranks)} rank breakdowns[/]")
 
 
 def analyze_rank_dir(files: list[Path], *, rules: list[Path], jobs: int | None, fmt: str, json_out: Path | None,

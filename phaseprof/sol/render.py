@@ -41,24 +41,25 @@ SOL_CAPTION = "TF/s, TB/s: achieved; bound: binding resource; floor, ms: SOL and
 
 def sol_rows(p: SolPhase) -> list[list[str]]:
     """One phase's buckets: work, achieved, binding resource, floor vs measured (display strings)."""
-    return [[escape(str(b.bucket)), f"{b.flops / 1e9:,.1f}", f"{b.bytes / 1e9:,.2f}", f"{b.achieved_tflops:,.1f}",
+    return [[str(b.bucket), f"{b.flops / 1e9:,.1f}", f"{b.bytes / 1e9:,.2f}", f"{b.achieved_tflops:,.1f}",
              f"{b.achieved_tbps:.2f}", "mem" if b.bound == "memory" else "comp", f"{b.floor_us / 1e3:,.2f}",
              f"{b.time_us / 1e3:,.2f}", _pct(b.pct_of_light)] for b in p.buckets]
 
 
 def print_sol(s: SolSection, console: Console) -> None:
+    """``s`` must arrive sanitised (``safe_text.for_terminal``, as ``print_breakdown``'s breakdown does)."""
     if not s.ok:
-        console.print(f"[dim]{escape(ceiling_line(s))}" + (f" ({escape('; '.join(s.notes))})" if s.notes else "")
+        console.print(f"[dim]{ceiling_line(s)}" + (f" ({'; '.join(s.notes)})" if s.notes else "")
                       + "[/]")
         return
-    console.print(escape(ceiling_line(s)))
-    console.print(f"[dim]{escape(model_line(s))}[/]")
+    console.print(ceiling_line(s))
+    console.print(f"[dim]{model_line(s)}[/]")
     for p in s.phases:
         print_fitted(console, f"{p.phase}: speed of light per bucket (summed over {p.steps} step(s))",
                      [Col(h, j) for h, j in _SOL_COLS], sol_rows(p), caption=SOL_CAPTION)
-        console.print(escape(phase_line(p)))
+        console.print(phase_line(p))
     for n in s.notes:
-        console.print(f"[dim]note: {escape(n)}[/]")
+        console.print(f"[dim]note: {n}[/]")
 
 
 def sol_markdown(s: SolSection) -> list[str]:

@@ -5,6 +5,8 @@ vLLM (gpu_worker.py) writes, per engine step, one of
   ``execute_4096_context_1(sq4096sk4096sqsq..sqsk..)_generation_0(sq0sk0sqsq0sqsk0)``
 torch.profiler's schedule writes ``ProfilerStep#N``; phaseprof's capture writes
 ``phaseprof_step#<i>_context_<n>(<tokens>)_generation_<m>(<tokens>)`` around each ``engine.step()``.
+Numbers are ASCII digits, at most 18 of them (an int64, and JSON-safe): an annotation with a longer or
+non-ASCII number is no step marker any of these writes, so it is not read as one (its time stays in the trace).
 """
 
 from __future__ import annotations
@@ -15,12 +17,14 @@ from dataclasses import dataclass
 PHASEPROF_STEP_PREFIX = "phaseprof_step#"
 
 # Some vLLM builds append the squared token count: ``execute_context_1(888_788544)_generation_0(0)``.
-_VLLM_SHORT = re.compile(r"^execute_context_(\d+)\((\d+)(?:_\d+)?\)_generation_(\d+)\((\d+)(?:_\d+)?\)$")
+_N = "([0-9]{1,18})"  # a number we read: ASCII, fits int64
+_D = "[0-9]{1,40}"  # a number we skip (vLLM's squared counts)
+_VLLM_SHORT = re.compile(rf"^execute_context_{_N}\({_N}(?:_{_D})?\)_generation_{_N}\({_N}(?:_{_D})?\)$")
 _VLLM_LONG = re.compile(
-    r"^execute_(\d+)_context_(\d+)\(sq(\d+)sk\d+sqsq\d+sqsk\d+\)_generation_(\d+)\(sq(\d+)sk\d+sqsq\d+sqsk\d+\)$"
+    rf"^execute_{_N}_context_{_N}\(sq{_N}sk{_D}sqsq{_D}sqsk{_D}\)_generation_{_N}\(sq{_N}sk{_D}sqsq{_D}sqsk{_D}\)$"
 )
-_PHASEPROF = re.compile(r"^phaseprof_step#(\d+)_context_(\d+)\((\d+)\)_generation_(\d+)\((\d+)\)$")
-_PROFILER_STEP = re.compile(r"^ProfilerStep#(\d+)$")
+_PHASEPROF = re.compile(rf"^phaseprof_step#{_N}_context_{_N}\({_N}\)_generation_{_N}\({_N}\)$")
+_PROFILER_STEP = re.compile(rf"^ProfilerStep#{_N}$")
 
 
 @dataclass(frozen=True, slots=True)

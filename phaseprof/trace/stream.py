@@ -13,8 +13,9 @@ inside a string or a nested list of objects) and each chunk is decoded strictly 
 with the next one, so a cut at a false separator costs time, never correctness: a chunk that starts at a real
 event boundary decodes only if it also ends at one. Anything else unexpected (no ``traceEvents`` key, a bare
 top-level array, a header or trailer that does not parse, duplicate top-level keys, a type the strict decoder
-rejects, a gzip stream that is truncated or has several members) makes :func:`stream_trace` return ``None``,
-and the caller falls back to decoding the whole document, which gives the same result or the same error.
+rejects, a truncated gzip stream) makes :func:`stream_trace` return ``None``, and the caller falls back to
+decoding the whole document, which gives the same result or the same error. Input that is past a bound of
+:mod:`phaseprof.trace.limits` (size, whitespace, a special file) raises :class:`~phaseprof.errors.TraceError` here.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from typing import BinaryIO
 
 import msgspec
 
+from phaseprof.trace.limits import GZIP_MAGIC, bounded, inflate, open_trace
 from phaseprof.trace.schema import Event, TraceDoc
 
 #: Decompressed bytes per piece, about one decode chunk. Measured on a 55 MB trace: 1 MB chunks decode ~20 %
@@ -36,6 +38,8 @@ from phaseprof.trace.schema import Event, TraceDoc
 PIECE_BYTES = 1 << 20
 _READ_BYTES = 1 << 18  # compressed bytes per read(): ~4 MB decompressed for a typical 16x Kineto trace
 _WS = b" \t\n\r"  # JSON whitespace exactly: \f and \v are not, so no regex \s anywhere here
+_WS_NUL = _WS + b"\0"
+_WS_ENDS = frozenset(bytes([c]) for c in _WS)
 _SEP = re.compile(rb"\}[ \t\n\r]*,[ \t\n\r]*\{")
 _EVENTS_KEY = re.compile(rb'"traceEvents"[ \t\n\r]*:[ \t\n\r]*\[')
 _SEP_WINDOW = 1 << 12  # look for the cut in the last 4 KB of the buffer first
@@ -44,7 +48,7 @@ _MAX_CARRY = 32 << 20  # undecodable bytes carried forward beyond this: the docu
 _MAX_TRAILER = 1 << 20  # keys after the event array beyond this size: unusual, fall back
 _MAX_TAIL_DECODES = 8  # ']' candidates (from the end) whose trailer parses, tried as the array's end
 _BOM = b"\xef\xbb\xbf"
-_GZIP_MAGIC = b"\x1f\x8b"
+_KEY_OVERLAP = 4096  # the events key is searched for in new bytes plus this many old ones (no rescans)
 
 _EVENTS = msgspec.json.Decoder(list[Event])
 _META = msgspec.json.Decoder(TraceDoc)
@@ -76,7 +80,7 @@ def stream_trace(path: str | Path, sink: Callable[[list[Event]], None], *,
     source = iter(pieces)
     try:
         doc, count = _read(source, sink, pieces.piece_bytes)
-    except (_Inconsistent, msgspec.DecodeError, zlib.error, OSError):  # ValidationError is a DecodeError
+    except (_Inconsistent, msgspec.DecodeError, zlib.error, EOFError, OSError, RecursionError):  # ValidationError is a DecodeError
         return None
     finally:
         source.close()  # closes the file now rather than when the generator is collected
@@ -91,14 +95,14 @@ class _Pieces:
         self.size = 0  # decompressed bytes produced so far; the total once exhausted
 
     def __iter__(self) -> Iterator[bytes]:
-        with self.path.open("rb") as f:
+        with open_trace(self.path) as f:
             first = f.read(min(_READ_BYTES, self.piece_bytes))
             if not first:
                 raise _Inconsistent("empty file")
             self.digest.update(first)
-            gz = first[:2] == _GZIP_MAGIC
+            gz = first[:2] == GZIP_MAGIC
             blocks = _blocks(first, f, self.digest, _READ_BYTES if gz else self.piece_bytes)
-            for piece in _inflate(blocks, self.piece_bytes) if gz else blocks:
+            for piece in bounded(inflate(blocks, self.piece_bytes) if gz else blocks, self.path):
                 self.size += len(piece)
                 yield piece
 
@@ -111,30 +115,13 @@ def _blocks(first: bytes, f: BinaryIO, digest: "hashlib._Hash", size: int) -> It
         yield block
 
 
-def _inflate(blocks: Iterator[bytes], piece_bytes: int) -> Iterator[bytes]:
-    """gzip-decompress ``blocks`` (one member only, as ``gzip.decompress`` would read it when well formed)."""
-    d = zlib.decompressobj(wbits=31)  # 31: gzip wrapper only, CRC32 and length checked at the end
-    for block in blocks:
-        if d.eof:
-            raise _Inconsistent("data after the gzip member")
-        buf = block
-        while True:
-            out = d.decompress(buf, piece_bytes)
-            if out:
-                yield out
-            buf = d.unconsumed_tail
-            if not buf and len(out) < piece_bytes:
-                break
-    if not d.eof or d.unused_data:
-        raise _Inconsistent("truncated gzip or several members")
-
-
 def _read(pieces: Iterator[bytes], sink: Callable[[list[Event]], None], piece_bytes: int) -> tuple[TraceDoc, int]:
     """Header, then event chunks into ``sink``, then the tail; the merged top-level keys and the event count."""
     buf = bytearray()
     for piece in pieces:
+        searched = max(0, len(buf) - _KEY_OVERLAP)
         buf += piece
-        if (m := _EVENTS_KEY.search(buf)) is not None:
+        if (m := _EVENTS_KEY.search(buf, searched)) is not None:
             break
         if len(buf) > _MAX_HEADER:
             raise _Inconsistent("no traceEvents key near the start")
@@ -156,8 +143,12 @@ def _read(pieces: Iterator[bytes], sink: Callable[[list[Event]], None], piece_by
         if n + len(piece) > len(buf):
             buf.extend(bytes(n + len(piece) - len(buf)))  # only when undecodable bytes are carried
         n = _put(buf, n, piece)
-        cut = _cut(buf, decodable_from, n)
+        # Blanks only cannot complete a separator ("}" ws "," ws "{"): skip the scan, so a long run of whitespace
+        # between two events is scanned once when the next event arrives, not once per piece (quadratic).
+        cut = None if _blank(piece) else _cut(buf, decodable_from, n)
         if cut is None:
+            if n > _MAX_CARRY:  # one "event" this long, or no separator at all: not the shape streamed here
+                raise _Inconsistent("no event boundary in the carried bytes")
             continue
         end, rest = cut
         separator = buf[end]
@@ -184,6 +175,11 @@ def _read(pieces: Iterator[bytes], sink: Callable[[list[Event]], None], piece_by
     if "traceEvents" in header_keys | trailer_keys or header_keys & trailer_keys:
         raise _Inconsistent("duplicate top-level keys")
     return _merged(header, trailer, trailer_keys), count
+
+
+def _blank(piece: bytes) -> bool:
+    """Whether ``piece`` is JSON whitespace only (its ends are checked first: almost every piece fails there)."""
+    return piece[:1] in _WS_ENDS and piece[-1:] in _WS_ENDS and not piece.strip(_WS)
 
 
 def _put(buf: bytearray, at: int, data: bytes | bytearray) -> int:
@@ -220,7 +216,7 @@ def _header(head: bytes) -> tuple[TraceDoc, set[str]]:
 
 def _trailer(rest: bytes) -> tuple[TraceDoc, set[str]] | None:
     """Decode what follows the event array (``, key: value ... }``); None when it is not a plausible end."""
-    r = rest.lstrip(_WS)
+    r = rest.lstrip(_WS).rstrip(_WS_NUL)  # zero padding after the document is ignored, as the whole-document path does
     if r[:1] == b"}":
         return (TraceDoc(), set()) if not r[1:].strip(_WS) else None
     if r[:1] != b"," or r[1:].lstrip(_WS)[:1] == b"}":

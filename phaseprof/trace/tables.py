@@ -12,6 +12,7 @@ integer codes into per-file tables (a kernel name seen 10,000 times is stored on
 from __future__ import annotations
 
 import gc
+import re
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -24,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from phaseprof.errors import TraceError
+from phaseprof.trace.limits import MAX_KEPT_EVENTS, TraceValueError, check_times, int64_or_error
 from phaseprof.trace.load import decode_trace, read_trace_bytes
 from phaseprof.trace.schema import Args, Event, TraceDoc
 from phaseprof.trace.stream import stream_trace
@@ -101,15 +103,25 @@ class EventTables:
     modules: pd.DataFrame = field(default_factory=pd.DataFrame)
 
 
-def _to_int(v: object, default: int) -> int:
+_INT_TEXT = re.compile(r"-?[0-9]+")  # ASCII only: int() would also take Unicode digits, "_" and spaces
+
+
+def _to_int(v: object, default: int, what: str) -> int:
+    """An int64 from a trace value: ints and whole floats as they are, ASCII integer strings parsed; other
+    strings (legacy tids look like "stream 7") -> ``default``. Beyond int64: TraceValueError."""
     if v is None:
         return default
-    if isinstance(v, str):  # ROCm writes some numbers as strings; legacy tids look like "stream 7"
-        return int(v) if v.lstrip("-").isdigit() else default
-    return int(v)
+    if isinstance(v, str):  # ROCm writes some numbers as strings
+        if not _INT_TEXT.fullmatch(v):
+            return default
+        if len(v) > 20:  # int() refuses over 4,300 digits; int64 has 19
+            raise TraceValueError(f"{what} value {v[:20]}... ({len(v)} digits) is beyond the 64-bit range")
+        v = int(v)
+    int64_or_error(v, what=what)
+    return int(v)  # type: ignore[call-overload]
 
 
-def _int_or(values: Sequence[object], default: int = -1) -> np.ndarray:
+def _int_or(values: Sequence[object], default: int = -1, what: str = "integer") -> np.ndarray:
     """int64 column: ints as they are, None -> ``default``, anything else through :func:`_to_int`."""
     kinds = set(map(type, values))  # one C-level pass; almost always {int}, {NoneType} or both
     if kinds <= _INT_OR_NONE:
@@ -117,8 +129,11 @@ def _int_or(values: Sequence[object], default: int = -1) -> np.ndarray:
             if len(kinds) == 1:
                 return np.full(len(values), default, dtype=np.int64)
             values = [default if v is None else v for v in values]
-        return np.array(values, dtype=np.int64)
-    return np.array([_to_int(v, default) for v in values], dtype=np.int64)
+        try:
+            return np.array(values, dtype=np.int64)
+        except OverflowError:  # some int beyond int64: name it
+            pass
+    return np.array([_to_int(v, default, what) for v in values], dtype=np.int64)
 
 
 def _durations(values: list[object]) -> np.ndarray:
@@ -170,6 +185,7 @@ class TableBuilder:
             f: defaultdict(list) for f in [*FAMILIES, "modules", "memory"]}
         self._process_names: dict[str, str] = {}
         self.event_count = 0
+        self._kept = 0  # events kept so far (bounded by MAX_KEPT_EVENTS)
 
     def add(self, events: list[Event]) -> None:
         """Keep what is used of ``events`` (file order) as columns; the structs can be freed afterwards."""
@@ -193,6 +209,10 @@ class TableBuilder:
                 memory.append(e)
             elif e.ph == "M" and e.name == "process_name" and e.args is not None and e.args.name:
                 self._process_names[str(e.pid)] = e.args.name
+        self._kept += sum(len(g[0]) for g in groups.values()) + len(memory)
+        if self._kept > MAX_KEPT_EVENTS:
+            raise TraceValueError(f"more than {MAX_KEPT_EVENTS:,} kernels, runtime calls, CPU ops and allocator "
+                                  f"events; phaseprof reads at most that many (profile fewer steps)")
         for f, (evs, kinds) in groups.items():
             if evs:
                 self._add_family(self._cols[f], evs, kinds)
@@ -213,11 +233,11 @@ class TableBuilder:
         external_id, legacy_id = list(map(_EXTERNAL_ID, args)), list(map(_LEGACY_ID, args))
         if set(legacy_id) != _NONE_ONLY:  # tb_plugin-era traces spell it "external id"
             external_id = [a if a is not None else b for a, b in zip(external_id, legacy_id)]
-        cols["external_id"].append(_int_or(external_id))
+        cols["external_id"].append(_int_or(external_id, what="args['External id']"))
         kernel = list(map(_KERNEL_ARG, args))
         cols["launched_kernel"].append(self._names.codes([k if type(k) is str else "" for k in kernel]))
         for c, (get, default) in _INT_ARGS.items():
-            cols[c].append(_int_or(list(map(get, args)), default))
+            cols[c].append(_int_or(list(map(get, args)), default, what=f"args.{c}"))
 
     def _add_memory(self, evs: list[Event]) -> None:
         cols = self._cols["memory"]
@@ -225,15 +245,16 @@ class TableBuilder:
         cols["ts"].append(np.array([e.ts or 0.0 for e in evs], dtype=np.float64))
         cols["pid"].append(self._ids.codes([e.pid for e in evs]))
         cols["tid"].append(self._ids.codes([e.tid for e in evs]))
-        cols["bytes"].append(_int_or([a.mem_bytes for a in args], default=0))
-        cols["total_allocated"].append(_int_or([a.total_allocated for a in args]))
-        cols["device_type"].append(_int_or([a.device_type for a in args]))
-        cols["device_id"].append(_int_or([a.device_id for a in args]))
+        cols["bytes"].append(_int_or([a.mem_bytes for a in args], default=0, what="[memory] args.Bytes"))
+        cols["total_allocated"].append(_int_or([a.total_allocated for a in args], what="[memory] Total Allocated"))
+        cols["device_type"].append(_int_or([a.device_type for a in args], what="[memory] Device Type"))
+        cols["device_id"].append(_int_or([a.device_id for a in args], what="[memory] Device Id"))
 
     def _column(self, family: str, name: str, dtype: type = np.int64) -> np.ndarray:
         return _concat(self._cols[family].get(name, []), dtype)
 
-    def _family_frame(self, f: str, origin_us: float, path: str) -> pd.DataFrame:
+    def _family_frame(self, f: str, origin_us: float, path: str, *, may_precede: bool = False) -> pd.DataFrame:
+        """``may_precede``: rows may start before the origin (module scopes: they do not set it)."""
         ts, dur = self._column(f, "ts", np.float64), self._column(f, "dur", np.float64)
         if np.isnan(ts).any():
             raise TraceError("complete ('X') event without a timestamp", path=path)
@@ -242,6 +263,11 @@ class TableBuilder:
             name = self._names.labels()[int(self._column(f, "name")[bad])]
             raise TraceError(f"negative duration on {int((dur < 0).sum())} event(s), first: "
                              f"{name[:60]!r} dur={dur[bad]}", path=path)
+        try:
+            check_times(ts, dur, min(origin_us, float(ts.min(initial=origin_us))) if may_precede else origin_us,
+                        what=f.replace("_", " "))
+        except TraceValueError as e:
+            raise TraceError(str(e), path=path) from None
         ts_ns = np.rint((ts - origin_us) * 1000.0).astype(np.int64)
         dur_ns = np.rint(dur * 1000.0).astype(np.int64)
         ids = self._ids.labels()
@@ -257,8 +283,13 @@ class TableBuilder:
             "launched_kernel": _categorical(self._column(f, "launched_kernel"), self._names.labels()),
         })
 
-    def _memory_frame(self, origin_us: float) -> pd.DataFrame:
+    def _memory_frame(self, origin_us: float, path: str) -> pd.DataFrame:
         ids = self._ids.labels()
+        ts = self._column("memory", "ts", np.float64)
+        try:
+            check_times(ts, np.zeros_like(ts), min(origin_us, float(ts.min(initial=origin_us))), what="[memory]")
+        except TraceValueError as e:
+            raise TraceError(str(e), path=path) from None
         return pd.DataFrame({
             "ts_ns": np.rint((self._column("memory", "ts", np.float64) - origin_us) * 1000.0).astype(np.int64),
             "pid": _categorical(self._column("memory", "pid"), ids),
@@ -294,8 +325,8 @@ class TableBuilder:
             capture=doc.phaseprof or {},
         )
         return EventTables(meta=meta, gpu=gpu, runtime=frames["runtime"], ops=frames["ops"],
-                           gpu_annotations=frames["gpu_annotations"], memory=self._memory_frame(origin),
-                           modules=self._family_frame("modules", origin, path))
+                           gpu_annotations=frames["gpu_annotations"], memory=self._memory_frame(origin, path),
+                           modules=self._family_frame("modules", origin, path, may_precede=True))
 
 
 def _versions(doc: TraceDoc) -> dict[str, str]:
@@ -331,6 +362,13 @@ def load_tables(path: str | Path, *, streaming: bool = True) -> EventTables:
     handles (or is bad input), decodes the whole document instead, which gives the same tables or the error.
     ``streaming=False`` goes straight to the whole-document path (tests compare the two).
     """
+    try:
+        return _load_tables(path, streaming=streaming)
+    except TraceValueError as e:
+        raise TraceError(str(e), path=path) from None
+
+
+def _load_tables(path: str | Path, *, streaming: bool) -> EventTables:
     with _gc_paused():
         if streaming:
             builder = TableBuilder()

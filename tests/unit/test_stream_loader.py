@@ -198,12 +198,15 @@ def test_odd_input_falls_back_with_the_same_outcome(case: str, tmp_path: Path) -
     assert_same_outcome(p)
 
 
-def test_several_gzip_members_fall_back(tmp_path: Path) -> None:
+def test_several_gzip_members_stream_like_gzip_dc(tmp_path: Path) -> None:
+    # `cat a.gz b.gz` is one valid gzip file (gzip -dc and gzip.decompress read every member); it used to loop
+    # forever once the first member ended. Members cut mid-event and mid-key, with zero padding after the last.
     text = json.dumps(doc_of(events() * 50)).encode()
     p = tmp_path / "two_members.json.gz"
-    p.write_bytes(gzip.compress(text[:1000]) + gzip.compress(text[1000:]))  # gzip.decompress reads both
-    assert stream_trace(p, lambda evs: None) is None
-    assert_same_tables(load_tables(p), load_tables(p, streaming=False))
+    p.write_bytes(gzip.compress(text[:1000]) + gzip.compress(text[1000:5000]) + gzip.compress(text[5000:])
+                  + bytes(4096))
+    assert stream_trace(p, lambda evs: None, piece_bytes=512) is not None
+    assert_same_tables(streamed(p, piece_bytes=512), load_tables(p, streaming=False))
 
 
 @pytest.mark.parametrize("case", list(BAD_INPUTS))
@@ -231,3 +234,12 @@ def test_only_a_chunk_is_decoded_at_a_time(tmp_path: Path) -> None:
 def test_decoder_constants_are_json_whitespace_only() -> None:
     # \f and \v are whitespace to Python but not to JSON: a regex \s would cut out bytes the decoder rejects
     assert stream._WS == b" \t\n\r" and b"\\s" not in stream._SEP.pattern + stream._EVENTS_KEY.pattern
+
+
+def test_long_whitespace_between_events_streams(tmp_path: Path) -> None:
+    # Blank pieces skip the separator scan (a run of blanks is scanned once, not once per piece); the cut still
+    # lands on the right boundaries: streamed tables equal the whole-document ones.
+    evs = [json.dumps(e) for e in events() * 3]
+    text = '{"traceEvents": [' + (" " * 50_000 + ",\n" + " " * 30_000).join(evs) + "]}"
+    p = write(tmp_path / "blanks.json.gz", text)
+    assert_same_tables(streamed(p, piece_bytes=4096), load_tables(p, streaming=False))

@@ -1,0 +1,182 @@
+"""Where a trace's bytes come from, and the bounds on reading them (hostile or broken input must end quickly).
+
+- A path must name a regular file: a FIFO would block forever, ``/dev/zero`` never ends, a socket cannot be
+  re-read. ``-`` means standard input: read once (at most :data:`MAX_STDIN_BYTES`), kept in memory, so the
+  whole-document fallback sees the same bytes the chunked reader saw.
+- gzip is read like ``gzip -dc`` does: every member of a multi-member file (``cat a.gz b.gz``), trailing zero
+  padding ignored.
+- Decompressed size, whitespace runs and the whole-document path's memory are bounded by the constants below;
+  past them the read stops with one line naming the file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import stat
+import sys
+import zlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import BinaryIO
+
+from phaseprof.errors import PhaseprofError, TraceError
+
+STDIN = "-"
+#: Compressed bytes read from standard input at most (it is held in memory to be read twice if need be).
+MAX_STDIN_BYTES = 1 << 30
+#: Decompressed bytes of one trace at most: the largest public trace in shared/traces/public inflates to 55 MB;
+#: 40x that still reads (2 GB of events phaseprof drops: ~10 s, benchmarks/bench_bombs.py); 5 GB is a bomb.
+MAX_TRACE_BYTES = 2 << 30
+#: Consecutive whitespace bytes at most. JSON allows any amount, a profiler writes a few per event; 16 MB of
+#: nothing but blanks is a gzip bomb (a 5 MB file inflates to 5 GB of spaces), not a trace.
+MAX_WHITESPACE_RUN = 16 << 20
+#: The whole-document fallback (odd shapes, lenient types) holds all decompressed bytes and every event struct at
+#: once; above this size it is refused rather than run out of memory (the chunked reader has no such limit).
+MAX_WHOLE_DOCUMENT_BYTES = 512 << 20
+GZIP_MAGIC = b"\x1f\x8b"
+_WS = b" \t\n\r"
+_WS_BYTES = frozenset(_WS)
+_stdin_data: bytes | None = None  # standard input, read once per process
+
+
+def require_regular_file(path: str | Path, *, what: str = "file", error: type[PhaseprofError] = PhaseprofError
+                         ) -> Path:
+    """``path`` if it names a readable regular file (symlinks followed); else ``error`` naming it and why."""
+    p = Path(path)
+    try:
+        st = p.stat()
+    except FileNotFoundError:
+        raise error("no such file", path=p) from None
+    except OSError as e:
+        raise error(f"cannot read {what}: {e.strerror}", path=p) from None
+    if stat.S_ISDIR(st.st_mode):
+        raise error(f"is a directory, not a {what}", path=p)
+    if not stat.S_ISREG(st.st_mode):
+        raise error(f"not a regular file (a FIFO, device or socket); phaseprof reads regular files"
+                    f"{' or - for stdin' if what == 'trace file' else ''}", path=p)
+    return p
+
+
+def _read_stdin() -> bytes:
+    global _stdin_data
+    if _stdin_data is None:
+        data = sys.stdin.buffer.read(MAX_STDIN_BYTES + 1)
+        if len(data) > MAX_STDIN_BYTES:
+            raise TraceError(f"more than {MAX_STDIN_BYTES >> 20} MB on standard input", path=STDIN)
+        _stdin_data = data
+    return _stdin_data
+
+
+@contextlib.contextmanager
+def open_trace(path: str | Path) -> Iterator[BinaryIO]:
+    """The stored bytes of a trace file, or of standard input for ``-`` (read once, replayed after)."""
+    if str(path) == STDIN:
+        yield io.BytesIO(_read_stdin())
+        return
+    p = require_regular_file(path, what="trace file", error=TraceError)
+    try:  # O_NONBLOCK: should the path have become a FIFO since the check, opening it must not block either
+        fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError as e:
+        raise TraceError(f"cannot read: {e.strerror}", path=p) from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise TraceError("not a regular file (a FIFO, device or socket)", path=p)
+    with os.fdopen(fd, "rb") as f:
+        yield f
+
+
+def inflate(blocks: Iterator[bytes], piece_bytes: int) -> Iterator[bytes]:
+    """gzip-decompress ``blocks`` as ``gzip -dc`` does: all members in turn, trailing zero bytes ignored.
+
+    Raises ``zlib.error`` for a corrupt member, ``EOFError`` for a truncated one.
+    """
+    d: zlib._Decompress | None = None  # None between members
+    for block in blocks:
+        pending = block
+        while pending:
+            if d is None:
+                pending = pending.lstrip(b"\0")  # zero padding after a member (tape blocks, preallocated files)
+                if not pending:
+                    break
+                d = zlib.decompressobj(wbits=31)  # 31: gzip wrapper, CRC32 and length checked at the end
+            out = d.decompress(pending, piece_bytes)
+            if out:
+                yield out
+            if d.eof:
+                pending, d = d.unused_data, None
+            else:
+                pending = d.unconsumed_tail
+                while not pending and len(out) == piece_bytes and not d.eof:  # output left inside zlib
+                    out = d.decompress(b"", piece_bytes)
+                    if out:
+                        yield out
+                if d.eof:
+                    pending, d = d.unused_data, None
+    if d is not None:
+        raise EOFError("truncated gzip (the last member does not end)")
+
+
+def bounded(pieces: Iterator[bytes], path: str | Path, *, max_bytes: int | None = None) -> Iterator[bytes]:
+    """``pieces`` unchanged, stopping with a TraceError past ``max_bytes`` (default :data:`MAX_TRACE_BYTES`) in
+    all or a whitespace-only run past :data:`MAX_WHITESPACE_RUN` (counted in whole pieces)."""
+    max_bytes = MAX_TRACE_BYTES if max_bytes is None else max_bytes
+    total = blanks = 0
+    for piece in pieces:
+        total += len(piece)
+        if total > max_bytes:
+            raise TraceError(f"decompresses to more than {max_bytes >> 20} MB; phaseprof reads at most that "
+                             f"(a gzip bomb, or profile fewer steps)", path=path)
+        if piece[0] not in _WS_BYTES or piece[-1] not in _WS_BYTES or piece.strip(_WS):  # ends first: cheap
+            blanks = 0
+        else:
+            blanks += len(piece)
+            if blanks > MAX_WHITESPACE_RUN:
+                raise TraceError(f"more than {MAX_WHITESPACE_RUN >> 20} MB of nothing but whitespace: not a "
+                                 f"profiler trace (a gzip bomb?)", path=path)
+        yield piece
+
+
+#: Events phaseprof keeps (kernels, memcpys, runtime calls, CPU ops, allocator events) at most. The whole analysis
+#: peaks at ~500 bytes per kept event (measured: 3.95 M kernels, 1.9 GB), so 1.75 M stays under 1 GB. An eager H200
+#: decode step keeps ~4,200 (traces/h200/eager, 32 steps: 134 K): 1.75 M is ~400 such steps.
+MAX_KEPT_EVENTS = 1_750_000
+#: Longest time a trace may span and an event may last (µs): a profiler trace covers seconds to minutes. Past
+#: this, a ``ts`` or ``dur`` is an overflowed or corrupted number, not a time (2^62 µs would be 146,000 years).
+MAX_SPAN_US = 7 * 86_400 * 1e6
+_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
+
+
+class TraceValueError(ValueError):
+    """A value phaseprof cannot use as a number (beyond int64, out of range); the loader adds the file name."""
+
+
+def int64_or_error(value: object, *, what: str) -> None:
+    """Raise TraceValueError unless ``value`` (an int or float from the trace) fits int64."""
+    try:
+        ok = _INT64_MIN <= value <= _INT64_MAX  # type: ignore[operator]
+    except TypeError:
+        ok = False
+    if not ok:
+        text = f"{value:.6g}" if isinstance(value, float) else \
+            str(value) if not isinstance(value, int) or value.bit_length() < 128 else f"2^{value.bit_length() - 1}+"
+        raise TraceValueError(f"{what} value {text[:40]} is beyond the 64-bit integer range")
+
+
+def check_times(ts_us: "np.ndarray", dur_us: "np.ndarray", origin_us: float, *, what: str) -> None:
+    """Raise TraceValueError unless every event starts within :data:`MAX_SPAN_US` of ``origin_us`` and lasts
+    between 0 and :data:`MAX_SPAN_US` (finite numbers only)."""
+    import numpy as np
+
+    rel = ts_us - origin_us
+    bad_ts = ~np.isfinite(rel) | (rel > MAX_SPAN_US) | (rel < 0)
+    if bad_ts.any():
+        i = int(np.argmax(bad_ts))
+        raise TraceValueError(f"{what} timestamp ts={ts_us[i]:.6g} µs lies {rel[i]:.3g} µs from the trace's first "
+                              f"event (a trace spans at most {MAX_SPAN_US / 86_400e6:.0f} days): a corrupt number")
+    bad_dur = ~np.isfinite(dur_us) | (dur_us < 0) | (dur_us > MAX_SPAN_US)
+    if bad_dur.any():
+        i = int(np.argmax(bad_dur))
+        raise TraceValueError(f"{int(bad_dur.sum())} {what} event(s) with a duration outside 0..{MAX_SPAN_US:.3g} "
+                              f"µs, first: dur={dur_us[i]:.6g}")
