@@ -1,24 +1,13 @@
 #!/usr/bin/env python
 """Cut a small, still-analysable trace out of a Kineto chrome trace: a time window or a range of steps.
 
-Events are only *selected*, never modified; top-level keys (``deviceProperties``, ``distributedInfo``, versions)
-are kept as they are. Selection, for a host-clock window ``[start, end)`` in the file's microseconds:
-
-- host ``X`` events (CPU ops, annotations, Python frames): kept if they overlap the window, so the op stack
-  above the first events in the window stays whole; runtime/driver calls: kept if they *start* in it
-  (phaseprof assigns GPU work to the step in which its launch call started);
-- GPU kernels/memcpys/memsets: kept if the runtime call that launched them (same correlation id) is kept, so
-  work launched in the window is kept whole even when it runs after it; activities with no launch call in
-  the file are kept if they start in the window;
-- GPU annotations: kept with their host annotation (same ``External id``), else if they overlap the window;
-- launch flows (``ac2g``, legacy ``async``): kept with their correlation id; other flows and instant/counter
-  events (``[memory]``, ...): kept if their ``ts`` is in the window;
-- metadata (``M``) events: all kept, unless ``--no-metadata`` (real cut-down traces often lack them).
+Which events a window keeps (host ops that overlap it, launch calls that start in it, the GPU work those
+launched, their flows and annotations; metadata unless ``--no-metadata``) is ``phaseprof.trace.cut``'s rule,
+documented there once; the dashboard's one-step export uses the same function.
 
 ``--steps A:B`` (Python slice, half-open) resolves to the host window of phaseprof's steps A..B-1 (markers or
 inferred), printed so that the cut can be repeated with ``--abs-window``. The output is written atomically and
-gzipped deterministically (``mtime=0``), so the same command gives the same bytes. The selection itself is
-``phaseprof.trace.cut`` (the dashboard exports one step with it).
+gzipped deterministically (``mtime=0``), so the same command gives the same bytes.
 
 Usage::
 

@@ -126,18 +126,25 @@ def _parse_file(path: str, mtime_ns: int, size: int) -> dict[str, tuple[Rule, ..
     return out
 
 
+def check_keys(table: Any, *, required: frozenset[str], allowed: frozenset[str],
+               fail: Callable[[str], PhaseprofError]) -> None:
+    """A TOML table entry of a data file (rules, ceilings): a table with every required key and no unknown one;
+    else ``fail(problem)`` is raised."""
+    if not isinstance(table, dict):
+        raise fail("must be a table")
+    missing = sorted(required - set(table))
+    if missing:
+        raise fail(f"missing key {missing[0]!r}")
+    extra = sorted(set(table) - allowed)
+    if extra:
+        raise fail(f"unknown key {extra[0]!r} (allowed: {', '.join(sorted(allowed))})")
+
+
 def _parse_rule(table: Any, *, where: str, file: Path) -> Rule:
     def fail(problem: str) -> PhaseprofError:
         return PhaseprofError(f"{where}: {problem}", path=file)
 
-    if not isinstance(table, dict):
-        raise fail("must be a table")
-    missing = sorted(_REQUIRED_KEYS - set(table))
-    if missing:
-        raise fail(f"missing key {missing[0]!r}")
-    extra = sorted(set(table) - _ALLOWED_KEYS)
-    if extra:
-        raise fail(f"unknown key {extra[0]!r} (allowed: {', '.join(sorted(_ALLOWED_KEYS))})")
+    check_keys(table, required=_REQUIRED_KEYS, allowed=_ALLOWED_KEYS, fail=fail)
     try:
         bucket = Bucket(table["bucket"])
     except (ValueError, TypeError):

@@ -18,6 +18,7 @@ try:
 except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib  # type: ignore[no-redef]
 
+from phaseprof.classify.rules import check_keys
 from phaseprof.errors import PhaseprofError
 
 SPEC_PATH = Path(__file__).with_name("ceilings.toml")
@@ -79,14 +80,7 @@ def _entry(table: Any, where: str, file: Path) -> SpecEntry:
     def fail(problem: str) -> PhaseprofError:
         return PhaseprofError(f"{where}: {problem}", path=file)
 
-    if not isinstance(table, dict):
-        raise fail("must be a table")
-    missing = sorted(_REQUIRED - set(table))
-    if missing:
-        raise fail(f"missing key {missing[0]!r}")
-    extra = sorted(set(table) - _ALLOWED)
-    if extra:
-        raise fail(f"unknown key {extra[0]!r} (allowed: {', '.join(sorted(_ALLOWED))})")
+    check_keys(table, required=_REQUIRED, allowed=_ALLOWED, fail=fail)
     for key in ("name", "source"):
         if not isinstance(table[key], str) or not table[key].strip():
             raise fail(f"{key!r} must be a non-empty string")
