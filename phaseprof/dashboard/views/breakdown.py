@@ -88,6 +88,52 @@ def sol_table(sol: Any) -> pd.DataFrame:
                           "% of light": b.pct_of_light} for ph in sol.phases for b in ph.buckets])
 
 
+def coverage_table(bd: Breakdown) -> pd.DataFrame:
+    """Per phase: % of GPU busy time whose module view each attribution method gave (rows sum to 100)."""
+    a = bd.attribution
+    return pd.DataFrame([{"phase": ph.phase, **{f"{m} %": v for m, v in ph.coverage_pct.items()}}
+                         for ph in (a.phases if a else [])])
+
+
+def layer_table(bd: Breakdown, phase: str) -> pd.DataFrame:
+    """Per decoder layer of ``phase``: type, GPU time and share, and ms per module-view bucket."""
+    a = bd.attribution
+    ph = next((p for p in (a.phases if a else []) if p.phase == phase), None)
+    buckets = sorted({b for r in (ph.layers if ph else []) for b in r.by_bucket_us})
+    return pd.DataFrame([{"layer": r.layer, "type": r.layer_type, "ms": r.time_us / 1e3, "share %": r.share_pct,
+                          **{f"{b} ms": r.by_bucket_us.get(b, 0.0) / 1e3 for b in buckets}}
+                         for r in (ph.layers if ph else [])])
+
+
+def layer_heatmap(layers: pd.DataFrame, phase: str) -> Any:
+    """Layers x buckets, ms: one row per decoder layer (labelled with its type), one column per bucket."""
+    import plotly.graph_objects as go
+
+    cols = [c for c in layers.columns if c.endswith(" ms") and c != "ms"]
+    fig = go.Figure(go.Heatmap(z=layers[cols].to_numpy(), x=[c[:-3] for c in cols],
+                               y=[f"{int(r.layer)} {r.type}" for r in layers.itertuples()],
+                               colorscale="Viridis", colorbar=dict(title="ms"),
+                               hovertemplate="layer %{y}<br>%{x}: %{z:.3f} ms<extra></extra>"))
+    fig.update_layout(title=f"{phase}: time per decoder layer and bucket (ms)", height=max(300, 18 * len(layers)),
+                      yaxis=dict(autorange="reversed", type="category"))
+    return fig
+
+
+def _attribution(st: Any, bd: Breakdown, phase: str) -> None:
+    a = bd.attribution
+    if a is None:
+        return
+    st.subheader("Attribution")
+    st.caption(f"mode: {md(a.mode)} ({md(a.mode_evidence)}); graph replay: {md(a.graph_alignment)}")
+    widgets.table(st, coverage_table(bd), key="coverage_table")
+    layers = layer_table(bd, phase)
+    if layers.empty:
+        st.caption("no per-layer view: the trace has no nn.Module events (record it with_stack)")
+        return
+    st.plotly_chart(layer_heatmap(layers, phase), key="layer_heatmap")
+    widgets.table(st, layers, key="layer_table")
+
+
 def _speed_of_light(st: Any, src: Any, bd: Breakdown) -> None:
     from phaseprof.sol.render import ceiling_line
     from phaseprof.sol.roofline import roofline_figure
@@ -142,6 +188,7 @@ def render(st: Any, ctx: data.Context) -> None:
     if metrics:
         st.plotly_chart(charts.per_step(rows, metrics, title=f"{ph_name} steps"), key="per_step")
     _top_kernels(st, ph)
+    _attribution(st, bd, ph_name)
     _speed_of_light(st, src, bd)
     st.subheader("Unknown kernels")
     _unknown(st, bd)
