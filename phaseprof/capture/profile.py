@@ -20,6 +20,7 @@ from phaseprof.capture.steps import DriveResult, StepCounts, StepRecord, drive_r
 from phaseprof.capture.timing import host_ttft_s
 from phaseprof.capture.trim import drop_deepest_levels, drop_loops
 from phaseprof.trace.markers import PHASEPROF_STEP_PREFIX
+from phaseprof.trace.tables import MODULE_PREFIX
 
 DEFAULT_MAX_TRACE_BYTES = 5 * 1024 * 1024  # gzipped; the repository's limit for committed traces
 DEFAULT_DISTRIBUTED_INFO = {"backend": "none", "rank": 0, "world_size": 1}
@@ -185,7 +186,10 @@ def finalize_trace(raw: Path, dest: Path, *, corrections: dict[str, str] | None 
         return out, [note] if note else []
 
     stages = [
-        without("python_function events", lambda e: e.get("cat") != "python_function"),
+        # Python frames first, but the nn.Module ones last of all: they are the module tree (analysis/modules.py).
+        without("python_function events (not nn.Module)",
+                lambda e: e.get("cat") != "python_function" or str(e.get("name", "")).startswith(MODULE_PREFIX)),
+        without("nn.Module python_function events", lambda e: e.get("cat") != "python_function"),
         loops,
         without("memory events", lambda e: not (e.get("name") == "[memory]" or e.get("cat") == "cpu_instant_event")),
         lambda evs: drop_deepest_levels(evs, too_big=too_big),

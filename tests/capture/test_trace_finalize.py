@@ -82,3 +82,20 @@ def test_size_limit_drops_memory_then_steps(tmp_path: Path) -> None:
     kept = sorted(int(e["name"].split("#")[1].split("_")[0]) for e in read(tmp_path / "b.json.gz")["traceEvents"]
                   if e["name"].startswith("phaseprof_step#"))
     assert kept == list(range(len(kept)))  # the first steps survive, in order
+
+
+def test_size_limit_drops_python_frames_before_the_module_tree(tmp_path: Path) -> None:
+    """Over the limit, plain Python frames go first; the ``nn.Module:`` frames (the module tree the per-layer view
+    reads) stay while that is enough."""
+    rng = random.Random(0)
+    frames = [op(f"vllm/model_executor/layers/x.py({rng.randint(1, 10**6)}): forward_{rng.random()}", 20.0 + i * 1e-3,
+                 cat="python_function") for i in range(4000)]
+    modules = [op(f"nn.Module: Qwen3NextDecoderLayer_{i}", 20.0 + i, 0.5, cat="python_function") for i in range(40)]
+    events = [marker(0, 10.0, 100.0, ctx=128, gen=0), op("aten::mm", 20.0), *frames, *modules]
+    raw = write(tmp_path, events)
+    full = finalize_trace(raw, tmp_path / "full.json.gz")
+    info = finalize_trace(raw, tmp_path / "t.json.gz", max_bytes=full.gz_bytes // 4)
+    kept = read(tmp_path / "t.json.gz")["traceEvents"]
+    assert info.gz_bytes <= full.gz_bytes // 4
+    assert [e["name"] for e in kept if e.get("cat") == "python_function"] == [m["name"] for m in modules]
+    assert info.dropped[0] == "4000 python_function events (not nn.Module)"
