@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing as mp
 import os
+import sys
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
@@ -17,6 +19,26 @@ def default_jobs() -> int:
         return max(len(os.sched_getaffinity(0)), 1)
     except AttributeError:  # not Linux
         return max(os.cpu_count() or 1, 1)
+
+
+@contextlib.contextmanager
+def _main_not_reimported():
+    """Spawned workers re-run the parent's ``__main__`` (by module name or file) before unpickling their task.
+    The task here lives in this package, so nothing from ``__main__`` is needed, and re-running it can fail: a
+    Streamlit script (the dashboard, its AppTest) or a console-script stub is not meant to run twice. Hide it for
+    as long as the pool starts workers."""
+    main = sys.modules.get("__main__")
+    if main is None:
+        yield
+        return
+    saved = {k: main.__dict__[k] for k in ("__file__", "__spec__") if k in main.__dict__}
+    main.__dict__.pop("__file__", None)
+    main.__dict__["__spec__"] = None
+    try:
+        yield
+    finally:
+        main.__dict__.pop("__spec__", None)
+        main.__dict__.update(saved)
 
 
 def analyze_rank_files(paths: list[Path], *, jobs: int | None = None, rule_files: list[Path] | None = None,
@@ -35,7 +57,7 @@ def analyze_rank_files(paths: list[Path], *, jobs: int | None = None, rule_files
             if on_done:
                 on_done(p)
         return out
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("spawn")) as pool:
+    with _main_not_reimported(), ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("spawn")) as pool:
         futures = {pool.submit(analyze_rank, p, rules): i for i, p in enumerate(paths)}
         results: list[RankResult | None] = [None] * len(paths)
         for f in as_completed(futures):
