@@ -20,7 +20,7 @@ import streamlit as st
 
 from phaseprof.analysis.results import Breakdown
 from phaseprof.dashboard.sources import (ADDED_PATHS, Kind, Roots, Source, added_key, file_source, first_of, guard,
-                                         guard_members, iso_time, read_json, scan)
+                                         guard_members, iso_time, scan)
 from phaseprof.dashboard.text import md
 from phaseprof.errors import PhaseprofError
 

@@ -17,7 +17,6 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-import orjson
 
 from phaseprof.errors import PhaseprofError
 from phaseprof.inputs import is_breakdown_json, resolve
@@ -235,19 +234,6 @@ def save_upload(name: str, data: bytes, upload_dir: Path) -> Path:
         tmp.write_bytes(data)
         os.replace(tmp, dest)
     return dest
-
-
-def read_json(path: Path) -> dict[str, Any]:
-    """A small JSON document (run.json, sweep.json) as a dict; PhaseprofError when it is not one."""
-    try:
-        doc = orjson.loads(path.read_bytes())
-    except OSError as e:
-        raise PhaseprofError(f"cannot read: {e.strerror}", path=path) from None
-    except orjson.JSONDecodeError as e:
-        raise PhaseprofError(f"not valid JSON ({e})", path=path) from None
-    if not isinstance(doc, dict):
-        raise PhaseprofError("expected a JSON object", path=path)
-    return doc
 
 
 def first_of(doc: Any, paths: tuple[str, ...]) -> Any:

@@ -11,21 +11,12 @@ from pathlib import Path
 import pytest
 
 from phaseprof.cli import main
+from tests.hostile.helpers import one_line_error
 
 from ..conftest import REPO
 
 RUN = REPO / "traces/h200/graph/20261130T094740Z-h200-qwen3.5-35b-a3b-prefill-4096"
 TRACE = REPO / "traces/cpu/tiny-hybrid-prefill128-decode8/trace.json.gz"
-
-
-def _one_line(argv: list[str], capsys: pytest.CaptureFixture[str], *words: str) -> str:
-    rc = main(argv)
-    out, err = capsys.readouterr()
-    lines = [ln for ln in err.splitlines() if ln.strip()]
-    assert rc == 2 and len(lines) == 1, (rc, err)
-    assert all(w in lines[0] for w in words), lines[0]
-    assert "Traceback" not in out + err
-    return lines[0]
 
 
 def _unwritable_dir(tmp_path: Path) -> Path:
@@ -48,19 +39,19 @@ def _unreadable_file(tmp_path: Path) -> Path:
 def test_json_under_a_regular_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "file").write_text("x")
     dest = tmp_path / "file" / "out.json"
-    _one_line(["analyze", str(TRACE), "--json", str(dest)], capsys, str(dest), "cannot write")
+    one_line_error(["analyze", str(TRACE), "--json", str(dest)], capsys, str(dest), "cannot write")
 
 
 def test_json_onto_a_directory(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     dest = tmp_path / "out.json"
     dest.mkdir()
-    _one_line(["analyze", str(TRACE), "--json", str(dest)], capsys, str(dest), "is a directory")
+    one_line_error(["analyze", str(TRACE), "--json", str(dest)], capsys, str(dest), "is a directory")
     assert list(dest.iterdir()) == []
 
 
 def test_json_into_an_unwritable_directory(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     dest = _unwritable_dir(tmp_path) / "out.json"
-    _one_line(["analyze", str(TRACE), "--json", str(dest)], capsys, str(dest), "cannot write")
+    one_line_error(["analyze", str(TRACE), "--json", str(dest)], capsys, str(dest), "cannot write")
 
 
 def test_json_gets_umask_permissions(tmp_path: Path) -> None:
@@ -75,12 +66,12 @@ def test_json_gets_umask_permissions(tmp_path: Path) -> None:
 
 def test_diff_unreadable_breakdown(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     bad = _unreadable_file(tmp_path)
-    _one_line(["diff", str(RUN / "breakdown.json"), str(bad)], capsys, str(bad), "cannot read")
+    one_line_error(["diff", str(RUN / "breakdown.json"), str(bad)], capsys, str(bad), "cannot read")
 
 
 def test_diff_fifo(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     os.mkfifo(tmp_path / "b.json")
-    _one_line(["diff", str(RUN / "breakdown.json"), str(tmp_path / "b.json")], capsys, "b.json",
+    one_line_error(["diff", str(RUN / "breakdown.json"), str(tmp_path / "b.json")], capsys, "b.json",
               "not a regular file")
 
 
@@ -90,7 +81,7 @@ def test_diff_unknown_schema_version(version: object, tmp_path: Path, capsys: py
     doc["schema_version"] = version
     p = tmp_path / "newer.breakdown.json"
     p.write_text(json.dumps(doc))
-    _one_line(["diff", str(RUN / "breakdown.json"), str(p)], capsys, p.name, "schema")
+    one_line_error(["diff", str(RUN / "breakdown.json"), str(p)], capsys, p.name, "schema")
 
 
 def test_diff_known_schema_still_reads(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -9,8 +9,8 @@ import pytest
 
 from phaseprof.classify.classifier import kernel_bucket
 from phaseprof.classify.rules import load_rules
-from phaseprof.cli import main
 from phaseprof.errors import PhaseprofError
+from tests.hostile.helpers import one_line_error
 
 from ..conftest import REPO
 
@@ -38,19 +38,10 @@ def test_catastrophic_pattern_in_the_rules_own_examples(tmp_path: Path) -> None:
         load_rules([p])
 
 
-def _one_line(argv: list[str], capsys: pytest.CaptureFixture[str], name: str, *words: str) -> None:
-    rc = main(argv)
-    out, err = capsys.readouterr()
-    lines = [ln for ln in err.splitlines() if ln.strip()]
-    assert rc == 2 and len(lines) == 1, (rc, err)
-    assert name in lines[0] and all(w in lines[0] for w in words), lines[0]
-    assert "Traceback" not in out + err
-
-
 def test_rules_not_utf8(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     p = tmp_path / "latin1.toml"
     p.write_bytes("[[kernel]]\nbucket = \"gemm\"\npatterns = ['caf\xe9']\n".encode("latin-1"))
-    _one_line(["analyze", str(TRACE), "--rules", str(p)], capsys, p.name, "not UTF-8")
+    one_line_error(["analyze", str(TRACE), "--rules", str(p)], capsys, p.name, "not UTF-8")
 
 
 def test_rules_2000_nested_groups(tmp_path: Path) -> None:
@@ -62,15 +53,15 @@ def test_rules_2000_nested_groups(tmp_path: Path) -> None:
 def test_rules_deep_toml(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     p = tmp_path / "deep.toml"
     p.write_text("x = " + "[" * 5000 + "]" * 5000 + "\n")
-    _one_line(["analyze", str(TRACE), "--rules", str(p)], capsys, p.name)
+    one_line_error(["analyze", str(TRACE), "--rules", str(p)], capsys, p.name)
 
 
 def test_lookaround_is_refused_with_the_reason(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     p = _rules(tmp_path, "gemm(?=_bf16)")
-    _one_line(["analyze", str(TRACE), "--rules", str(p)], capsys, p.name, "bad regex", "RE2")
+    one_line_error(["analyze", str(TRACE), "--rules", str(p)], capsys, p.name, "bad regex", "RE2")
 
 
 def test_rules_fifo(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     os.mkfifo(tmp_path / "rules.toml")
-    _one_line(["analyze", str(TRACE), "--rules", str(tmp_path / "rules.toml")], capsys, "rules.toml",
+    one_line_error(["analyze", str(TRACE), "--rules", str(tmp_path / "rules.toml")], capsys, "rules.toml",
               "not a regular file")
