@@ -161,6 +161,13 @@ class RunRecord:
             del doc["parallel"]
         return {**extra, **doc}
 
+    @property
+    def hierarchy(self) -> str | None:
+        """How the capture recorded the module tree: ``hooks``, ``stack`` or ``off`` (``profile.hierarchy``);
+        None for run.json files written before the option existed (those captures recorded no tree)."""
+        value = (self.profile or {}).get("hierarchy")
+        return None if value is None else str(value)
+
     def embedded(self, overhead_ratio: float | None = None) -> dict[str, Any]:
         """The flat subset embedded in the trace itself (its top-level ``phaseprof`` key); ``overhead_ratio``
         unrounded (run.json keeps it to 4 digits)."""
@@ -172,6 +179,7 @@ class RunRecord:
             "device": self.device.get("kind"), "gpu_name": gpu, "vllm_version": self.versions.get("vllm"),
             "torch_version": self.versions.get("torch"), "headline": self.headline, "ttft_ms": self.ttft_ms,
             "tpot_ms": self.tpot_ms, "profiler_overhead_ratio": overhead_ratio,
+            **({"hierarchy": self.hierarchy} if self.hierarchy is not None else {}),  # absent in older traces
         }
 
     @classmethod

@@ -11,8 +11,10 @@ import typer
 from rich.console import Console
 
 from phaseprof.capture.options import (
+    DEFAULT_HIERARCHY,
     CaptureOptions,
     EngineOptions,
+    Hierarchy,
     Mode,
     Phase,
     Quant,
@@ -81,6 +83,14 @@ _MODE_HELP = ("graph: torch.compile + CUDA graphs, what vLLM serves with (the de
               "torch.compile's C++ code generation (minutes on a small CPU) to the same kernels.")
 
 
+_HIERARCHY_HELP = ("How the profiled request records the nn.Module tree (module view, `analyze --by layer`). "
+                   "hooks: one profiler scope per module forward call from global module hooks, named as "
+                   "torch's Python tracer names module frames (nn.Module: Class_N); stack: torch.profiler "
+                   "with_stack=True (every Python call); off: none. Eager mode is where it matters: in graph "
+                   "mode the tree is invisible inside compiled regions (it stops at the compiled module). "
+                   "In-process captures only (--tensor-parallel-size > 1 uses vLLM's own profiler settings).")
+
+
 def resolve_mode(mode: Mode | None, *, cuda: bool) -> Mode:
     """``--mode`` as given, else what vLLM serves with on this device (graph with CUDA, eager on CPU)."""
     if mode is not None:
@@ -143,6 +153,7 @@ def capture(
                                        "events, deepest levels), then the last steps; markers, launches and "
                                        "kernels stay. run.json says what was trimmed."),
     seed: int = typer.Option(0, "--seed", help="Seed of the random prompt."),
+    hierarchy: Hierarchy = typer.Option(DEFAULT_HIERARCHY, "--hierarchy", help=_HIERARCHY_HELP),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Show vLLM's own output (log lines, progress "
                                  "bars, warnings) while it runs; it is always kept in the run directory's "
                                  "vllm.log."),
@@ -189,7 +200,7 @@ def capture(
     def cap_for(ph: Phase, n: int) -> CaptureOptions:
         return CaptureOptions(phase=ph, tokens=n, output_tokens=output_tokens if ph is Phase.DECODE else 1,
                               reps=reps, warmup=max(warmup, 0), seed=seed, profile_decode_steps=profile_steps,
-                              out=out)
+                              out=out, hierarchy=hierarchy)
 
     if tensor_parallel_size != 1 or enable_expert_parallel:
         if len(phases) * len(lengths) > 1:

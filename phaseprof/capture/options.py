@@ -42,6 +42,26 @@ class Quant(str, Enum):
         return self.value
 
 
+class Hierarchy(str, Enum):
+    """How a capture records the ``nn.Module`` tree (what ``analyze --by layer`` and the module view read).
+
+    ``hooks``: global module forward hooks open one profiler scope per module call, named as torch's Python
+    tracer names module frames (``capture.module_scopes``). ``stack``: torch.profiler ``with_stack=True`` (the
+    Python tracer: every Python call, module frames among them). ``off``: no tree. Inside compiled regions
+    (graph mode) neither sees submodules: the tree stops at the compiled module.
+    """
+
+    HOOKS = "hooks"
+    STACK = "stack"
+    OFF = "off"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+DEFAULT_HIERARCHY = Hierarchy.HOOKS
+
+
 @dataclass(frozen=True)
 class EngineOptions:
     """How the one vLLM engine of a capture or sweep is started.
@@ -66,6 +86,7 @@ class CaptureOptions:
 
     ``reps`` unprofiled timed requests follow ``warmup`` untimed ones; then one profiled request.
     ``profile_decode_steps`` limits how many decode steps run under the profiler (None = all of them).
+    ``hierarchy``: how the profiled request records the module tree (``Hierarchy``).
     """
 
     phase: Phase
@@ -76,6 +97,7 @@ class CaptureOptions:
     seed: int = 0
     profile_decode_steps: int | None = None
     out: Path = Path("runs")
+    hierarchy: Hierarchy = DEFAULT_HIERARCHY
 
     @property
     def max_tokens(self) -> int:

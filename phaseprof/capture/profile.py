@@ -1,7 +1,8 @@
 """Run one request under torch.profiler with a marker per engine step, and write the trace phaseprof reads.
 
 Profiler settings: CPU activity (+ CUDA when the engine runs on CUDA), ``profile_memory=True``,
-``record_shapes=False``, ``with_stack=False``. Each ``LLMEngine.step()`` is wrapped in
+``record_shapes=False``; ``with_stack=True`` only for ``Hierarchy.STACK``, module scopes from hooks
+(``capture.module_scopes``) for ``Hierarchy.HOOKS``, installed only while the profiler records. Each ``LLMEngine.step()`` is wrapped in
 ``record_function(phaseprof_step#<i>_context_<n>(<tok>)_generation_<m>(<tok>))``.
 """
 
@@ -15,12 +16,13 @@ from typing import Any
 
 import orjson
 
-from phaseprof.capture.options import Phase
+from phaseprof.capture.module_scopes import ModuleScopes
+from phaseprof.capture.options import Hierarchy, Phase
 from phaseprof.capture.steps import DriveResult, StepCounts, StepRecord, drive_requests, random_prompt
 from phaseprof.capture.timing import host_ttft_s
 from phaseprof.capture.trim import drop_deepest_levels, drop_loops
 from phaseprof.trace.markers import PHASEPROF_STEP_PREFIX
-from phaseprof.trace.tables import MODULE_PREFIX
+from phaseprof.trace.tables import MODULE_PREFIX, MODULE_SCOPE_CATEGORIES
 
 DEFAULT_MAX_TRACE_BYTES = 5 * 1024 * 1024  # gzipped; the repository's limit for committed traces
 DEFAULT_DISTRIBUTED_INFO = {"backend": "none", "rank": 0, "world_size": 1}
@@ -32,21 +34,26 @@ class ProfiledRun:
 
     ``host_s``: the phase's host-clock time under the profiler: TTFT for prefill; for decode the mean host time
     of the profiled decode steps (one token each). ``profiled_steps``: steps that ran under the profiler (each
-    has a marker). ``raw_trace``: the exported, unprocessed Chrome trace.
+    has a marker). ``raw_trace``: the exported, unprocessed Chrome trace. ``hierarchy``: how the module tree was
+    recorded; ``module_calls``: module forward calls the hooks recorded (0 unless ``hooks``).
     """
 
     drive: DriveResult
     profiled_steps: int
     host_s: float | None
     raw_trace: Path
+    hierarchy: Hierarchy = Hierarchy.OFF
+    module_calls: int = 0
 
 
 def profile_request(session: Any, *, phase: Phase, prompt_tokens: int, output_tokens: int, seed: int,
-                    profile_decode_steps: int | None, workdir: Path) -> ProfiledRun:
+                    profile_decode_steps: int | None, workdir: Path,
+                    hierarchy: Hierarchy = Hierarchy.OFF) -> ProfiledRun:
     """Run the capture's request once under torch.profiler; export the Chrome trace into ``workdir``.
 
     For decode, ``profile_decode_steps`` = k stops the profiler after k decode steps (the prefill step is always
-    profiled); the request still runs to completion unprofiled, so the engine is left clean.
+    profiled); the request still runs to completion unprofiled, so the engine is left clean. ``hierarchy``: how
+    the module tree is recorded (``Hierarchy``; off by default here, ``CaptureOptions`` picks the capture's).
     """
     import torch  # noqa: PLC0415
     from torch.profiler import ProfilerActivity, profile, record_function  # noqa: PLC0415
@@ -55,11 +62,14 @@ def profile_request(session: Any, *, phase: Phase, prompt_tokens: int, output_to
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
     max_tokens = 1 if phase is Phase.PREFILL else output_tokens
     prompt = random_prompt(prompt_tokens, vocab_size=session.vocab_size, seed=seed)
-    prof = profile(activities=activities, profile_memory=True, record_shapes=False, with_stack=False)
+    prof = profile(activities=activities, profile_memory=True, record_shapes=False,
+                   with_stack=hierarchy is Hierarchy.STACK)
+    scopes = ModuleScopes()
     limit = profile_decode_steps if phase is Phase.DECODE and profile_decode_steps is not None else None
     state = {"on": False, "profiled": 0, "decode": 0}
 
     def stop() -> None:
+        scopes.remove()  # first: no hook may outlive the recording (also after an exception)
         if state["on"]:
             if cuda:
                 torch.cuda.synchronize()
@@ -81,6 +91,8 @@ def profile_request(session: Any, *, phase: Phase, prompt_tokens: int, output_to
     prof.start()
     state["on"] = True
     try:
+        if hierarchy is Hierarchy.HOOKS:
+            scopes.install()
         drive = drive_requests(session, [prompt], max_tokens, step_context=step_context, prefix="p",
                                after_step=after_step)
     finally:
@@ -92,7 +104,8 @@ def profile_request(session: Any, *, phase: Phase, prompt_tokens: int, output_to
     else:
         decode = [s for s in drive.steps[: state["profiled"]] if s.counts.context_tokens == 0]
         host = sum(s.host_s for s in decode) / len(decode) if decode else None
-    return ProfiledRun(drive=drive, profiled_steps=state["profiled"], host_s=host, raw_trace=raw)
+    return ProfiledRun(drive=drive, profiled_steps=state["profiled"], host_s=host, raw_trace=raw,
+                       hierarchy=hierarchy, module_calls=scopes.calls)
 
 
 @dataclass(frozen=True)
@@ -110,6 +123,11 @@ class TraceFile:
     def to_dict(self) -> dict[str, object]:
         return {"file": self.path.name, "gz_bytes": self.gz_bytes, "events": self.events, "markers": self.markers,
                 "renamed_markers": self.renamed_markers, "dropped": list(self.dropped), "max_bytes": self.max_bytes}
+
+
+def is_module_scope(e: dict[str, Any]) -> bool:
+    """An ``nn.Module: Class_N`` scope: a Python-tracer module frame or a hook's scope (``module_scopes``)."""
+    return e.get("cat") in MODULE_SCOPE_CATEGORIES and str(e.get("name", "")).startswith(MODULE_PREFIX)
 
 
 def _is_marker(e: dict[str, Any]) -> bool:
@@ -144,8 +162,9 @@ def finalize_trace(raw: Path, dest: Path, *, corrections: dict[str, str] | None 
 
     1. ``distributedInfo`` added when absent (HTA needs it); 2. markers whose predicted token counts were wrong
     renamed to what the scheduler really ran; 3. events outside the profiled steps dropped; 4. if still too big:
-    drop ``python_function`` events, then CPU ops inside loops, then memory events, then the deepest CPU-op
-    levels (``phaseprof.capture.trim``), then the last steps, until it fits. Markers, launches and kernels stay;
+    drop ``python_function`` events that are not module frames, then CPU ops inside loops, then memory events,
+    then the deepest CPU-op levels (``phaseprof.capture.trim``), then the module scopes, then the last steps,
+    until it fits. Markers, launches and kernels stay;
     ``TraceFile.dropped`` says what went (run.json ``trace.dropped``).
     ``metadata`` is embedded as the top-level ``phaseprof`` key (what was captured, how; ``analyze`` reads it).
     """
@@ -186,13 +205,14 @@ def finalize_trace(raw: Path, dest: Path, *, corrections: dict[str, str] | None 
         return out, [note] if note else []
 
     stages = [
-        # Python frames first, but the nn.Module ones last of all: they are the module tree (analysis/modules.py).
+        # Python frames first, but the module scopes last of all: they are the module tree (analysis/modules.py),
+        # a few hundred events per step where the CPU ops below them are thousands.
         without("python_function events (not nn.Module)",
-                lambda e: e.get("cat") != "python_function" or str(e.get("name", "")).startswith(MODULE_PREFIX)),
-        without("nn.Module python_function events", lambda e: e.get("cat") != "python_function"),
+                lambda e: e.get("cat") != "python_function" or is_module_scope(e)),
         loops,
         without("memory events", lambda e: not (e.get("name") == "[memory]" or e.get("cat") == "cpu_instant_event")),
         lambda evs: drop_deepest_levels(evs, too_big=too_big),
+        without("nn.Module scopes (the module tree)", lambda e: not is_module_scope(e)),
     ]
     for stage in stages:
         if len(blob) <= max_bytes:

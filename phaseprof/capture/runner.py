@@ -16,7 +16,7 @@ from rich.console import Console
 from phaseprof.capture.device import detect_device
 from phaseprof.capture.engine import EngineSession, require_vllm, start_engine
 from phaseprof.capture.models import check_device, check_tokens, default_model_name, resolve_model
-from phaseprof.capture.options import CaptureOptions, EngineOptions, Phase
+from phaseprof.capture.options import CaptureOptions, EngineOptions, Hierarchy, Phase
 from phaseprof.capture.profile import DEFAULT_MAX_TRACE_BYTES, ProfiledRun, TraceFile, finalize_trace, profile_request
 from phaseprof.capture.rundir import (
     analyze_into,
@@ -126,6 +126,8 @@ def run_record(session: EngineSession, opts: CaptureOptions, timing: PhaseTiming
                                    "time vs host TPOT median (decode)",
             "activities": ["cpu", "cuda"] if session.device.kind == "cuda" else ["cpu"],
             "profile_memory": True, "record_shapes": False,
+            "hierarchy": str(profiled.hierarchy), "with_stack": profiled.hierarchy is Hierarchy.STACK,
+            "module_calls": profiled.module_calls,
             "steps": _steps_json(profiled),
         },
         trace=trace.to_dict(),
@@ -151,7 +153,8 @@ def trace_metadata(session: EngineSession, opts: CaptureOptions, timing: PhaseTi
         request=RequestInfo(phase=str(opts.phase), prompt_tokens=opts.tokens, max_tokens=opts.max_tokens),
         headline={"metric": "tpot" if opts.phase is Phase.DECODE else "ttft", "median_ms": head.median_ms,
                   "p10_ms": head.p10_ms, "p90_ms": head.p90_ms, "source": timing.source},
-        ttft_ms=timing.ttft.median_ms, tpot_ms=timing.tpot.median_ms if timing.tpot else None)
+        ttft_ms=timing.ttft.median_ms, tpot_ms=timing.tpot.median_ms if timing.tpot else None,
+        profile={"hierarchy": str(opts.hierarchy)})
     return rec.embedded(ratio)
 
 
@@ -175,7 +178,8 @@ def capture_phase(session: EngineSession, opts: CaptureOptions, *, console: Cons
         with stages.stage("profiled request (torch.profiler, one marker per engine step)"):
             profiled = profile_request(session, phase=opts.phase, prompt_tokens=opts.tokens,
                                        output_tokens=opts.output_tokens, seed=opts.seed,
-                                       profile_decode_steps=opts.profile_decode_steps, workdir=Path(work))
+                                       profile_decode_steps=opts.profile_decode_steps, workdir=Path(work),
+                                       hierarchy=opts.hierarchy)
             ratio = overhead_ratio(timing, profiled)
         with stages.stage("trace export (trim, gzip)"):
             trace = finalize_trace(profiled.raw_trace, tmp / "trace.json.gz",

@@ -9,8 +9,8 @@ What goes, in this order, only while the trace is still too big:
 1. **loops**: the children (and their subtrees) of a CPU op that calls one op more than ``REPEAT_LIMIT`` times
    directly (e.g. the per-group convolution); the parent's duration still covers them, as its self time.
 2. **deepest levels**: all CPU ops at the deepest nesting level, one level at a time, never the top-level ops.
-Never touched: step markers (``user_annotation``), runtime/driver calls (launches), GPU kernels, memcpys,
-memsets, flows and metadata. Nesting is per thread (``pid``, ``tid``), by time containment.
+Never touched: step markers (``user_annotation``), module scopes (``nn.Module: …``), runtime/driver calls
+(launches), GPU kernels, memcpys, memsets, flows and metadata. Nesting is per thread (``pid``, ``tid``), by time containment.
 """
 
 from __future__ import annotations
@@ -21,13 +21,16 @@ from typing import Any
 
 import numpy as np
 
+from phaseprof.trace.tables import MODULE_PREFIX
+
 REPEAT_LIMIT = 64  # direct calls of one op name by one parent op; a real loop, not a module's few ops
 
 Event = dict[str, Any]
 
 
 def _is_cpu_op(e: Event) -> bool:
-    return e.get("ph") == "X" and e.get("cat") == "cpu_op"
+    # module scopes of ``--hierarchy hooks`` are cpu_op events too, but structure: never trimmed here
+    return e.get("ph") == "X" and e.get("cat") == "cpu_op" and not str(e.get("name", "")).startswith(MODULE_PREFIX)
 
 
 def cpu_op_tree(events: list[Event]) -> tuple[list[int], np.ndarray, np.ndarray]:

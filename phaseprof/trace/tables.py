@@ -48,6 +48,10 @@ FAMILIES = ("gpu", "runtime", "ops", "gpu_annotations")
 #: ``python_function`` events kept: only PyTorch's ``nn.Module: Class_N`` forward scopes (the module tree). Not in
 #: FAMILIES: the trace origin and every other table stay as they were without them.
 MODULE_PREFIX = "nn.Module: "
+#: Categories of module scopes: the Python tracer's frames, and the scopes ``phaseprof capture --hierarchy hooks``
+#: opens (``capture/module_scopes.py``) as ``cpu_op`` (``user_annotation`` on torches without the fast scope).
+#: Named ``nn.Module: …``, those go to ``modules`` and never to ``ops`` (they are structure, not work).
+MODULE_SCOPE_CATEGORIES = ("python_function", "cpu_op", "user_annotation")
 _MODULE_KIND = _KINDS.index("module")
 _EMPTY_ARGS = Args()
 _NONE = type(None)
@@ -88,7 +92,8 @@ class EventTables:
     - ``ops``: CPU ops and user annotations (``record_function``), with ``external_id``.
     - ``gpu_annotations``: GPU-timeline projections of annotations.
     - ``memory``: allocator events (``[memory]``): ``bytes`` > 0 allocation, < 0 free.
-    - ``modules``: ``nn.Module: Class_N`` Python scopes (traces recorded ``with_stack``; empty otherwise).
+    - ``modules``: ``nn.Module: Class_N`` scopes: Python-tracer frames (traces recorded ``with_stack``) or the
+      scopes of ``phaseprof capture --hierarchy hooks``; empty otherwise.
 
     Every family but ``memory`` also has ``launched_kernel``: the ``args.kernel`` name a launch call carries (ROCm
     launch APIs; "" when absent), which names the kernels a CUDA-graph capture records without running them.
@@ -199,6 +204,8 @@ class TableBuilder:
             if fk is not None:
                 if e.ph == "X" and e.ts is not None:
                     g = groups[fk[0]]
+                    if fk[0] == "ops" and type(e.name) is str and e.name.startswith(MODULE_PREFIX):
+                        g, fk = modules, ("modules", _MODULE_KIND)  # a hook's module scope
                     g[0].append(e)
                     g[1].append(fk[1])
             elif e.cat == "python_function":
