@@ -1,0 +1,58 @@
+#!/usr/bin/env python
+"""Re-encode committed gzip traces with zopfli (same gzip format, ~15 % smaller), so `traces/` stays ≲ 12 MB.
+
+    pip install zopfli && python scripts/recompress_traces.py [--min-kb 100] [--dry-run]
+
+For every `*.gz` under `traces/` of at least `--min-kb`: deflate the decompressed bytes again with zopfli
+(one iteration), check that the result decompresses to exactly the same bytes, and replace the file only when
+smaller. A breakdown.json or run.json under `traces/` that records the old file's sha256 (phaseprof hashes the
+file as stored) gets the new one, so records keep pointing at the file they describe. Prints each file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import hashlib
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def main(argv: list[str] | None = None) -> int:
+    import zopfli.gzip  # noqa: PLC0415 - a one-off tool, not a phaseprof dependency
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--min-kb", type=int, default=100)
+    ap.add_argument("--dry-run", action="store_true")
+    args = ap.parse_args(argv)
+    traces = ROOT / "traces"
+    records = [p for p in traces.rglob("*.json") if p.name.endswith(("breakdown.json", "run.json"))]
+    saved = 0
+    for p in sorted(traces.rglob("*.gz"), key=lambda q: -q.stat().st_size):
+        old = p.read_bytes()
+        if len(old) < args.min_kb * 1024:
+            continue
+        data = gzip.decompress(old)
+        new = zopfli.gzip.compress(data, numiterations=1)
+        if gzip.decompress(new) != data or len(new) >= len(old):
+            print(f"{p.relative_to(ROOT)}: kept ({len(old):,} B)")
+            continue
+        old_sha, new_sha = hashlib.sha256(old).hexdigest(), hashlib.sha256(new).hexdigest()
+        saved += len(old) - len(new)
+        print(f"{p.relative_to(ROOT)}: {len(old):,} -> {len(new):,} B", flush=True)
+        if args.dry_run:
+            continue
+        p.write_bytes(new)
+        for r in records:
+            text = r.read_text()
+            if old_sha in text:
+                r.write_text(text.replace(old_sha, new_sha))
+                print(f"  sha256 updated in {r.relative_to(ROOT)}")
+    print(f"saved {saved:,} B")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
