@@ -177,11 +177,13 @@ def test_alignment_by_name_and_order_skips_what_the_capture_lacks(tmp_path):
     prep = prepare(load_tables(rep), rules, reference=load_reference(cap, rules))
     items = prep.items.sort_values("ts_ns")
     assert items["kernel_bucket"].tolist() == ["elementwise"] * 3 + ["gemm", "elementwise", "moe"]
-    # the extra kernel between the norm and the MoE block stays in the kernel view; the one between two kernels of
-    # the MoE block of layer 0 ran for that block
+    # the two the capture lacks are bracketed: the one between the norm and the MoE block (two blocks, no boundary
+    # kernel between them) takes layer 0 but keeps its kernel view; the one between two kernels of the MoE block of
+    # layer 0 ran for that block
     assert items["module_bucket"].tolist() == ["norm", "norm", "elementwise", "moe", "moe", "moe"]
-    assert items["attribution"].tolist() == ["graph_alignment"] * 2 + ["kernel_name"] + ["graph_alignment"] * 3
-    assert items["layer"].tolist() == [0, 0, -1, 0, 0, 0]
+    assert items["attribution"].tolist() == ["graph_alignment"] * 2 + ["bracketed", "graph_alignment",
+                                                                       "bracketed", "graph_alignment"]
+    assert items["layer"].tolist() == [0, 0, 0, 0, 0, 0]
 
 
 # --- empty steps, rules data -------------------------------------------------------------------------------------
