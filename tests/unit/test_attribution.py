@@ -283,3 +283,20 @@ def test_pairing_is_anchored_so_a_fused_layer_does_not_shift_the_next_ones():
     pairs = pair_sequences(rep, ref)
     assert pairs == [(0, 0), (2, 3), (3, 4), (5, 7), (6, 8), (8, 11)]  # k-th G with k-th G, k-th M with k-th M
     assert all(rep[i] == ref[j] for i, j in pairs)
+
+
+def test_graph_reference_may_be_a_run_directory(tmp_path):
+    from phaseprof.analysis.pipeline import load_reference
+    from phaseprof.errors import PhaseprofError
+
+    cap, _ = _graph_pair(tmp_path)
+    run = tmp_path / "run"
+    run.mkdir()
+    cap.rename(run / "trace.json")
+    rules = load_rules()
+    segs, name, _ = load_reference(run, rules)
+    assert name == "trace.json" and [s.names for s in segs] == [(NORM_A, NORM_B, GATE, "fused_moe_kernel")]
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(PhaseprofError, match="not a run directory"):
+        load_reference(empty, rules)
