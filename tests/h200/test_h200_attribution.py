@@ -166,3 +166,28 @@ def test_fp8_prefill_has_no_unknown_kernels_and_a_quant_bucket():
     quant = {k.name for k in ph.top_kernels["quant"]}
     assert any("segmented_max_reduction_strided" in n for n in quant)
     assert next(b for b in ph.kernel_view if b.bucket == "quant").share_pct > 1
+
+
+def test_diff_shows_coverage_by_method_and_the_per_layer_view(eager):
+    """phaseprof diff (text and markdown) of the eager run against the graph run with its reference: the attribution
+    methods' shares and the per-layer times of both sides."""
+    import io
+
+    from rich.console import Console
+
+    from phaseprof.report.diff import diff_breakdowns
+    from phaseprof.report.diff_cli import print_diff
+    from phaseprof.report.diff_markdown import diff_markdown
+
+    graph = analyze_trace(_trace("own-graph"), graph_reference=eager[0])
+    d = diff_breakdowns(eager[1], graph)
+    out = io.StringIO()
+    print_diff(d, Console(file=out, width=80))
+    text = out.getvalue()
+    for phase in ("prefill", "decode"):
+        assert f"{phase}: module view from (% of GPU busy)" in text and f"{phase}: per decoder layer" in text
+    bracketed = next(pa for pa in graph.attribution.phases if pa.phase == "decode").coverage_pct[Method.BRACKETED]
+    assert re.search(rf"│ bracketed\s+│\s+0\.0 │\s+{bracketed:.1f} │", text)
+    assert "layer 39 attention+moe" in text
+    md = diff_markdown(d)
+    assert "| bracketed |" in md and "| layer 3 attention+moe |" in md
