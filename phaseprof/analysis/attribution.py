@@ -139,11 +139,12 @@ def _bracket(items: pd.DataFrame, t: EventTables, *, module: np.ndarray, method:
     free = method == Method.KERNEL_NAME.value
     label = np.where(free, None, module)
     kview = items["kernel_bucket"].to_numpy().astype(object)
-    boundary = is_boundary(labels(items["name"]), load_layer_rules())
+    rules = load_layer_rules()
+    boundary = is_boundary(labels(items["name"]), rules)
     total = BracketCounts()
     for rows in launch_order(items, t).values():
         done, bc = bracket_step(rows, label=label, layer=layer, unattributed=free, kview=kview, boundary=boundary,
-                                compatible=compatible)
+                                compatible=compatible, rules=rules)
         module[done] = label[done]
         method[done] = Method.BRACKETED.value
         total = total + bc

@@ -5,10 +5,11 @@ Graph alignment pairs kernels by name; what torch.compile fused into new ``trito
 different GEMM tile than the reference run, has no partner. Such a kernel still ran *between* two attributed
 kernels, and a model's layers run one after the other:
 
-- between two kernels of the same layer it ran in that layer; between the last kernel of layer i and the first
-  of layer i+1 it ran in layer i before the one *boundary* kernel (``layers.toml`` ``[boundary]``: the fused
-  residual add + RMSNorm that opens the next block) and in layer i+1 from it on; after the last layer, before
-  that boundary kernel (the model's final norm), in the last layer;
+- between two kernels of the same layer it ran in that layer; between a kernel of layer i and one of layer i+1
+  it ran in layer i before the *boundary* kernel that opens layer i+1 and in layer i+1 from it on (boundary
+  kernels, ``layers.toml`` ``[boundary]``: the fused residual add + RMSNorm before each block; which one opens
+  the layer follows from the blocks on both sides, see ``_opening``); after the last layer, before that boundary
+  kernel (the model's final norm), in the last layer;
 - its module-view label is the block both neighbours (in its layer) name, or, with a boundary kernel between
   them, the block on its side of it; anything else (the boundary kernel itself, a stretch with two different
   blocks and no boundary, a kernel whose name says it is another component) keeps its kernel-name bucket: no
@@ -48,11 +49,28 @@ def is_boundary(names: np.ndarray, rules: LayerRules) -> np.ndarray:
     return np.fromiter((rules.is_boundary(u) for u in uniq), dtype=bool, count=uniq.size)[inv]
 
 
+def _opening(left: object, right: object, n: int, rules: LayerRules | None) -> int | None:
+    """Which of the ``n`` boundary kernels between a kernel of layer i (block ``left``) and one of layer i+1
+    (block ``right``) opens layer i+1, or None when the structure does not say.
+
+    A decoder layer runs norm, mixer (gdn / attention), norm, feed-forward (moe): after a mixer kernel one
+    boundary (the post-attention norm) still belongs to layer i; before a feed-forward kernel one (that norm)
+    already belongs to layer i+1. Without known blocks on both sides only a single boundary is unambiguous."""
+    mixer, ffn = (rules.mixer_buckets, rules.ffn_buckets) if rules is not None else ((), ())
+    owe_left = 1 if left in mixer else 0 if left in ffn else None
+    owe_right = 1 if right in ffn else 0 if right in mixer else None
+    if owe_left is None or owe_right is None:
+        return 0 if n == 1 else None
+    return owe_left if n == owe_left + 1 + owe_right else None
+
+
 def bracket_step(rows: np.ndarray, *, label: np.ndarray, layer: np.ndarray, unattributed: np.ndarray,
-                 kview: np.ndarray, boundary: np.ndarray, compatible) -> tuple[np.ndarray, BracketCounts]:
+                 kview: np.ndarray, boundary: np.ndarray, compatible,
+                 rules: LayerRules | None = None) -> tuple[np.ndarray, BracketCounts]:
     """Bracket the items ``rows`` (one step, in launch order), writing ``label`` and ``layer`` in place.
     ``label``: module-view label, None where unknown; ``unattributed``: items with no module evidence (their
-    label may be overwritten); ``compatible(kernel_view, label)``: whether a kernel may take that label.
+    label may be overwritten); ``compatible(kernel_view, label)``: whether a kernel may take that label;
+    ``rules``: the mixer and feed-forward buckets (``layers.toml``) that place a layer's boundary kernels.
     Returns the items that were bracketed (rows) and the counts."""
     lab = label[rows]
     lay = layer[rows]
@@ -67,11 +85,12 @@ def bracket_step(rows: np.ndarray, *, label: np.ndarray, layer: np.ndarray, unat
         a, c = int(lay[p]), int(lay[q])
         if a == c:  # layers run one after the other: all between two kernels of one layer is that layer
             new[p + 1:q] = a
-        elif c == a + 1:
+        elif c == a + 1:  # the next layer's input_layernorm splits the stretch
             bp = np.flatnonzero(b[p + 1:q]) + p + 1
-            if bp.size == 1:  # the next layer's input_layernorm splits the stretch; more than one: ambiguous
-                new[p + 1:bp[0]] = a
-                new[bp[0]:q] = c
+            k = _opening(lab[p], lab[q], int(bp.size), rules)
+            if k is not None:
+                new[p + 1:bp[k]] = a
+                new[bp[k]:q] = c
     tail = -1
     if anchors.size:  # after the last layer, before the first kernel of a module outside layers (the logits)
         p = int(anchors[-1])

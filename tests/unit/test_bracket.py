@@ -26,7 +26,8 @@ def _run(rows: list[tuple[str, str, str | None, int]]) -> tuple[list[str | None]
     kview = np.array([r[1] for r in rows], dtype=object)
     free = np.array([r[2] is None for r in rows])
     done, _ = bracket_step(np.arange(len(rows)), label=label, layer=layer, unattributed=free, kview=kview,
-                           boundary=is_boundary(names, load_layer_rules()), compatible=compatible)
+                           boundary=is_boundary(names, load_layer_rules()), compatible=compatible,
+                           rules=load_layer_rules())
     return label.tolist(), layer.tolist(), int(done.size)
 
 
@@ -57,6 +58,16 @@ def test_inside_a_layer_the_post_attention_norm_splits_mixer_and_moe():
 def test_two_blocks_and_no_boundary_between_them_keep_the_kernel_view():
     lab, lay, _ = _run([("c", "gdn", "gdn", 2), (GEMM, "gemm", None, -1), ("r", "gemm", "moe", 2)])
     assert lab[1] == "gemm" and lay[1] == 2
+
+
+def test_from_one_moe_block_to_the_next_the_first_of_two_boundaries_opens_the_layer():
+    # the 128-token prefill (traces/h200/graph): only the MoE blocks aligned; layer 1's GDN in_proj GEMM lies after
+    # layer 1's input_layernorm and before its post-attention norm, next to GDN's custom-op kernels
+    lab, lay, _ = _run([("m", "moe", "moe", 0), (IN_NORM, "norm", None, -1), (GEMM, "gemm", None, -1),
+                        ("chunk_fwd_kernel_o", "gdn", "gdn", -1), (GEMM, "gemm", None, -1),
+                        (POST_NORM, "norm", None, -1), ("r", "moe", "moe", 1)])
+    assert lay == [0, 1, 1, 1, 1, 1, 1]
+    assert lab == ["moe", "norm", "gdn", "gdn", "gdn", "norm", "moe"]
 
 
 @pytest.mark.parametrize("between", [[], [IN_NORM, IN_NORM]])
