@@ -140,7 +140,7 @@ def _bracket(items: pd.DataFrame, t: EventTables, *, module: np.ndarray, method:
     label = np.where(free, None, module)
     kview = items["kernel_bucket"].to_numpy().astype(object)
     rules = load_layer_rules()
-    boundary = is_boundary(labels(items["name"]), rules)
+    boundary = is_boundary(items["name"], rules)
     total = BracketCounts()
     for rows in launch_order(items, t).values():
         done, bc = bracket_step(rows, label=label, layer=layer, unattributed=free, kview=kview, boundary=boundary,

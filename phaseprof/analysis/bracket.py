@@ -43,10 +43,13 @@ class BracketCounts:
                              self.layer_added + o.layer_added)
 
 
-def is_boundary(names: np.ndarray, rules: LayerRules) -> np.ndarray:
-    """Whether each kernel name opens a block (checked once per distinct name)."""
-    uniq, inv = np.unique(names.astype(str), return_inverse=True)
-    return np.fromiter((rules.is_boundary(u) for u in uniq), dtype=bool, count=uniq.size)[inv]
+def is_boundary(names: pd.Series | np.ndarray, rules: LayerRules) -> np.ndarray:
+    """Whether each kernel name opens a block, checked once per distinct name (categories: C++ kernel names run
+    to a thousand characters, too long to sort as fixed-width strings)."""
+    cat = pd.Series(names).astype("category").cat
+    flags = np.fromiter((rules.is_boundary(str(c)) for c in cat.categories), dtype=bool, count=len(cat.categories))
+    codes = cat.codes.to_numpy()
+    return np.where(codes >= 0, flags[np.maximum(codes, 0)], False) if flags.size else np.zeros(codes.size, bool)
 
 
 def _opening(left: object, right: object, n: int, rules: LayerRules | None) -> int | None:
