@@ -7,7 +7,9 @@ Order of evidence for an item's module view (first that applies):
 3. ``graph_alignment``: a graph-replayed kernel aligned with its capture / eager run
    (:mod:`phaseprof.analysis.graph_align`). For replayed kernels 1 and 2 are skipped: the stack around a
    ``cudaGraphLaunch`` says where the graph was launched, not what its kernels ran for.
-4. ``kernel_name``: the kernel view.
+4. ``bracketed``: no evidence of its own, but launched between attributed kernels: their layer and, where the
+   model's structure makes it unambiguous, their module (:mod:`phaseprof.analysis.bracket`; after alignment only).
+5. ``kernel_name``: the kernel view.
 
 Columns this adds to the work items (``Prepared.items``):
 
@@ -25,8 +27,10 @@ import pandas as pd
 
 from phaseprof.analysis.attribution_types import (ATTRIBUTION_VERSION, Attribution, InferredPhase, LayerRow,
                                                   Method, PhaseAttribution)
-from phaseprof.analysis.graph_align import Reference, Segment, align_replay, reference_segments
-from phaseprof.analysis.modules import ModuleTree, build_module_tree, module_classes
+from phaseprof.analysis.bracket import BracketCounts, bracket_step, is_boundary
+from phaseprof.analysis.graph_align import (Reference, Segment, compatible, align_replay, launch_order,
+                                            reference_segments)
+from phaseprof.analysis.modules import ModuleTree, build_module_tree, load_layer_rules, module_classes
 from phaseprof.classify.classifier import kernel_bucket
 from phaseprof.classify.rules import RuleSet
 from phaseprof.defaults import GRAPH_LAUNCH_APIS
@@ -119,10 +123,32 @@ def attribute_items(items: pd.DataFrame, t: EventTables, c: Correlated, rules: R
         module[hit] = al.label[hit]
         method[hit] = Method.GRAPH_ALIGNMENT.value
         layer[hit] = al.layer[hit]
-        detail, counts = al.detail, al.counts
+        bc = _bracket(items, t, module=module, method=method, layer=layer)
+        detail = (f"{al.detail}; bracketed between attributed kernels: {bc.with_module} with their block's module, "
+                  f"{bc.layer_only} with the layer only (kernel-name bucket), {bc.layer_added} more given a layer")
+        counts = {**al.counts, "bracketed_with_module": bc.with_module, "bracketed_layer_only": bc.layer_only,
+                  "layer_added": bc.layer_added}
     items = items.assign(module_bucket=module, attribution=method, layer=layer)
     types = {**(reference[2] if reference is not None else {}), **tree.layer_types}
     return items, ItemAttribution(tree=tree, graph_alignment=detail, alignment_counts=counts, layer_types=types)
+
+
+def _bracket(items: pd.DataFrame, t: EventTables, *, module: np.ndarray, method: np.ndarray,
+             layer: np.ndarray) -> BracketCounts:
+    """Bracket every step (analysis.bracket), in place: items with no evidence take method ``bracketed``."""
+    free = method == Method.KERNEL_NAME.value
+    label = np.where(free, None, module)
+    kview = items["kernel_bucket"].to_numpy().astype(object)
+    rules = load_layer_rules()
+    boundary = is_boundary(items["name"], rules)
+    total = BracketCounts()
+    for rows in launch_order(items, t).values():
+        done, bc = bracket_step(rows, label=label, layer=layer, unattributed=free, kview=kview, boundary=boundary,
+                                compatible=compatible, rules=rules)
+        module[done] = label[done]
+        method[done] = Method.BRACKETED.value
+        total = total + bc
+    return total
 
 
 def summarize(items: pd.DataFrame, phases: dict[str, set[int]], ia: ItemAttribution, *, mode: tuple[str, str],

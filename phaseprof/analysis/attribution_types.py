@@ -17,6 +17,9 @@ class Method(StrEnum):
     OP_STACK = "op_stack"  # a [[module]] rule named an enclosing CPU op (vllm::moe_forward, _C::rms_norm, ...)
     MODULE_TREE = "module_tree"  # the enclosing nn.Module calls (traces recorded with_stack)
     GRAPH_ALIGNMENT = "graph_alignment"  # a graph-replayed kernel aligned with its capture / eager run
+    #: no evidence of its own, but launched between attributed kernels: their layer, and their block where the
+    #: model's structure makes it unambiguous (else its kernel-name bucket); analysis.bracket
+    BRACKETED = "bracketed"
     KERNEL_NAME = "kernel_name"  # nothing above: the kernel view (what the kernel's name says)
 
 
@@ -58,7 +61,8 @@ class Attribution:
     module_classes: list[str]
     graph_alignment: str  # what graph-replay alignment did, one sentence
     #: kernels graph-replayed / to align (replayed or without module evidence) / paired with a reference kernel /
-    #: replayed and paired / that took a module from the reference ({} when nothing was aligned)
+    #: replayed and paired / that took a module from the reference; bracketed with a neighbouring block's module /
+    #: with the layer only / attributed otherwise and given only the layer ({} when nothing was aligned)
     alignment_counts: dict[str, int]
     phases: list[PhaseAttribution]
     mode: str  # "eager" | "compiled" | "piecewise graphs" | "full graphs" | "full and piecewise graphs" | "cpu"

@@ -12,7 +12,8 @@ ops between them interleave), is aligned by name with the reference segment shar
 (``difflib.SequenceMatcher`` matching blocks: order kept, insertions and deletions allowed, as TraceLens's greedy
 forward scan; memcpy/memset match any memcpy/memset). Replayed kernels, and kernels with no module evidence of
 their own (launched inside torch.compile's opaque ``GraphModule``), take the paired reference kernel's module-view
-label and layer where the reference has one; the rest keep the kernel-name fallback and count as such.
+label and layer where the reference has one; the rest are left to :mod:`phaseprof.analysis.bracket` (what lies
+between attributed kernels) and otherwise keep the kernel-name fallback.
 """
 
 from __future__ import annotations
@@ -156,6 +157,19 @@ def _eager_segments(t: EventTables, c: Correlated, *, tree: ModuleTree, rt_mod: 
     return out
 
 
+def launch_order(items: pd.DataFrame, t: EventTables) -> dict[int, np.ndarray]:
+    """Each step's items in launch order: by their launch call's host time, then GPU start (a graph's kernels
+    share one launch call and keep their GPU order; piecewise graphs and the eager ops between them interleave)."""
+    launch = items["launch"].to_numpy()
+    ts = items["ts_ns"].to_numpy()
+    rts = t.runtime["ts_ns"].to_numpy() if len(t.runtime) else np.zeros(0, dtype=ts.dtype)
+    host = np.where(launch >= 0, rts[np.maximum(launch, 0)] if rts.size else ts, ts)
+    step = items["step"].to_numpy()
+    order = np.lexsort((ts, host, step))
+    cuts = np.flatnonzero(np.diff(step[order])) + 1
+    return {int(step[g[0]]): g for g in np.split(order, cuts) if g.size}
+
+
 def align_replay(items: pd.DataFrame, t: EventTables, segments: list[Segment], *, want: np.ndarray,
                  what: str) -> Alignment:
     """Align each step's work, in launch order (a graph's kernels in GPU order at its launch), with the
@@ -179,16 +193,14 @@ def align_replay(items: pd.DataFrame, t: EventTables, segments: list[Segment], *
     names = labels(items["name"])
     kinds = labels(items["kind"])
     kview = items["kernel_bucket"].to_numpy().astype(object)
-    ts = items["ts_ns"].to_numpy()
-    host = np.where(launch >= 0, rt["ts_ns"].to_numpy()[np.maximum(launch, 0)] if len(rt) else ts, ts)
+    order = launch_order(items, t)
     vocab: dict[str, int] = {}
     seg_codes = [[vocab.setdefault(x, len(vocab)) for x in s.names] for s in segments]
     seg_bags = [Counter(sc) for sc in seg_codes]
-    aligned, paired, steps_done, replayed_paired, filled = 0, 0, 0, 0, 0
+    aligned, paired, steps_done, replayed_paired = 0, 0, 0, 0
     step = items["step"].to_numpy()
     for k in np.unique(step[want]).tolist():
-        rows = np.flatnonzero(step == k)
-        rows = rows[np.lexsort((ts[rows], host[rows]))]
+        rows = order[k]
         codes = [vocab.get(_token(names[i], kinds[i]), -1) for i in rows.tolist()]
         bag = Counter(c for c in codes if c >= 0)
         # the candidate sharing the most kernels (multiset overlap); ties: the closest in length
@@ -204,18 +216,15 @@ def align_replay(items: pd.DataFrame, t: EventTables, segments: list[Segment], *
             if want[i]:
                 paired += 1
                 replayed_paired += int(is_graph[i])
-                if seg.matched[j] and _compatible(kview[i], seg.label[j]):
+                if seg.matched[j] and compatible(kview[i], seg.label[j]):
                     label[i], layer[i] = seg.label[j], seg.layer[j]
                     aligned += 1
-        filled += _fill_between(rows, label, layer, want, kview)
     src = "/".join(sorted({s.source for s in segments}))
     detail = (f"{paired} of {n_want} kernels without module evidence ({n_replayed} graph-replayed) paired by "
               f"name and order, in {steps_done} step(s), with {len(segments)} {src} sequence(s) in {what}; "
-              f"{aligned} took a module from it, {filled} more lie between two kernels of the same module and "
-              "layer (the rest ran where no module is named, e.g. torch.compile's fused glue between blocks)")
+              f"{aligned} took a module from it")
     return Alignment(label, layer, detail, {"replayed": n_replayed, "wanted": n_want, "paired": paired,
-                                            "replayed_paired": replayed_paired, "with_module": aligned,
-                                            "between_same_module": filled})
+                                            "replayed_paired": replayed_paired, "with_module": aligned})
 
 
 #: Kernel-view buckets that name a model component: a kernel whose name says it is one of these never takes a
@@ -223,7 +232,7 @@ def align_replay(items: pd.DataFrame, t: EventTables, segments: list[Segment], *
 COMPONENTS = frozenset({"moe", "gdn", "attention", "norm", "sampling", "communication"})
 
 
-def _compatible(kernel_view: object, label: object) -> bool:
+def compatible(kernel_view: object, label: object) -> bool:
     k = str(kernel_view)
     return k not in COMPONENTS or k == str(label) or str(label) not in COMPONENTS
 
@@ -261,29 +270,3 @@ def pair_sequences(a: list[int], b: list[int]) -> list[tuple[int, int]]:
             out.append((i1, j1))
         prev = (i1, j1)
     return out
-
-
-def _fill_between(rows: np.ndarray, label: np.ndarray, layer: np.ndarray, want: np.ndarray,
-                  kview: np.ndarray) -> int:
-    """Give a still-unlabelled wanted item (in step order ``rows``) the label and layer of the labelled items
-    before and after it when those two agree (same module, same known layer) and its own kernel view does not
-    name another component:
-    work fused by torch.compile inside one block (a cast between two GEMMs of the same GDN layer) ran for that
-    block. Returns how many were filled."""
-    lab = pd.Series(label[rows], dtype=object)
-    known = lab.notna().to_numpy()
-    if known.all() or not known.any():
-        return 0
-    pos = pd.Series(np.where(known, np.arange(rows.size), np.nan))
-    prev, nxt = pos.ffill().to_numpy(), pos.bfill().to_numpy()
-    ok = ~known & want[rows] & ~np.isnan(prev) & ~np.isnan(nxt)
-    idx = np.flatnonzero(ok)
-    p, q = prev[idx].astype(np.int64), nxt[idx].astype(np.int64)
-    lay = layer[rows]
-    labs = lab.to_numpy()
-    same = (labs[p] == labs[q]) & (lay[p] == lay[q]) & (lay[p] >= 0)  # a known layer bounds the stretch
-    same &= np.fromiter((_compatible(kview[rows[x]], labs[y]) for x, y in zip(idx, p)), dtype=bool, count=idx.size)
-    tgt = rows[idx[same]]
-    label[tgt] = label[rows[p[same]]]
-    layer[tgt] = layer[rows[p[same]]]
-    return int(tgt.size)

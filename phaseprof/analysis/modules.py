@@ -51,6 +51,10 @@ class LayerRules:
     dense_mlp: tuple[re.Pattern[str], ...]
     opaque: tuple[re.Pattern[str], ...] = ()
     model: tuple[re.Pattern[str], ...] = ()
+    boundary: tuple[re.Pattern[str], ...] = ()  # kernel names that open the next block (``[boundary]``)
+
+    def is_boundary(self, kernel: str) -> bool:
+        return any(p.search(kernel) for p in self.boundary)
 
     def is_model(self, cls: str) -> bool:
         return any(p.search(cls) for p in self.model)
@@ -75,7 +79,8 @@ def load_layer_rules(path: Path = LAYERS_PATH) -> LayerRules:
                            mixer_buckets=tuple(typ["mixer_buckets"]), ffn_buckets=tuple(typ["ffn_buckets"]),
                            dense_mlp=tuple(re.compile(p) for p in typ["dense_mlp_patterns"]),
                            opaque=tuple(re.compile(p) for p in data.get("opaque", {}).get("patterns", [])),
-                           model=tuple(re.compile(p) for p in data.get("model", {}).get("patterns", [])))
+                           model=tuple(re.compile(p) for p in data.get("model", {}).get("patterns", [])),
+                           boundary=tuple(re.compile(p) for p in data.get("boundary", {}).get("patterns", [])))
     except (OSError, KeyError, TypeError, re.error, tomllib.TOMLDecodeError) as e:
         raise PhaseprofError(f"bad layer rules: {e}", path=path) from None
     for ex in lay.get("examples", []):
@@ -87,6 +92,9 @@ def load_layer_rules(path: Path = LAYERS_PATH) -> LayerRules:
     for ex in data.get("opaque", {}).get("examples", []):
         if not rules.is_opaque(ex):
             raise PhaseprofError(f"[opaque] example {ex!r} matches none of its patterns", path=path)
+    for ex in data.get("boundary", {}).get("examples", []):
+        if not rules.is_boundary(ex):
+            raise PhaseprofError(f"[boundary] example {ex!r} matches none of its patterns", path=path)
     for ex in typ.get("dense_mlp_examples", []):
         if not rules.is_dense_mlp(ex):
             raise PhaseprofError(f"[layer_type] example {ex!r} matches no dense_mlp pattern", path=path)

@@ -103,13 +103,27 @@ def analyze_trace(path: str | Path, *, rules: list[Path] | None = None,
     return analyze(path, config=AnalysisConfig.with_rules(rules, graph_reference=graph_reference)).breakdown
 
 
+def reference_trace(path: str | Path) -> Path:
+    """The trace a ``--graph-reference`` names: a trace file, or a run directory holding one."""
+    from phaseprof.errors import PhaseprofError
+    from phaseprof.inputs import InputKind, resolve
+
+    inp = resolve(path)
+    if inp.kind in (InputKind.RUN, InputKind.TRACE) and inp.trace is not None:
+        return inp.trace
+    raise PhaseprofError(f"graph reference must be a trace or a run directory with one ({inp.kind} input): "
+                         "alignment needs its kernel sequence", path=Path(path))
+
+
 def load_reference(path: str | Path, rules: RuleSet) -> Reference:
-    """Capture-window and eager kernel sequences of a reference trace, with their modules."""
+    """Capture-window and eager kernel sequences of a reference trace (or a run directory's), with their
+    modules."""
     from phaseprof.analysis.attribution import graph_reference
     from phaseprof.analysis.items import op_modules
     from phaseprof.analysis.modules import build_module_tree
     from phaseprof.trace.correlate import correlate
 
+    path = reference_trace(path)
     t = load_tables(path)
     c = correlate(t)
     tree = build_module_tree(t.modules, rules)

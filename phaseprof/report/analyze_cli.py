@@ -33,7 +33,7 @@ def analyze(
                                             "what run.json / the trace records)."),
     by: str | None = typer.Option(None, "--by", help="'layer': also print time per decoder layer per bucket "
                                   "(needs nn.Module events: traces recorded with_stack)."),
-    graph_reference: Path | None = typer.Option(None, "--graph-reference", help="Trace of the CUDA-graph capture "
+    graph_reference: Path | None = typer.Option(None, "--graph-reference", help="Trace (or run directory) of the CUDA-graph capture "
                                                 "(or an eager run) of the same model: gives graph-replayed "
                                                 "kernels the modules they were captured in."),
     ceilings: str | None = typer.Option(None, "--ceilings", help="Measured ceilings JSON (phaseprof ceilings "

@@ -80,6 +80,11 @@ def print_diff(d: BreakdownDiff, console: Console, *, kernels: int = 15) -> None
         print_fitted(console, f"{ph.phase}: kernel view (share = % of GPU busy)", _BUCKET_COLS,
                      _bucket_rows(ph.kernel_view))
         print_fitted(console, f"{ph.phase}: module view", _BUCKET_COLS, _bucket_rows(ph.module_view))
+        if ph.coverage:  # how far the module view rests on evidence (attribution methods, % of GPU busy)
+            print_fitted(console, f"{ph.phase}: module view from (% of GPU busy)", _DELTA_COLS,
+                         _delta_rows(ph.coverage))
+        if ph.layers:
+            print_fitted(console, f"{ph.phase}: per decoder layer (ms/step)", _DELTA_COLS, _delta_rows(ph.layers))
         if ph.launches_by_api:
             print_fitted(console, f"{ph.phase}: launch calls per step by API", _DELTA_COLS,
                          _delta_rows(ph.launches_by_api))

@@ -68,3 +68,29 @@ def test_layer_heatmap_and_coverage_are_the_attribution_section(make_app, tmp_pa
     assert cov.set_index("phase").loc["prefill", "module_tree %"] == pytest.approx(prefill.coverage_pct["module_tree"])
     heat = figure(at, "layer_heatmap")["data"][0]
     assert len(heat["y"]) == 40 and "norm" in heat["x"]
+
+
+OWN_GRAPH = REPO / "traces/h200/own-graph/vllm-own-graph-prefill4096-decode1.pt.trace.json.gz"
+
+
+def test_graph_run_aligned_with_its_reference_shows_bracketed_coverage_and_layers(make_app, tmp_path):
+    """A graph-mode breakdown written by ``phaseprof analyze --graph-reference --json``: the Breakdown page shows the
+    coverage per method (graph alignment and bracketing included) and the 40 layers recovered from the reference."""
+    from phaseprof.analysis.pipeline import analyze_trace
+    from phaseprof.report.json_io import write_breakdown
+
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    bd = analyze_trace(OWN_GRAPH, graph_reference=OWN_EAGER)
+    write_breakdown(bd, runs / "own-graph.breakdown.json")
+    at = make_app("Breakdown", runs=runs)
+    at.session_state["current_run"] = "own-graph.breakdown.json"
+    at.session_state["bd_phase"] = "decode"
+    ok(at.run())
+    decode = next(p for p in bd.attribution.phases if p.phase == "decode")
+    cov = frame(at, "phase", "bracketed %").set_index("phase")
+    assert decode.coverage_pct["bracketed"] > 0 and decode.coverage_pct["graph_alignment"] > 0
+    assert cov.loc["decode", "bracketed %"] == pytest.approx(decode.coverage_pct["bracketed"])
+    assert cov.loc["decode", "graph_alignment %"] == pytest.approx(decode.coverage_pct["graph_alignment"])
+    layers = frame(at, "layer", "type", "share %")
+    assert layers["layer"].tolist() == [r.layer for r in decode.layers] == list(range(40))

@@ -177,11 +177,13 @@ def test_alignment_by_name_and_order_skips_what_the_capture_lacks(tmp_path):
     prep = prepare(load_tables(rep), rules, reference=load_reference(cap, rules))
     items = prep.items.sort_values("ts_ns")
     assert items["kernel_bucket"].tolist() == ["elementwise"] * 3 + ["gemm", "elementwise", "moe"]
-    # the extra kernel between the norm and the MoE block stays in the kernel view; the one between two kernels of
-    # the MoE block of layer 0 ran for that block
+    # the two the capture lacks are bracketed: the one between the norm and the MoE block (two blocks, no boundary
+    # kernel between them) takes layer 0 but keeps its kernel view; the one between two kernels of the MoE block of
+    # layer 0 ran for that block
     assert items["module_bucket"].tolist() == ["norm", "norm", "elementwise", "moe", "moe", "moe"]
-    assert items["attribution"].tolist() == ["graph_alignment"] * 2 + ["kernel_name"] + ["graph_alignment"] * 3
-    assert items["layer"].tolist() == [0, 0, -1, 0, 0, 0]
+    assert items["attribution"].tolist() == ["graph_alignment"] * 2 + ["bracketed", "graph_alignment",
+                                                                       "bracketed", "graph_alignment"]
+    assert items["layer"].tolist() == [0, 0, 0, 0, 0, 0]
 
 
 # --- empty steps, rules data -------------------------------------------------------------------------------------
@@ -281,3 +283,20 @@ def test_pairing_is_anchored_so_a_fused_layer_does_not_shift_the_next_ones():
     pairs = pair_sequences(rep, ref)
     assert pairs == [(0, 0), (2, 3), (3, 4), (5, 7), (6, 8), (8, 11)]  # k-th G with k-th G, k-th M with k-th M
     assert all(rep[i] == ref[j] for i, j in pairs)
+
+
+def test_graph_reference_may_be_a_run_directory(tmp_path):
+    from phaseprof.analysis.pipeline import load_reference
+    from phaseprof.errors import PhaseprofError
+
+    cap, _ = _graph_pair(tmp_path)
+    run = tmp_path / "run"
+    run.mkdir()
+    cap.rename(run / "trace.json")
+    rules = load_rules()
+    segs, name, _ = load_reference(run, rules)
+    assert name == "trace.json" and [s.names for s in segs] == [(NORM_A, NORM_B, GATE, "fused_moe_kernel")]
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(PhaseprofError, match="not a run directory"):
+        load_reference(empty, rules)
