@@ -12,12 +12,14 @@ whose work items got the same bucket and layer (``capture.tree_compare``).
 
     python benchmarks/bench_hierarchy.py                                  # tiny-hybrid on the CPU engine
     python benchmarks/bench_hierarchy.py --phases prefill --tokens 512 --reps 9 --json out.json
+    python benchmarks/bench_hierarchy.py --threads 1      # steadiest on shared cores: thread CPU holds all work
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -117,6 +119,8 @@ def run_phase(session: Any, phase: Phase, *, tokens: int, output_tokens: int, re
         "paired_overhead": {c: round(statistics.median(a / b for a, b in zip(times[c], times["clean"])), 3)
                             for c in CONTENDERS[1:]},
         "cpu_median_ms": {c: round(v * 1e3, 3) for c, v in cpu_med.items()},
+        "cpu_paired_overhead": {c: round(statistics.median(a / b for a, b in zip(cpu[c], cpu["clean"])), 3)
+                                for c in CONTENDERS[1:]},
         "cpu_overhead": {c: round(cpu_med[c] / cpu_med["clean"], 3) for c in CONTENDERS[1:]},
         "ratio_hooks_over_off": round(med["hooks"] / med["off"], 3),
         "ratio_stack_over_off": round(med["stack"] / med["off"], 3),
@@ -146,7 +150,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--keep", type=Path, default=Path("/tmp/phaseprof-bench-hierarchy"),
                     help="where the last round's traces are written")
     ap.add_argument("--json", type=Path, default=None, help="also write the results here")
+    ap.add_argument("--threads", type=int, default=None, help="OMP_NUM_THREADS for the engine (1: the stepping "
+                    "thread does all the work, so its CPU time holds every cost and no OpenMP spin-waiting)")
     args = ap.parse_args(argv)
+    if args.threads is not None:
+        os.environ["OMP_NUM_THREADS"] = str(args.threads)  # before torch is imported
 
     from phaseprof.capture.runner import open_session  # noqa: PLC0415
 
@@ -160,11 +168,15 @@ def main(argv: list[str] | None = None) -> int:
         results = [run_phase(session, p, tokens=args.tokens, output_tokens=args.output_tokens, reps=args.reps,
                              warmup=args.warmup, keep=args.keep) for p in phases]
         device, model, versions = session.device, session.source.name, session.versions
+        import torch  # noqa: PLC0415
+
+        threads = torch.get_num_threads()
     finally:
         session.close()
-    table = Table(title=f"profiler overhead by hierarchy · {model} · {device.name} · {args.mode}")
-    for col in ("phase", "contender", "host ms", "overhead", "paired", "thread CPU ms", "CPU overhead", "events",
-                "gz KB", "module calls"):
+    table = Table(title=f"profiler overhead by hierarchy · {model} · {device.name} · {args.mode} · {threads} "
+                        "torch threads")
+    for col in ("phase", "contender", "host ms", "overhead", "paired", "thread CPU ms", "CPU overhead", "paired",
+                "events", "gz KB", "module calls"):
         table.add_column(col, justify="right")
     for res in results:
         for c in CONTENDERS:
@@ -173,7 +185,8 @@ def main(argv: list[str] | None = None) -> int:
                           "-" if c == "clean" else f"x{res['overhead'][c]:.2f}",
                           "-" if c == "clean" else f"x{res['paired_overhead'][c]:.2f}",
                           f"{res['cpu_median_ms'][c]:.2f}",
-                          "-" if c == "clean" else f"x{res['cpu_overhead'][c]:.2f}", str(s.get("events", "-")),
+                          "-" if c == "clean" else f"x{res['cpu_overhead'][c]:.2f}",
+                          "-" if c == "clean" else f"x{res['cpu_paired_overhead'][c]:.2f}", str(s.get("events", "-")),
                           f"{s['gz_bytes'] / 1e3:.0f}" if s else "-", str(s.get("module_calls", "-")))
     console.print(table)
     for res in results:
@@ -188,7 +201,8 @@ def main(argv: list[str] | None = None) -> int:
                       f"{t['max_share_diff_pct']} points")
     if args.json:
         args.json.write_text(json.dumps({"device": device.to_dict(), "model": model, "versions": versions,
-                                         "mode": args.mode, "results": results}, indent=2))
+                                         "mode": args.mode, "torch_threads": threads, "results": results},
+                                        indent=2))
     return 0
 
 
