@@ -60,7 +60,7 @@ class ModuleScopes:
             register_module_forward_pre_hook,
         )
 
-        compiling = torch.compiler.is_compiling
+        compiling = getattr(torch.compiler, "is_compiling", None) or torch._dynamo.is_compiling  # torch < 2.3
         scope = getattr(torch._C._profiler, "_RecordFunctionFast", None) or torch.profiler.record_function
         names, per_class = self._names, self._per_class
 
