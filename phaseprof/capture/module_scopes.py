@@ -7,7 +7,7 @@ where N numbers the instances of one class (the class object, keyed by identity,
 of first call within one profiling session; so ``analysis/modules.py`` builds the same tree from either.
 
 The scope is a ``torch._C._profiler._RecordFunctionFast`` (a ``cpu_op`` event; the loader files ``cpu_op`` and
-``user_annotation`` events named ``nn.Module: …`` as module scopes, never as work). It is ~2x cheaper than
+``user_annotation`` events named ``nn.Module: …`` as module scopes, never as work). It costs less than
 ``torch.profiler.record_function``, which goes through the dispatcher (``record_function`` is the fallback on
 torches without it). While ``torch.compiler.is_compiling()`` the hooks do nothing: a graph compiled while they
 are installed stays the graph compiled without them.
@@ -60,7 +60,7 @@ class ModuleScopes:
             register_module_forward_pre_hook,
         )
 
-        compiling = torch.compiler.is_compiling
+        compiling = getattr(torch.compiler, "is_compiling", None) or torch._dynamo.is_compiling  # torch < 2.3
         scope = getattr(torch._C._profiler, "_RecordFunctionFast", None) or torch.profiler.record_function
         names, per_class = self._names, self._per_class
 

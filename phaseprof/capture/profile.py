@@ -2,8 +2,8 @@
 
 Profiler settings: CPU activity (+ CUDA when the engine runs on CUDA), ``profile_memory=True``,
 ``record_shapes=False``; ``with_stack=True`` only for ``Hierarchy.STACK``, module scopes from hooks
-(``capture.module_scopes``) for ``Hierarchy.HOOKS``, installed only while the profiler records. Each ``LLMEngine.step()`` is wrapped in
-``record_function(phaseprof_step#<i>_context_<n>(<tok>)_generation_<m>(<tok>))``.
+(``capture.module_scopes``) for ``Hierarchy.HOOKS``, installed only while the profiler records. Each
+``LLMEngine.step()`` is wrapped in ``record_function(phaseprof_step#<i>_context_<n>(<tok>)_generation_<m>(<tok>))``.
 """
 
 from __future__ import annotations

@@ -10,7 +10,8 @@ What goes, in this order, only while the trace is still too big:
    directly (e.g. the per-group convolution); the parent's duration still covers them, as its self time.
 2. **deepest levels**: all CPU ops at the deepest nesting level, one level at a time, never the top-level ops.
 Never touched: step markers (``user_annotation``), module scopes (``nn.Module: …``), runtime/driver calls
-(launches), GPU kernels, memcpys, memsets, flows and metadata. Nesting is per thread (``pid``, ``tid``), by time containment.
+(launches), GPU kernels, memcpys, memsets, flows and metadata. Nesting is per thread (``pid``, ``tid``), by time
+containment.
 """
 
 from __future__ import annotations

@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from phaseprof.capture.options import DEFAULT_HIERARCHY
 from phaseprof.cli import main
 from phaseprof.trace.markers import parse_step_marker
 from tests.capture._vllm import skip_without_vllm
@@ -122,6 +123,25 @@ def test_prefill_trace_has_one_prefill_step(prefill_run: Path) -> None:
 def test_prefill_breakdown_has_moe_and_gdn(prefill_run: Path) -> None:
     b = _buckets(prefill_run, "prefill")
     assert b.get("moe", 0) > 0 and b.get("gdn", 0) > 0
+
+
+def test_prefill_default_hierarchy_records_the_module_tree(prefill_run: Path) -> None:
+    """The default ``--hierarchy`` gives the module tree: GemmaRMSNorm (plain ATen ops on the CPU engine) is
+    norm in the module view, and the per-layer table has every decoder layer, of the preset's layer types."""
+    run = json.loads((prefill_run / "run.json").read_text())
+    assert run["profile"]["hierarchy"] == str(DEFAULT_HIERARCHY) != "off"
+    bd = json.loads((prefill_run / "breakdown.json").read_text())
+    att = bd["attribution"]
+    assert att["module_calls"] > 0 and {"Qwen3NextDecoderLayer", "GemmaRMSNorm"} <= set(att["module_classes"])
+    ph = next(p for p in att["phases"] if p["phase"] == "prefill")
+    assert ph["coverage_pct"]["module_tree"] > 0
+    module_view = {b["bucket"]: b for b in next(p for p in bd["phases"] if p["phase"] == "prefill")["module_view"]}
+    assert module_view["norm"]["time_us"] > 0 and module_view["norm"]["count"] > 0
+    cfg = run["model_config"]
+    mixer = {"linear_attention": "gdn", "full_attention": "attention"}
+    assert [(r["layer"], r["layer_type"]) for r in ph["layers"]] == [
+        (i, f"{mixer[t]}+moe") for i, t in enumerate(cfg["layer_types"][: cfg["num_hidden_layers"]])]
+    assert all(r["time_us"] > 0 for r in ph["layers"])
 
 
 def test_decode_trace_steps_and_phases(decode_run: Path) -> None:

@@ -99,3 +99,27 @@ def test_size_limit_drops_python_frames_before_the_module_tree(tmp_path: Path) -
     assert info.gz_bytes <= full.gz_bytes // 4
     assert [e["name"] for e in kept if e.get("cat") == "python_function"] == [m["name"] for m in modules]
     assert info.dropped[0] == "4000 python_function events (not nn.Module)"
+
+
+def test_hook_module_scopes_outlast_cpu_op_trimming(tmp_path: Path) -> None:
+    """``--hierarchy hooks`` writes module scopes as ``cpu_op`` events; trimming treats them as structure: they
+    are not a nesting level, stay while the deepest CPU-op levels go, and go only when that is not enough."""
+    rng = random.Random(1)
+    events = [marker(0, 0.0, 10_000.0, ctx=128, gen=0)]
+    for layer in range(4):
+        t = 100.0 + layer * 2000
+        events.append(op(f"nn.Module: Qwen3NextDecoderLayer_{layer}", t, 1900.0))
+        for k in range(100):
+            s = t + 10 + k * 18
+            events += [op("aten::linear", s, 15.0), op("aten::addmm", s + 1, 12.0),
+                       op(f"aten::copy_{rng.random()}", s + 2, 8.0)]
+    raw = write(tmp_path, events)
+    full = finalize_trace(raw, tmp_path / "full.json.gz")
+    mid = finalize_trace(raw, tmp_path / "mid.json.gz", max_bytes=full.gz_bytes // 2)
+    kept = read(tmp_path / "mid.json.gz")["traceEvents"]
+    assert mid.dropped == ("400 CPU ops at nesting depth 3",)  # the copies; the module scope is no level
+    assert sum(e["name"].startswith("nn.Module: ") for e in kept) == 4
+    assert sum(e["name"] == "aten::linear" for e in kept) == 400
+    tiny = finalize_trace(raw, tmp_path / "tiny.json.gz", max_bytes=mid.gz_bytes // 8)
+    assert tiny.dropped[-1] == "4 nn.Module scopes (the module tree)" and tiny.markers == 1
+    assert "400 CPU ops at nesting depth 2" in tiny.dropped
