@@ -28,7 +28,7 @@ def _rows(report: MultiRankReport) -> tuple[list[list[str]], list[list[str]]]:
     return ranks, steps
 
 
-_EP_COLS = ("step", "rank", "MoE ms", "disp. wait", "disp. xfer", "comb. wait", "comb. xfer", "most MoE")
+_EP_COLS = ("step", "rank", "MoE", "d.wait", "d.xfer", "c.wait", "c.xfer", "max")
 
 
 def _ep_rows(ep: ExpertParallelReport) -> list[list[str]]:
@@ -64,9 +64,11 @@ def print_expert_parallel(ep: ExpertParallelReport | None, console: Console) -> 
     if not ep.found:
         console.print(escape(f"expert parallel: {_ep_head(ep)}"))
     else:
-        print_fitted(console, escape(_ep_head(ep)), [Col(h) for h in _EP_COLS], _ep_rows(ep), keys=2,
-                     caption="MoE = the rank's MoE kernels (kernel view); wait = inside the collective before the "
-                             "last rank arrived; xfer = the rest; * = most MoE compute in the step")
+        console.print(escape(_ep_head(ep)))
+        print_fitted(console, "per step and rank (ms)", [Col(h) for h in _EP_COLS], _ep_rows(ep), keys=2)
+        console.print("[dim]MoE = the rank's MoE kernels (kernel view); d./c. = EP dispatch/combine; wait = "
+                      "inside the collective before the last rank arrived, xfer = the rest; max = most MoE "
+                      "compute in the step[/]")
         if ep.tracking is not None:
             for line in _tracking_lines(ep.tracking):
                 console.print(escape(line))

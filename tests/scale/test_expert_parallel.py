@@ -137,7 +137,7 @@ def test_an_ep_table_fits_80_columns():
     console = Console(width=80, record=True, force_terminal=False)
     print_expert_parallel(_tp_ep(True), console)
     text = console.export_text()
-    assert "comb. wait" in text and "last rank to arrive" in text
+    assert "c.wait" in text and "last rank to arrive" in text
     assert max(map(len, text.splitlines())) <= 80
 
 
