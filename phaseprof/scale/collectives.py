@@ -12,6 +12,7 @@ kernel's duration is ``wait + transfer``:
 Instances are matched by (step, family, order within that step and family): ranks of one process group issue
 their collectives in the same order. Times are compared across ranks, so the traces must share a clock: true for
 ranks on one host (Kineto stamps GPU activity on the host clock); across hosts only as good as their clock sync.
+The matched instances also feed the expert-parallel view (expert_parallel.py: dispatch/combine vs MoE compute).
 """
 
 from __future__ import annotations

@@ -116,6 +116,8 @@ def _r(x: list[float], y: list[float]) -> float | None:
 
 
 def expert_parallel_report(by_rank: dict[int, RankCollectives], instances: list[Instance]) -> ExpertParallelReport:
+    """EP roles of the matched instances and their time per step and rank, against each rank's MoE compute.
+    A run counts as expert-parallel when any rank's record says so."""
     ranks = sorted(by_rank)
     said = {by_rank[r].expert_parallel for r in ranks}
     declared = True if True in said else (False if False in said else None)
@@ -126,8 +128,11 @@ def expert_parallel_report(by_rank: dict[int, RankCollectives], instances: list[
     how: dict[str, int] = {}
     candidates: dict[str, int] = {}
     n = {"dispatch": 0, "combine": 0}
-    tracking = {"inst": 0, "late_busy": 0, "x": [], "y": []}
+    combines = late_busy = 0
+    gap_us: list[float] = []  # per (combine instance, rank other than the busiest): busiest's MoE - own
+    wait_us: list[float] = []  # that rank's wait at the combine
     for ins in instances:
+        # Ranks of one group issue the same collectives around the same layers: the first rank's role stands.
         role = per_rank[first][0][ins.rows[first]]
         if role is None:
             cand = per_rank[first][1][ins.rows[first]]
@@ -149,12 +154,12 @@ def expert_parallel_report(by_rank: dict[int, RankCollectives], instances: list[
         st["late"][last] += (ins.start_ns[last] - min(ins.start_ns.values())) * _US
         moe = {r: float(by_rank[r].moe_before_us[ins.rows[r]]) for r in ranks}
         busiest = max(ranks, key=lambda r: (moe[r], -r))
-        tracking["inst"] += 1
-        tracking["late_busy"] += int(last == busiest)
+        combines += 1
+        late_busy += int(last == busiest)
         for r in ranks:
             if r != busiest:
-                tracking["x"].append(moe[busiest] - moe[r])
-                tracking["y"].append(ins.wait_ns[r] * _US)
+                gap_us.append(moe[busiest] - moe[r])
+                wait_us.append(ins.wait_ns[r] * _US)
     ep_steps = []
     sx: list[float] = []
     sy: list[float] = []
@@ -172,11 +177,10 @@ def expert_parallel_report(by_rank: dict[int, RankCollectives], instances: list[
                 sy.append(d["cw"][r])
     tot = lambda k: {r: sum(getattr(s, k)[r] for s in ep_steps) for r in ranks}  # noqa: E731
     track = None
-    if tracking["inst"]:
-        track = CombineTracking(combine_instances=tracking["inst"], late_is_busiest=tracking["late_busy"],
-                                instance_points=len(tracking["x"]),
-                                instance_wait_vs_moe_gap_r=_r(tracking["x"], tracking["y"]),
-                                step_points=len(sx), step_wait_vs_moe_gap_r=_r(sx, sy))
+    if combines:
+        track = CombineTracking(combine_instances=combines, late_is_busiest=late_busy, instance_points=len(gap_us),
+                                instance_wait_vs_moe_gap_r=_r(gap_us, wait_us), step_points=len(sx),
+                                step_wait_vs_moe_gap_r=_r(sx, sy))
     found = bool(n["dispatch"] or n["combine"])
     notes = []
     if found and len(ranks) == 1:
