@@ -63,6 +63,15 @@ class CombineTracking:
     instance_wait_vs_moe_gap_r: float | None  # wait vs (busiest's MoE time before the combine - own)
     step_points: int
     step_wait_vs_moe_gap_r: float | None  # per step and rank: combine wait vs (step's max MoE - own)
+    combine_wait_us: float  # every rank's wait at these combine instances
+    moe_gap_covers_us: float  # of it, what the MoE deficits can account for: sum of min(deficit, wait) (0 for
+    # the busiest rank, whose wait no MoE deficit explains)
+
+    @property
+    def moe_explains_pct(self) -> float:
+        """At most this share of the combine wait is the busiest rank's extra MoE compute; the rest is the late
+        rank's other work (the who-waits-for-whom causes)."""
+        return 100 * self.moe_gap_covers_us / self.combine_wait_us if self.combine_wait_us else 0.0
 
 
 @dataclass(frozen=True)
@@ -131,6 +140,7 @@ def expert_parallel_report(by_rank: dict[int, RankCollectives], instances: list[
     combines = late_busy = 0
     gap_us: list[float] = []  # per (combine instance, rank other than the busiest): busiest's MoE - own
     wait_us: list[float] = []  # that rank's wait at the combine
+    combine_wait = 0.0  # every rank's combine wait (us)
     for ins in instances:
         # Ranks of one group issue the same collectives around the same layers: the first rank's role stands.
         role = per_rank[first][0][ins.rows[first]]
@@ -156,6 +166,7 @@ def expert_parallel_report(by_rank: dict[int, RankCollectives], instances: list[
         busiest = max(ranks, key=lambda r: (moe[r], -r))
         combines += 1
         late_busy += int(last == busiest)
+        combine_wait += sum(ins.wait_ns[r] for r in ranks) * _US
         for r in ranks:
             if r != busiest:
                 gap_us.append(moe[busiest] - moe[r])
@@ -180,7 +191,8 @@ def expert_parallel_report(by_rank: dict[int, RankCollectives], instances: list[
     if combines:
         track = CombineTracking(combine_instances=combines, late_is_busiest=late_busy, instance_points=len(gap_us),
                                 instance_wait_vs_moe_gap_r=_r(gap_us, wait_us), step_points=len(sx),
-                                step_wait_vs_moe_gap_r=_r(sx, sy))
+                                step_wait_vs_moe_gap_r=_r(sx, sy), combine_wait_us=combine_wait,
+                                moe_gap_covers_us=float(sum(min(max(g, 0.0), w) for g, w in zip(gap_us, wait_us))))
     found = bool(n["dispatch"] or n["combine"])
     notes = []
     if found and len(ranks) == 1:

@@ -50,7 +50,9 @@ def _tracking_lines(t: CombineTracking) -> list[str]:
             f"{t.combine_instances} instances",
             "others' combine wait vs their MoE deficit to the busiest rank: per instance "
             f"{_r_text(t.instance_wait_vs_moe_gap_r, t.instance_points)}, per step "
-            f"{_r_text(t.step_wait_vs_moe_gap_r, t.step_points)}"]
+            f"{_r_text(t.step_wait_vs_moe_gap_r, t.step_points)}",
+            f"MoE deficits can account for {t.moe_explains_pct:.1f}% of all combine wait "
+            f"({_ms(t.moe_gap_covers_us)} of {_ms(t.combine_wait_us)} ms); the rest is the late rank's other work"]
 
 
 def _ep_head(ep: ExpertParallelReport) -> str:

@@ -63,6 +63,8 @@ def test_tp_ep_combine_is_the_all_reduce_after_the_moe_and_tracks_the_busiest_ra
     # Rank 0's waits (40, 20, 60 ns) follow its MoE deficit (40, 20, 60 us) exactly.
     assert t.instance_wait_vs_moe_gap_r == pytest.approx(1.0)
     assert t.step_wait_vs_moe_gap_r is None and t.step_points == 1  # one step: no correlation across steps
+    # Deficits of 40/20/60 us cover all of the 40/20/60 ns waits.
+    assert t.combine_wait_us == pytest.approx(0.12) and t.moe_explains_pct == pytest.approx(100.0)
 
 
 @pytest.mark.parametrize("declared", [False, None])
@@ -155,3 +157,40 @@ def test_deepseek_ep64_deepep_dispatch_and_combine():
     assert ep.dispatch_transfer_us_by_rank[0] + ep.combine_transfer_us_by_rank[0] == pytest.approx(total)
     combine = sum(e["dur"] for e in kernels if "::combine<" in e["name"])
     assert ep.combine_transfer_us_by_rank[0] > combine  # plus the cached_notify kernels before each combine
+
+
+TP2_EP = ROOT / "traces/h200x2/tp2-ep-eager-server-decode/ranks"
+
+
+@pytest.fixture(scope="module")
+def tp2_ep():
+    return analyze_ranks(find_trace_files(TP2_EP))
+
+
+def test_tp2_ep_decode_on_two_h200s_combines_with_the_all_reduce_after_each_moe_block(tp2_ep):
+    """The real TP2 + --enable-expert-parallel capture (vLLM 0.23, eager, dp 1): no dispatch kernel; the combine
+    is the all-reduce after each MoE block, and the combine wait there is the late rank's host work, not MoE."""
+    c = tp2_ep.collectives
+    ep = c.expert_parallel
+    assert ep.declared is True and ep.found  # serve.json above ranks/ says enable_expert_parallel
+    assert ep.dispatch_instances == 0 and set(ep.how) == {"all_reduce combine (place)"}
+    # One combine per MoE block (40 blocks, one vllm::moe_forward_shared each); the other all-reduces (attention
+    # and GDN outputs) are not EP.
+    moe_blocks = _count_cpu_ops(next(TP2_EP.glob("rank0*")), "vllm::moe_forward_shared")
+    assert ep.combine_instances == moe_blocks and c.instances_by_family["all_reduce"] > moe_blocks
+    (st,) = ep.steps
+    for r, bd in tp2_ep.ranks.items():
+        assert st.moe_us_by_rank[r] == bd.steps[0].kernel_view_us["moe"]
+        # The combines are part of the rank's collective time, split the same way.
+        assert st.combine_wait_us_by_rank[r] <= c.wait_us_by_rank[r] + 1e-6
+        assert st.combine_transfer_us_by_rank[r] <= c.transfer_us_by_rank[r] + 1e-6
+    assert st.busiest_rank == max(st.moe_us_by_rank, key=st.moe_us_by_rank.get)
+    # The rank the others wait for at the combines is the step's late rank, and it is late for host work.
+    assert st.combine_late_rank == c.steps[0].late_rank
+    assert c.steps[0].late_cause.host_work_us > c.steps[0].late_cause.compute_us
+    assert ep.tracking.combine_instances == moe_blocks and ep.tracking.moe_explains_pct < 5
+
+
+def _count_cpu_ops(path: Path, name: str) -> int:
+    events = json.loads(gzip.open(path).read())["traceEvents"]
+    return sum(1 for e in events if e.get("cat") == "cpu_op" and e.get("name") == name)
