@@ -12,6 +12,7 @@ kernel's duration is ``wait + transfer``:
 Instances are matched by (step, family, order within that step and family): ranks of one process group issue
 their collectives in the same order. Times are compared across ranks, so the traces must share a clock: true for
 ranks on one host (Kineto stamps GPU activity on the host clock); across hosts only as good as their clock sync.
+The matched instances also feed the expert-parallel view (expert_parallel.py: dispatch/combine vs MoE compute).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from phaseprof.analysis import intervals as iv
+from phaseprof.scale.expert_parallel import ExpertParallelReport, Instance, expert_parallel_report
 from phaseprof.scale.rank_task import RankCollectives
 
 _US = 1e-3
@@ -76,6 +78,7 @@ class CollectiveReport:
     steps: list[CollectiveStep]
     clock: str
     notes: list[str] = field(default_factory=list)
+    expert_parallel: ExpertParallelReport | None = None  # EP dispatch/combine vs MoE compute (expert_parallel.py)
 
 
 def _keys(c: RankCollectives) -> np.ndarray:
@@ -118,6 +121,7 @@ def match_collectives(by_rank: dict[int, RankCollectives], *, clock: str) -> Col
     wait, transfer, late, late_n = dict(z), dict(z), dict(z), {r: 0 for r in ranks}
     fam: dict[str, int] = {}
     per_step: dict[int, dict] = {}
+    instances: list[Instance] = []
     windows: dict[int, tuple[list[int], list[int], list[int]]] = {r: ([], [], []) for r in ranks}  # lo, hi, step
     for key in common_sorted:
         step, family, _ = key
@@ -129,13 +133,17 @@ def match_collectives(by_rank: dict[int, RankCollectives], *, clock: str) -> Col
         last, first = start[last_r], min(start.values())
         ps = per_step.setdefault(step, {"n": 0, "wait": dict(z), "transfer": dict(z), "late": dict(z)})
         ps["n"] += 1
+        waits = {}
         for r in ranks:
             dur = end[r] - start[r]
             w = min(max(last - start[r], 0), dur)
+            waits[r] = w
             wait[r] += w * _US
             transfer[r] += (dur - w) * _US
             ps["wait"][r] += w * _US
             ps["transfer"][r] += (dur - w) * _US
+        instances.append(Instance(step=step, family=family, rows=rows, start_ns=start, wait_ns=waits,
+                                  dur_ns={r: end[r] - start[r] for r in ranks}))
         if last > first:
             late[last_r] += (last - first) * _US
             late_n[last_r] += 1
@@ -170,4 +178,4 @@ def match_collectives(by_rank: dict[int, RankCollectives], *, clock: str) -> Col
     return CollectiveReport(matched_instances=len(common), unmatched_instances=unmatched, instances_by_family=fam,
                             wait_us_by_rank=wait, transfer_us_by_rank=transfer, lateness_us_by_rank=late,
                             late_count_by_rank=late_n, cause_by_rank=cause_by_rank, steps=steps, clock=clock,
-                            notes=notes)
+                            notes=notes, expert_parallel=expert_parallel_report(by_rank, instances))

@@ -1,4 +1,5 @@
-"""Collective kernel name -> family (all_reduce, all_gather, send_recv, ...), from collective_families.toml."""
+"""Collective kernel name -> family (all_reduce, all_gather, ep_dispatch, ...) and its expert-parallel role,
+from collective_families.toml."""
 
 from __future__ import annotations
 
@@ -10,11 +11,15 @@ from pathlib import Path
 
 FAMILIES_TOML = Path(__file__).with_name("collective_families.toml")
 FALLBACK = "collective"
+EP_ROLES = ("dispatch", "combine")
+NEXT = "next"  # takes the role of the rank's next dispatch/combine kernel
+WHENS = ("before_moe", "after_moe")
 
 
 @dataclass(frozen=True)
 class Family:
     name: str
+    role: str  # "dispatch" / "combine" (the name says so), "next", or a generic collective ("allreduce", ...)
     pattern: re.Pattern[str]
     why: str
     examples: tuple[str, ...]
@@ -23,14 +28,42 @@ class Family:
         return self.pattern.search(kernel) is not None
 
 
+@dataclass(frozen=True)
+class ContextRule:
+    """A generic collective that is an EP dispatch or combine by its place around the MoE compute."""
+
+    family: str
+    when: str  # "before_moe" | "after_moe"
+    role: str  # "dispatch" | "combine"
+    why: str
+
+
+def _raw() -> dict:
+    return tomllib.loads(FAMILIES_TOML.read_text(encoding="utf-8"))
+
+
 @cache
 def families() -> tuple[Family, ...]:
-    raw = tomllib.loads(FAMILIES_TOML.read_text(encoding="utf-8"))
-    return tuple(Family(f["name"], re.compile(f["pattern"]), f["why"], tuple(f["examples"]))
-                 for f in raw["family"])
+    return tuple(Family(f["name"], f["role"], re.compile(f["pattern"]), f["why"], tuple(f["examples"]))
+                 for f in _raw()["family"])
+
+
+@cache
+def context_rules() -> tuple[ContextRule, ...]:
+    rules = tuple(ContextRule(c["family"], c["when"], c["role"], c["why"]) for c in _raw().get("context", []))
+    known = {f.name for f in families()}
+    for r in rules:  # a typo here would silently never match
+        if r.family not in known or r.when not in WHENS or r.role not in EP_ROLES:
+            raise ValueError(f"{FAMILIES_TOML}: bad [[context]] rule {r}")
+    return rules
 
 
 @lru_cache(maxsize=4096)
 def collective_family(kernel: str) -> str:
     """First family whose pattern matches; ``collective`` when the name says nothing about the operation."""
     return next((f.name for f in families() if f.match(kernel)), FALLBACK)
+
+
+def family_role(family: str) -> str:
+    """The family's role from the TOML (``collective`` for the fallback family)."""
+    return next((f.role for f in families() if f.name == family), FALLBACK)

@@ -16,8 +16,8 @@ from phaseprof.analysis.results import Breakdown
 from phaseprof.classify.buckets import Bucket
 from phaseprof.defaults import LAUNCH_APIS
 from phaseprof.scale.families import collective_family
+from phaseprof.scale.run_parallel import declared_expert_parallel
 from phaseprof.trace.tables import labels
-
 
 
 @dataclass(frozen=True)
@@ -28,6 +28,11 @@ class RankCollectives:
     ``family`` (see collective_families.toml), ``step`` (-1: outside every step), ``start_ns``, ``end_ns``,
     ordered by start. ``compute_*``: union of the rank's non-communication GPU activity; ``launch_*``: union of
     its host launch-API calls. Both unions are sorted and disjoint.
+
+    Expert parallelism: ``moe_before_us`` / ``moe_after_us`` per collective = MoE-bucket kernel time (union) from
+    the previous collective's end to this one's start / from this one's end to the next one's start (its place
+    around the experts); ``moe_us_by_step`` = the breakdown's MoE bucket per step (kernel view);
+    ``expert_parallel`` = what the run's record says (None: no record).
     """
 
     family: np.ndarray
@@ -38,6 +43,10 @@ class RankCollectives:
     compute_end_ns: np.ndarray
     launch_start_ns: np.ndarray
     launch_end_ns: np.ndarray
+    moe_before_us: np.ndarray
+    moe_after_us: np.ndarray
+    moe_us_by_step: dict[int, float]
+    expert_parallel: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -67,10 +76,30 @@ def rank_result(at: AnalysedTrace) -> RankResult:
     rt = at.tables.runtime
     is_launch = np.isin(labels(rt["name"]), list(LAUNCH_APIS))
     ls, le = iv.union(rt["ts_ns"].to_numpy()[is_launch], rt["end_ns"].to_numpy()[is_launch])
+    start, end = ts[comm][order].astype(np.int64), te[comm][order].astype(np.int64)
+    moe = (items["kernel_bucket"] == Bucket.MOE).to_numpy()
+    before, after = _moe_around(start, end, ts[moe], te[moe], int(ts.min()) if ts.size else 0,
+                                int(te.max()) if te.size else 0)
     col = RankCollectives(
         family=np.asarray([collective_family(str(n)) for n in names], dtype=object),
         step=items["step"].to_numpy()[comm][order].astype(np.int64),
-        start_ns=ts[comm][order].astype(np.int64), end_ns=te[comm][order].astype(np.int64),
-        compute_start_ns=cs, compute_end_ns=ce, launch_start_ns=ls, launch_end_ns=le)
+        start_ns=start, end_ns=end,
+        compute_start_ns=cs, compute_end_ns=ce, launch_start_ns=ls, launch_end_ns=le,
+        moe_before_us=before, moe_after_us=after,
+        moe_us_by_step={s.index: s.kernel_view_us.get(Bucket.MOE, 0.0) for s in at.breakdown.steps},
+        expert_parallel=declared_expert_parallel(at.path) if at.path and Path(at.path).is_file() else None)
     return RankResult(path=str(at.path), host=socket.gethostname(), pid=os.getpid(), breakdown=at.breakdown,
                       collectives=col)
+
+
+def _moe_around(start: np.ndarray, end: np.ndarray, moe_s: np.ndarray, moe_e: np.ndarray, first_ns: int,
+                last_ns: int) -> tuple[np.ndarray, np.ndarray]:
+    """MoE kernel time (us, union) between each collective and its neighbours (see RankCollectives)."""
+    if start.size == 0:
+        return np.zeros(0), np.zeros(0)
+    prev_end = np.concatenate([[first_ns], end[:-1]])
+    next_start = np.concatenate([start[1:], [last_ns]])
+    # Collectives on another stream may overlap their neighbours: an empty window then, not a negative one.
+    before = iv.overlap_with_union(prev_end, np.maximum(start, prev_end), moe_s, moe_e)
+    after = iv.overlap_with_union(end, np.maximum(next_start, end), moe_s, moe_e)
+    return before.astype(np.float64) * 1e-3, after.astype(np.float64) * 1e-3

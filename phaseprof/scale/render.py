@@ -7,6 +7,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from phaseprof.report.fit import Col, print_fitted
+from phaseprof.scale.expert_parallel import CombineTracking, ExpertParallelReport
 from phaseprof.scale.report import MultiRankReport
 
 _CAUSES = (("compute", "compute_us"), ("launch", "launch_overhead_us"), ("host", "host_work_us"))
@@ -27,6 +28,56 @@ def _rows(report: MultiRankReport) -> tuple[list[list[str]], list[list[str]]]:
     return ranks, steps
 
 
+_EP_COLS = ("step", "rank", "MoE", "d.wait", "d.xfer", "c.wait", "c.xfer", "max")
+
+
+def _ep_rows(ep: ExpertParallelReport) -> list[list[str]]:
+    rows = []
+    for s in ep.steps:
+        for r in sorted(s.moe_us_by_rank):
+            rows.append([str(s.step), str(r), _ms(s.moe_us_by_rank[r]), _ms(s.dispatch_wait_us_by_rank[r]),
+                         _ms(s.dispatch_transfer_us_by_rank[r]), _ms(s.combine_wait_us_by_rank[r]),
+                         _ms(s.combine_transfer_us_by_rank[r]), "*" if r == s.busiest_rank else ""])
+    return rows
+
+
+def _r_text(r: float | None, n: int) -> str:
+    return f"r = {r:.2f} ({n} points)" if r is not None else f"r: n/a ({n} points)"
+
+
+def _tracking_lines(t: CombineTracking) -> list[str]:
+    return [f"combine: the last rank to arrive ran the most MoE before it in {t.late_is_busiest} of "
+            f"{t.combine_instances} instances",
+            "others' combine wait vs their MoE deficit to the busiest rank: per instance "
+            f"{_r_text(t.instance_wait_vs_moe_gap_r, t.instance_points)}, per step "
+            f"{_r_text(t.step_wait_vs_moe_gap_r, t.step_points)}",
+            f"MoE deficits can account for {t.moe_explains_pct:.1f}% of all combine wait "
+            f"({_ms(t.moe_gap_covers_us)} of {_ms(t.combine_wait_us)} ms); the rest is the late rank's other work"]
+
+
+def _ep_head(ep: ExpertParallelReport) -> str:
+    how = ", ".join(f"{k} {v}" for k, v in ep.how.items())
+    return f"{ep.summary}: {how}" if ep.found else ep.summary
+
+
+def print_expert_parallel(ep: ExpertParallelReport | None, console: Console) -> None:
+    if ep is None:
+        return
+    if not ep.found:
+        console.print(escape(f"expert parallel: {_ep_head(ep)}"))
+    else:
+        console.print(escape(_ep_head(ep)))
+        print_fitted(console, "per step and rank (ms)", [Col(h) for h in _EP_COLS], _ep_rows(ep), keys=2)
+        console.print("[dim]MoE = the rank's MoE kernels (kernel view); d./c. = EP dispatch/combine; wait = "
+                      "inside the collective before the last rank arrived, xfer = the rest; max = most MoE "
+                      "compute in the step[/]")
+        if ep.tracking is not None:
+            for line in _tracking_lines(ep.tracking):
+                console.print(escape(line))
+    for n in ep.notes:
+        console.print(f"[dim]{escape(n)}[/]")
+
+
 _RANK_COLS = ("rank", "waited ms", "transfer ms", "late ×", "late by ms", "why late")
 _STEP_COLS = ("step", "colls", "late rank", "late by ms", "compute", "launch", "host")
 
@@ -43,6 +94,7 @@ def print_collectives(report: MultiRankReport, console: Console) -> None:
                  [Col(h) for h in _STEP_COLS], steps)
     console.print("[dim]waited = inside a collective kernel before the last rank arrived; transfer = the rest. "
                   f"{escape(c.clock)}[/]")
+    print_expert_parallel(c.expert_parallel, console)
 
 
 def collectives_markdown(report: MultiRankReport) -> str:
@@ -57,4 +109,13 @@ def collectives_markdown(report: MultiRankReport) -> str:
         out += ["", "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
         out += ["| " + " | ".join(r) + " |" for r in rows]
     out += ["", report.collectives.clock]
+    ep = report.collectives.expert_parallel
+    if ep is not None:
+        out += ["", "## Expert parallel", "", _ep_head(ep)]
+        if ep.found:
+            out += ["", "| " + " | ".join(_EP_COLS) + " |", "|" + "---|" * len(_EP_COLS)]
+            out += ["| " + " | ".join(r) + " |" for r in _ep_rows(ep)]
+            if ep.tracking is not None:
+                out += [""] + [f"- {line}" for line in _tracking_lines(ep.tracking)]
+        out += [f"- {n}" for n in ep.notes]
     return "\n".join(out) + "\n"

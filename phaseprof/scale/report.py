@@ -16,7 +16,8 @@ from phaseprof.analysis.ranks import RankSummary, StepImbalance
 from phaseprof.io import atomic_write_bytes
 from phaseprof.scale.collectives import CollectiveReport
 
-MULTIRANK_SCHEMA_VERSION = "1.0"
+# 1.1: collectives.expert_parallel (EP dispatch/combine per rank and step vs MoE compute)
+MULTIRANK_SCHEMA_VERSION = "1.1"
 SCHEMA_PATH = Path(__file__).with_name("multirank.schema.json")
 
 
