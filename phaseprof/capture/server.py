@@ -177,7 +177,8 @@ def capture_from_server(req: ServerCapture, *, console: Console, argv: list[str]
     with atomic_directory(final) as tmp:
         with console.status("Analyzing the rank traces"):
             ranks = write_rank_traces(tmp, final, rank_files, world_size=info.world_size, trace_dir=trace_dir,
-                                      metadata=meta, max_trace_bytes=req.max_trace_bytes)
+                                      metadata=meta, max_trace_bytes=req.max_trace_bytes,
+                                      model_config=info.hf_config)
         breakdowns, err, trace_doc, warnings = ranks.breakdowns, ranks.error, ranks.trace_doc, list(ranks.warnings)
         rec = _run_json(req, info, timing, prof_ms, ratio, collected, other, trace_doc, breakdowns, err, warnings,
                         client.sent, argv)
@@ -202,18 +203,21 @@ class RankTraces:
 
 def write_rank_traces(tmp: Path, final: Path, rank_files: list[tuple[int, Path]], *, world_size: int | None,
                       trace_dir: Path, metadata: dict[str, Any],
-                      max_trace_bytes: int = DEFAULT_MAX_TRACE_BYTES) -> RankTraces:
+                      max_trace_bytes: int = DEFAULT_MAX_TRACE_BYTES,
+                      model_config: dict[str, Any] | None = None) -> RankTraces:
     """Copy and analyse collected rank traces into the run directory being written (``tmp``, renamed to
     ``final`` later). One rank: ``trace.json.gz`` (finalized as an in-process capture's, ``metadata`` as its
     ``phaseprof`` key) + ``breakdown.json``. Several: ``ranks/`` (files as vLLM wrote them) +
     ``rank<N>.breakdown.json``. ``world_size``: ranks the server runs (None = the traces' own
-    ``distributedInfo``); ranks without a file here are named in a warning."""
+    ``distributedInfo``); ranks without a file here are named in a warning. ``model_config``: the served
+    model's config.json (the one rank's breakdown gets its speed of light from it)."""
     warnings: list[str] = []
     if len(rank_files) == 1:
         with tempfile.TemporaryDirectory(prefix="phaseprof-raw-") as work:
             trace = finalize_trace(_plain_trace(rank_files[0][1], Path(work)), tmp / "trace.json.gz",
                                    metadata=metadata, max_bytes=max_trace_bytes)
-        bd, err = analyze_into(tmp / "trace.json.gz", tmp, final_trace=final / "trace.json.gz")
+        bd, err = analyze_into(tmp / "trace.json.gz", tmp, final_trace=final / "trace.json.gz",
+                               model_config=model_config)
         breakdowns = {} if bd is None else {rank_files[0][0]: bd}
         trace_doc: dict[str, Any] = trace.to_dict()
         traced = (bd.trace.distributed or {}).get("world_size") if bd is not None else None
