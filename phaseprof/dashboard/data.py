@@ -321,8 +321,8 @@ def step_export(src: Source, roots: Roots, step: int, window_us: tuple[float, fl
 
 @st.cache_data(show_spinner=False, max_entries=64)
 def _speed_of_light(key: str, sha: str, path: str) -> Any:
-    """The analysed trace's own ``sol`` (``AnalysedTrace.sol``). ``key`` includes run.json's hash: the
-    section reads it."""
+    """The analysed trace's own ``sol`` (``AnalysedTrace.sol``). The section also reads run.json beside the
+    trace, as it was when this server first analysed the trace (a capture writes both at once)."""
     try:
         return _raise(_analysed_trace(sha, path)).sol
     except PhaseprofError as e:
