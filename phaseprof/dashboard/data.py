@@ -331,7 +331,7 @@ def _speed_of_light(key: str, sha: str, path: str) -> Any:
 
 @st.cache_data(show_spinner=False, max_entries=64)
 def _stored_sol(key: str, path: str, _bd: Breakdown) -> Any:
-    """A stored breakdown without a ``sol`` section (written before schema 1.1): its section now."""
+    """A stored breakdown without a ``sol`` section (older captures wrote none): its section now."""
     from phaseprof.sol.attach import sol_of
 
     try:
