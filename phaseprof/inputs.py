@@ -9,10 +9,19 @@ Rules, in order:
 - a directory with two or more trace files directly inside (vLLM's profiler writes one per TP/EP rank), or a
   ``ranks/`` sub-directory holding them (``phaseprof capture --tensor-parallel-size``), is a rank directory;
 - a directory with a trace, ``breakdown.json`` or ``run.json`` is a run directory (``phaseprof capture``).
+
+Inside a directory a ``*.json`` / ``*.json.gz`` file is a trace by its content, not its name (public traces
+are named anything; a run's ``config.json``, ``tp_run.json``, ``result.json`` sit beside rank traces): its
+first ``PEEK_BYTES`` (decompressed) hold ``"traceEvents"``, open with Kineto's header key, or open a
+Chrome-format event array. A file whose head cannot be read (bad gzip, no permission) counts as a trace, so
+the loader names the problem instead of the file vanishing. Errors for a directory without traces name the
+JSON files skipped.
 """
 
 from __future__ import annotations
 
+import re
+import zlib
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -25,6 +34,14 @@ TRACE_SUFFIXES = (".json", ".json.gz")
 #: JSON files that are never traces.
 NOT_TRACES = ("breakdown.json", "run.json", "sweep.json", "plot.json", ".schema.json", "MANIFEST.json", "package.json")
 SWEEP_NAME = "sweep.json"
+#: Bytes of a file's (decompressed) start read to tell a trace from other JSON. Kineto writes its header
+#: first; ``deviceProperties`` of 8 GPUs is ~6 KB, so ``schemaVersion``/``traceEvents`` fall well inside.
+PEEK_BYTES = 64 * 1024
+#: A trace's head: the event list's key anywhere in it (no other JSON phaseprof meets holds it), or a first
+#: key of Kineto's header (a breakdown repeats ``schemaVersion``, but nested), or a Chrome-format event array.
+TRACE_KEY = b'"traceEvents"'
+KINETO_START = re.compile(rb'\A\s*\{\s*"(?:schemaVersion|deviceProperties|traceEvents)"')
+EVENT_ARRAY_START = re.compile(rb'\A\s*\[\s*\{')
 
 
 class InputKind(StrEnum):
@@ -67,16 +84,62 @@ def _is_trace_name(name: str) -> bool:
     return name.endswith(TRACE_SUFFIXES) and not name.endswith(NOT_TRACES) and not name.startswith(".")
 
 
+def _head(path: Path) -> bytes | None:
+    """The first PEEK_BYTES of ``path``'s content (gunzipped when it is gzip), or None when unreadable."""
+    try:
+        with path.open("rb") as f:
+            raw = f.read(PEEK_BYTES)
+        if raw[:2] == b"\x1f\x8b":
+            head = zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(raw, PEEK_BYTES)
+            return head or None  # a gzip cut inside its header: nothing to judge by
+        return raw
+    except (OSError, zlib.error):
+        return None
+
+
+def looks_like_trace(path: Path) -> bool:
+    """``path``'s head holds a trace (see the module docstring); True when the head cannot be read."""
+    head = _head(path)
+    if head is None:
+        return True
+    return TRACE_KEY in head or bool(KINETO_START.match(head)) or (bool(EVENT_ARRAY_START.match(head))
+                                                                   and b'"ph"' in head)
+
+
+@dataclass(frozen=True)
+class DirectoryTraces:
+    """The trace files directly inside a directory, and the JSON files there that are not traces (named in
+    errors), each sorted by name."""
+
+    traces: tuple[Path, ...]
+    skipped: tuple[Path, ...]
+
+    def none_error(self, directory: Path) -> PhaseprofError:
+        """The one-line error for a directory holding no trace."""
+        names = ", ".join(p.name for p in self.skipped[:8]) + (" ..." if len(self.skipped) > 8 else "")
+        why = f" (JSON that is not a trace, skipped: {names})" if self.skipped else ""
+        return PhaseprofError(f"no trace files (*.json, *.json.gz holding traceEvents) in this directory{why}",
+                              path=directory)
+
+
+def scan_traces(directory: Path) -> DirectoryTraces:
+    """Sort the ``*.json`` / ``*.json.gz`` files directly inside ``directory`` into traces and others:
+    phaseprof's own files (NOT_TRACES) by name, the rest by content (``looks_like_trace``)."""
+    files = sorted(p for p in directory.iterdir() if p.is_file() and p.name.endswith(TRACE_SUFFIXES)
+                   and not p.name.startswith("."))
+    traces = tuple(p for p in files if _is_trace_name(p.name) and looks_like_trace(p))
+    return DirectoryTraces(traces, tuple(p for p in files if p not in traces))
+
+
 def trace_files(directory: Path) -> list[Path]:
-    """Trace files directly inside ``directory`` (``*.json``, ``*.json.gz`` but not phaseprof's own JSON
-    files), sorted by name."""
-    return sorted(p for p in directory.iterdir() if p.is_file() and _is_trace_name(p.name))
+    """Trace files directly inside ``directory`` (``scan_traces``), sorted by name."""
+    return list(scan_traces(directory).traces)
 
 
 def find_trace(directory: Path) -> Path | None:
     """A run directory's trace (see TRACE_GLOBS), or None."""
     for g in TRACE_GLOBS:
-        hits = sorted(x for x in directory.glob(g) if x.is_file() and _is_trace_name(x.name))
+        hits = sorted(x for x in directory.glob(g) if x.is_file() and _is_trace_name(x.name) and looks_like_trace(x))
         if hits:
             return hits[0]
     return None
@@ -98,7 +161,8 @@ def resolve(path: str | Path) -> Input:
     breakdown = p / "breakdown.json" if (p / "breakdown.json").is_file() else None
     if (p / SWEEP_NAME).is_file():
         return Input(InputKind.SWEEP, p, sweep_json=p / SWEEP_NAME, run_json=run_json)
-    ranks = trace_files(p)
+    scanned = scan_traces(p)
+    ranks = list(scanned.traces)
     if len(ranks) < 2 and (p / "ranks").is_dir():
         ranks = trace_files(p / "ranks")
     if len(ranks) >= 2:
@@ -106,6 +170,8 @@ def resolve(path: str | Path) -> Input:
                      rank_traces=tuple(ranks))
     trace = find_trace(p)
     if trace is None and breakdown is None and run_json is None:
-        raise PhaseprofError("not a run directory (no trace, breakdown.json or run.json)", path=p)
+        skipped = ", ".join(f.name for f in scanned.skipped[:8]) + (" ..." if len(scanned.skipped) > 8 else "")
+        raise PhaseprofError("not a run directory (no trace, breakdown.json or run.json"
+                             + (f"; JSON that is not a trace, skipped: {skipped})" if skipped else ")"), path=p)
     return Input(InputKind.RUN, p, trace=trace, breakdown=breakdown, run_json=run_json,
                  rank_traces=(trace,) if trace is not None else ())

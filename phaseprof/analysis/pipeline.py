@@ -7,16 +7,16 @@
 
 ``analyze`` runs it once and returns an :class:`AnalysedTrace`; every consumer (CLI, diff, dashboard, HTA
 cross-check, rank analysis) takes that object instead of re-running parts of the pipeline. Views that only
-some consumers need (the timeline index, kernel order) are computed on first use and kept.
+some consumers need (the timeline index, kernel order, the speed of light) are computed on first use and kept.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from phaseprof.analysis.breakdown import analyze_tables, summarize
 from phaseprof.analysis.invariants import checked
@@ -29,6 +29,7 @@ from phaseprof.trace.tables import EventTables, load_tables
 
 if TYPE_CHECKING:
     from phaseprof.analysis.timeline import TimelineIndex
+    from phaseprof.sol.results import SolSection
 
 __all__ = ["AnalysedTrace", "AnalysisConfig", "KernelOrder", "analyze", "analyze_tables", "analyze_trace",
            "load_reference"]
@@ -38,16 +39,27 @@ __all__ = ["AnalysedTrace", "AnalysisConfig", "KernelOrder", "analyze", "analyze
 class AnalysisConfig:
     """Everything that changes an analysis besides the trace. ``rules``: extra classification rule files
     (TOML), matched before the defaults. ``graph_reference``: a trace of the graph capture (or an eager run) of
-    the same model, whose kernel sequences give graph-replayed kernels their modules."""
+    the same model, whose kernel sequences give graph-replayed kernels their modules.
+
+    Speed of light (``AnalysedTrace.sol``): ``model_config`` is ``--model-config`` (config.json, its
+    directory or a preset name; None = what run.json or the trace records); ``ceilings`` is ``--ceilings``
+    (a measured file, "spec", or None = a ``ceilings/`` folder above the run, else the datasheet);
+    ``capture``: capture facts the caller knows that run.json does not hold yet (a capture analyses its
+    trace before writing run.json), e.g. ``{"model_config": {...}}``."""
 
     rules: tuple[Path, ...] = ()
     graph_reference: Path | None = None
+    model_config: str | None = None
+    ceilings: str | None = None
+    capture: Mapping[str, Any] = field(default_factory=dict, compare=False)
 
     @classmethod
-    def with_rules(cls, rules: Iterable[str | Path] | None, *,
-                   graph_reference: str | Path | None = None) -> AnalysisConfig:
+    def with_rules(cls, rules: Iterable[str | Path] | None, *, graph_reference: str | Path | None = None,
+                   model_config: str | Path | None = None, ceilings: str | Path | None = None) -> AnalysisConfig:
         return cls(rules=tuple(Path(r) for r in rules or ()),
-                   graph_reference=Path(graph_reference) if graph_reference is not None else None)
+                   graph_reference=Path(graph_reference) if graph_reference is not None else None,
+                   model_config=str(model_config) if model_config is not None else None,
+                   ceilings=str(ceilings) if ceilings is not None else None)
 
     def ruleset(self) -> RuleSet:
         return load_rules(list(self.rules) or None)
@@ -57,14 +69,16 @@ class AnalysisConfig:
 class AnalysedTrace:
     """One trace, analysed once: its tables, the prepared work items and the breakdown.
 
-    ``timeline`` and ``kernel_order`` are derived on first access and then kept (the object is immutable,
-    so they can never go stale).
+    ``timeline``, ``kernel_order`` and ``sol`` are derived on first access and then kept (the object is
+    immutable; ``sol`` also reads the run.json and ceilings files as they were at that first access).
+    ``breakdown`` has no ``sol`` section; ``reported`` is the breakdown with it.
     """
 
     tables: EventTables
     rules: RuleSet = field(repr=False)
     prepared: Prepared = field(repr=False)
     breakdown: Breakdown = field(repr=False)
+    config: AnalysisConfig = field(default_factory=AnalysisConfig, repr=False)
 
     @property
     def path(self) -> str:
@@ -83,6 +97,24 @@ class AnalysedTrace:
         """Per phase, each work item name's median position in its step (see ``analysis.order``)."""
         return kernel_order_of(self.prepared)
 
+    @cached_property
+    def sol(self) -> SolSection:
+        """Speed of light of the steps (``sol.attach.sol_of``): the model's FLOPs and bytes per step against
+        the GPU's ceilings. Model config from ``config``, else run.json beside the trace, else the capture's
+        preset; without one (or on a CPU trace) a status saying what is missing. A bad explicit
+        ``config.model_config`` raises PhaseprofError."""
+        from phaseprof.sol.attach import sol_of
+
+        c = self.config
+        return sol_of(self.breakdown, source=self.path, model_config=c.model_config, ceilings=c.ceilings,
+                      capture=c.capture)
+
+    @cached_property
+    def reported(self) -> Breakdown:
+        """The breakdown with its ``sol`` section: what ``phaseprof analyze`` prints and writes, and what a
+        capture's breakdown.json holds."""
+        return replace(self.breakdown, sol=self.sol)
+
 
 def analyze(source: str | Path | EventTables, *, config: AnalysisConfig | None = None,
             ruleset: RuleSet | None = None) -> AnalysedTrace:
@@ -93,7 +125,8 @@ def analyze(source: str | Path | EventTables, *, config: AnalysisConfig | None =
     rules = ruleset if ruleset is not None else config.ruleset()
     ref = load_reference(config.graph_reference, rules) if config.graph_reference is not None else None
     prep = prepare(tables, rules, reference=ref)
-    return AnalysedTrace(tables=tables, rules=rules, prepared=prep, breakdown=checked(summarize(tables, prep)))
+    return AnalysedTrace(tables=tables, rules=rules, prepared=prep, breakdown=checked(summarize(tables, prep)),
+                         config=config)
 
 
 def analyze_trace(path: str | Path, *, rules: list[Path] | None = None,

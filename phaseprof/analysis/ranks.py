@@ -17,7 +17,7 @@ from phaseprof.analysis.pipeline import AnalysedTrace
 from phaseprof.analysis.results import Breakdown
 from phaseprof.classify.buckets import Bucket
 from phaseprof.errors import PhaseprofError
-from phaseprof.inputs import TRACE_SUFFIXES, trace_files  # noqa: F401 - TRACE_SUFFIXES kept importable here
+from phaseprof.inputs import TRACE_SUFFIXES, scan_traces, trace_files  # noqa: F401 - kept importable here
 from phaseprof.scale.collectives import CollectiveReport, match_collectives
 from phaseprof.scale.local import analyze_rank_files
 from phaseprof.scale.rank_task import RankResult, rank_result
@@ -53,14 +53,14 @@ class RankSummary:
 
 
 def find_trace_files(directory: Path) -> list[Path]:
-    """Trace files directly inside ``directory`` (``inputs.trace_files``), sorted by name; PhaseprofError
-    when it is not a directory or holds none."""
+    """Trace files directly inside ``directory`` (``inputs.scan_traces``: by content), sorted by name;
+    PhaseprofError when it is not a directory or holds none (naming the JSON files skipped as no trace)."""
     if not directory.is_dir():
         raise PhaseprofError("not a directory", path=directory)
-    files = trace_files(directory)
-    if not files:
-        raise PhaseprofError("no trace files (*.json, *.json.gz) in this directory", path=directory)
-    return files
+    scanned = scan_traces(directory)
+    if not scanned.traces:
+        raise scanned.none_error(directory)
+    return list(scanned.traces)
 
 
 def _rank_of(bd: Breakdown, path: Path) -> tuple[int, int]:

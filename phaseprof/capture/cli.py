@@ -183,9 +183,10 @@ def capture(
             raise PhaseprofError("--server takes one --phase and one --tokens value")
         _positive("tokens", lengths[0])
         _positive("reps", reps)
-        capture_server(server=server, trace_dir=trace_dir, phase=phases[0], tokens=lengths[0],
-                       output_tokens=output_tokens, concurrency=concurrency, reps=reps, warmup=warmup, seed=seed,
-                       out=out, timeout_s=request_timeout, console=console, argv=canonical_command(ctx))
+        capture_server(CaptureOptions.of(phases[0], lengths[0], output_tokens=output_tokens, reps=reps,
+                                         warmup=warmup, seed=seed, out=out),
+                       server=server, trace_dir=trace_dir, concurrency=concurrency, timeout_s=request_timeout,
+                       console=console, argv=canonical_command(ctx))
         return
     _positive("reps", reps)
     if Phase.DECODE in phases:
@@ -198,9 +199,8 @@ def capture(
     argv = canonical_command(ctx)
 
     def cap_for(ph: Phase, n: int) -> CaptureOptions:
-        return CaptureOptions(phase=ph, tokens=n, output_tokens=output_tokens if ph is Phase.DECODE else 1,
-                              reps=reps, warmup=max(warmup, 0), seed=seed, profile_decode_steps=profile_steps,
-                              out=out, hierarchy=hierarchy)
+        return CaptureOptions.of(ph, n, output_tokens=output_tokens, reps=reps, warmup=warmup, seed=seed, out=out,
+                                 profile_decode_steps=profile_steps, hierarchy=hierarchy)
 
     if tensor_parallel_size != 1 or enable_expert_parallel:
         if len(phases) * len(lengths) > 1:
@@ -300,30 +300,25 @@ def sweep(
     if show:
         _show_sweeps(show, console)
         return
-    _positive("reps", reps)
+    from phaseprof.capture.sweep import SweepSpec  # noqa: PLC0415
+
+    def spec() -> SweepSpec:  # the one validation path of both engines
+        return SweepSpec.parse(phase=phase, tokens=tokens, concurrency=concurrency, output_tokens=output_tokens,
+                               reps=reps, warmup=warmup, seed=seed, out=out)
+
     if server is not None:
         if profile_at:
             raise PhaseprofError("--profile-at is not available with --server; use `phaseprof capture --server`")
-        sweep_server(server=server, phase=phase, tokens=tokens, concurrency=concurrency,
-                     output_tokens=output_tokens, reps=reps, warmup=warmup, seed=seed, out=out,
-                     timeout_s=request_timeout, console=console, argv=canonical_command(ctx))
+        sweep_server(spec(), server=server, timeout_s=request_timeout, console=console, argv=canonical_command(ctx))
         return
+    if phase is Phase.DECODE and profile_at:
+        raise PhaseprofError("--profile-at is for prefill sweeps; use `phaseprof capture --phase decode`")
+    sp = spec()
+    prof = parse_int_list(profile_at, what="profile-at") if profile_at else []
     if phase is Phase.PREFILL:
-        lengths = parse_int_list(tokens or "128..8192x2", what="tokens")
-        prof = parse_int_list(profile_at, what="profile-at") if profile_at else []
-        conc: list[int] = []
-        max_prompt, max_out, max_seqs = max(lengths + prof), 1, 2
+        max_prompt, max_out, max_seqs = max(list(sp.lengths) + prof), 1, 2
     else:
-        if profile_at:
-            raise PhaseprofError("--profile-at is for prefill sweeps; use `phaseprof capture --phase decode`")
-        prompt_list = parse_int_list(tokens or "128", what="tokens")
-        if len(prompt_list) != 1:
-            raise PhaseprofError("a decode sweep takes one prompt length in --tokens (it sweeps --concurrency)")
-        if output_tokens < 2:
-            raise PhaseprofError("a decode sweep needs --output-tokens of at least 2")
-        conc = parse_int_list(concurrency, what="concurrency")
-        lengths, prof = prompt_list, []
-        max_prompt, max_out, max_seqs = prompt_list[0], output_tokens, max(2, max(conc))
+        max_prompt, max_out, max_seqs = sp.prompt_tokens, sp.output_tokens, max(2, max(sp.concurrency))
     from phaseprof.capture.device import cuda_available  # noqa: PLC0415
     from phaseprof.capture.engine import explain_engine_error  # noqa: PLC0415
     from phaseprof.capture.progress import Stages  # noqa: PLC0415
@@ -331,9 +326,7 @@ def sweep(
     from phaseprof.capture.runner import open_session  # noqa: PLC0415
     from phaseprof.capture.sweep_dir import SweepRequest, print_sweep, run_sweep  # noqa: PLC0415
 
-    req = SweepRequest(phase=phase, lengths=tuple(lengths), concurrency=tuple(conc), prompt_tokens=max_prompt,
-                       output_tokens=output_tokens, reps=reps, warmup=max(warmup, 0), seed=seed,
-                       profile_at=tuple(prof), out=out)
+    req = SweepRequest(spec=sp, profile_at=tuple(prof))
     with VllmOutput(console, verbose=verbose) as log:
         engine_opts = EngineOptions(model=model, mode=resolve_mode(mode, cuda=cuda_available()), quant=quant,
                                     max_prompt_tokens=max_prompt, max_output_tokens=max_out, max_num_seqs=max_seqs,

@@ -104,6 +104,16 @@ class CaptureOptions:
         """``SamplingParams.max_tokens`` of the request: 1 for prefill (the first token ends it), N for decode."""
         return 1 if self.phase is Phase.PREFILL else self.output_tokens
 
+    @classmethod
+    def of(cls, phase: Phase, tokens: int, *, output_tokens: int, reps: int, warmup: int, seed: int = 0,
+           out: Path = Path("runs"), profile_decode_steps: int | None = None,
+           hierarchy: Hierarchy = DEFAULT_HIERARCHY) -> CaptureOptions:
+        """One capture from the CLI's options, in-process or on a server: prefill generates 1 token whatever
+        ``output_tokens`` says; a negative ``warmup`` means none."""
+        return cls(phase=phase, tokens=tokens, output_tokens=output_tokens if phase is Phase.DECODE else 1,
+                   reps=reps, warmup=max(warmup, 0), seed=seed, profile_decode_steps=profile_decode_steps, out=out,
+                   hierarchy=hierarchy)
+
 
 _ARG_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 

@@ -70,22 +70,26 @@ def command_line(argv: list[str] | None = None) -> list[str]:
     return args
 
 
-def analyze_into(trace: Path, run_dir: Path, *, final_trace: Path | None = None) -> tuple[Any | None, str | None]:
-    """Run phaseprof's analysis on ``trace`` and write ``run_dir/breakdown.json``.
+def analyze_into(trace: Path, run_dir: Path, *, final_trace: Path | None = None,
+                 model_config: dict[str, Any] | None = None) -> tuple[Any | None, str | None]:
+    """Run phaseprof's analysis on ``trace`` and write ``run_dir/breakdown.json`` (with its speed-of-light
+    section).
 
     ``final_trace``: where the trace will live once the run directory is renamed into place (the breakdown
-    names that path, not the temporary one).
+    names that path, not the temporary one). ``model_config``: the model's config.json content, as run.json
+    will record it (it is written after the analysis); it gives the speed of light its model.
 
     Returns (Breakdown, None), or (None, reason) when the analysis is not available or fails; a capture still
     succeeds without a breakdown (the trace is the primary artefact) and run.json records the reason.
     """
     try:
-        from phaseprof.analysis.pipeline import analyze_trace  # noqa: PLC0415
+        from phaseprof.analysis.pipeline import AnalysisConfig, analyze  # noqa: PLC0415
         from phaseprof.report.json_io import write_breakdown  # noqa: PLC0415
     except ImportError as e:
         return None, f"analysis not available: {e}"
     try:
-        bd = analyze_trace(trace)
+        capture = {"model_config": model_config} if model_config else {}
+        bd = analyze(trace, config=AnalysisConfig(capture=capture)).reported
         if final_trace is not None and dataclasses.is_dataclass(getattr(bd, "trace", None)):
             bd = dataclasses.replace(bd, trace=dataclasses.replace(bd.trace, path=str(final_trace)))
         write_breakdown(bd, run_dir / "breakdown.json")

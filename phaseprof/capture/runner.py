@@ -186,7 +186,8 @@ def capture_phase(session: EngineSession, opts: CaptureOptions, *, console: Cons
                                    corrections=profiled.drive.corrections(),
                                    metadata=trace_metadata(session, opts, timing, ratio), max_bytes=max_trace_bytes)
         with stages.stage("analysis"):
-            bd, err = analyze_into(tmp / "trace.json.gz", tmp, final_trace=final / "trace.json.gz")
+            bd, err = analyze_into(tmp / "trace.json.gz", tmp, final_trace=final / "trace.json.gz",
+                                   model_config=session.source.hf_config)
         rec = run_record(session, opts, timing, profiled, trace, ratio, argv)
         rec = replace(rec, breakdown=None if err else "breakdown.json", breakdown_error=err)
         if vllm_log is not None:

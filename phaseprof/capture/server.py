@@ -21,7 +21,7 @@ from rich.console import Console
 
 from phaseprof import __version__
 from phaseprof.capture.models import slugify
-from phaseprof.capture.options import Phase
+from phaseprof.capture.options import CaptureOptions, Phase
 from phaseprof.capture.profile import DEFAULT_MAX_TRACE_BYTES, finalize_trace
 from phaseprof.capture.rundir import (
     RUN_SCHEMA_VERSION,
@@ -61,27 +61,27 @@ MAX_REQUESTS = 1000
 
 
 @dataclass(frozen=True)
-class ServerCapture:
-    """What to capture. ``concurrency`` requests run at once in every round (the timed ones and the profiled
-    one); ``timeout_s`` bounds each HTTP request and the wait for traces after ``/stop_profile``."""
+class ServerTarget:
+    """A running vLLM server: ``url`` (http://HOST:PORT) and ``timeout_s``, the most one HTTP request to it
+    may take."""
 
-    server: str
-    trace_dir: Path
-    phase: Phase
-    tokens: int
-    output_tokens: int = 1
-    concurrency: int = 1
-    reps: int = 5
-    warmup: int = 2
-    seed: int = 0
-    out: Path = Path("runs")
+    url: str
     timeout_s: float = 600.0
+
+
+@dataclass(frozen=True)
+class ServerCapture:
+    """One capture (``capture``: phase, tokens, reps, warm-up, seed, out, as in-process) on ``server``.
+    ``concurrency`` requests run at once in every round (the timed ones and the profiled one); the new rank
+    traces are collected from ``trace_dir`` (the server's torch_profiler_dir as seen from here), waiting at
+    most ``trace_wait_s`` after ``/stop_profile``."""
+
+    capture: CaptureOptions
+    server: ServerTarget
+    trace_dir: Path
+    concurrency: int = 1
     trace_wait_s: float = 120.0
     max_trace_bytes: int = DEFAULT_MAX_TRACE_BYTES
-
-    @property
-    def max_tokens(self) -> int:
-        return 1 if self.phase is Phase.PREFILL else self.output_tokens
 
 
 @dataclass(frozen=True)
@@ -131,32 +131,33 @@ def _plain_trace(src: Path, work: Path) -> Path:
 def capture_from_server(req: ServerCapture, *, console: Console, argv: list[str] | None = None
                         ) -> ServerCaptureResult:
     """Run the whole capture (see the module docstring) and return what was written."""
+    c, target = req.capture, req.server
     trace_dir = trace_dir_or_error(req.trace_dir)
-    n_requests = (req.warmup + req.reps + 1) * req.concurrency
+    n_requests = (c.warmup + c.reps + 1) * req.concurrency
     if n_requests > MAX_REQUESTS:
         raise PhaseprofError(f"(warmup + reps + 1) x concurrency = {n_requests} requests exceeds the limit of "
                              f"{MAX_REQUESTS}; use fewer --reps or lower --concurrency")
-    client, info = connect(req.server, timeout_s=req.timeout_s, max_requests=n_requests)
+    client, info = connect(target.url, timeout_s=target.timeout_s, max_requests=n_requests)
     check_profiling(info)
-    check_length(info, prompt_tokens=req.tokens, output_tokens=req.max_tokens)
+    check_length(info, prompt_tokens=c.tokens, output_tokens=c.max_tokens)
     vocab = info.vocab_size or FALLBACK_VOCAB
-    plan = RequestPlan(model=info.model_id, prompt_tokens=req.tokens, max_tokens=req.max_tokens,
-                       vocab_size=vocab, seed=req.seed)
-    label = tokens_label(str(req.phase), req.tokens, req.max_tokens)
-    what = f"{req.phase} {label} x{req.concurrency}"
-    with console.status(f"Timing {what} on {info.url}: {req.warmup} warm-up + {req.reps} rounds (no profiler)"):
-        run_rounds(client, plan, rounds=req.warmup, concurrency=req.concurrency)
-        rounds = run_rounds(client, plan, rounds=req.reps, concurrency=req.concurrency)
-    timing = timing_from_streams(rounds, phase=req.phase, prompt_tokens=req.tokens, output_tokens=req.max_tokens,
-                                 warmup=req.warmup)
+    plan = RequestPlan(model=info.model_id, prompt_tokens=c.tokens, max_tokens=c.max_tokens,
+                       vocab_size=vocab, seed=c.seed)
+    label = tokens_label(str(c.phase), c.tokens, c.max_tokens)
+    what = f"{c.phase} {label} x{req.concurrency}"
+    with console.status(f"Timing {what} on {info.url}: {c.warmup} warm-up + {c.reps} rounds (no profiler)"):
+        run_rounds(client, plan, rounds=c.warmup, concurrency=req.concurrency)
+        rounds = run_rounds(client, plan, rounds=c.reps, concurrency=req.concurrency)
+    timing = timing_from_streams(rounds, phase=c.phase, prompt_tokens=c.tokens, output_tokens=c.max_tokens,
+                                 warmup=c.warmup)
     before = snapshot(trace_dir)
     with console.status(f"Profiling {what} (the server's own profiler)") as status:
-        _post_profile(client, "/start_profile", info, req.timeout_s)
+        _post_profile(client, "/start_profile", info, target.timeout_s)
         try:
             profiled = run_round(client, plan, req.concurrency)
         finally:
             status.update("Stopping the profiler (the server writes its traces now)")
-            _post_profile(client, "/stop_profile", info, req.timeout_s)
+            _post_profile(client, "/stop_profile", info, target.timeout_s)
         collected = wait_for_traces(trace_dir, before, expected=info.world_size, timeout_s=req.trace_wait_s,
                                     on_wait=status.update)
     rank_files = [(r, p) for r, p in zip(collected.ranks, collected.files, strict=True) if r is not None]
@@ -164,20 +165,21 @@ def capture_from_server(req: ServerCapture, *, console: Console, argv: list[str]
     if not rank_files:
         raise PhaseprofError("new traces appeared but none is a worker rank's trace "
                              f"({', '.join(p.name for p in other)})", path=trace_dir)
-    prof_ms = _profiled_metric_ms(req.phase, profiled)
+    prof_ms = _profiled_metric_ms(c.phase, profiled)
     clean_ms = timing.headline.median_ms
     ratio = prof_ms / clean_ms if prof_ms is not None and clean_ms > 0 else None
-    final = unique_run_dir(req.out, run_dir_name(device_slug="server", model_slug=slugify(Path(info.model_id).name),
-                                                 phase=str(req.phase), tokens=label, stamp=utc_stamp()))
+    final = unique_run_dir(c.out, run_dir_name(device_slug="server", model_slug=slugify(Path(info.model_id).name),
+                                               phase=str(c.phase), tokens=label, stamp=utc_stamp()))
     meta = {"schema_version": RUN_SCHEMA_VERSION, "source": "server", "server": info.url, "model": info.model_id,
-            "phase": str(req.phase), "prompt_tokens": req.tokens, "max_tokens": req.max_tokens,
+            "phase": str(c.phase), "prompt_tokens": c.tokens, "max_tokens": c.max_tokens,
             "concurrency": req.concurrency, "vllm_version": info.version, "ttft_ms": timing.ttft.median_ms,
             "tpot_ms": timing.tpot.median_ms if timing.tpot else None,
-            "headline": {"metric": _metric(req.phase), "median_ms": clean_ms, "source": CLIENT_CLOCK}}
+            "headline": {"metric": _metric(c.phase), "median_ms": clean_ms, "source": CLIENT_CLOCK}}
     with atomic_directory(final) as tmp:
         with console.status("Analyzing the rank traces"):
             ranks = write_rank_traces(tmp, final, rank_files, world_size=info.world_size, trace_dir=trace_dir,
-                                      metadata=meta, max_trace_bytes=req.max_trace_bytes)
+                                      metadata=meta, max_trace_bytes=req.max_trace_bytes,
+                                      model_config=info.hf_config)
         breakdowns, err, trace_doc, warnings = ranks.breakdowns, ranks.error, ranks.trace_doc, list(ranks.warnings)
         rec = _run_json(req, info, timing, prof_ms, ratio, collected, other, trace_doc, breakdowns, err, warnings,
                         client.sent, argv)
@@ -202,18 +204,21 @@ class RankTraces:
 
 def write_rank_traces(tmp: Path, final: Path, rank_files: list[tuple[int, Path]], *, world_size: int | None,
                       trace_dir: Path, metadata: dict[str, Any],
-                      max_trace_bytes: int = DEFAULT_MAX_TRACE_BYTES) -> RankTraces:
+                      max_trace_bytes: int = DEFAULT_MAX_TRACE_BYTES,
+                      model_config: dict[str, Any] | None = None) -> RankTraces:
     """Copy and analyse collected rank traces into the run directory being written (``tmp``, renamed to
     ``final`` later). One rank: ``trace.json.gz`` (finalized as an in-process capture's, ``metadata`` as its
     ``phaseprof`` key) + ``breakdown.json``. Several: ``ranks/`` (files as vLLM wrote them) +
     ``rank<N>.breakdown.json``. ``world_size``: ranks the server runs (None = the traces' own
-    ``distributedInfo``); ranks without a file here are named in a warning."""
+    ``distributedInfo``); ranks without a file here are named in a warning. ``model_config``: the served
+    model's config.json (the one rank's breakdown gets its speed of light from it)."""
     warnings: list[str] = []
     if len(rank_files) == 1:
         with tempfile.TemporaryDirectory(prefix="phaseprof-raw-") as work:
             trace = finalize_trace(_plain_trace(rank_files[0][1], Path(work)), tmp / "trace.json.gz",
                                    metadata=metadata, max_bytes=max_trace_bytes)
-        bd, err = analyze_into(tmp / "trace.json.gz", tmp, final_trace=final / "trace.json.gz")
+        bd, err = analyze_into(tmp / "trace.json.gz", tmp, final_trace=final / "trace.json.gz",
+                               model_config=model_config)
         breakdowns = {} if bd is None else {rank_files[0][0]: bd}
         trace_doc: dict[str, Any] = trace.to_dict()
         traced = (bd.trace.distributed or {}).get("world_size") if bd is not None else None
@@ -260,7 +265,7 @@ def _run_json(req: ServerCapture, info: ServerInfo, timing: PhaseTiming, prof_ms
               argv: list[str] | None) -> RunRecord:
     """The run's record (docs/capture.md, "Live server"): the in-process ``RunRecord``, plus what only a server
     run has (``source``, ``server``, ``requests_sent``, ``vocab_size``, ``rank_breakdowns``, ``warnings``)."""
-    head = timing.headline
+    head, c = timing.headline, req.capture
     first = next(iter(breakdowns.values()), None)
     gpu = getattr(getattr(first, "trace", None), "gpu_name", None)
     platform = getattr(getattr(first, "trace", None), "platform", None)
@@ -277,12 +282,12 @@ def _run_json(req: ServerCapture, info: ServerInfo, timing: PhaseTiming, prof_ms
         "model": {"name": info.model_id, "kind": "server", "path": info.root,
                   "architecture": ((info.hf_config or {}).get("architectures") or [None])[0]},
         "model_config": info.hf_config,  # as the server reports it: speed of light needs no --model-config
-        "request": {"phase": str(req.phase), "prompt_tokens": req.tokens, "max_tokens": req.max_tokens,
-                    "concurrency": req.concurrency, "seed": req.seed,
+        "request": {"phase": str(c.phase), "prompt_tokens": c.tokens, "max_tokens": c.max_tokens,
+                    "concurrency": req.concurrency, "seed": c.seed,
                     "prompt": "random token ids, one seeded prompt per request (seed + request index), so no "
                               "request hits the prefix cache of an earlier one"
                               + ("" if info.vocab_size else f"; ids below {FALLBACK_VOCAB} (vocabulary unknown)")},
-        "headline": {"metric": _metric(req.phase), "median_ms": head.median_ms, "p10_ms": head.p10_ms,
+        "headline": {"metric": _metric(c.phase), "median_ms": head.median_ms, "p10_ms": head.p10_ms,
                      "p90_ms": head.p90_ms, "source": CLIENT_CLOCK},
         "timing": timing.to_dict(),
         "requests_sent": sent,

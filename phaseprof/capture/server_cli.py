@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 
-from phaseprof.capture.options import Phase, parse_int_list
+from phaseprof.capture.options import CaptureOptions, Phase
 from phaseprof.errors import PhaseprofError
+
+if TYPE_CHECKING:
+    from phaseprof.capture.sweep import SweepSpec
 
 TRACE_DIR_HELP = ("With --server: the server's torch_profiler_dir as seen from this machine; the new rank traces "
                   "are collected from it.")
@@ -35,23 +39,27 @@ def server_argv(argv: list[str], *, phase: Phase) -> list[str]:
     return out
 
 
-def capture_server(*, server: str, trace_dir: Path | None, phase: Phase, tokens: int, output_tokens: int,
-                   concurrency: int, reps: int, warmup: int, seed: int, out: Path, timeout_s: float,
-                   console: Console, argv: list[str]) -> None:
-    """``phaseprof capture --server``: check, time, profile, collect, analyse, print."""
-    from phaseprof.capture.server import ServerCapture, capture_from_server, print_server_headline  # noqa: PLC0415
+def capture_server(capture: CaptureOptions, *, server: str, trace_dir: Path | None, concurrency: int,
+                   timeout_s: float, console: Console, argv: list[str]) -> None:
+    """``phaseprof capture --server``: check, time, profile, collect, analyse, print. ``capture``: the same
+    options an in-process capture takes (``CaptureOptions.of``)."""
+    from phaseprof.capture.server import (  # noqa: PLC0415
+        ServerCapture,
+        ServerTarget,
+        capture_from_server,
+        print_server_headline,
+    )
 
     if trace_dir is None:
         raise PhaseprofError("--server needs --trace-dir (the server's torch_profiler_dir, as seen from here)")
-    if phase is Phase.DECODE and output_tokens < 2:
+    if capture.phase is Phase.DECODE and capture.output_tokens < 2:
         raise PhaseprofError("--phase decode needs --output-tokens of at least 2 (TPOT is the time per token after "
                              "the first)")
     if concurrency < 1:
         raise PhaseprofError(f"--concurrency must be at least 1, got {concurrency}")
-    req = ServerCapture(server=server, trace_dir=trace_dir, phase=phase, tokens=tokens,
-                        output_tokens=output_tokens if phase is Phase.DECODE else 1, concurrency=concurrency,
-                        reps=reps, warmup=max(warmup, 0), seed=seed, out=out, timeout_s=timeout_s)
-    res = capture_from_server(req, console=console, argv=server_argv(argv, phase=phase))
+    req = ServerCapture(capture=capture, server=ServerTarget(server, timeout_s=timeout_s), trace_dir=trace_dir,
+                        concurrency=concurrency)
+    res = capture_from_server(req, console=console, argv=server_argv(argv, phase=capture.phase))
     print_server_headline(res, console)
     if len(res.breakdowns) == 1:
         from phaseprof.capture.rundir import print_table  # noqa: PLC0415
@@ -59,26 +67,13 @@ def capture_server(*, server: str, trace_dir: Path | None, phase: Phase, tokens:
         print_table(next(iter(res.breakdowns.values())), console)
 
 
-def sweep_server(*, server: str, phase: Phase, tokens: str | None, concurrency: str, output_tokens: int,
-                 reps: int, warmup: int, seed: int, out: Path, timeout_s: float, console: Console,
-                 argv: list[str]) -> None:
+def sweep_server(spec: SweepSpec, *, server: str, timeout_s: float, console: Console, argv: list[str]) -> None:
     """``phaseprof sweep --server``: TTFT per length or TPOT per concurrency against the live server."""
+    from phaseprof.capture.server import ServerTarget  # noqa: PLC0415
     from phaseprof.capture.server_sweep import ServerSweep, run_server_sweep  # noqa: PLC0415
     from phaseprof.capture.sweep_dir import print_sweep  # noqa: PLC0415
 
-    if phase is Phase.PREFILL:
-        req = ServerSweep(server=server, phase=phase, lengths=tuple(parse_int_list(tokens or "128..8192x2")),
-                          reps=reps, warmup=max(warmup, 0), seed=seed, out=out, timeout_s=timeout_s)
-    else:
-        prompt = parse_int_list(tokens or "128")
-        if len(prompt) != 1:
-            raise PhaseprofError("a decode sweep takes one prompt length in --tokens (it sweeps --concurrency)")
-        if output_tokens < 2:
-            raise PhaseprofError("a decode sweep needs --output-tokens of at least 2")
-        req = ServerSweep(server=server, phase=phase, concurrency=tuple(parse_int_list(concurrency,
-                                                                                       what="concurrency")),
-                          prompt_tokens=prompt[0], output_tokens=output_tokens, reps=reps, warmup=max(warmup, 0),
-                          seed=seed, out=out, timeout_s=timeout_s)
+    req = ServerSweep(spec=spec, server=ServerTarget(server, timeout_s=timeout_s))
     directory, doc = run_server_sweep(req, console=console, argv=argv)
     print_sweep(doc, console)
     if doc.get("slope_us_per_token") is not None:

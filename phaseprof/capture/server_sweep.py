@@ -23,12 +23,13 @@ from phaseprof.capture.rundir import (
     unique_run_dir,
     utc_stamp,
 )
-from phaseprof.capture.server import connect
+from phaseprof.capture.server import ServerTarget, connect
 from phaseprof.capture.server_probe import FALLBACK_VOCAB, check_length
 from phaseprof.capture.server_requests import CLIENT_CLOCK, RequestPlan, round_throughput, run_rounds
 from phaseprof.capture.sweep import (
     DecodePoint,
     PrefillPoint,
+    SweepSpec,
     decode_plot_spec,
     prefill_plot_spec,
     slope_us_per_token,
@@ -44,27 +45,12 @@ MAX_SWEEP_REQUESTS = 5000
 
 @dataclass(frozen=True)
 class ServerSweep:
-    """Prefill: ``lengths``, one request at a time. Decode: ``concurrency`` with ``prompt_tokens`` and
-    ``output_tokens``. ``budget_s``: points not started within it are skipped (and recorded as skipped)."""
+    """A sweep (``spec``, as in-process) on ``server``. ``budget_s``: points not started within it are skipped
+    (and recorded as skipped)."""
 
-    server: str
-    phase: Phase
-    lengths: tuple[int, ...] = ()
-    concurrency: tuple[int, ...] = ()
-    prompt_tokens: int = 128
-    output_tokens: int = 128
-    reps: int = 5
-    warmup: int = 1
-    seed: int = 0
-    out: Path = Path("runs")
-    timeout_s: float = 600.0
+    spec: SweepSpec
+    server: ServerTarget
     budget_s: float | None = None
-
-    def request_count(self) -> int:
-        per = self.warmup + self.reps
-        if self.phase is Phase.PREFILL:
-            return per * len(self.lengths)
-        return per * sum(self.concurrency)
 
 
 def _spread(values: list[float]) -> dict[str, float]:
@@ -75,41 +61,40 @@ def _spread(values: list[float]) -> dict[str, float]:
 def run_server_sweep(req: ServerSweep, *, console: Console, argv: list[str] | None = None
                      ) -> tuple[Path, dict[str, Any]]:
     """Run the sweep against the server and write ``sweep.json`` + plot atomically."""
-    n = req.request_count()
+    sp = req.spec
+    n = sp.request_count()
     if n > MAX_SWEEP_REQUESTS:
         raise PhaseprofError(f"this sweep would send {n} requests, more than the limit of {MAX_SWEEP_REQUESTS}; "
                              "use fewer points or --reps")
-    client, info = connect(req.server, timeout_s=req.timeout_s, max_requests=n)
-    longest = max(req.lengths) if req.phase is Phase.PREFILL else req.prompt_tokens
-    check_length(info, prompt_tokens=longest, output_tokens=1 if req.phase is Phase.PREFILL else req.output_tokens)
+    client, info = connect(req.server.url, timeout_s=req.server.timeout_s, max_requests=n)
+    longest = max(sp.lengths) if sp.phase is Phase.PREFILL else sp.prompt_tokens
+    check_length(info, prompt_tokens=longest, output_tokens=1 if sp.phase is Phase.PREFILL else sp.output_tokens)
     vocab = info.vocab_size or FALLBACK_VOCAB
     deadline = None if req.budget_s is None else time.monotonic() + req.budget_s
     doc: dict[str, Any] = {
-        "schema_version": RUN_SCHEMA_VERSION, "kind": "sweep", "source": "server", "phase": str(req.phase),
+        "schema_version": RUN_SCHEMA_VERSION, "kind": "sweep", "source": "server", "phase": str(sp.phase),
         "created_utc": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "command": command_line(argv), "server": info.to_dict(), "versions": {"vllm": info.version},
         "device": {"kind": "server", "name": info.url}, "model": {"name": info.model_id, "kind": "server", "path": info.root},
         "model_config": info.hf_config,
-        "engine": {"mode": info.mode or "?"}, "reps": req.reps, "warmup": req.warmup, "seed": req.seed,
+        "engine": {"mode": info.mode or "?"}, "reps": sp.reps, "warmup": sp.warmup, "seed": sp.seed,
         "timing_source": CLIENT_CLOCK,
     }
-    label = (f"{req.lengths[0]}-{req.lengths[-1]}" if req.phase is Phase.PREFILL
-             else f"c{req.concurrency[0]}-{req.concurrency[-1]}")
-    final = unique_run_dir(req.out, run_dir_name(device_slug="server", model_slug=slugify(Path(info.model_id).name),
-                                                 phase=f"sweep-{req.phase}", tokens=label, stamp=utc_stamp()))
+    final = unique_run_dir(sp.out, run_dir_name(device_slug="server", model_slug=slugify(Path(info.model_id).name),
+                                                phase=f"sweep-{sp.phase}", tokens=sp.label, stamp=utc_stamp()))
     t0 = time.perf_counter()
     skipped: list[int] = []
-    with atomic_directory(final) as tmp, console.status(f"{req.phase} sweep on {info.url}") as st:
+    with atomic_directory(final) as tmp, console.status(f"{sp.phase} sweep on {info.url}") as st:
         title = f"{info.model_id} at {info.url}"
-        if req.phase is Phase.PREFILL:
+        if sp.phase is Phase.PREFILL:
             points: list[PrefillPoint] = []
-            for length in req.lengths:
+            for length in sp.lengths:
                 if deadline is not None and time.monotonic() > deadline:
                     skipped.append(length)
                     continue
-                plan = RequestPlan(info.model_id, length, 1, vocab, seed=req.seed)
-                run_rounds(client, plan, rounds=req.warmup, concurrency=1)
-                rounds = run_rounds(client, plan, rounds=req.reps, concurrency=1)
+                plan = RequestPlan(info.model_id, length, 1, vocab, seed=sp.seed)
+                run_rounds(client, plan, rounds=sp.warmup, concurrency=1)
+                rounds = run_rounds(client, plan, rounds=sp.reps, concurrency=1)
                 ttft = summarize([r.ttft_s for rnd in rounds for r in rnd if r.ttft_s is not None])
                 points.append(PrefillPoint(prompt_tokens=length, ttft=ttft, ttft_host=ttft, source=CLIENT_CLOCK))
                 st.update(f"prefill sweep: {length} tokens TTFT {ttft.median_ms:.2f} ms")
@@ -119,17 +104,17 @@ def run_server_sweep(req: ServerSweep, *, console: Console, argv: list[str] | No
             spec = prefill_plot_spec(points, title=f"TTFT vs prompt length — {title}")
         else:
             dpoints: list[DecodePoint] = []
-            for c in req.concurrency:
+            for c in sp.concurrency:
                 if deadline is not None and time.monotonic() > deadline:
                     skipped.append(c)
                     continue
-                plan = RequestPlan(info.model_id, req.prompt_tokens, req.output_tokens, vocab, seed=req.seed)
-                run_rounds(client, plan, rounds=req.warmup, concurrency=c)
-                rounds = run_rounds(client, plan, rounds=req.reps, concurrency=c)
+                plan = RequestPlan(info.model_id, sp.prompt_tokens, sp.output_tokens, vocab, seed=sp.seed)
+                run_rounds(client, plan, rounds=sp.warmup, concurrency=c)
+                rounds = run_rounds(client, plan, rounds=sp.reps, concurrency=c)
                 tpot = summarize([r.tpot_s for rnd in rounds for r in rnd if r.tpot_s is not None])
                 rates = [v for rnd in rounds if (v := round_throughput(rnd)) is not None]
-                dpoints.append(DecodePoint(concurrency=c, prompt_tokens=req.prompt_tokens,
-                                           output_tokens=req.output_tokens, tpot=tpot,
+                dpoints.append(DecodePoint(concurrency=c, prompt_tokens=sp.prompt_tokens,
+                                           output_tokens=sp.output_tokens, tpot=tpot,
                                            output_tok_per_s=_spread(rates),
                                            decode_tok_per_s=c / (tpot.median_ms / 1e3), source=CLIENT_CLOCK))
                 st.update(f"decode sweep: c={c} TPOT {tpot.median_ms:.2f} ms")

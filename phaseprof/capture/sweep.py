@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from phaseprof.capture.options import Phase
+from phaseprof.capture.options import Phase, parse_int_list
 from phaseprof.capture.timing import (
     TimingStats,
     host_tpot_s,
@@ -25,6 +25,58 @@ from phaseprof.capture.timing import (
     summarize,
     timing_from_runs,
 )
+from phaseprof.errors import PhaseprofError
+
+#: ``--tokens`` when not given: prefill sweeps these lengths, decode sweeps use this one prompt length.
+DEFAULT_PREFILL_LENGTHS, DEFAULT_DECODE_PROMPT = "128..8192x2", "128"
+
+
+@dataclass(frozen=True)
+class SweepSpec:
+    """What a sweep measures, in-process or on a server. Prefill: ``lengths``, one request at a time. Decode:
+    ``concurrency`` with ``prompt_tokens`` and ``output_tokens`` each. ``warmup`` untimed requests (rounds)
+    then ``reps`` timed ones per point; ``out``: parent of the sweep directory."""
+
+    phase: Phase
+    lengths: tuple[int, ...] = ()
+    concurrency: tuple[int, ...] = ()
+    prompt_tokens: int = 128
+    output_tokens: int = 128
+    reps: int = 5
+    warmup: int = 1
+    seed: int = 0
+    out: Path = Path("runs")
+
+    @classmethod
+    def parse(cls, *, phase: Phase, tokens: str | None, concurrency: str, output_tokens: int, reps: int,
+              warmup: int, seed: int = 0, out: Path = Path("runs")) -> SweepSpec:
+        """The sweep the ``phaseprof sweep`` options ask for (both engines; one PhaseprofError line when they
+        do not make one). ``tokens``/``concurrency``: the list syntax of ``parse_int_list``."""
+        if reps < 1:
+            raise PhaseprofError(f"--reps must be at least 1, got {reps}")
+        if phase is Phase.PREFILL:
+            return cls(phase=phase, lengths=tuple(parse_int_list(tokens or DEFAULT_PREFILL_LENGTHS, what="tokens")),
+                       reps=reps, warmup=max(warmup, 0), seed=seed, out=out)
+        prompt = parse_int_list(tokens or DEFAULT_DECODE_PROMPT, what="tokens")
+        if len(prompt) != 1:
+            raise PhaseprofError("a decode sweep takes one prompt length in --tokens (it sweeps --concurrency)")
+        if output_tokens < 2:
+            raise PhaseprofError("a decode sweep needs --output-tokens of at least 2")
+        return cls(phase=phase, concurrency=tuple(parse_int_list(concurrency, what="concurrency")),
+                   prompt_tokens=prompt[0], output_tokens=output_tokens, reps=reps, warmup=max(warmup, 0),
+                   seed=seed, out=out)
+
+    @property
+    def label(self) -> str:
+        """The sweep directory's range part: ``128-8192`` (prefill lengths) or ``c1-16`` (concurrency)."""
+        if self.phase is Phase.PREFILL:
+            return f"{self.lengths[0]}-{self.lengths[-1]}"
+        return f"c{self.concurrency[0]}-{self.concurrency[-1]}"
+
+    def request_count(self) -> int:
+        """Requests the sweep sends in all (warm-up and timed, every point)."""
+        per = self.warmup + self.reps
+        return per * (len(self.lengths) if self.phase is Phase.PREFILL else sum(self.concurrency))
 
 
 @dataclass(frozen=True)

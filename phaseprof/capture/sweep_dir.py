@@ -19,6 +19,7 @@ from phaseprof.capture.runner import capture_phase
 from phaseprof.capture.sweep import (
     DecodePoint,
     PrefillPoint,
+    SweepSpec,
     decode_plot_spec,
     decode_sweep,
     prefill_plot_spec,
@@ -32,51 +33,40 @@ from phaseprof.records import ModelInfo, SweepRecord
 
 @dataclass(frozen=True)
 class SweepRequest:
-    """What to sweep. Prefill: ``lengths``. Decode: ``concurrency`` with ``prompt_tokens`` + ``output_tokens``.
-    ``profile_at``: prefill lengths to also capture with the profiler. ``deadline``: time.monotonic() after
-    which remaining points are skipped (recorded as skipped)."""
+    """A sweep (``spec``) on this process's engine. ``profile_at``: prefill lengths to also capture with the
+    profiler. ``deadline``: time.monotonic() after which remaining points are skipped (recorded as skipped)."""
 
-    phase: Phase
-    lengths: tuple[int, ...] = ()
-    concurrency: tuple[int, ...] = ()
-    prompt_tokens: int = 128
-    output_tokens: int = 128
-    reps: int = 5
-    warmup: int = 1
-    seed: int = 0
+    spec: SweepSpec
     profile_at: tuple[int, ...] = ()
-    out: Path = Path("runs")
     deadline: float | None = None
 
 
 def _header(session: EngineSession, req: SweepRequest, argv: list[str] | None) -> SweepRecord:
+    sp = req.spec
     return SweepRecord(
-        phase=str(req.phase), created_utc=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        phase=str(sp.phase), created_utc=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         command=command_line(argv), versions=session.versions, device=session.device.to_dict(),
         model=ModelInfo.of_source(session.source), model_config=session.source.hf_config,
         engine={"kwargs": session.plan.kwargs, "env": session.plan.env, "notes": list(session.plan.notes),
                 "startup_s": round(session.startup_s, 3), "mode": str(session.options.mode),
                 "quant": str(session.options.quant)},
-        vllm_startup_facts=session.facts.to_dict(), reps=req.reps, warmup=req.warmup, seed=req.seed)
+        vllm_startup_facts=session.facts.to_dict(), reps=sp.reps, warmup=sp.warmup, seed=sp.seed)
 
 
 def run_sweep(session: EngineSession, req: SweepRequest, *, console: Console,
               argv: list[str] | None = None) -> tuple[Path, dict[str, Any]]:
     """Run the sweep and write its directory atomically. Returns (directory, sweep.json content)."""
-    if req.phase is Phase.PREFILL:
-        label = f"{req.lengths[0]}-{req.lengths[-1]}"
-    else:
-        label = f"c{req.concurrency[0]}-{req.concurrency[-1]}"
-    final = unique_run_dir(req.out, run_dir_name(device_slug=session.device.slug, model_slug=session.source.slug,
-                                                 phase=f"sweep-{req.phase}", tokens=label, stamp=utc_stamp()))
+    sp = req.spec
+    final = unique_run_dir(sp.out, run_dir_name(device_slug=session.device.slug, model_slug=session.source.slug,
+                                                phase=f"sweep-{sp.phase}", tokens=sp.label, stamp=utc_stamp()))
     rec = _header(session, req, argv)
     t0 = time.perf_counter()
     with atomic_directory(final) as tmp:
         title = f"{session.source.name} on {session.device.name} ({session.options.mode})"
-        if req.phase is Phase.PREFILL:
+        if sp.phase is Phase.PREFILL:
             with console.status("Prefill sweep") as st:
                 points, skipped = prefill_sweep(
-                    session, list(req.lengths), reps=req.reps, warmup=req.warmup, seed=req.seed,
+                    session, list(sp.lengths), reps=sp.reps, warmup=sp.warmup, seed=sp.seed,
                     deadline=req.deadline,
                     on_point=lambda p: st.update(f"Prefill sweep: {p.prompt_tokens} tokens "
                                                  f"TTFT {p.ttft.median_ms:.2f} ms"))
@@ -87,8 +77,8 @@ def run_sweep(session: EngineSession, req: SweepRequest, *, console: Console,
         else:
             with console.status("Decode sweep") as st:
                 points_d, skipped = decode_sweep(
-                    session, list(req.concurrency), prompt_tokens=req.prompt_tokens,
-                    output_tokens=req.output_tokens, reps=req.reps, warmup=req.warmup, seed=req.seed,
+                    session, list(sp.concurrency), prompt_tokens=sp.prompt_tokens,
+                    output_tokens=sp.output_tokens, reps=sp.reps, warmup=sp.warmup, seed=sp.seed,
                     deadline=req.deadline,
                     on_point=lambda p: st.update(f"Decode sweep: c={p.concurrency} TPOT {p.tpot.median_ms:.2f} ms"))
             rec = replace(rec, points=[p.to_dict() for p in points_d], skipped=list(skipped))
@@ -102,12 +92,12 @@ def run_sweep(session: EngineSession, req: SweepRequest, *, console: Console,
 def _profiles(session: EngineSession, req: SweepRequest, tmp: Path, console: Console,
               argv: list[str] | None) -> dict[str, Any]:
     out: dict[str, Any] = {}
+    sp = req.spec
     for n in req.profile_at:
         if req.deadline is not None and time.monotonic() > req.deadline:
             out[str(n)] = {"skipped": "deadline"}
             continue
-        opts = CaptureOptions(phase=Phase.PREFILL, tokens=n, reps=req.reps, warmup=req.warmup, seed=req.seed,
-                              out=tmp)
+        opts = CaptureOptions(phase=Phase.PREFILL, tokens=n, reps=sp.reps, warmup=sp.warmup, seed=sp.seed, out=tmp)
         res = capture_phase(session, opts, console=console, argv=argv, run_dir=tmp / f"profile-{n}")
         out[str(n)] = {"dir": f"profile-{n}", "overhead_ratio": res.overhead_ratio,
                        "breakdown": res.run["breakdown"], "breakdown_error": res.breakdown_error}
@@ -135,4 +125,4 @@ def print_sweep(doc: dict[str, Any], console: Console) -> None:
     console.print(table)
 
 
-__all__ = ["DecodePoint", "PrefillPoint", "SweepRequest", "print_sweep", "run_sweep"]
+__all__ = ["DecodePoint", "PrefillPoint", "SweepRequest", "SweepSpec", "print_sweep", "run_sweep"]

@@ -320,19 +320,33 @@ def step_export(src: Source, roots: Roots, step: int, window_us: tuple[float, fl
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
-def _speed_of_light(key: str, path: str, _bd: Breakdown) -> Any:
-    from phaseprof.sol.attach import attach_sol
-
+def _speed_of_light(key: str, sha: str, path: str) -> Any:
+    """The analysed trace's own ``sol`` (``AnalysedTrace.sol``). The section also reads run.json beside the
+    trace, as it was when this server first analysed the trace (a capture writes both at once)."""
     try:
-        return attach_sol(_bd, source=path).sol
+        return _raise(_analysed_trace(sha, path)).sol
     except PhaseprofError as e:
         return _Failed(str(e))
 
 
-def speed_of_light(src: Source, bd: Breakdown) -> Any:
-    """The breakdown's ``sol`` section (``phaseprof.sol.attach``: model config from run.json or the capture's
-    preset, measured ceilings from a ``ceilings/`` folder above the run, else the datasheet); the one a
-    ``phaseprof analyze`` of the same run prints. A SolSection, or _Failed."""
+@st.cache_data(show_spinner=False, max_entries=64)
+def _stored_sol(key: str, path: str, _bd: Breakdown) -> Any:
+    """A stored breakdown without a ``sol`` section (older captures wrote none): its section now."""
+    from phaseprof.sol.attach import sol_of
+
+    try:
+        return sol_of(_bd, source=path)
+    except PhaseprofError as e:
+        return _Failed(str(e))
+
+
+def speed_of_light(src: Source, bd: Breakdown, roots: Roots) -> Any:
+    """The breakdown's ``sol`` section, as ``phaseprof analyze`` of the same run prints it: a trace's
+    from its ``AnalysedTrace``, a stored breakdown's own (or, written without one, computed from it the same
+    way). A SolSection, or _Failed."""
     if bd.sol is not None:
         return bd.sol
-    return _speed_of_light(_key(src), str(src.path), bd)
+    if src.kind == Kind.TRACE or (src.kind == Kind.RUN and src.breakdown is None and src.trace is not None):
+        path = _trace_path(src, roots)
+        return _speed_of_light(_key(src), sha256_of(Path(path)), path)
+    return _stored_sol(_key(src), str(src.path), bd)

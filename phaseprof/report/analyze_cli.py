@@ -55,7 +55,6 @@ def analyze(
     from phaseprof.report.json_io import dumps, write_breakdown
     from phaseprof.report.markdown import breakdown_markdown
     from phaseprof.report.table import print_breakdown
-    from phaseprof.sol.attach import attach_sol
 
     if by not in (None, "layer"):
         raise PhaseprofError(f"unknown --by {by!r} (supported: layer)")
@@ -72,12 +71,13 @@ def analyze(
         return
     if json_out is not None and len(traces) > 1 and json_out.suffix == ".json":
         raise PhaseprofError("--json must be a directory when several traces are given", path=json_out)
-    config = AnalysisConfig.with_rules(rules, graph_reference=graph_reference)
+    config = AnalysisConfig.with_rules(rules, graph_reference=graph_reference, model_config=model_config,
+                                       ceilings=ceilings)
     ruleset = config.ruleset()
     for tr in traces:
         with console.status(f"analysing {terminal(str(tr))} ...", spinner="dots") if fmt == OutputFormat.table else _null():
             analysed = run_pipeline(tr, config=config, ruleset=ruleset)
-        bd = attach_sol(analysed.breakdown, source=tr, model_config=model_config, ceilings=ceilings)
+        bd = analysed.reported  # with its speed-of-light section
         if json_out is not None:
             dest = json_out if len(traces) == 1 and json_out.suffix == ".json" else \
                 json_out / (tr.name.split(".json")[0] + ".breakdown.json")
@@ -111,7 +111,7 @@ def _expand(paths: list[Path], rules: list[Path], console: Console, json_out: Pa
             jobs: int | None = None) -> list[Path]:
     """The traces to analyse one by one (``inputs.resolve``): a trace, a run directory's trace; a directory of
     rank traces is analysed here, together (``--jobs`` processes; per-rank breakdowns and the multi-rank report)."""
-    from phaseprof.inputs import InputKind, resolve
+    from phaseprof.inputs import InputKind, resolve, scan_traces
     from phaseprof.scale.cli import analyze_rank_dir
 
     out: list[Path] = []
@@ -129,7 +129,7 @@ def _expand(paths: list[Path], rules: list[Path], console: Console, json_out: Pa
         elif got.kind == InputKind.SWEEP:
             raise PhaseprofError("a sweep, not a trace: show it with phaseprof sweep --show", path=p)
         elif got.trace is None:
-            raise PhaseprofError("no trace files (*.json, *.json.gz) in this directory", path=p)
+            raise scan_traces(p).none_error(p)
         else:
             out.append(got.trace)
     return out

@@ -102,23 +102,30 @@ def find_measured(source: str | Path | None, gpu_name: str | None) -> Path | Non
     return None
 
 
-def attach_sol(bd: Breakdown, *, source: str | Path | None = None, model_config: str | Path | None = None,
-               ceilings: str | Path | None = None) -> Breakdown:
-    """``bd`` with its ``sol`` section: numbers when a model config and a ceiling are found, else a status
-    saying what is missing. ``source``: the trace or run directory (its ``run.json`` is read).
-    ``ceilings``: a measured file; "spec" for the datasheet; None = a measured file found by ``find_measured``,
-    else the datasheet."""
+def sol_of(bd: Breakdown, *, source: str | Path | None = None, model_config: str | Path | None = None,
+           ceilings: str | Path | None = None, capture: Mapping[str, Any] | None = None) -> SolSection:
+    """``bd``'s ``sol`` section: numbers when a model config and a ceiling are found, else a status saying
+    what is missing. ``source``: the trace or run directory (its ``run.json`` is read). ``capture``: facts
+    the caller knows beyond the breakdown's and run.json's (a capture analyses its trace before it writes
+    run.json), they win. ``ceilings``: a measured file; "spec" for the datasheet; None = a measured file
+    found by ``find_measured``, else the datasheet. A bad ``model_config`` raises PhaseprofError."""
     if bd.trace.device != "gpu":
-        return with_sol(bd, SolSection(status="not for CPU-only traces"))
-    capture = {**bd.capture, **read_run_json(source)}
-    model, where = find_model(capture, model_config)
+        return SolSection(status="not for CPU-only traces")
+    model, where = find_model({**bd.capture, **read_run_json(source), **(capture or {})}, model_config)
     if model is None:
-        return with_sol(bd, SolSection(status=NEEDS_CONFIG, notes=[where]))
+        return SolSection(status=NEEDS_CONFIG, notes=[where])
     if ceilings is None:
         ceilings = find_measured(source, bd.trace.gpu_name)
     measured = None if ceilings is None or str(ceilings) == SPEC else ceilings
     ceiling, warning = ceiling_for(bd.trace.gpu_name, bd.trace.gpu_properties, measured=measured)
-    return with_sol(bd, sol_section(bd, model, ceiling, model_source=where, notes=[warning] if warning else []))
+    return sol_section(bd, model, ceiling, model_source=where, notes=[warning] if warning else [])
+
+
+def attach_sol(bd: Breakdown, *, source: str | Path | None = None, model_config: str | Path | None = None,
+               ceilings: str | Path | None = None) -> Breakdown:
+    """``bd`` with its ``sol`` section (``sol_of``). For breakdowns read from JSON; an analysed trace has
+    its own (``AnalysedTrace.sol``)."""
+    return with_sol(bd, sol_of(bd, source=source, model_config=model_config, ceilings=ceilings))
 
 
 def shape_check(trace: str | Path, bd: Breakdown, model_config: str | Path | None = None):  # noqa: ANN201

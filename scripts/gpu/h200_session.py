@@ -190,6 +190,7 @@ def _run_tasks(s: Session, sess: Any, console: Any, args: argparse.Namespace, pr
     from phaseprof.capture.crosscheck import cross_check  # noqa: PLC0415
     from phaseprof.capture.options import CaptureOptions, Phase  # noqa: PLC0415
     from phaseprof.capture.runner import capture_phase  # noqa: PLC0415
+    from phaseprof.capture.sweep import SweepSpec  # noqa: PLC0415
     from phaseprof.capture.sweep_dir import SweepRequest, run_sweep  # noqa: PLC0415
 
     def cap(phase: Phase, tokens: int, n_out: int, reps: int, warmup: int) -> dict[str, Any]:
@@ -215,8 +216,8 @@ def _run_tasks(s: Session, sess: Any, console: Any, args: argparse.Namespace, pr
     s.task("timing_benchmark", bench, min_left_s=40)
 
     def prefill_sweep() -> dict[str, Any]:
-        req = SweepRequest(phase=Phase.PREFILL, lengths=tuple(lengths), reps=3 if args.quick else 5, warmup=1,
-                           out=s.work, deadline=s.deadline - 45)
+        req = SweepRequest(SweepSpec(phase=Phase.PREFILL, lengths=tuple(lengths), reps=3 if args.quick else 5,
+                                     warmup=1, out=s.work), deadline=s.deadline - 45)
         directory, doc = run_sweep(sess, req, console=console, argv=sys.argv)
         return {"dir": directory.name, "points": {p["prompt_tokens"]: round(p["ttft"]["median_ms"], 2)
                                                    for p in doc["points"]}, "skipped": doc["skipped_lengths"]}
@@ -225,8 +226,9 @@ def _run_tasks(s: Session, sess: Any, console: Any, args: argparse.Namespace, pr
 
     def decode_sweep() -> dict[str, Any]:
         conc = tuple(c for c in (1, 2, 4, 8, 16) if c <= args.max_num_seqs)
-        req = SweepRequest(phase=Phase.DECODE, concurrency=conc, prompt_tokens=decode_p, output_tokens=decode_n,
-                           reps=2 if args.quick else 3, warmup=1, out=s.work, deadline=s.deadline - 15)
+        req = SweepRequest(SweepSpec(phase=Phase.DECODE, concurrency=conc, prompt_tokens=decode_p,
+                                     output_tokens=decode_n, reps=2 if args.quick else 3, warmup=1, out=s.work),
+                           deadline=s.deadline - 15)
         directory, doc = run_sweep(sess, req, console=console, argv=sys.argv)
         return {"dir": directory.name, "points": {p["concurrency"]: {"tpot_ms": round(p["tpot"]["median_ms"], 3),
                                                                      "tok_s": round(p["output_tok_per_s"]["median"], 1)}

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from phaseprof.capture.options import Phase
-from phaseprof.capture.server import ServerCapture, capture_from_server
+from phaseprof.capture.options import CaptureOptions, Phase
+from phaseprof.capture.server import ServerCapture, ServerTarget, capture_from_server
 from phaseprof.capture.server_client import ServerClient, parse_url
 from phaseprof.capture.server_traces import ends_properly, missing_ranks, rank_from_name
 from phaseprof.cli import main
@@ -187,8 +187,8 @@ def test_too_long_for_max_model_len_is_refused_before_sending(stub: Stub, tmp_pa
 
 
 def _request(stub: Stub, trace_dir: Path, out: Path) -> ServerCapture:
-    return ServerCapture(server=stub.url, trace_dir=trace_dir, phase=Phase.PREFILL, tokens=16, reps=1, warmup=0,
-                         out=out, trace_wait_s=1.0)
+    return ServerCapture(capture=CaptureOptions(phase=Phase.PREFILL, tokens=16, reps=1, warmup=0, out=out),
+                         server=ServerTarget(stub.url), trace_dir=trace_dir, trace_wait_s=1.0)
 
 
 def test_no_new_trace_in_time(stub: Stub, tmp_path: Path) -> None:

@@ -1,11 +1,17 @@
-"""Sweep results -> plot specs and slope (pure)."""
+"""Sweep results -> plot specs and slope (pure); what a sweep or capture is asked to do, parsed once for both
+engines (in-process and ``--server``)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from phaseprof.capture.sweep import PrefillPoint, prefill_plot_spec, slope_us_per_token, write_plot
+import pytest
+
+from phaseprof.capture.options import CaptureOptions, Phase
+from phaseprof.capture.server import ServerCapture, ServerTarget
+from phaseprof.capture.sweep import PrefillPoint, SweepSpec, prefill_plot_spec, slope_us_per_token, write_plot
 from phaseprof.capture.timing import summarize
+from phaseprof.cli import main
 
 
 def point(n: int, ms: list[float]) -> PrefillPoint:
@@ -29,3 +35,56 @@ def test_prefill_plot_spec_and_slope(tmp_path: Path) -> None:
     assert slope_us_per_token(pts[:1]) is None
     files = write_plot(spec, tmp_path)
     assert files[0] == "plot.json" and (tmp_path / "plot.json").is_file()
+
+
+# ---- one options type per concern: SweepSpec / CaptureOptions are shared by the in-process and server paths
+@pytest.mark.parametrize(("kw", "expected"), [
+    ({"phase": Phase.PREFILL, "tokens": None},
+     SweepSpec(Phase.PREFILL, lengths=(128, 256, 512, 1024, 2048, 4096, 8192))),
+    ({"phase": Phase.PREFILL, "tokens": "64,32", "warmup": -3},
+     SweepSpec(Phase.PREFILL, lengths=(32, 64), warmup=0)),
+    ({"phase": Phase.DECODE, "tokens": "16", "concurrency": "1:4:1", "output_tokens": 4},
+     SweepSpec(Phase.DECODE, concurrency=(1, 2, 3, 4), prompt_tokens=16, output_tokens=4)),
+])
+def test_sweep_spec_parse(kw: dict, expected: SweepSpec) -> None:
+    args = {"concurrency": "1,2", "output_tokens": 128, "reps": 5, "warmup": 1, **kw}
+    assert SweepSpec.parse(**args) == expected
+    assert expected.request_count() == (expected.warmup + expected.reps) * (
+        len(expected.lengths) if expected.phase is Phase.PREFILL else sum(expected.concurrency))
+
+
+def test_sweep_spec_label_and_requests() -> None:
+    assert SweepSpec(Phase.PREFILL, lengths=(128, 8192), reps=2, warmup=1).label == "128-8192"
+    d = SweepSpec(Phase.DECODE, concurrency=(1, 16), reps=2, warmup=1)
+    assert (d.label, d.request_count()) == ("c1-16", 3 * 17)
+
+
+BAD_SWEEPS = [
+    (["--phase", "decode", "--tokens", "16,32"], "a decode sweep takes one prompt length"),
+    (["--phase", "decode", "--output-tokens", "1"], "a decode sweep needs --output-tokens of at least 2"),
+    (["--tokens", "128,abc"], "bad --tokens value 'abc'"),
+    (["--phase", "decode", "--concurrency", "0"], "--concurrency needs at least one positive integer"),
+    (["--reps", "0"], "--reps must be at least 1, got 0"),
+]
+
+
+@pytest.mark.parametrize(("args", "message"), BAD_SWEEPS)
+def test_both_engines_refuse_a_bad_sweep_with_the_same_line(args: list[str], message: str,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """Refused before any engine starts or any server is contacted (port 9: nothing listens there)."""
+    lines = []
+    for extra in ([], ["--server", "http://127.0.0.1:9"]):
+        assert main(["sweep", *extra, *args]) == 2
+        err = capsys.readouterr().err
+        assert message in err and err.count("\n") == 1
+        lines.append(err)
+    assert lines[0] == lines[1]
+
+
+def test_capture_options_of_normalises_once() -> None:
+    pre = CaptureOptions.of(Phase.PREFILL, 512, output_tokens=64, reps=3, warmup=-1)
+    assert (pre.output_tokens, pre.max_tokens, pre.warmup) == (1, 1, 0)
+    dec = CaptureOptions.of(Phase.DECODE, 512, output_tokens=64, reps=3, warmup=2, profile_decode_steps=4)
+    assert (dec.output_tokens, dec.max_tokens, dec.warmup, dec.profile_decode_steps) == (64, 64, 2, 4)
+    req = ServerCapture(capture=dec, server=ServerTarget("http://127.0.0.1:9"), trace_dir=Path("t"))
+    assert req.capture is dec and req.server.timeout_s == 600.0

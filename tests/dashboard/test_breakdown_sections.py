@@ -44,6 +44,24 @@ def test_roofline_and_sol_table_are_the_analysis_numbers(make_app, h200_runs):
     assert "prefill" in points and "moe" in points["prefill"]["text"]
 
 
+
+def test_a_run_without_breakdown_shows_its_analysed_traces_sol(make_app, h200_runs):
+    """Only the trace and run.json: the page shows the section of the trace's AnalysedTrace, the one
+    ``phaseprof analyze`` of the same directory prints (measured ceilings found above the run)."""
+    from phaseprof.analysis.pipeline import analyze
+
+    (h200_runs / RUN.name / "breakdown.json").unlink()
+    at = make_app("Breakdown", runs=h200_runs)
+    at.session_state["current_run"] = RUN.name
+    ok(at.run())
+    sol = analyze(h200_runs / RUN.name / "trace.json.gz").sol
+    assert sol.ok and sol.ceiling.kind == "measured"
+    df = frame(at, "bucket", "% of light", "floor ms")
+    expected = [b for ph in sol.phases for b in ph.buckets]
+    assert df["bucket"].tolist() == [b.bucket for b in expected]
+    assert df["floor ms"].tolist() == pytest.approx([b.floor_us / 1e3 for b in expected])
+    assert df["% of light"].tolist() == pytest.approx([b.pct_of_light for b in expected])
+
 OWN_EAGER = REPO / "traces/h200/own-eager/vllm-own-eager-prefill4096-decode1.pt.trace.json.gz"
 
 

@@ -134,12 +134,12 @@ def _attribution(st: Any, bd: Breakdown, phase: str) -> None:
     widgets.table(st, layers, key="layer_table")
 
 
-def _speed_of_light(st: Any, src: Any, bd: Breakdown) -> None:
+def _speed_of_light(st: Any, src: Any, bd: Breakdown, roots: Any) -> None:
     from phaseprof.sol.render import ceiling_line
     from phaseprof.sol.roofline import roofline_figure
 
     st.subheader("Speed of light")
-    sol = data.speed_of_light(src, bd)
+    sol = data.speed_of_light(src, bd, roots)
     if isinstance(sol, data._Failed):
         st.warning(md(sol.message))
         return
@@ -189,7 +189,7 @@ def render(st: Any, ctx: data.Context) -> None:
         st.plotly_chart(charts.per_step(rows, metrics, title=f"{ph_name} steps"), key="per_step")
     _top_kernels(st, ph)
     _attribution(st, bd, ph_name)
-    _speed_of_light(st, src, bd)
+    _speed_of_light(st, src, bd, ctx.roots)
     st.subheader("Unknown kernels")
     _unknown(st, bd)
     for n in bd.notes:
