@@ -17,9 +17,9 @@ import os
 import stat
 import sys
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from phaseprof.errors import PhaseprofError, TraceError
 
@@ -87,12 +87,32 @@ def open_trace(path: str | Path) -> Iterator[BinaryIO]:
         yield f
 
 
+def _inflater() -> tuple[Callable[..., Any], type[Exception]]:
+    """``decompressobj`` and its error class: ISA-L's (the optional ``isal`` package: inflates a Kineto trace
+    ~2x faster, measured 0.11 s vs 0.24 s for 154 MB) when installed, else the standard library's zlib."""
+    try:
+        from isal import isal_zlib
+    except ImportError:
+        return zlib.decompressobj, zlib.error
+    return isal_zlib.decompressobj, isal_zlib.error
+
+
 def inflate(blocks: Iterator[bytes], piece_bytes: int) -> Iterator[bytes]:
     """gzip-decompress ``blocks`` as ``gzip -dc`` does: all members in turn, trailing zero bytes ignored.
 
-    Raises ``zlib.error`` for a corrupt member, ``EOFError`` for a truncated one.
+    Raises ``zlib.error`` for a corrupt member (whichever inflater ran), ``EOFError`` for a truncated one.
     """
-    d: zlib._Decompress | None = None  # None between members
+    decompressobj, error = _inflater()
+    try:
+        yield from _inflate(blocks, piece_bytes, decompressobj)
+    except error as e:
+        if error is zlib.error:
+            raise
+        raise zlib.error(str(e)) from None
+
+
+def _inflate(blocks: Iterator[bytes], piece_bytes: int, decompressobj: Callable[..., Any]) -> Iterator[bytes]:
+    d: Any = None  # the member's decompressor; None between members
     for block in blocks:
         pending = block
         while pending:
@@ -100,7 +120,7 @@ def inflate(blocks: Iterator[bytes], piece_bytes: int) -> Iterator[bytes]:
                 pending = pending.lstrip(b"\0")  # zero padding after a member (tape blocks, preallocated files)
                 if not pending:
                     break
-                d = zlib.decompressobj(wbits=31)  # 31: gzip wrapper, CRC32 and length checked at the end
+                d = decompressobj(wbits=31)  # 31: gzip wrapper, CRC32 and length checked at the end
             out = d.decompress(pending, piece_bytes)
             if out:
                 yield out
