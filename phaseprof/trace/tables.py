@@ -14,7 +14,7 @@ from __future__ import annotations
 import gc
 import re
 from collections import defaultdict
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from itertools import repeat
@@ -30,6 +30,10 @@ from phaseprof.trace.limits import MAX_KEPT_EVENTS, TraceValueError, check_times
 from phaseprof.trace.load import decode_trace, read_trace_bytes
 from phaseprof.trace.schema import Args, Event, TraceDoc
 from phaseprof.trace.stream import stream_trace
+
+#: A filter on the events TableBuilder keeps: ``keep(family, events, ts_us)`` -> bool mask over ``events`` (the
+#: complete events a family would keep, file order; ``family`` is one of FAMILIES, "modules" or "memory").
+Keep = Callable[[str, Sequence[Event], np.ndarray], np.ndarray]
 
 _KINDS = ("kernel", "memcpy", "memset", "runtime", "driver", "cpu_op", "user_annotation", "gpu_user_annotation",
           "module")
@@ -194,6 +198,20 @@ def _pick(seq: Sequence[Event], idx: np.ndarray) -> Sequence[Event]:
     return itemgetter(*idx.tolist())(seq)
 
 
+def _memory_ts(evs: Sequence[Event]) -> np.ndarray:
+    return np.array([e.ts or 0.0 for e in evs], dtype=np.float64)
+
+
+def durations(evs: Sequence[Event]) -> np.ndarray:
+    """``dur`` of each event in µs as float64 (absent: 0)."""
+    return _durations(list(map(_DUR, evs)))
+
+
+def correlations(evs: Sequence[Event]) -> np.ndarray:
+    """``args.correlation`` of each event as int64 (absent or not an integer: -1)."""
+    return _int_or([e.args.correlation if e.args is not None else None for e in evs], what="args.correlation")
+
+
 def _is_module_name(name: object) -> bool:
     return type(name) is str and name.startswith(MODULE_PREFIX)
 
@@ -228,7 +246,9 @@ class _Growing:
 class TableBuilder:
     """Collects, chunk by chunk, the columns of the events phaseprof uses; :meth:`finish` makes the tables."""
 
-    def __init__(self) -> None:
+    def __init__(self, keep: Keep | None = None) -> None:
+        """``keep``: a further filter on the events each family would keep (see :data:`Keep`); None keeps all."""
+        self._keep = keep
         self._names, self._ids = _Codes(), _Codes()
         self._cols: dict[str, dict[str, _Growing]] = {
             f: defaultdict(_Growing) for f in [*FAMILIES, "modules", "memory"]}
@@ -262,6 +282,8 @@ class TableBuilder:
                 module[scope] = np.fromiter(map(_is_module_name, names), dtype=bool, count=len(names))
             for f in [*FAMILIES, "modules"]:
                 sel = np.flatnonzero(module if f == "modules" else ok & ~module & _CODE_FAMILY[f][c])
+                if sel.size and self._keep is not None:
+                    sel = sel[self._keep(f, _pick(evs, sel), ts[sel])]
                 if sel.size:
                     kept[f] = (_pick(evs, sel), _CODE_KIND[c[sel]], ts[sel])
             del evs
@@ -276,6 +298,9 @@ class TableBuilder:
                     memory.append(e)
                 elif e.ph == "M" and e.name == "process_name" and e.args is not None and e.args.name:
                     self._process_names[str(e.pid)] = e.args.name
+        if memory and self._keep is not None:
+            mask = self._keep("memory", memory, _memory_ts(memory))
+            memory = [e for e, k in zip(memory, mask.tolist()) if k]
         self._kept += sum(len(k[0]) for k in kept.values()) + len(memory)
         if self._kept > MAX_KEPT_EVENTS:
             raise TraceValueError(f"more than {MAX_KEPT_EVENTS:,} kernels, runtime calls, CPU ops and allocator "
@@ -309,7 +334,7 @@ class TableBuilder:
     def _add_memory(self, evs: list[Event]) -> None:
         cols = self._cols["memory"]
         args = [e.args if e.args is not None else _EMPTY_ARGS for e in evs]
-        cols["ts"].append(np.array([e.ts or 0.0 for e in evs], dtype=np.float64))
+        cols["ts"].append(_memory_ts(evs))
         cols["pid"].append(self._ids.codes([e.pid for e in evs]))
         cols["tid"].append(self._ids.codes([e.tid for e in evs]))
         cols["bytes"].append(_int_or([a.mem_bytes for a in args], default=0, what="[memory] args.Bytes"))
@@ -365,13 +390,15 @@ class TableBuilder:
             **{c: self._column("memory", c) for c in ("bytes", "total_allocated", "device_type", "device_id")},
         })
 
-    def finish(self, doc: TraceDoc, *, path: str, sha256: str, decompressed_bytes: int) -> EventTables:
-        """The tables, with ``doc``'s top-level keys (its ``traceEvents`` are not read here) as metadata."""
+    def finish(self, doc: TraceDoc, *, path: str, sha256: str, decompressed_bytes: int,
+               origin_us: float | None = None) -> EventTables:
+        """The tables, with ``doc``'s top-level keys (its ``traceEvents`` are not read here) as metadata.
+        ``origin_us``: the trace's origin when only part of it was kept (default: the first event kept)."""
         starts = [self._column(f, "ts", np.float64).min() for f in FAMILIES if self._cols[f]["ts"].size]
         memory_ts = self._column("memory", "ts", np.float64)
         if not starts and not memory_ts.size:
             raise TraceError("no kernels, runtime calls or CPU ops found: nothing to analyse", path=path)
-        origin = float(min(starts) if starts else memory_ts.min())
+        origin = origin_us if origin_us is not None else float(min(starts) if starts else memory_ts.min())
         frames = {f: self._family_frame(f, origin, path) for f in FAMILIES}
         gpu = frames["gpu"]
         runtime_names = frames["runtime"]["name"].cat.categories  # exactly the names present
@@ -408,11 +435,12 @@ def _versions(doc: TraceDoc) -> dict[str, str]:
     return {k: str(getattr(doc, k)) for k in keys if getattr(doc, k) is not None}
 
 
-def build_tables(doc: TraceDoc, *, path: str, sha256: str, decompressed_bytes: int) -> EventTables:
+def build_tables(doc: TraceDoc, *, path: str, sha256: str, decompressed_bytes: int, keep: Keep | None = None,
+                 origin_us: float | None = None) -> EventTables:
     """Split a whole decoded document's events into families and build their tables."""
-    builder = TableBuilder()
+    builder = TableBuilder(keep)
     builder.add(doc.traceEvents or [])
-    return builder.finish(doc, path=path, sha256=sha256, decompressed_bytes=decompressed_bytes)
+    return builder.finish(doc, path=path, sha256=sha256, decompressed_bytes=decompressed_bytes, origin_us=origin_us)
 
 
 @contextmanager
@@ -428,33 +456,36 @@ def _gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def load_tables(path: str | Path, *, streaming: bool = True) -> EventTables:
+def load_tables(path: str | Path, *, streaming: bool = True, keep: Keep | None = None,
+                origin_us: float | None = None) -> EventTables:
     """Read, decode and tabulate one trace file. Raises TraceError (one line, names the file) on bad input.
 
     Reads chunk by chunk (:func:`~phaseprof.trace.stream.stream_trace`); when the file is not in the shape that
     handles (or is bad input), decodes the whole document instead, which gives the same tables or the error.
-    ``streaming=False`` goes straight to the whole-document path (tests compare the two).
+    ``streaming=False`` goes straight to the whole-document path (tests compare the two). ``keep`` and
+    ``origin_us``: keep only some events (``--steps``, :mod:`phaseprof.trace.select`), times from that origin.
     """
     try:
-        return _load_tables(path, streaming=streaming)
+        return _load_tables(path, streaming=streaming, keep=keep, origin_us=origin_us)
     except TraceValueError as e:
         raise TraceError(str(e), path=path) from None
 
 
-def _load_tables(path: str | Path, *, streaming: bool) -> EventTables:
+def _load_tables(path: str | Path, *, streaming: bool, keep: Keep | None, origin_us: float | None) -> EventTables:
     with _gc_paused():
         if streaming:
-            builder = TableBuilder()
+            builder = TableBuilder(keep)
             streamed = stream_trace(path, builder.add)
             if streamed is not None:
                 return builder.finish(streamed.doc, path=str(path), sha256=streamed.sha256,
-                                      decompressed_bytes=streamed.decompressed_bytes)
+                                      decompressed_bytes=streamed.decompressed_bytes, origin_us=origin_us)
             del builder
         data, sha = read_trace_bytes(path)
         doc = decode_trace(data, path)
         size = len(data)
         del data
-        return build_tables(doc, path=str(path), sha256=sha, decompressed_bytes=size)
+        return build_tables(doc, path=str(path), sha256=sha, decompressed_bytes=size, keep=keep,
+                            origin_us=origin_us)
 
 
 def labels(column: pd.Series) -> np.ndarray:
@@ -466,3 +497,20 @@ def labels(column: pd.Series) -> np.ndarray:
         out = cats[np.maximum(codes, 0)] if cats.size else np.full(codes.size, "", dtype=object)
         return np.where(codes >= 0, out, "") if (codes < 0).any() else out
     return np.asarray([str(v) for v in column.to_numpy()], dtype=object)
+
+
+def scan_trace(path: str | Path, make_keep: Callable[[], Keep]) -> Keep:
+    """Stream every event of ``path`` through a filter that records what it needs and keeps nothing (pass 1 of
+    ``--steps``); the filter of the pass that completed (the whole-document fallback starts a fresh one)."""
+    try:
+        with _gc_paused():
+            keep = make_keep()
+            if stream_trace(path, TableBuilder(keep).add) is None:
+                data, _ = read_trace_bytes(path)
+                doc = decode_trace(data, path)
+                del data
+                keep = make_keep()
+                TableBuilder(keep).add(doc.traceEvents or [])
+            return keep
+    except TraceValueError as e:
+        raise TraceError(str(e), path=path) from None
