@@ -68,10 +68,10 @@ _MODULE_SCOPE = np.array([c in MODULE_SCOPE_CATEGORIES for c in _CAT_LIST], dtyp
 _X, _I_OR_M = "X", frozenset(("i", "M"))
 _EMPTY_ARGS = Args()
 _NONE = type(None)
-_INT_OR_NONE, _STR, _NONE_ONLY = {int, _NONE}, {str}, {None}
+_INT_OR_NONE, _STR, _NONE_ONLY, _NONE_TYPE = {int, _NONE}, {str}, {None}, {_NONE}
 _NAME, _PID, _TID, _TS, _DUR, _CAT, _PH = (attrgetter(f) for f in ("name", "pid", "tid", "ts", "dur", "cat", "ph"))
 _EXTERNAL_ID, _LEGACY_ID = attrgetter("external_id"), attrgetter("external_id_legacy")
-_KERNEL_ARG = attrgetter("kernel")
+_KERNEL_ARG, _ARGS = attrgetter("kernel"), attrgetter("args")
 _INT_ARGS = {"correlation": (attrgetter("correlation"), -1), "device": (attrgetter("device"), -1),
              "stream": (attrgetter("stream"), -1), "bytes": (attrgetter("bytes"), 0)}  # column: (getter, default)
 
@@ -172,6 +172,9 @@ class _Codes:
             if v not in table:
                 table[v] = len(table)
         return np.fromiter(map(table.__getitem__, values), dtype=np.int32, count=len(values))
+
+    def code(self, value: object) -> int:
+        return self._table.setdefault(value, len(self._table))
 
     def labels(self) -> list[str]:
         return [str(v) for v in self._table]  # pid 7 and pid "7" get two codes but one label
@@ -321,13 +324,18 @@ class TableBuilder:
         cols["tid"].append(self._ids.codes(list(map(_TID, evs))))
         cols["ts"].append(ts)
         cols["dur"].append(_durations(list(map(_DUR, evs))))
-        args = [e.args if e.args is not None else _EMPTY_ARGS for e in evs]
+        args = list(map(_ARGS, evs))
+        if _NONE in set(map(type, args)):
+            args = [a if a is not None else _EMPTY_ARGS for a in args]
         external_id, legacy_id = list(map(_EXTERNAL_ID, args)), list(map(_LEGACY_ID, args))
         if set(legacy_id) != _NONE_ONLY:  # tb_plugin-era traces spell it "external id"
             external_id = [a if a is not None else b for a, b in zip(external_id, legacy_id)]
         cols["external_id"].append(_int_or(external_id, what="args['External id']"))
         kernel = list(map(_KERNEL_ARG, args))
-        cols["launched_kernel"].append(self._names.codes([k if type(k) is str else "" for k in kernel]))
+        if set(map(type, kernel)) == _NONE_TYPE:  # almost always: only some launch APIs name their kernel
+            cols["launched_kernel"].append(np.full(len(kernel), self._names.code(""), dtype=np.int32))
+        else:
+            cols["launched_kernel"].append(self._names.codes([k if type(k) is str else "" for k in kernel]))
         for c, (get, default) in _INT_ARGS.items():
             cols[c].append(_int_or(list(map(get, args)), default, what=f"args.{c}"))
 
