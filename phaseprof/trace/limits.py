@@ -158,10 +158,16 @@ def bounded(pieces: Iterator[bytes], path: str | Path, *, max_bytes: int | None 
         yield piece
 
 
-#: Events phaseprof keeps (kernels, memcpys, runtime calls, CPU ops, allocator events) at most. The whole analysis
-#: peaks at ~500 bytes per kept event (measured: 3.95 M kernels, 1.9 GB), so 1.75 M stays under 1 GB. An eager H200
-#: decode step keeps ~4,200 (traces/h200/eager, 32 steps: 134 K): 1.75 M is ~400 such steps.
-MAX_KEPT_EVENTS = 1_750_000
+#: Events phaseprof keeps (kernels, memcpys, runtime calls, CPU ops, allocator events) at most, checked while
+#: reading: what a real trace of MAX_TRACE_BYTES keeps, with margin. The densest real trace here, the H200 eager
+#: decode (traces/h200/eager: ~4,200 kept events per decode step), keeps one event per 286 decompressed bytes, so
+#: 7.3 M in 2 GB; a graph-mode decode one per 450 bytes. The tables of 8 M events take ~0.6 GB while reading.
+MAX_KEPT_EVENTS = 8_000_000
+#: Beyond this many kept events a trace must bring at least MIN_BYTES_PER_KEPT_EVENT decompressed bytes per kept
+#: event (real traces bring 286 or more): the analysis takes ~250-400 bytes per kept event, so its memory stays in
+#: proportion to the trace's size, and a bomb of tiny kept events (50 bytes each) stops before the analysis.
+DENSE_KEPT_EVENTS = 1_750_000
+MIN_BYTES_PER_KEPT_EVENT = 200
 #: Longest time a trace may span and an event may last (µs): a profiler trace covers seconds to minutes. Past
 #: this, a ``ts`` or ``dur`` is an overflowed or corrupted number, not a time (2^62 µs would be 146,000 years).
 MAX_SPAN_US = 7 * 86_400 * 1e6

@@ -26,7 +26,8 @@ import numpy as np
 import pandas as pd
 
 from phaseprof.errors import TraceError
-from phaseprof.trace.limits import MAX_KEPT_EVENTS, TraceValueError, check_times, int64_or_error
+from phaseprof.trace.limits import (DENSE_KEPT_EVENTS, MAX_KEPT_EVENTS, MIN_BYTES_PER_KEPT_EVENT, TraceValueError,
+                                   check_times, int64_or_error)
 from phaseprof.trace.load import decode_trace, read_trace_bytes
 from phaseprof.trace.schema import Args, Event, TraceDoc
 from phaseprof.trace.stream import stream_trace
@@ -406,6 +407,11 @@ class TableBuilder:
         memory_ts = self._column("memory", "ts", np.float64)
         if not starts and not memory_ts.size:
             raise TraceError("no kernels, runtime calls or CPU ops found: nothing to analyse", path=path)
+        if self._kept > DENSE_KEPT_EVENTS and decompressed_bytes < MIN_BYTES_PER_KEPT_EVENT * self._kept:
+            raise TraceError(f"{self._kept:,} kernels, runtime calls, CPU ops and allocator events in "
+                             f"{decompressed_bytes / 1e6:,.0f} MB: denser than real traces (at least "
+                             f"{MIN_BYTES_PER_KEPT_EVENT} bytes per event beyond {DENSE_KEPT_EVENTS:,} events)",
+                             path=path)
         origin = origin_us if origin_us is not None else float(min(starts) if starts else memory_ts.min())
         frames = {f: self._family_frame(f, origin, path) for f in FAMILIES}
         gpu = frames["gpu"]
