@@ -91,6 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     a = p.parse_args(argv)
     dest = a.dir or Path(tempfile.gettempdir()) / f"phaseprof-bench-ranks-{a.ranks}x{a.mb:g}"
     files = build_ranks(a.ranks, a.mb, dest)
+    load_before = "/".join(f"{x:.1f}" for x in os.getloadavg())
     raw_mb = sum(len(gzip.decompress(f.read_bytes())) for f in files[:1]) / 1e6
     base = [sys.executable, "-m", "phaseprof.cli", "analyze", "--format", "json"]
     runs = {"jobs 1": run([*base, str(dest), "--jobs", "1"]),
@@ -101,7 +102,8 @@ def main(argv: list[str] | None = None) -> int:
     same = all(d == docs["jobs 1"] for d in docs.values())
     ref = runs["jobs 1"]["wall_s"]
     print(f"{len(files)} rank files, {raw_mb:.1f} MB decompressed each; {os.cpu_count()} cores; outputs identical: "
-          f"{same}")
+          f"{same}; load average (1/5/15 min) before {load_before}, after "
+          + "/".join(f"{x:.1f}" for x in os.getloadavg()))
     print(f"{'contender':<12} {'wall s':>8} {'speed-up':>9} {'peak RSS MB':>12} {'RSS/file MB':>12}")
     for k, v in runs.items():
         print(f"{k:<12} {v['wall_s']:8.2f} {ref / v['wall_s']:8.2f}x {v['peak_rss_mb']:12.0f} "

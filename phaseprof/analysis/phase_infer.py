@@ -121,7 +121,9 @@ def infer_mode(t: EventTables, items: pd.DataFrame, det: StepDetection, device: 
         if rt_names.size else np.zeros(len(items), dtype=bool)
     names = labels(items["name"])
     direct = ~by_graph & (labels(items["kind"]) == "kernel")
-    inductor = np.fromiter((bool(_INDUCTOR.match(n)) for n in names[direct]), dtype=bool, count=int(direct.sum()))
+    direct_names = names[direct]
+    is_inductor = {n: bool(_INDUCTOR.match(n)) for n in dict.fromkeys(direct_names.tolist())}  # each name once
+    inductor = np.fromiter(map(is_inductor.__getitem__, direct_names), dtype=bool, count=len(direct_names))
     ind_share = float(inductor.mean()) if inductor.size else 0.0
     if by_graph.any():
         steps = items["step"].to_numpy()

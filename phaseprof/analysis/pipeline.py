@@ -12,6 +12,7 @@ some consumers need (the timeline index, kernel order, the speed of light) are c
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from functools import cached_property
@@ -23,6 +24,7 @@ from phaseprof.analysis.invariants import checked
 from phaseprof.analysis.order import KernelOrder, kernel_order_of
 from phaseprof.analysis.prepare import Prepared, prepare
 from phaseprof.analysis.results import Breakdown
+from phaseprof.analysis.step_range import StepRange, Windowed, load_window
 from phaseprof.analysis.graph_align import Reference
 from phaseprof.classify.rules import RuleSet, load_rules
 from phaseprof.trace.tables import EventTables, load_tables
@@ -117,16 +119,32 @@ class AnalysedTrace:
 
 
 def analyze(source: str | Path | EventTables, *, config: AnalysisConfig | None = None,
-            ruleset: RuleSet | None = None) -> AnalysedTrace:
+            ruleset: RuleSet | None = None, steps: StepRange | None = None) -> AnalysedTrace:
     """Run the whole pipeline on a trace file (or tables already loaded). ``ruleset`` (already loaded rules)
-    takes precedence over ``config.rules``; pass it when analysing many traces with the same rules."""
+    takes precedence over ``config.rules``; pass it when analysing many traces with the same rules. ``steps``:
+    only those steps of a trace file, loading only the events they need (``analysis.step_range``)."""
     config = config or AnalysisConfig()
-    tables = source if isinstance(source, EventTables) else load_tables(source)
+    window = None
+    if steps is not None and not isinstance(source, EventTables):
+        window = load_window(source, steps)
+        tables = window.tables
+    else:
+        tables = source if isinstance(source, EventTables) else load_tables(source)
     rules = ruleset if ruleset is not None else config.ruleset()
     ref = load_reference(config.graph_reference, rules) if config.graph_reference is not None else None
-    prep = prepare(tables, rules, reference=ref)
-    return AnalysedTrace(tables=tables, rules=rules, prepared=prep, breakdown=checked(summarize(tables, prep)),
-                         config=config)
+    prep = prepare(tables, rules, reference=ref, only_steps_in=window.host_ns if window is not None else None)
+    bd = summarize(tables, prep)
+    if window is not None:
+        bd = _numbered_as_whole(bd, window)
+    return AnalysedTrace(tables=tables, rules=rules, prepared=prep, breakdown=checked(bd), config=config)
+
+
+def _numbered_as_whole(bd: Breakdown, window: Windowed) -> Breakdown:
+    """The window's step rows numbered as in the whole trace, and the window recorded in ``step_detection``."""
+    steps = [dataclasses.replace(r, index=r.index + window.first) for r in bd.steps]
+    detection = {**bd.step_detection, "window": str(window.range),
+                 "detail": f"{bd.step_detection['detail']}; {window.detail()}"}
+    return dataclasses.replace(bd, steps=steps, step_detection=detection)
 
 
 def analyze_trace(path: str | Path, *, rules: list[Path] | None = None,

@@ -6,6 +6,7 @@ here, so the two can never disagree about which kernel belongs to which step or 
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -34,8 +35,10 @@ class Prepared:
     empty_steps_dropped: int = 0
 
 
-def prepare(t: EventTables, rules: RuleSet, *, reference: Reference | None = None) -> Prepared:
-    """``reference``: another trace's capture / eager kernel sequences, to attribute graph-replayed kernels."""
+def prepare(t: EventTables, rules: RuleSet, *, reference: Reference | None = None,
+            only_steps_in: tuple[int, int] | None = None) -> Prepared:
+    """``reference``: another trace's capture / eager kernel sequences, to attribute graph-replayed kernels.
+    ``only_steps_in``: keep only the steps starting in this host window (ns; ``--steps``), see :func:`_only_steps_in`."""
     c = correlate(t)
     device = "gpu" if not t.gpu.empty else "cpu"
     kernel_buckets = _kernel_view(t.gpu["name"], rules) if device == "gpu" else np.zeros(0, dtype=object)
@@ -53,5 +56,20 @@ def prepare(t: EventTables, rules: RuleSet, *, reference: Reference | None = Non
     items["attribution"] = pd.Categorical(items["attribution"].astype(str))
     det, items, dropped = drop_empty_steps(det, items)
     det, inferred = infer_phases(det, items)
+    if only_steps_in is not None:
+        det, items = _only_steps_in(det, items, *only_steps_in)
     return Prepared(correlated=c, device=device, kernel_buckets=kernel_buckets, detection=det, items=items,
                     attribution=ia, inferred_phases=tuple(inferred), empty_steps_dropped=dropped)
+
+
+def _only_steps_in(det: StepDetection, items: pd.DataFrame, lo_ns: int, hi_ns: int
+                   ) -> tuple[StepDetection, pd.DataFrame]:
+    """The steps starting in ``[lo_ns, hi_ns)``, renumbered from 0. The other steps' items stay with step -1:
+    their GPU work inside the window is busy time of other steps, as in the whole-trace analysis."""
+    keep = [k for k, s in enumerate(det.steps) if lo_ns <= s.host_start_ns < hi_ns]
+    new_index = np.full(len(det.steps) + 1, -1, dtype=np.int64)  # the last slot: items already outside steps
+    new_index[keep] = np.arange(len(keep))
+    steps = tuple(dataclasses.replace(det.steps[k], index=i) for i, k in enumerate(keep))
+    items = items.assign(step=new_index[items["step"].to_numpy()])
+    return StepDetection(det.method, det.detail.replace(f"{len(det.steps)} step(s)", f"{len(keep)} step(s)", 1),
+                         steps), items

@@ -98,6 +98,11 @@ def _from_markers(ops: pd.DataFrame) -> StepDetection | None:
     return None
 
 
+def marker_steps(ops: pd.DataFrame) -> StepDetection | None:
+    """Steps from the step markers among ``ops`` (name categorical, ts_ns, end_ns); None without markers."""
+    return _from_markers(ops)
+
+
 def _from_boundaries(ends: np.ndarray, method: str, detail: str) -> StepDetection:
     """Steps ending at each boundary (host ns): step k = [ends[k-1] + 1, ends[k] + 1), disjoint."""
     ends = np.sort(ends)

@@ -41,6 +41,9 @@ def analyze(
                                         "datasheet (default: a ceilings/ folder above the run, else datasheet)."),
     jobs: int | None = typer.Option(None, "--jobs", "-j", min=1, help="Worker processes for the rank files of a "
                                     "rank directory (default: all cores)."),
+    steps: str | None = typer.Option(None, "--steps", metavar="FIRST:LAST", help="Analyse only these steps of "
+                                     "one trace, a Python slice of the step table's numbers (4:8: steps 4-7), "
+                                     "loading only the events they need (needs step markers)."),
     ray: str | None = typer.Option(None, "--ray", metavar="ADDRESS", help="Analyse the rank files that TRACES "
                                    "(globs, quoted) match on every node of a Ray cluster, each on the node holding "
                                    "it: 'auto' (this machine's cluster), 'local' (start one here) or HOST:PORT."),
@@ -59,6 +62,7 @@ def analyze(
     if by not in (None, "layer"):
         raise PhaseprofError(f"unknown --by {by!r} (supported: layer)")
 
+    step_range = _step_range(steps, traces, ray)
     console = Console()
     if ray is not None:
         from phaseprof.scale.cli import analyze_on_ray
@@ -76,7 +80,7 @@ def analyze(
     ruleset = config.ruleset()
     for tr in traces:
         with console.status(f"analysing {terminal(str(tr))} ...", spinner="dots") if fmt == OutputFormat.table else _null():
-            analysed = run_pipeline(tr, config=config, ruleset=ruleset)
+            analysed = run_pipeline(tr, config=config, ruleset=ruleset, steps=step_range)
         bd = analysed.reported  # with its speed-of-light section
         if json_out is not None:
             dest = json_out if len(traces) == 1 and json_out.suffix == ".json" else \
@@ -133,6 +137,19 @@ def _expand(paths: list[Path], rules: list[Path], console: Console, json_out: Pa
         else:
             out.append(got.trace)
     return out
+
+
+def _step_range(spec: str | None, traces: list[Path], ray: str | None):  # noqa: ANN202 - StepRange | None
+    if spec is None:
+        return None
+    from phaseprof.analysis.step_range import StepRange
+
+    from phaseprof.inputs import InputKind, resolve
+
+    step_range = StepRange.parse(spec)
+    if ray is not None or len(traces) != 1 or (str(traces[0]) != "-" and resolve(traces[0]).kind == InputKind.RANKS):
+        raise PhaseprofError("--steps takes one trace file (not a rank directory, --ray or several traces)")
+    return step_range
 
 
 class _null:

@@ -159,7 +159,7 @@ def test_deepseek_ep64_deepep_dispatch_and_combine():
     assert ep.combine_transfer_us_by_rank[0] > combine  # plus the cached_notify kernels before each combine
 
 
-TP2_EP = ROOT / "traces/h200x2/tp2-ep-eager-server-decode/ranks"
+TP2_EP = ROOT / "traces/h200x2/server-tp2-ep/decode-step1"
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,22 @@
+"""The small version of benchmarks/bench_analyze.py (a committed real H200 trace, one round, no HTA, with a
+``--steps`` contender): the code path stays tested. No timing is asserted; the children must all succeed."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from ..conftest import REPO
+
+TRACE = next((REPO / "traces" / "h200" / "eager").glob("*decode*/trace.json.gz"))
+
+
+def test_bench_analyze_small() -> None:
+    proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "bench_analyze.py"), "--trace", str(TRACE),
+                           "--skip-hta", "--steps", "2:4"], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    out = proc.stdout
+    assert "failed" not in out and "Error" not in out, out
+    assert "x orjson.loads' (decompressed bytes): " in out and "peak memory <= 1.0x decompressed size" in out
+    assert "phaseprof --steps 2:4 inside its process:" in out and "s; 2 steps," in out  # steps 2 and 3 only
+    assert "gzip inflater: " in out
