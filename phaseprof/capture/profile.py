@@ -26,6 +26,8 @@ from phaseprof.trace.tables import MODULE_PREFIX, MODULE_SCOPE_CATEGORIES
 
 DEFAULT_MAX_TRACE_BYTES = 5 * 1024 * 1024  # gzipped; the repository's limit for committed traces
 DEFAULT_DISTRIBUTED_INFO = {"backend": "none", "rank": 0, "world_size": 1}
+#: Steps kept (when there are as many) before the module tree is dropped to meet the size limit.
+MIN_STEPS_WITH_TREE = 4
 
 
 @dataclass(frozen=True)
@@ -163,8 +165,8 @@ def finalize_trace(raw: Path, dest: Path, *, corrections: dict[str, str] | None 
     1. ``distributedInfo`` added when absent (HTA needs it); 2. markers whose predicted token counts were wrong
     renamed to what the scheduler really ran; 3. events outside the profiled steps dropped; 4. if still too big:
     drop ``python_function`` events that are not module frames, then CPU ops inside loops, then memory events,
-    then the deepest CPU-op levels (``phaseprof.capture.trim``), then the module scopes, then the last steps,
-    until it fits. Markers, launches and kernels stay;
+    then the deepest CPU-op levels (``phaseprof.capture.trim``), then the last steps down to
+    ``MIN_STEPS_WITH_TREE``, then the module scopes, then more steps, until it fits. Markers, launches and kernels stay;
     ``TraceFile.dropped`` says what went (run.json ``trace.dropped``).
     ``metadata`` is embedded as the top-level ``phaseprof`` key (what was captured, how; ``analyze`` reads it).
     """
@@ -212,7 +214,6 @@ def finalize_trace(raw: Path, dest: Path, *, corrections: dict[str, str] | None 
         loops,
         without("memory events", lambda e: not (e.get("name") == "[memory]" or e.get("cat") == "cpu_instant_event")),
         lambda evs: drop_deepest_levels(evs, too_big=too_big),
-        without("nn.Module scopes (the module tree)", lambda e: not is_module_scope(e)),
     ]
     for stage in stages:
         if len(blob) <= max_bytes:
@@ -223,12 +224,26 @@ def finalize_trace(raw: Path, dest: Path, *, corrections: dict[str, str] | None 
             doc["traceEvents"] = events
             blob = _encode(doc)
     markers = sorted((e for e in events if _is_marker(e)), key=lambda e: float(e["ts"]))
-    while len(blob) > max_bytes and len(markers) > 1:
-        markers = markers[: max(1, len(markers) // 2)]
-        events = _window(events, markers)
-        doc["traceEvents"] = events
-        blob = _encode(doc)
-        dropped.append(f"kept only the first {len(markers)} steps")
+
+    def fewer_steps(down_to: int) -> None:
+        nonlocal events, markers, blob
+        while len(blob) > max_bytes and len(markers) > down_to:
+            markers = markers[: max(down_to, len(markers) // 2)]
+            events = _window(events, markers)
+            doc["traceEvents"] = events
+            blob = _encode(doc)
+            dropped.append(f"kept only the first {len(markers)} steps")
+
+    # Fewer steps before no module tree: a few steps with their modules and layers say more than many without
+    # (an eager H200 decode capture lost its whole tree to the size limit while 33 steps were kept).
+    fewer_steps(MIN_STEPS_WITH_TREE)
+    if len(blob) > max_bytes:
+        events, notes = without("nn.Module scopes (the module tree)", lambda e: not is_module_scope(e))(events)
+        if notes:
+            dropped += notes
+            doc["traceEvents"] = events
+            blob = _encode(doc)
+    fewer_steps(1)
     dest.parent.mkdir(parents=True, exist_ok=True)
     dest.write_bytes(blob)
     n_markers = sum(1 for e in events if _is_marker(e))

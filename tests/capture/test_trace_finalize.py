@@ -123,3 +123,29 @@ def test_hook_module_scopes_outlast_cpu_op_trimming(tmp_path: Path) -> None:
     tiny = finalize_trace(raw, tmp_path / "tiny.json.gz", max_bytes=mid.gz_bytes // 8)
     assert tiny.dropped[-1] == "4 nn.Module scopes (the module tree)" and tiny.markers == 1
     assert "400 CPU ops at nesting depth 2" in tiny.dropped
+
+
+def test_fewer_steps_before_the_module_tree(tmp_path: Path) -> None:
+    """Over the limit after every CPU-op stage, steps go (down to MIN_STEPS_WITH_TREE) before the module tree:
+    an eager H200 decode capture once kept 16 steps and none of its 21,342 module scopes."""
+    from phaseprof.capture.profile import MIN_STEPS_WITH_TREE
+
+    rng = random.Random(2)
+    events: list[dict[str, Any]] = []
+    for step in range(16):
+        t0 = step * 10_000.0
+        events.append(marker(step, t0, 9_000.0, ctx=0 if step else 512, gen=1))
+        for layer in range(40):  # module scopes with random names: incompressible, they dominate the size
+            events.append(op(f"nn.Module: Qwen3NextDecoderLayer_{layer}_{rng.random()}", t0 + 10 + layer * 200,
+                             150.0, cat="python_function"))
+    raw = write(tmp_path, events)
+    full = finalize_trace(raw, tmp_path / "full.json.gz")
+    info = finalize_trace(raw, tmp_path / "t.json.gz", max_bytes=full.gz_bytes // 3)
+    kept = read(tmp_path / "t.json.gz")["traceEvents"]
+    assert not any("nn.Module scopes" in d for d in info.dropped)
+    assert MIN_STEPS_WITH_TREE <= info.markers < 16
+    assert sum(e["name"].startswith("nn.Module: ") for e in kept) == 40 * info.markers
+    # Only when MIN_STEPS_WITH_TREE steps with their tree still do not fit does the tree go.
+    tiny = finalize_trace(raw, tmp_path / "tiny.json.gz", max_bytes=full.gz_bytes // 40)
+    assert any("nn.Module scopes" in d for d in tiny.dropped)
+    assert f"kept only the first {MIN_STEPS_WITH_TREE} steps" in tiny.dropped
