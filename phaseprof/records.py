@@ -125,6 +125,9 @@ def _read(path: Path, kind: str) -> dict[str, Any]:
     return doc
 
 
+_SERVER_ONLY = ("source", "server", "requests_sent", "vocab_size", "warnings", "rank_breakdowns")
+
+
 @dataclass(frozen=True)
 class RunRecord:
     """One capture's ``run.json``. Times in ms; ``ttft_ms`` / ``tpot_ms`` are the clean (profiler-off) medians
@@ -151,14 +154,22 @@ class RunRecord:
     breakdown: str | None = None  # "breakdown.json" when the analysis succeeded
     breakdown_error: str | None = None
     parallel: ParallelInfo | None = None  # multi-GPU captures only
+    # Captures through a live server only (``capture --server``, capture/server.py); absent otherwise.
+    source: str | None = None  # "server"
+    server: dict[str, Any] | None = None  # what the server reported (url, model, version, world size, trace_dir)
+    requests_sent: int | None = None  # every request sent to the server, warm-up and profiled included
+    vocab_size: int | None = None  # the range prompt token ids were drawn from
+    warnings: list[str] | None = None  # e.g. ranks whose traces are in no directory phaseprof could read
+    rank_breakdowns: list[str] | None = None  # rank<N>.breakdown.json files, several ranks only
     schema_version: int = RUN_SCHEMA_VERSION
     extra: dict[str, Any] = field(default_factory=dict)  # keys this version does not know, kept as read
 
     def to_dict(self) -> dict[str, Any]:
         doc = _plain(self)
         extra = doc.pop("extra")
-        if doc["parallel"] is None:
-            del doc["parallel"]
+        for key in ("parallel", *_SERVER_ONLY):
+            if doc[key] is None:
+                del doc[key]
         return {**extra, **doc}
 
     @property

@@ -37,7 +37,7 @@ def test_every_committed_run_json_reads_back_whole(path: Path) -> None:
     assert _values(rec.to_dict()) == _values(doc) and rec.extra == {}
 
 
-@pytest.mark.parametrize("path", SWEEPS, ids=lambda p: f"{p.parents[1].name}-{p.parent.name.split('-sweep-')[1]}")
+@pytest.mark.parametrize("path", SWEEPS, ids=lambda p: f"{p.parents[1].name}-{p.parent.name}")
 def test_every_committed_sweep_json_reads_back_whole(path: Path) -> None:
     doc = json.loads(path.read_text())
     rec = SweepRecord.read(path)
