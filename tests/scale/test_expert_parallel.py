@@ -174,9 +174,10 @@ def test_tp2_ep_decode_on_two_h200s_combines_with_the_all_reduce_after_each_moe_
     ep = c.expert_parallel
     assert ep.declared is True and ep.found  # serve.json above ranks/ says enable_expert_parallel
     assert ep.dispatch_instances == 0 and set(ep.how) == {"all_reduce combine (place)"}
-    # One combine per MoE block (40 blocks, one vllm::moe_forward_shared each); the other all-reduces (attention
-    # and GDN outputs) are not EP.
-    moe_blocks = _count_cpu_ops(next(TP2_EP.glob("rank0*")), "vllm::moe_forward_shared")
+    # One combine per MoE block (40 blocks, one nn.Module scope each); the other all-reduces (attention and GDN
+    # outputs) are not EP.
+    moe_blocks = _count_module_scopes(next(TP2_EP.glob("*rank0*")), "Qwen3NextSparseMoeBlock_")
+    assert moe_blocks == 40
     assert ep.combine_instances == moe_blocks and c.instances_by_family["all_reduce"] > moe_blocks
     (st,) = ep.steps
     for r, bd in tp2_ep.ranks.items():
@@ -191,6 +192,7 @@ def test_tp2_ep_decode_on_two_h200s_combines_with_the_all_reduce_after_each_moe_
     assert ep.tracking.combine_instances == moe_blocks and ep.tracking.moe_explains_pct < 5
 
 
-def _count_cpu_ops(path: Path, name: str) -> int:
+def _count_module_scopes(path: Path, prefix: str) -> int:
     events = json.loads(gzip.open(path).read())["traceEvents"]
-    return sum(1 for e in events if e.get("cat") == "cpu_op" and e.get("name") == name)
+    return sum(1 for e in events if e.get("cat") == "python_function"
+               and e.get("name", "").startswith(f"nn.Module: {prefix}"))
