@@ -7,6 +7,6 @@ cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
-.venv/bin/python -m pip install -q -e ".[cpu,dashboard,hta,ray,test]"
+.venv/bin/python -m pip install -q -e ".[cpu,dashboard,hta,ray,fast,test]"
 .venv/bin/python -m pip uninstall -y -q torchvision torchaudio torchcodec 2>/dev/null || true
 .venv/bin/python -c "import phaseprof, vllm; print('phaseprof', phaseprof.__version__, '| vllm', vllm.__version__)"
