@@ -114,8 +114,11 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     site = next((venv / "lib").glob("python3*/site-packages"))
     _link_farm(_closure(_requirements(wheel, {"dashboard"}), {"dashboard"}), tmp / "deps")
     (site / "phaseprof-deps.pth").write_text(str(tmp / "deps") + "\n")
+    # From the temp dir and without PYTHONPATH: were the checkout on the venv python's sys.path, pip would see its
+    # phaseprof.egg-info (the editable install's) and call phaseprof "already installed".
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
     subprocess.run([sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install", "--no-deps",
-                    "--no-index", "-q", str(wheel)], check=True, capture_output=True, text=True)
+                    "--no-index", "-q", str(wheel)], check=True, capture_output=True, text=True, cwd=tmp, env=env)
     yield venv / "bin"
 
 
