@@ -404,6 +404,10 @@ def print_server_headline(res: ServerCaptureResult, console: Console) -> None:
         other = len(res.collected.files) - n_ranks
         console.print(f"profiler overhead ×{res.overhead_ratio:.2f}; {n_ranks} rank trace(s)"
                       + (f" (+{other} front-end)" if other else "") + f" complete after {res.collected.waited_s:.1f} s")
+    for loc in (res.run.get("trace") or {}).get("rank_locations") or []:
+        if loc["stayed_on_node"]:
+            console.print(f"rank {loc['rank']}: analysed on {loc['host']} (Ray node {loc['node_id'][:8]}), its trace "
+                          f"stays there: {loc['path']}", markup=False, highlight=False, soft_wrap=True)
     for w in res.warnings:
         console.print(f"[yellow]warning:[/] {w}", soft_wrap=True)
     if res.breakdown_error:
