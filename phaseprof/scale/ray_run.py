@@ -11,6 +11,7 @@ The building blocks (:func:`on_every_node`, :func:`file_identity`, :func:`analyz
 
 from __future__ import annotations
 
+import functools
 import glob
 import hashlib
 import os
@@ -115,11 +116,16 @@ def this_node() -> str | None:
         return None
 
 
+@functools.lru_cache(maxsize=None)
+def _light_task(fn: Callable[..., Any]) -> Any:
+    """``fn`` as a Ray remote function reserving no CPU (made once per function: capture polls every node)."""
+    return _ray().remote(num_cpus=0, max_retries=0)(fn)
+
+
 def on_nodes(fn: Callable[..., Any], calls: Sequence[tuple[str, tuple[Any, ...]]]) -> list[Any]:
     """``fn(*args)`` as a light task (no CPU reserved) pinned to each ``(node_id, args)``; results in order."""
-    ray = _ray()
-    task = ray.remote(num_cpus=0, max_retries=0)(fn)
-    return ray.get([task.options(scheduling_strategy=pinned(n)).remote(*args) for n, args in calls])
+    task = _light_task(fn)
+    return _ray().get([task.options(scheduling_strategy=pinned(n)).remote(*args) for n, args in calls])
 
 
 def on_every_node(fn: Callable[..., Any], *args: Any) -> list[tuple[str, Any]]:
