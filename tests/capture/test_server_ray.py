@@ -150,3 +150,17 @@ def test_capture_from_server_end_to_end(cluster, stub: Stub, tmp_path: Path) -> 
     multi = json.loads((res.run_dir / "multirank.json").read_text())
     assert multi["world_size"] == 2 and [x["rank"] for x in multi["ranks"]] == [0, 1]
     assert multi["collectives"] is not None
+
+
+def test_a_shared_directory_counts_each_file_once(cluster, tmp_path: Path) -> None:
+    """Both nodes see one directory (a shared filesystem): every file is found by both, taken once."""
+    _node_of_rank, dirs, _address = cluster
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    nodes = snapshot_cluster(str(shared))
+    assert [Path(n.directory) for n in nodes] == [shared, shared]
+    for r in (0, 1):
+        shutil.copy(SRC[r], shared / NAMES[r])
+    got = wait_on_cluster(nodes, expected=2, timeout_s=60, stable_s=0.2, poll_s=0.05)
+    assert got.collected.ranks == (0, 1)
+    assert [f.node_id for f in got.where] == [min(dirs)] * 2  # owned by the first node in node-id order
