@@ -5,6 +5,8 @@ Order: trace directory exists -> server is vLLM, serves a model, has the profili
 ``POST /start_profile`` and ``POST /stop_profile`` -> the NEW rank traces in ``--trace-dir``, once complete ->
 the run directory, written atomically: one rank gives ``trace.json.gz`` + ``breakdown.json`` + ``run.json``
 (as an in-process capture); several give ``ranks/`` + ``rank<N>.breakdown.json`` + ``run.json``.
+With ``ray`` (a cluster address) the traces are looked for on every node and those on other nodes are analysed
+there (``capture/server_ray.py``): ``ranks/`` holds this node's only, plus ``multirank.json``.
 """
 
 from __future__ import annotations
