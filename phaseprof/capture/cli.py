@@ -21,7 +21,7 @@ from phaseprof.capture.options import (
     parse_engine_args,
     parse_int_list,
 )
-from phaseprof.capture.server_cli import SERVER_HELP, TRACE_DIR_HELP, capture_server, sweep_server
+from phaseprof.capture.server_cli import RAY_HELP, SERVER_HELP, TRACE_DIR_HELP, capture_server, sweep_server
 from phaseprof.errors import PhaseprofError
 from phaseprof.safe_text import for_terminal
 
@@ -168,6 +168,7 @@ def capture(
     concurrency: int = typer.Option(1, "--concurrency", help="With --server: requests sent at once per round."),
     request_timeout: float = typer.Option(600.0, "--request-timeout", help="With --server: seconds any one "
                                           "HTTP request may take."),
+    ray: str | None = typer.Option(None, "--ray", metavar="ADDRESS", help=RAY_HELP),
 ) -> None:
     """Start vLLM in-process, time each phase and prompt length without the profiler, profile each once, and
     write one run directory per combination (one engine start for all of them); or, with --server, do the same
@@ -186,8 +187,10 @@ def capture(
         capture_server(CaptureOptions.of(phases[0], lengths[0], output_tokens=output_tokens, reps=reps,
                                          warmup=warmup, seed=seed, out=out),
                        server=server, trace_dir=trace_dir, concurrency=concurrency, timeout_s=request_timeout,
-                       console=console, argv=canonical_command(ctx))
+                       console=console, argv=canonical_command(ctx), ray=ray)
         return
+    if ray is not None:
+        raise PhaseprofError("--ray goes with --server (an in-process capture writes its traces on this machine)")
     _positive("reps", reps)
     if Phase.DECODE in phases:
         _positive("output-tokens", output_tokens)

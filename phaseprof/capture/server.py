@@ -5,14 +5,18 @@ Order: trace directory exists -> server is vLLM, serves a model, has the profili
 ``POST /start_profile`` and ``POST /stop_profile`` -> the NEW rank traces in ``--trace-dir``, once complete ->
 the run directory, written atomically: one rank gives ``trace.json.gz`` + ``breakdown.json`` + ``run.json``
 (as an in-process capture); several give ``ranks/`` + ``rank<N>.breakdown.json`` + ``run.json``.
+With ``ray`` (a cluster address) the traces are looked for on every node and those on other nodes are analysed
+there (``capture/server_ray.py``): ``ranks/`` holds this node's only, plus ``multirank.json``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import gzip
 import shutil
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -82,6 +86,7 @@ class ServerCapture:
     concurrency: int = 1
     trace_wait_s: float = 120.0
     max_trace_bytes: int = DEFAULT_MAX_TRACE_BYTES
+    ray: str | None = None  # a Ray cluster's address: collect from every node of it (capture/server_ray.py)
 
 
 @dataclass(frozen=True)
@@ -132,7 +137,15 @@ def capture_from_server(req: ServerCapture, *, console: Console, argv: list[str]
                         ) -> ServerCaptureResult:
     """Run the whole capture (see the module docstring) and return what was written."""
     c, target = req.capture, req.server
-    trace_dir = trace_dir_or_error(req.trace_dir)
+    if req.ray is not None:
+        from phaseprof.capture.server_ray import snapshot_cluster  # noqa: PLC0415
+        from phaseprof.scale.ray_run import connect as connect_ray  # noqa: PLC0415
+
+        connect_ray(req.ray)
+        snapshot_cluster(str(req.trace_dir))  # the directory exists on some node: checked before any request
+        trace_dir = req.trace_dir
+    else:
+        trace_dir = trace_dir_or_error(req.trace_dir)
     n_requests = (c.warmup + c.reps + 1) * req.concurrency
     if n_requests > MAX_REQUESTS:
         raise PhaseprofError(f"(warmup + reps + 1) x concurrency = {n_requests} requests exceeds the limit of "
@@ -150,7 +163,7 @@ def capture_from_server(req: ServerCapture, *, console: Console, argv: list[str]
         rounds = run_rounds(client, plan, rounds=c.reps, concurrency=req.concurrency)
     timing = timing_from_streams(rounds, phase=c.phase, prompt_tokens=c.tokens, output_tokens=c.max_tokens,
                                  warmup=c.warmup)
-    before = snapshot(trace_dir)
+    collect = _Collector(req.ray, trace_dir)
     with console.status(f"Profiling {what} (the server's own profiler)") as status:
         _post_profile(client, "/start_profile", info, target.timeout_s)
         try:
@@ -158,8 +171,7 @@ def capture_from_server(req: ServerCapture, *, console: Console, argv: list[str]
         finally:
             status.update("Stopping the profiler (the server writes its traces now)")
             _post_profile(client, "/stop_profile", info, target.timeout_s)
-        collected = wait_for_traces(trace_dir, before, expected=info.world_size, timeout_s=req.trace_wait_s,
-                                    on_wait=status.update)
+        collected = collect.wait(expected=info.world_size, timeout_s=req.trace_wait_s, on_wait=status.update)
     rank_files = [(r, p) for r, p in zip(collected.ranks, collected.files, strict=True) if r is not None]
     other = [p for r, p in zip(collected.ranks, collected.files, strict=True) if r is None]
     if not rank_files:
@@ -177,9 +189,13 @@ def capture_from_server(req: ServerCapture, *, console: Console, argv: list[str]
             "headline": {"metric": _metric(c.phase), "median_ms": clean_ms, "source": CLIENT_CLOCK}}
     with atomic_directory(final) as tmp:
         with console.status("Analyzing the rank traces"):
-            ranks = write_rank_traces(tmp, final, rank_files, world_size=info.world_size, trace_dir=trace_dir,
-                                      metadata=meta, max_trace_bytes=req.max_trace_bytes,
-                                      model_config=info.hf_config)
+            if collect.remote_ranks():
+                ranks = collect.write_cluster(tmp, final, world_size=info.world_size)
+            else:
+                ranks = write_rank_traces(tmp, final, rank_files, world_size=info.world_size, trace_dir=trace_dir,
+                                          metadata=meta, max_trace_bytes=req.max_trace_bytes,
+                                          model_config=info.hf_config, missing_note=collect.missing_note)
+                ranks = collect.with_locations(ranks)
         breakdowns, err, trace_doc, warnings = ranks.breakdowns, ranks.error, ranks.trace_doc, list(ranks.warnings)
         rec = _run_json(req, info, timing, prof_ms, ratio, collected, other, trace_doc, breakdowns, err, warnings,
                         client.sent, argv)
@@ -189,6 +205,66 @@ def capture_from_server(req: ServerCapture, *, console: Console, argv: list[str]
     return ServerCaptureResult(run_dir=final, info=info, timing=timing, profiled_ms=prof_ms, overhead_ratio=ratio,
                                collected=collected, breakdowns=breakdowns, breakdown_error=err,
                                warnings=tuple(warnings), run=run)
+
+
+class _Collector:
+    """Where the new traces are looked for: ``trace_dir`` on this machine, or on every node of a Ray cluster
+    (``ray``: its address; the driver is connected already). Snapshots at creation (before /start_profile)."""
+
+    def __init__(self, ray: str | None, trace_dir: Path) -> None:
+        self.ray, self.trace_dir = ray, trace_dir
+        self.cluster: Any = None  # server_ray.ClusterCollected once waited for, with --ray
+        if ray is None:
+            self.before = snapshot(trace_dir)
+        else:
+            from phaseprof.capture.server_ray import snapshot_cluster  # noqa: PLC0415
+
+            self.nodes = snapshot_cluster(str(trace_dir))
+
+    def wait(self, *, expected: int | None, timeout_s: float, on_wait: Any) -> Collected:
+        if self.ray is None:
+            return wait_for_traces(self.trace_dir, self.before, expected=expected, timeout_s=timeout_s,
+                                   on_wait=on_wait)
+        from phaseprof.capture.server_ray import wait_on_cluster  # noqa: PLC0415
+
+        self.cluster = wait_on_cluster(self.nodes, expected=expected, timeout_s=timeout_s, on_wait=on_wait)
+        return self.cluster.collected
+
+    def _ranked(self) -> list[tuple[int, Any]]:
+        cc = self.cluster
+        return [(r, f) for r, f in zip(cc.collected.ranks, cc.where, strict=True) if r is not None]
+
+    def remote_ranks(self) -> bool:
+        """With --ray: whether some rank's trace is on another node than this driver's."""
+        if self.cluster is None:
+            return False
+        from phaseprof.scale.ray_run import this_node  # noqa: PLC0415
+
+        here = this_node()
+        return any(f.node_id != here for _, f in self._ranked())
+
+    def write_cluster(self, tmp: Path, final: Path, *, world_size: int | None) -> RankTraces:
+        from phaseprof.capture.server_ray import write_cluster_rank_traces  # noqa: PLC0415
+
+        return write_cluster_rank_traces(tmp, final, self._ranked(), world_size=world_size,
+                                         trace_dir=str(self.trace_dir), nodes=self.nodes)
+
+    def missing_note(self, missing: list[int], world_size: int) -> str:
+        if self.ray is None:
+            return missing_ranks_message(missing, world_size, self.trace_dir)
+        from phaseprof.capture.server_ray import missing_on_cluster_message  # noqa: PLC0415
+
+        return missing_on_cluster_message(missing, world_size, str(self.trace_dir), len(self.nodes))
+
+    def with_locations(self, ranks: RankTraces) -> RankTraces:
+        """With --ray and every trace on this node: run.json's ``trace`` entry says so, rank by rank."""
+        if self.cluster is None:
+            return ranks
+        copied = ranks.trace_doc.get("file") or ranks.trace_doc.get("ranks_dir")
+        locs = [{"rank": r, "node_id": f.node_id, "host": f.host, "path": f.path, "size": f.size,
+                 "copied_to": copied if "file" in ranks.trace_doc else f"{copied}/{Path(f.path).name}",
+                 "stayed_on_node": False} for r, f in self._ranked()]
+        return dataclasses.replace(ranks, trace_doc={**ranks.trace_doc, "rank_locations": locs})
 
 
 @dataclass(frozen=True)
@@ -205,13 +281,15 @@ class RankTraces:
 def write_rank_traces(tmp: Path, final: Path, rank_files: list[tuple[int, Path]], *, world_size: int | None,
                       trace_dir: Path, metadata: dict[str, Any],
                       max_trace_bytes: int = DEFAULT_MAX_TRACE_BYTES,
-                      model_config: dict[str, Any] | None = None) -> RankTraces:
+                      model_config: dict[str, Any] | None = None,
+                      missing_note: Callable[[list[int], int], str] | None = None) -> RankTraces:
     """Copy and analyse collected rank traces into the run directory being written (``tmp``, renamed to
     ``final`` later). One rank: ``trace.json.gz`` (finalized as an in-process capture's, ``metadata`` as its
     ``phaseprof`` key) + ``breakdown.json``. Several: ``ranks/`` (files as vLLM wrote them) +
     ``rank<N>.breakdown.json``. ``world_size``: ranks the server runs (None = the traces' own
     ``distributedInfo``); ranks without a file here are named in a warning. ``model_config``: the served
-    model's config.json (the one rank's breakdown gets its speed of light from it)."""
+    model's config.json (the one rank's breakdown gets its speed of light from it). ``missing_note``: the
+    warning for missing ranks (default: they have no file in ``trace_dir``)."""
     warnings: list[str] = []
     if len(rank_files) == 1:
         with tempfile.TemporaryDirectory(prefix="phaseprof-raw-") as work:
@@ -229,7 +307,8 @@ def write_rank_traces(tmp: Path, final: Path, rank_files: list[tuple[int, Path]]
         trace_doc = {"ranks_dir": "ranks", "files": sorted(p.name for _, p in rank_files)}
     lost = missing_ranks([r for r, _ in rank_files], world)
     if lost:
-        warnings.append(missing_ranks_message(lost, int(world or 0), trace_dir))
+        note = missing_note or (lambda m, w: missing_ranks_message(m, w, trace_dir))
+        warnings.append(note(lost, int(world or 0)))
     return RankTraces(breakdowns, err, trace_doc, tuple(warnings))
 
 
@@ -327,6 +406,10 @@ def print_server_headline(res: ServerCaptureResult, console: Console) -> None:
         other = len(res.collected.files) - n_ranks
         console.print(f"profiler overhead ×{res.overhead_ratio:.2f}; {n_ranks} rank trace(s)"
                       + (f" (+{other} front-end)" if other else "") + f" complete after {res.collected.waited_s:.1f} s")
+    for loc in (res.run.get("trace") or {}).get("rank_locations") or []:
+        if loc["stayed_on_node"]:
+            console.print(f"rank {loc['rank']}: analysed on {loc['host']} (Ray node {loc['node_id'][:8]}), its trace "
+                          f"stays there: {loc['path']}", markup=False, highlight=False, soft_wrap=True)
     for w in res.warnings:
         console.print(f"[yellow]warning:[/] {w}", soft_wrap=True)
     if res.breakdown_error:

@@ -17,6 +17,9 @@ TRACE_DIR_HELP = ("With --server: the server's torch_profiler_dir as seen from t
                   "are collected from it.")
 SERVER_HELP = ("Capture from a running vLLM server (http://HOST:PORT) instead of starting an engine; the server "
                "must run with --profiler-config '{\"profiler\": \"torch\", \"torch_profiler_dir\": DIR}'.")
+RAY_HELP = ("With --server: collect the rank traces from --trace-dir on every node of this Ray cluster ('auto', "
+            "HOST:PORT); traces on other nodes are analysed there and stay there. $VARS in --trace-dir (quoted) "
+            "expand on each node.")
 
 
 #: In-process options that mean nothing for a server capture (the server's own settings apply instead).
@@ -40,9 +43,10 @@ def server_argv(argv: list[str], *, phase: Phase) -> list[str]:
 
 
 def capture_server(capture: CaptureOptions, *, server: str, trace_dir: Path | None, concurrency: int,
-                   timeout_s: float, console: Console, argv: list[str]) -> None:
+                   timeout_s: float, console: Console, argv: list[str], ray: str | None = None) -> None:
     """``phaseprof capture --server``: check, time, profile, collect, analyse, print. ``capture``: the same
-    options an in-process capture takes (``CaptureOptions.of``)."""
+    options an in-process capture takes (``CaptureOptions.of``); ``ray``: a Ray cluster's address, to collect
+    from every node of it."""
     from phaseprof.capture.server import (  # noqa: PLC0415
         ServerCapture,
         ServerTarget,
@@ -58,7 +62,7 @@ def capture_server(capture: CaptureOptions, *, server: str, trace_dir: Path | No
     if concurrency < 1:
         raise PhaseprofError(f"--concurrency must be at least 1, got {concurrency}")
     req = ServerCapture(capture=capture, server=ServerTarget(server, timeout_s=timeout_s), trace_dir=trace_dir,
-                        concurrency=concurrency)
+                        concurrency=concurrency, ray=ray)
     res = capture_from_server(req, console=console, argv=server_argv(argv, phase=capture.phase))
     print_server_headline(res, console)
     if len(res.breakdowns) == 1:

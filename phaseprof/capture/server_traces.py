@@ -12,9 +12,10 @@ from __future__ import annotations
 import re
 import time
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Generic, TypeVar
 
 from phaseprof.errors import PhaseprofError
 
@@ -86,52 +87,82 @@ class Collected:
     waited_s: float
 
 
+K = TypeVar("K", bound=Hashable)
+
+
+@dataclass(frozen=True)
+class Watched(Generic[K]):
+    """What :func:`watch_new_traces` saw: the complete new files (sorted), how many new files there were, how long
+    it waited, and whether it stopped at the time limit."""
+
+    done: tuple[K, ...]
+    seen: int
+    waited_s: float
+    timed_out: bool
+
+
+def watch_new_traces(list_new: Callable[[], dict[K, int]], complete: Callable[[list[K]], set[K]],
+                     rank_of: Callable[[K], int | None], *, expected: int | None, timeout_s: float,
+                     stable_s: float = 1.0, poll_s: float = 0.25,
+                     on_wait: Callable[[str], None] | None = None) -> Watched[K]:
+    """The waiting logic of :func:`wait_for_traces`, wherever the files are. ``list_new``: new files now, with
+    their sizes; ``complete``: which of the given files (size unchanged for ``stable_s``) end properly. Stops
+    when ``expected`` rank files are complete (when known; else at least one and no new file for
+    ``2 * stable_s``) and every new file is; or at ``timeout_s``, with whatever is complete then."""
+    t0 = time.monotonic()
+    sizes: dict[K, tuple[int, float]] = {}  # file -> (size, since when that size)
+    ended: set[tuple[K, int]] = set()  # (file, size) known to end properly: not decompressed again
+    names: tuple[K, ...] = ()
+    names_since = t0
+    while True:
+        elapsed = time.monotonic() - t0
+        files = list_new()
+        now = time.monotonic()
+        if tuple(sorted(files)) != names:
+            names, names_since = tuple(sorted(files)), now
+        stable = []
+        for k, size in files.items():
+            prev = sizes.get(k)
+            if prev is None or prev[0] != size:
+                sizes[k] = (size, now)
+            elif now - prev[1] >= stable_s and size > 0:
+                stable.append(k)
+        unknown = [k for k in stable if (k, files[k]) not in ended]
+        if unknown:
+            ended.update((k, files[k]) for k in complete(unknown))
+        done = sorted(k for k in stable if (k, files[k]) in ended)
+        ranks_done = sum(1 for k in done if rank_of(k) is not None)
+        # Without an expected count, wait until no new file has appeared for a while (ranks flush in turn).
+        enough = ranks_done >= expected if expected else (ranks_done > 0 and now - names_since >= 2 * stable_s)
+        if enough and len(done) == len(files):
+            return Watched(tuple(done), len(files), round(elapsed, 3), False)
+        if elapsed > timeout_s:
+            # More new files than ranks (another client also profiled), or some never completed: the complete ones.
+            return Watched(tuple(done), len(files), round(elapsed, 3), True)
+        if on_wait is not None:
+            on_wait(f"waiting for rank traces: {len(done)} complete of {len(files)} new"
+                    + (f" ({expected} expected)" if expected else ""))
+        time.sleep(poll_s)
+
+
 def wait_for_traces(directory: Path, before: Snapshot, *, expected: int | None, timeout_s: float,
                     stable_s: float = 1.0, poll_s: float = 0.25,
                     on_wait: Callable[[str], None] | None = None) -> Collected:
     """Wait until the new trace files are complete: ``expected`` of them when known, else at least one and no
     new file for ``stable_s``. Raises one clear error when nothing (or nothing complete) appeared in time."""
-    t0 = time.monotonic()
-    sizes: dict[Path, tuple[int, float]] = {}  # path -> (size, since when that size)
-    names: tuple[str, ...] = ()
-    names_since = t0
-    while True:
-        elapsed = time.monotonic() - t0
-        files = new_files(directory, before)
-        now = time.monotonic()
-        if tuple(p.name for p in files) != names:
-            names, names_since = tuple(p.name for p in files), now
-        done = []
-        for p in files:
-            try:
-                size = p.stat().st_size
-            except FileNotFoundError:
-                continue
-            prev = sizes.get(p)
-            if prev is None or prev[0] != size:
-                sizes[p] = (size, now)
-            elif now - prev[1] >= stable_s and size > 0 and ends_properly(p):
-                done.append(p)
-        ranks_done = sum(1 for p in done if rank_from_name(p.name) is not None)
-        # Without an expected count, wait until no new file has appeared for a while (ranks flush in turn).
-        enough = ranks_done >= expected if expected else (ranks_done > 0 and now - names_since >= 2 * stable_s)
-        if enough and len(done) == len(files):
-            return Collected(tuple(done), tuple(rank_from_name(p.name) for p in done), round(elapsed, 3))
-        if elapsed > timeout_s:
-            if not files:
-                raise PhaseprofError(f"no new trace appeared within {timeout_s:.0f} s after /stop_profile; is "
-                                     "this the server's torch_profiler_dir (on this machine)?", path=directory)
-            if expected and ranks_done >= expected:
-                # More new files than ranks (another client also profiled): keep the complete ones.
-                return Collected(tuple(done), tuple(rank_from_name(p.name) for p in done), round(elapsed, 3))
-            if not done:
-                raise PhaseprofError(f"{len(files)} new trace file(s) appeared but none was complete within "
-                                     f"{timeout_s:.0f} s (still being written?)", path=directory)
-            return Collected(tuple(done), tuple(rank_from_name(p.name) for p in done), round(elapsed, 3))
-        if on_wait is not None:
-            on_wait(f"waiting for rank traces: {len(done)} complete of {len(files)} new"
-                    + (f" ({expected} expected)" if expected else ""))
-        time.sleep(poll_s)
+
+    def list_new() -> dict[Path, int]:
+        return {directory / n: meta[0] for n, meta in snapshot(directory).items() if before.get(n) != meta}
+
+    w = watch_new_traces(list_new, lambda ps: {p for p in ps if ends_properly(p)}, lambda p: rank_from_name(p.name),
+                         expected=expected, timeout_s=timeout_s, stable_s=stable_s, poll_s=poll_s, on_wait=on_wait)
+    if w.timed_out and not w.seen:
+        raise PhaseprofError(f"no new trace appeared within {timeout_s:.0f} s after /stop_profile; is "
+                             "this the server's torch_profiler_dir (on this machine)?", path=directory)
+    if w.timed_out and not w.done:
+        raise PhaseprofError(f"{w.seen} new trace file(s) appeared but none was complete within "
+                             f"{timeout_s:.0f} s (still being written?)", path=directory)
+    return Collected(w.done, tuple(rank_from_name(p.name) for p in w.done), w.waited_s)
 
 
 def missing_ranks(found: list[int | None], world_size: int | None) -> list[int]:

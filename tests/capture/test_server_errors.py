@@ -8,6 +8,7 @@ import gzip
 import json
 import shutil
 import socket
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -286,3 +287,27 @@ def test_silent_server_times_out() -> None:
         client = ServerClient(parse_url(f"http://127.0.0.1:{port}"), timeout_s=0.5)
         with pytest.raises(PhaseprofError, match="cannot reach a server at .* \\(no answer within 0.5 s\\)"):
             client.request("GET", "/version")
+
+
+def test_ray_unreachable_is_one_line(stub: Stub, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("ray", reason="the ray extra is installed by scripts/install.sh; CI has it")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # bound, never listening: connections are refused
+        assert _run(stub.url, tmp_path, tmp_path / "runs", "--ray", f"127.0.0.1:{port}") == 3
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and f"cannot reach the Ray cluster at '127.0.0.1:{port}'" in err
+    assert stub.seen == [] and not (tmp_path / "runs").exists()  # nothing sent to the server
+
+
+def test_ray_not_installed_is_one_line(stub: Stub, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "ray", None)  # import ray raises ImportError
+    assert _run(stub.url, tmp_path, tmp_path / "runs", "--ray", "auto") == 3
+    assert "--ray needs Ray: pip install 'phaseprof[ray]'" in _err(capsys)
+    assert stub.seen == []
+
+
+def test_ray_needs_server(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["capture", "--ray", "auto", "--out", str(tmp_path)]) == 2
+    assert "--ray goes with --server" in _err(capsys)

@@ -1,9 +1,9 @@
 """--ray on a real local multi-node Ray cluster (127.0.0.1): every rank file is analysed once, by a task on the
 node that holds it, and the report is the one the local run gives.
 
-Each worker node sees its own trace directory through ``$PHASEPROF_NODE_TRACES`` (set for that node's raylet and
-its workers only); the glob names that variable, so it expands to a different directory on each node and to
-nothing on the head node — the way rank traces sit on the local disks of a multi-node vLLM deployment.
+Each node sees its own trace directory through ``$PHASEPROF_NODE_TRACES`` (tests/scale/ray_cluster.py); the glob
+names that variable, so it expands to a different directory on each node — the way rank traces sit on the local
+disks of a multi-node vLLM deployment.
 """
 
 from __future__ import annotations
@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 
 ray = pytest.importorskip("ray", reason="the ray extra is installed by scripts/install.sh; CI has it")
-from ray.cluster_utils import Cluster  # noqa: E402
 
 from phaseprof.analysis.ranks import analyze_ranks, find_trace_files  # noqa: E402
 from phaseprof.analysis.ranks import summarize_ranks  # noqa: E402
 from phaseprof.scale.ray_run import analyze_on_cluster  # noqa: E402
 from phaseprof.scale.report import build_report, dumps  # noqa: E402
+from tests.scale.ray_cluster import two_node_cluster  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 TP2 = ROOT / "traces/h200x2/tp2-eager-prefill4096-decode8"
@@ -33,27 +33,8 @@ def cluster(tmp_path_factory):
     dirs = [tmp_path_factory.mktemp(f"node{i}") for i in range(len(files))]
     for f, d in zip(files, dirs):
         shutil.copy(f, d)
-    # Ray waits a fixed 30 s for a new raylet to register (ray/_private/node.py, not configurable); on a loaded
-    # 2-core machine that can pass, so a cluster that fails to *start* is retried. What is tested comes after.
-    for attempt in range(3):
-        c = None
-        try:
-            c = Cluster(initialize_head=True, head_node_args={
-                "num_cpus": 1, "include_dashboard": False, "env_vars": {"PHASEPROF_NODE_TRACES": str(dirs[0])}})
-            worker = c.add_node(num_cpus=1, env_vars={"PHASEPROF_NODE_TRACES": str(dirs[1])})
-            c.wait_for_nodes()
-            break
-        except Exception:
-            if c is not None:
-                c.shutdown()
-            if attempt == 2:
-                raise
-    try:
-        ray.init(address=c.address, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
-        yield c, {c.head_node.node_id: dirs[0], worker.node_id: dirs[1]}
-    finally:
-        ray.shutdown()
-        c.shutdown()
+    with two_node_cluster(dirs[0], dirs[1]) as running:
+        yield running
 
 
 def test_each_rank_analysed_on_its_node_and_report_equals_local(cluster):
