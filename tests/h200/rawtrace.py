@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from fractions import Fraction
 from functools import lru_cache
+from collections.abc import Callable
 from pathlib import Path
 
 MARKER = re.compile(r"^phaseprof_step#(\d+)_context_(\d+)\((\d+)\)_generation_(\d+)\((\d+)\)$")
@@ -180,3 +181,32 @@ def read(path: Path) -> RawTrace:
     return RawTrace(path=path, steps=steps, activities=activities, orphans=orphans,
                     kernels_per_correlation=Counter(a.correlation for a in activities if a.kind == "kernel"),
                     host_call_correlations=host_corr, attributed=_equal_split(in_steps))
+
+
+#: Categories of ``nn.Module:`` scopes: the Python tracer's frames, and the scopes of ``--hierarchy hooks``
+#: (``cpu_op`` on torch 2.11+cu130, ``user_annotation`` on older torches).
+MODULE_SCOPE_CATS = ("python_function", "cpu_op", "user_annotation")
+
+
+def rmsnorm_kernel_us(path: Path, is_step: Callable[[str], bool]) -> float:
+    """GPU time (us) of kernels whose launch call lies inside an ``nn.Module: *RMSNorm_N`` scope (GemmaRMSNorm;
+    not RMSNormGated, GDN's gate) on the same thread, inside a step (``user_annotation`` named so that
+    ``is_step(name)``); straight from the JSON."""
+    ev = json.loads(gzip.decompress(path.read_bytes()))["traceEvents"]
+    norms: dict[object, list[tuple[float, float]]] = {}
+    for e in ev:
+        if e.get("cat") in MODULE_SCOPE_CATS and re.fullmatch(r"nn\.Module: \w*RMSNorm_\d+", str(e.get("name"))):
+            norms.setdefault((e["pid"], e["tid"]), []).append((e["ts"], e["ts"] + e["dur"]))
+    steps = [(e["ts"], e["ts"] + e["dur"]) for e in ev if e.get("cat") == "user_annotation" and is_step(str(e["name"]))]
+    launch = {e["args"]["correlation"]: e for e in ev if e.get("cat") in ("cuda_runtime", "cuda_driver")
+              and "correlation" in e.get("args", {})}
+    total = 0.0
+    for k in ev:
+        if k.get("cat") != "kernel":
+            continue
+        r = launch.get(k["args"].get("correlation"))
+        if r is None or not any(a <= r["ts"] < b for a, b in steps):
+            continue
+        if any(a <= r["ts"] < b for a, b in norms.get((r["pid"], r["tid"]), [])):
+            total += k["dur"]
+    return total

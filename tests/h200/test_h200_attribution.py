@@ -17,6 +17,8 @@ import pytest
 from phaseprof.analysis.attribution_types import Method
 from phaseprof.analysis.pipeline import analyze_trace
 
+from .rawtrace import rmsnorm_kernel_us
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -35,27 +37,8 @@ def eager():
 
 
 def _norm_kernel_us_from_raw(path: Path) -> float:
-    """GPU time of kernels whose launch call lies inside an ``nn.Module: *RMSNorm_N`` scope (GemmaRMSNorm; not
-    RMSNormGated, GDN's gate) on the same thread, inside vLLM's step annotations; straight from the JSON."""
-    ev = json.loads(gzip.decompress(path.read_bytes()))["traceEvents"]
-    norms: dict[object, list[tuple[float, float]]] = {}
-    for e in ev:
-        if e.get("cat") == "python_function" and re.fullmatch(r"nn\.Module: \w*RMSNorm_\d+", str(e.get("name"))):
-            norms.setdefault((e["pid"], e["tid"]), []).append((e["ts"], e["ts"] + e["dur"]))
-    steps = [(e["ts"], e["ts"] + e["dur"]) for e in ev if e.get("cat") == "user_annotation"
-             and str(e["name"]).startswith("execute_context_") and "context_0(0)_generation_0(0)" not in e["name"]]
-    launch = {e["args"]["correlation"]: e for e in ev if e.get("cat") in ("cuda_runtime", "cuda_driver")
-              and "correlation" in e.get("args", {})}
-    total = 0.0
-    for k in ev:
-        if k.get("cat") != "kernel":
-            continue
-        r = launch.get(k["args"].get("correlation"))
-        if r is None or not any(a <= r["ts"] < b for a, b in steps):
-            continue
-        if any(a <= r["ts"] < b for a, b in norms.get((r["pid"], r["tid"]), [])):
-            total += k["dur"]
-    return total
+    """GemmaRMSNorm kernels inside vLLM's step annotations (not its empty last one): ``rawtrace.rmsnorm_kernel_us``."""
+    return rmsnorm_kernel_us(path, lambda n: n.startswith("execute_context_") and "context_0(0)_generation_0(0)" not in n)
 
 
 def test_norm_is_the_time_of_kernels_under_rmsnorm_modules(eager):

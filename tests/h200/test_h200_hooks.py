@@ -21,13 +21,14 @@ import pytest
 from phaseprof.analysis.attribution_types import Method
 from phaseprof.analysis.pipeline import analyze_trace
 
+from .rawtrace import MODULE_SCOPE_CATS, rmsnorm_kernel_us
+
 REPO = Path(__file__).resolve().parents[2]
 HOOKS = REPO / "traces/h200/hooks"
 EAGER_PREFILL = HOOKS / "eager-prefill-4096/trace.json.gz"
 GRAPH_PREFILL = HOOKS / "graph-prefill-4096/trace.json.gz"
 GRAPH_DECODE = HOOKS / "graph-decode-4096in-32out-steps1-4/trace.json.gz"
 OWN_EAGER = REPO / "traces/h200/own-eager/vllm-own-eager-prefill4096-decode1.pt.trace.json.gz"
-_SCOPE_CATS = ("python_function", "cpu_op", "user_annotation")  # hooks' scopes are cpu_op on torch 2.11+cu130
 
 
 @pytest.fixture(scope="module")
@@ -36,27 +37,8 @@ def eager():
 
 
 def _norm_kernel_us_from_raw(path: Path) -> float:
-    """GPU time of kernels whose launch call lies inside an ``nn.Module: *RMSNorm_N`` scope (GemmaRMSNorm, not
-    GDN's RMSNormGated) on the same thread, inside phaseprof's step markers; straight from the JSON."""
-    ev = json.loads(gzip.decompress(path.read_bytes()))["traceEvents"]
-    norms: dict[object, list[tuple[float, float]]] = {}
-    for e in ev:
-        if e.get("cat") in _SCOPE_CATS and re.fullmatch(r"nn\.Module: \w*RMSNorm_\d+", str(e.get("name"))):
-            norms.setdefault((e["pid"], e["tid"]), []).append((e["ts"], e["ts"] + e["dur"]))
-    steps = [(e["ts"], e["ts"] + e["dur"]) for e in ev if e.get("cat") == "user_annotation"
-             and str(e["name"]).startswith("phaseprof_step#")]
-    launch = {e["args"]["correlation"]: e for e in ev if e.get("cat") in ("cuda_runtime", "cuda_driver")
-              and "correlation" in e.get("args", {})}
-    total = 0.0
-    for k in ev:
-        if k.get("cat") != "kernel":
-            continue
-        r = launch.get(k["args"].get("correlation"))
-        if r is None or not any(a <= r["ts"] < b for a, b in steps):
-            continue
-        if any(a <= r["ts"] < b for a, b in norms.get((r["pid"], r["tid"]), [])):
-            total += k["dur"]
-    return total
+    """GemmaRMSNorm kernels, inside phaseprof's step markers: ``rawtrace.rmsnorm_kernel_us``."""
+    return rmsnorm_kernel_us(path, lambda n: n.startswith("phaseprof_step#"))
 
 
 def test_hooks_record_the_module_tree_and_norm_is_the_rmsnorm_kernels(eager):
@@ -94,5 +76,5 @@ def test_graph_capture_gets_modules_and_layers_for_95_percent(trace, reference):
 def test_graph_mode_hooks_see_only_what_runs_outside_compiled_code():
     ev = json.loads(gzip.decompress(GRAPH_PREFILL.read_bytes()))["traceEvents"]
     scopes = {re.sub(r"_\d+$", "", e["name"][len("nn.Module: "):]) for e in ev
-              if e.get("cat") in _SCOPE_CATS and str(e.get("name")).startswith("nn.Module: ")}
+              if e.get("cat") in MODULE_SCOPE_CATS and str(e.get("name")).startswith("nn.Module: ")}
     assert scopes and "Qwen3NextDecoderLayer" not in scopes  # inlined into the compiled graph
