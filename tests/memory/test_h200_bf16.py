@@ -11,6 +11,7 @@ with the prediction for the settings the run names; otherwise the prediction is 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -21,7 +22,15 @@ from phaseprof.memory.facts import load_run_facts
 from tests.memory.configs import qwen35_35b_a3b, qwen35_35b_a3b_as_qwen3next
 
 TRACES = Path(__file__).resolve().parents[2] / "traces" / "h200"
-RUNS = sorted({p.parent for pat in ("run.json", "vllm_startup.log") for p in TRACES.rglob(pat)})
+
+def _server_capture(run_dir: Path) -> bool:
+    """A ``capture --server`` run: the server started the engine, so its startup log is not in the run."""
+    run = run_dir / "run.json"
+    return run.is_file() and json.loads(run.read_text()).get("source") == "server"
+
+
+RUNS = sorted({p.parent for pat in ("run.json", "vllm_startup.log") for p in TRACES.rglob(pat)
+               if not _server_capture(p.parent)})
 
 
 def _default_layout():
