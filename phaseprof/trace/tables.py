@@ -150,8 +150,8 @@ def _int_or(values: Sequence[object], default: int = -1, what: str = "integer") 
             if len(kinds) == 1:
                 return np.full(len(values), default, dtype=np.int64)
             values = [default if v is None else v for v in values]
-        try:
-            return np.array(values, dtype=np.int64)
+        try:  # fromiter: ~1.5x faster than np.array on a list of ints (ints only here: it would parse strings)
+            return np.fromiter(values, dtype=np.int64, count=len(values))
         except OverflowError:  # some int beyond int64: name it
             pass
     return np.array([_to_int(v, default, what) for v in values], dtype=np.int64)
@@ -164,6 +164,15 @@ def _durations(values: list[object]) -> np.ndarray:
     return a
 
 
+def _floats(evs: Sequence[Event], get: Callable[[Event], object]) -> np.ndarray:
+    """``np.array(list(map(get, evs)), dtype=np.float64)`` (None -> NaN), ~2x faster: no list, no type
+    discovery. Anything fromiter does not take (a number beyond float64) goes the np.array way, error included."""
+    try:
+        return np.fromiter(map(get, evs), dtype=np.float64, count=len(evs))
+    except (TypeError, ValueError, OverflowError):
+        return np.array(list(map(get, evs)), dtype=np.float64)
+
+
 class _Codes:
     """Distinct values -> small integer codes, in order of first appearance; one table per file."""
 
@@ -172,6 +181,10 @@ class _Codes:
 
     def codes(self, values: Sequence[object]) -> np.ndarray:
         table = self._table
+        try:  # after the first chunks, every value is almost always known already: one pass
+            return np.fromiter(map(table.__getitem__, values), dtype=np.int32, count=len(values))
+        except KeyError:
+            pass
         for v in dict.fromkeys(values):  # the distinct values, first appearance first
             if v not in table:
                 table[v] = len(table)
@@ -279,14 +292,17 @@ class TableBuilder:
         kept: dict[str, tuple[list[Event], np.ndarray, np.ndarray]] = {}
         if routed.size:
             evs = _pick(events, routed)
-            ts = np.array(list(map(_TS, evs)), dtype=np.float64)  # None -> NaN
+            ts = _floats(evs, _TS)  # None -> NaN
             ok = ~np.isnan(ts) & np.fromiter(map(_X.__eq__, map(_PH, evs)), dtype=bool, count=len(evs))
             c = code[routed]
             module = np.zeros(len(evs), dtype=bool)
             scope = np.flatnonzero(ok & _MODULE_SCOPE[c])
             if scope.size:  # PyTorch's nn.Module scopes (the module tree), by name
                 names = list(map(_NAME, _pick(evs, scope)))
-                module[scope] = np.fromiter(map(_is_module_name, names), dtype=bool, count=len(names))
+                # Names repeat (every aten::mm is a cpu_op): test each distinct one, then look the rows up.
+                modules = {n for n in set(names) if _is_module_name(n)}
+                if modules:
+                    module[scope] = np.fromiter(map(modules.__contains__, names), dtype=bool, count=len(names))
             for f in [*FAMILIES, "modules"]:
                 sel = np.flatnonzero(module if f == "modules" else ok & ~module & _CODE_FAMILY[f][c])
                 if sel.size and self._keep is not None:
@@ -328,7 +344,9 @@ class TableBuilder:
         cols["pid"].append(self._ids.codes(list(map(_PID, evs))))
         cols["tid"].append(self._ids.codes(list(map(_TID, evs))))
         cols["ts"].append(ts)
-        cols["dur"].append(_durations(list(map(_DUR, evs))))
+        dur = _floats(evs, _DUR)
+        dur[np.isnan(dur)] = 0.0  # as _durations
+        cols["dur"].append(dur)
         args = list(map(_ARGS, evs))
         if _NONE in set(map(type, args)):
             args = [a if a is not None else _EMPTY_ARGS for a in args]
