@@ -12,7 +12,12 @@ integer codes into per-file tables (a kernel name seen 10,000 times is stored on
 from __future__ import annotations
 
 import gc
+import os
+import pickle
 import re
+import signal
+import stat
+import sys
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -30,7 +35,7 @@ from phaseprof.trace.limits import (DENSE_KEPT_EVENTS, MAX_KEPT_EVENTS, MIN_BYTE
                                    check_times, int64_or_error)
 from phaseprof.trace.load import decode_trace, read_trace_bytes
 from phaseprof.trace.schema import Args, Event, TraceDoc
-from phaseprof.trace.stream import stream_trace
+from phaseprof.trace.stream import merged_halves, stream_half, stream_trace
 
 #: A filter on the events TableBuilder keeps: ``keep(family, events, ts_us)`` -> bool mask over ``events`` (the
 #: complete events a family would keep, file order; ``family`` is one of FAMILIES, "modules" or "memory").
@@ -509,6 +514,10 @@ def load_tables(path: str | Path, *, streaming: bool = True, keep: Keep | None =
 
 def _load_tables(path: str | Path, *, streaming: bool, keep: Keep | None, origin_us: float | None) -> EventTables:
     with _gc_paused():
+        if streaming and keep is None and (at := _split_point(path)) is not None:
+            tables = _load_split(path, at, origin_us)
+            if tables is not None:
+                return tables
         if streaming:
             builder = TableBuilder(keep)
             streamed = stream_trace(path, builder.add)
@@ -522,6 +531,125 @@ def _load_tables(path: str | Path, *, streaming: bool, keep: Keep | None, origin
         del data
         return build_tables(doc, path=str(path), sha256=sha, decompressed_bytes=size, keep=keep,
                             origin_us=origin_us)
+
+
+#: Traces that decompress to at least this many bytes (gzip's recorded size, else the file's) are read by two
+#: processes at once on Linux with 2+ CPUs: this one decodes the first half of the events, a forked child the
+#: second (:func:`~phaseprof.trace.stream.stream_half`), and the child's columns are appended to this one's.
+#: Decoding and tabulating are ~70 % of a single-trace analysis; split, a 154 MB trace loads in ~0.55x the time.
+SPLIT_MIN_BYTES = 48 << 20
+#: ``PHASEPROF_SPLIT_READ=0`` never splits; ``=1`` splits whatever the size (tests: every committed trace).
+SPLIT_ENV = "PHASEPROF_SPLIT_READ"
+
+
+def _split_point(path: str | Path) -> int | None:
+    """Decompressed byte offset to split ``path``'s read at (about half), or None to read it in one process."""
+    mode = os.environ.get(SPLIT_ENV, "")
+    if mode == "0" or str(path) == "-" or not hasattr(os, "fork") or not sys.platform.startswith("linux"):
+        return None
+    if mode != "1" and len(os.sched_getaffinity(0)) < 2:
+        return None
+    try:
+        with open(path, "rb") as f:
+            st = os.fstat(f.fileno())
+            if not stat.S_ISREG(st.st_mode):
+                return None
+            size = st.st_size
+            if f.read(2) == b"\x1f\x8b" and size >= 20:
+                f.seek(-4, os.SEEK_END)
+                size = int.from_bytes(f.read(4), "little")  # ISIZE: the last member's size mod 2^32
+    except OSError:
+        return None
+    if mode != "1" and size < SPLIT_MIN_BYTES:
+        return None
+    return size // 2
+
+
+def _load_split(path: str | Path, at: int, origin_us: float | None) -> EventTables | None:
+    """The tables of ``path``, its events read by two processes split at decompressed byte ``at``; None (the
+    caller reads it in one process, which gives the same tables or the same error) when anything is off: no
+    separator there, a false one, a half that fails or hits a limit, duplicate top-level keys."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: the second half, pickled to the pipe; never returns into the caller's code
+        status = 1
+        try:
+            os.close(r)
+            payload = _second_half(path, at)
+            with os.fdopen(w, "wb") as f:
+                f.write(pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL))
+            status = 0 if payload is not None else 1
+        except BaseException:  # noqa: BLE001 - reported as the exit status; the parent reads in one process
+            pass
+        finally:
+            os._exit(status)
+    os.close(w)
+    done = False
+    try:
+        builder = TableBuilder()
+        try:
+            first = stream_half(path, builder.add, at, second=False)
+        except Exception:  # a limit or a bad value: the one-process read raises the error it would raise
+            first = None
+        if first is None:
+            return None
+        with os.fdopen(r, "rb") as f:
+            r = -1
+            data = f.read()
+        _, status = os.waitpid(pid, 0)
+        done = True
+        if status != 0 or not data:
+            return None
+        second = pickle.loads(data)
+        del data
+        doc = merged_halves(first, second["half"])
+        if doc is None or not _append_half(builder, second):
+            return None
+        half = second["half"]
+        return builder.finish(doc, path=str(path), sha256=half.sha256, decompressed_bytes=half.decompressed_bytes,
+                              origin_us=origin_us)
+    finally:
+        if r >= 0:
+            os.close(r)
+        if not done:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+            os.waitpid(pid, 0)
+
+
+def _second_half(path: str | Path, at: int) -> dict[str, Any] | None:
+    """In the child: the second half's columns, code tables and counts (what :func:`_append_half` takes)."""
+    builder = TableBuilder()
+    half = stream_half(path, builder.add, at, second=True)
+    if half is None:
+        return None
+    return {"half": half, "cols": {f: {c: g.array(np.int64) for c, g in cols.items()}
+                                   for f, cols in builder._cols.items()},
+            "names": list(builder._names._table), "ids": list(builder._ids._table),
+            "process_names": builder._process_names, "event_count": builder.event_count, "kept": builder._kept}
+
+
+def _append_half(builder: TableBuilder, second: dict[str, Any]) -> bool:
+    """Append the second half's rows to ``builder`` (which read the first half), its name and id codes mapped
+    onto ``builder``'s; False past :data:`MAX_KEPT_EVENTS` in all (the one-process read raises that)."""
+    builder._kept += second["kept"]
+    if builder._kept > MAX_KEPT_EVENTS:
+        return False
+    builder.event_count += second["event_count"]
+    builder._process_names.update(second["process_names"])  # later events win, as when read in one pass
+    maps = {}
+    for which, codes in (("names", builder._names), ("ids", builder._ids)):
+        maps[which] = np.asarray([codes.code(v) for v in second[which]], dtype=np.int32)
+    for f, cols in second["cols"].items():
+        for c, values in cols.items():
+            if c in ("name", "launched_kernel"):
+                values = maps["names"][values]
+            elif c in ("pid", "tid"):
+                values = maps["ids"][values]
+            builder._cols[f][c].append(values)
+    return True
 
 
 def labels(column: pd.Series) -> np.ndarray:
