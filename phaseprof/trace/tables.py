@@ -17,6 +17,7 @@ import pickle
 import re
 import signal
 import stat
+import struct
 import sys
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
@@ -25,7 +26,7 @@ from dataclasses import dataclass, field
 from itertools import repeat
 from operator import attrgetter, itemgetter
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 import pandas as pd
@@ -579,9 +580,10 @@ def _load_split(path: str | Path, at: int, origin_us: float | None) -> EventTabl
         try:
             os.close(r)
             payload = _second_half(path, at)
-            with os.fdopen(w, "wb") as f:
-                f.write(pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL))
-            status = 0 if payload is not None else 1
+            if payload is not None:
+                with os.fdopen(w, "wb") as f:
+                    _send(f, payload)
+                status = 0
         except BaseException:  # noqa: BLE001 - reported as the exit status; the parent reads in one process
             pass
         finally:
@@ -598,13 +600,14 @@ def _load_split(path: str | Path, at: int, origin_us: float | None) -> EventTabl
             return None
         with os.fdopen(r, "rb") as f:
             r = -1
-            data = f.read()
+            try:
+                second = _receive(f)
+            except Exception:  # a child that died mid-write or wrote something else: read in one process
+                second = None
         _, status = os.waitpid(pid, 0)
         done = True
-        if status != 0 or not data:
+        if status != 0 or second is None:
             return None
-        second = pickle.loads(data)
-        del data
         doc = merged_halves(first, second["half"])
         if doc is None or not _append_half(builder, second):
             return None
@@ -620,6 +623,49 @@ def _load_split(path: str | Path, at: int, origin_us: float | None) -> EventTabl
             except OSError:
                 pass
             os.waitpid(pid, 0)
+
+
+_LEN = struct.Struct("<Q")
+
+
+def _send(f: BinaryIO, payload: dict[str, Any]) -> None:
+    """Pickle ``payload`` to ``f`` with its arrays' bytes out of band (pickle protocol 5): the header, then each
+    buffer as it lies in memory, each after its length; no pickled copy of the columns is ever made."""
+    buffers: list[pickle.PickleBuffer] = []
+    header = pickle.dumps(payload, protocol=5, buffer_callback=buffers.append)
+    f.write(_LEN.pack(len(buffers)) + _LEN.pack(len(header)))
+    f.write(header)
+    for b in buffers:
+        raw = b.raw()
+        f.write(_LEN.pack(raw.nbytes))
+        f.write(raw)
+
+
+def _receive(f: BinaryIO) -> dict[str, Any] | None:
+    """What :func:`_send` wrote, the arrays built on buffers read straight from ``f``; None if it ends early."""
+    def exactly(n: int) -> bytearray | None:
+        buf = bytearray(n)
+        view, got = memoryview(buf), 0
+        while got < n:
+            k = f.readinto(view[got:])
+            if not k:
+                return None
+            got += k
+        return buf
+
+    head = exactly(2 * _LEN.size)
+    if head is None:
+        return None
+    count, size = _LEN.unpack_from(head, 0)[0], _LEN.unpack_from(head, _LEN.size)[0]
+    header = exactly(size)
+    buffers = []
+    for _ in range(count):
+        n = exactly(_LEN.size)
+        b = exactly(_LEN.unpack(n)[0]) if n is not None else None
+        if header is None or b is None:
+            return None
+        buffers.append(b)
+    return pickle.loads(header, buffers=buffers) if header is not None else None
 
 
 def _second_half(path: str | Path, at: int) -> dict[str, Any] | None:
