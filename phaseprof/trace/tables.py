@@ -19,6 +19,8 @@ import signal
 import stat
 import struct
 import sys
+import threading
+import warnings
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -553,6 +555,8 @@ def _split_point(path: str | Path) -> int | None:
         return None
     if mode != "1" and len(os.sched_getaffinity(0)) < 2:
         return None
+    if threading.active_count() > 1:  # forking a threaded program (the dashboard's server) risks the child's locks
+        return None
     try:
         with open(path, "rb") as f:
             st = os.fstat(f.fileno())
@@ -574,7 +578,9 @@ def _load_split(path: str | Path, at: int, origin_us: float | None) -> EventTabl
     caller reads it in one process, which gives the same tables or the same error) when anything is off: no
     separator there, a false one, a half that fails or hits a limit, duplicate top-level keys."""
     r, w = os.pipe()
-    pid = os.fork()
+    with warnings.catch_warnings():  # Python >= 3.12 warns on fork with native threads (BLAS pools): the child
+        warnings.simplefilter("ignore", DeprecationWarning)  # runs only this module's code, then os._exit
+        pid = os.fork()
     if pid == 0:  # the child: the second half, pickled to the pipe; never returns into the caller's code
         status = 1
         try:

@@ -123,3 +123,22 @@ def test_bad_input_gives_the_same_error(case: str, tmp_path: Path, monkeypatch: 
         assert got == whole
     else:
         assert_same_tables(got, whole)
+
+
+def test_no_split_in_a_threaded_program(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Forking while other threads run (the dashboard's server) could leave the child on a lock held by one."""
+    import threading
+
+    monkeypatch.setenv(tables.SPLIT_ENV, "1")
+    path = COMMITTED[0]
+    assert tables._split_point(path) is not None
+    stop = threading.Event()
+    t = threading.Thread(target=stop.wait)
+    t.start()
+    try:
+        assert tables._split_point(path) is None
+    finally:
+        stop.set()
+        t.join()
+    monkeypatch.setenv(tables.SPLIT_ENV, "0")
+    assert tables._split_point(path) is None
