@@ -90,17 +90,18 @@ def exclusive_shares(starts: Array, ends: Array) -> Array:
     if n == 0:
         return np.zeros(0)
     e = np.maximum(e, s)
-    bounds = np.unique(np.r_[s, e])
+    # np.unique, by a stable sort (timsort: kernels come about in time order) and a diff
+    bounds = np.sort(np.r_[s, e], kind="stable")
+    bounds = bounds[np.r_[True, bounds[1:] != bounds[:-1]]]
     # number of intervals active in each elementary segment [bounds[k], bounds[k+1])
-    delta = np.zeros(bounds.size, dtype=np.int64)
-    np.add.at(delta, np.searchsorted(bounds, s), 1)
-    np.add.at(delta, np.searchsorted(bounds, e), -1)
+    si, ei = np.searchsorted(bounds, s), np.searchsorted(bounds, e)
+    delta = np.bincount(si, minlength=bounds.size) - np.bincount(ei, minlength=bounds.size)
     active = np.cumsum(delta)[:-1]
     seg_len = np.diff(bounds).astype(np.float64)
     with np.errstate(divide="ignore", invalid="ignore"):
         per = np.where(active > 0, seg_len / np.maximum(active, 1), 0.0)
     prefix = np.r_[0.0, np.cumsum(per)]
-    return prefix[np.searchsorted(bounds, e)] - prefix[np.searchsorted(bounds, s)]
+    return prefix[ei] - prefix[si]
 
 
 def intersect(a_starts: Array, a_ends: Array, b_starts: Array, b_ends: Array) -> tuple[Array, Array]:

@@ -27,18 +27,23 @@ def op_modules(ops: pd.DataFrame, parent: np.ndarray, rules: RuleSet) -> np.ndar
     """Module-view bucket of every op: its own module rule, else its nearest ancestor's; None if neither."""
     cats = ops["name"].cat.categories
     own_by_cat = [module_bucket_of_op(str(n), rules) for n in cats]
-    own = [own_by_cat[c] for c in ops["name"].cat.codes.tolist()]
-    out: list[object] = [None] * len(ops)
-    par = parent.tolist()
-    # Parents start no later than children and are longer: this order visits parents first.
-    order = np.lexsort((-(ops["end_ns"].to_numpy() - ops["ts_ns"].to_numpy()), ops["ts_ns"].to_numpy()))
-    for i in order.tolist():
-        m = own[i]
-        if m is None:
-            p = par[i]
-            m = out[p] if p >= 0 else None
-        out[i] = m
-    return np.asarray(out, dtype=object)
+    values = list(dict.fromkeys(b for b in own_by_cat if b is not None))
+    index = {b: i for i, b in enumerate(values)}
+    own_code = np.asarray([index[b] if b is not None else -1 for b in own_by_cat], dtype=np.int64)
+    val = own_code[ops["name"].cat.codes.to_numpy()] if len(ops) else np.zeros(0, dtype=np.int64)
+    # Pointer jumping up the parent links (parents precede children, so the links form a forest): each round,
+    # a row without a bucket yet takes its pointee's and points two levels up; O(log depth) rounds.
+    ptr = np.asarray(parent, dtype=np.int64).copy()
+    todo = np.flatnonzero((val < 0) & (ptr >= 0))
+    while todo.size:
+        p = ptr[todo]
+        val[todo] = val[p]
+        ptr[todo] = ptr[p]
+        todo = todo[(val[todo] < 0) & (ptr[todo] >= 0)]
+    table = np.empty(len(values) + 1, dtype=object)  # the last slot (-1) is None
+    for i, b in enumerate(values):
+        table[i] = b
+    return table[val]
 
 
 def _kernel_view(names: pd.Series, rules: RuleSet) -> np.ndarray:

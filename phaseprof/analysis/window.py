@@ -72,7 +72,11 @@ class HostCalls:
     @classmethod
     def of(cls, names: np.ndarray) -> HostCalls:
         """``names``: the API name of every runtime row (``trace.tables.labels(runtime["name"])``)."""
-        masks = {k: np.isin(names, list(apis)) for apis, k in _APIS}
+        # Each distinct name tested once (np.isin on strings compares every row with every API name: ~50 ms
+        # on 100K calls), then the rows looked up by their name's code.
+        codes, distinct = pd.factorize(np.asarray(names, dtype=object), use_na_sentinel=False)
+        masks = {k: np.asarray([d in apis for d in distinct], dtype=bool)[codes] if len(names)
+                 else np.zeros(0, dtype=bool) for apis, k in _APIS}
         kind = np.full(len(names), HostCallKind.OTHER.value, dtype=object)
         for k, m in masks.items():
             kind[m] = k.value

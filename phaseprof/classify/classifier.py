@@ -32,7 +32,8 @@ def _lookup(name: str, rules: RuleSet, view: View) -> Bucket | None:
     key = (view, name)
     memo = rules._memo
     if key not in memo:
-        hit = first_match(name, rules.kernel if view == "kernel" else rules.module)
+        hit = first_match(name, rules.kernel if view == "kernel" else rules.module) \
+            if rules.may_match(name, view) else None
         memo[key] = hit[1].bucket if hit else None
     return memo[key]
 

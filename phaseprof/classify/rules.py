@@ -49,8 +49,18 @@ class Rule:
     why: str = ""
     examples: tuple[str, ...] = ()
     origin: str = field(default="", compare=False)  # "file.toml [[kernel]] #3": where the rule came from
+    # [the patterns as one RE2 alternation, or None when that does not compile], built on first use
+    _any: list[re2._Regexp | None] = field(default_factory=list, init=False, repr=False, compare=False,
+                                          hash=False)
 
     def match(self, name: str) -> bool:
+        """Whether any pattern is found in ``name``: one search of all patterns at once (see
+        :func:`_alternation`), else one per pattern."""
+        if not self._any:
+            self._any.append(_alternation([p.pattern for p in self.patterns]))
+        combined = self._any[0]
+        if combined is not None:
+            return combined.search(name) is not None
         return self.matching_pattern(name) is not None
 
     def matching_pattern(self, name: str) -> re2._Regexp | None:
@@ -71,6 +81,34 @@ class RuleSet:
     _memo: dict[tuple[str, str], Bucket | None] = field(
         default_factory=dict, init=False, repr=False, compare=False, hash=False
     )
+    # view -> one RE2 alternation of all its patterns (or None: not compilable as one), built on first use
+    _any: dict[str, re2._Regexp | None] = field(default_factory=dict, init=False, repr=False, compare=False,
+                                                hash=False)
+
+    def may_match(self, name: str, view: str) -> bool:
+        """False only when no pattern of ``view``'s rules is found in ``name`` (one RE2 pass over the name
+        instead of one per pattern: most op names match no module rule). Each pattern is wrapped in its own
+        group, so inline flags keep their scope; should the alternation not compile (e.g. a group name used
+        twice), every name may match."""
+        if view not in self._any:
+            texts = [p.pattern for r in (self.kernel if view == "kernel" else self.module) for p in r.patterns]
+            self._any[view] = _alternation(texts)
+            if not texts:
+                return False
+        combined = self._any[view]
+        return combined is None or combined.search(name) is not None
+
+
+def _alternation(texts: list[str]) -> re2._Regexp | None:
+    """One RE2 regex found in a name exactly when one of ``texts`` is: each wrapped in its own group, so inline
+    flags keep their scope. None when there are none or the alternation does not compile (a group name used
+    twice, RE2's memory bound): the caller then tries the patterns one by one."""
+    if not texts:
+        return None
+    try:
+        return re2.compile("|".join(f"(?:{t})" for t in texts), _RE2_OPTIONS)
+    except re2.error:
+        return None
 
 
 def load_rules(extra: list[Path] | None = None) -> RuleSet:

@@ -6,10 +6,27 @@ wrapped by ``build_memory_plan(MemoryInputs) -> MemoryPlan``; ``report.plan_to_d
 only present it.
 """
 
-from phaseprof.memory.gpus import KNOWN_GPUS, GpuSpec, lookup_gpu
-from phaseprof.memory.kv_plan import CacheSettings, Capacity, KvLayout, RequestCost, capacity, kv_layout, request_cost
-from phaseprof.memory.model_shape import ModelShape, load_hf_config, shape_from_hf_config
-from phaseprof.memory.plan import MemoryInputs, MemoryPlan, build_memory_plan
+# The names below load on first use (PEP 562): ``phaseprof analyze`` imports ``phaseprof.memory.cli`` to register
+# its command, and need not pay for the planner (~50 ms of imports) on every start.
+_LAZY = {
+    "phaseprof.memory.gpus": ("KNOWN_GPUS", "GpuSpec", "lookup_gpu"),
+    "phaseprof.memory.kv_plan": ("CacheSettings", "Capacity", "KvLayout", "RequestCost", "capacity", "kv_layout",
+                                 "request_cost"),
+    "phaseprof.memory.model_shape": ("ModelShape", "load_hf_config", "shape_from_hf_config"),
+    "phaseprof.memory.plan": ("MemoryInputs", "MemoryPlan", "build_memory_plan"),
+}
+_WHERE = {name: mod for mod, names in _LAZY.items() for name in names}
+
+
+def __getattr__(name: str) -> object:
+    if name in _WHERE:
+        import importlib
+
+        value = getattr(importlib.import_module(_WHERE[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "KNOWN_GPUS", "CacheSettings", "Capacity", "GpuSpec", "KvLayout", "MemoryInputs", "MemoryPlan", "ModelShape",

@@ -39,57 +39,159 @@ def _thread_keys(frame: pd.DataFrame) -> np.ndarray:
 
 
 def _op_parents(ops: pd.DataFrame) -> np.ndarray:
-    parent = [-1] * len(ops)
-    if ops.empty:
-        return np.asarray(parent, dtype=np.int64)
+    """Per row of ``ops`` (or of any frame with pid/tid categoricals and ts_ns/end_ns), the row of the innermost
+    op enclosing it on the same thread, or -1.
+
+    Defined by a stack sweep per thread in (start, longest first) order: ops that ended by this start are popped;
+    an op within the top is its child; an op that starts inside the top but ends after it (a partial overlap:
+    clock jitter) is taken as the top's sibling, replacing it on the stack. :func:`_sweep` is that sweep; it runs
+    only on the stretches of a thread that hold a partial overlap. Everywhere else (properly nested ops) the same
+    parents come from array operations: an op's depth is the number of earlier ops still open at its start, and
+    its parent is the last earlier op one level up.
+    """
+    n = len(ops)
+    if n == 0:
+        return np.zeros(0, dtype=np.int64)
     ts_a = ops["ts_ns"].to_numpy()
     end_a = ops["end_ns"].to_numpy()
     key_codes = pd.factorize(_thread_keys(ops))[0]
-    order = np.lexsort((-(end_a - ts_a), ts_a, key_codes))
-    # Plain Python lists: this sweep is inherently sequential, and list indexing is ~5x faster than numpy scalars.
-    ts, end, keys = ts_a.tolist(), end_a.tolist(), key_codes.tolist()
+    order = _sweep_order(ts_a, end_a, key_codes)
+    ts, end, key = ts_a[order], end_a[order], key_codes[order]
+    sorted_parent = _nested_parents(ts, end, key)
+    if sorted_parent is None:  # times the array path does not handle (not integers, huge spans): sweep them all
+        sorted_parent = np.full(n, -1, dtype=np.int64)
+        _sweep(np.arange(n), np.r_[True, key[1:] != key[:-1]], ts.tolist(), end.tolist(), sorted_parent)
+    parent = np.full(n, -1, dtype=np.int64)
+    has = sorted_parent >= 0
+    parent[order[has]] = order[sorted_parent[has]]
+    return parent
+
+
+def _sweep_order(ts: np.ndarray, end: np.ndarray, key: np.ndarray) -> np.ndarray:
+    """``np.lexsort((-(end - ts), ts, key))`` (thread, then start, then longest first, then row), faster on
+    tables already about in time order: stable sorts by start and by thread (timsort on nearly sorted data), and
+    a lexsort of only the rows that share their start with another."""
+    order = np.argsort(ts, kind="stable")
+    t = ts[order]
+    tie = np.zeros(len(t), dtype=bool)
+    same = t[1:] == t[:-1]
+    tie[1:] |= same
+    tie[:-1] |= same
+    if tie.any():
+        sub = np.flatnonzero(tie)
+        rows = order[sub]
+        group = np.cumsum(~np.r_[False, same])[sub]  # one id per run of equal starts
+        order[sub] = rows[np.lexsort((rows, -(end[rows] - ts[rows]), group))]
+    return order[np.argsort(key[order], kind="stable")]
+
+
+def _sweep(positions: np.ndarray, restart: np.ndarray, ts: list, end: list, parent: np.ndarray) -> None:
+    """The reference stack sweep over ``positions`` (ascending, in sweep order), the stack emptied where
+    ``restart`` (over all positions) is set; writes ``parent`` (in positions) at ``positions``."""
+    out = parent.tolist()
+    restart_l = restart.tolist()
     stack: list[int] = []
-    prev_key = None
-    for i in order.tolist():
-        key = keys[i]
-        if key != prev_key:
+    for i in positions.tolist():
+        if restart_l[i]:
             stack.clear()
-            prev_key = key
         t = ts[i]
         while stack and end[stack[-1]] <= t:
             stack.pop()
         if stack and end[i] <= end[stack[-1]]:
-            parent[i] = stack[-1]
+            out[i] = stack[-1]
         elif stack:  # partial overlap (clock jitter): treat as sibling of the top
-            parent[i] = parent[stack[-1]]
+            out[i] = out[stack[-1]]
             stack.pop()
+        else:
+            out[i] = -1
         stack.append(i)
-    return np.asarray(parent, dtype=np.int64)
+    parent[positions] = np.asarray(out, dtype=np.int64)[positions]
+
+
+def _nested_parents(ts: np.ndarray, end: np.ndarray, key: np.ndarray) -> np.ndarray | None:
+    """:func:`_op_parents` on ops already in sweep order (thread ``key``, then start, then longest first), as
+    positions in that order; None when the times are not integers or too far apart for one int64 key."""
+    n = len(ts)
+    if ts.dtype.kind not in "iu" or end.dtype.kind not in "iu" or (end < ts).any():
+        return None
+    new_thread = np.empty(n, dtype=bool)
+    new_thread[0] = True
+    np.not_equal(key[1:], key[:-1], out=new_thread[1:])
+    thread = np.cumsum(new_thread) - 1
+    starts = np.flatnonzero(new_thread)
+    first = starts[thread]  # position of the thread's first op
+    lo = int(ts.min())
+    span = int(end.max()) - lo + 1
+    if span * (len(starts) + 1) >= 1 << 62:
+        return None
+    # Times shifted per thread so one sorted array serves every thread: thread k's times lie in [k*span, (k+1)*span).
+    base = thread * span - lo
+    s_ts, s_end = ts + base, end + base
+    pos = np.arange(n)
+    # Ops ended by i's start, among the earlier ones of its thread: all of the thread's ops ending at or before
+    # it, less the zero-length ops at that very instant that come at or after i (they sort last in a start group).
+    ended = np.searchsorted(np.sort(s_end, kind="stable"), s_ts, side="right") - first  # timsort: nearly sorted
+    new_group = new_thread.copy()
+    np.logical_or(new_group[1:], ts[1:] != ts[:-1], out=new_group[1:])
+    group_starts = np.flatnonzero(new_group)
+    group = np.cumsum(new_group) - 1
+    group_end = np.r_[group_starts[1:], n][group]
+    zero_in_group = np.add.reduceat((end == ts).astype(np.int64), group_starts)[group]
+    ended -= np.minimum(group_end - pos, zero_in_group)
+    depth = (pos - first) - ended  # ops open at i's start
+    # Parent: the last earlier op one level up (when the ops nest properly, the top of the sweep's stack).
+    small = depth.astype(np.int16) if depth.max() < 1 << 15 else depth
+    by_level = np.argsort(small, kind="stable")  # radix sort; positions ascending within a level
+    bounds = np.searchsorted(small[by_level], np.arange(int(depth.max()) + 2))
+    at = np.full(n, -1, dtype=np.int64)  # index into by_level of the parent
+    for d in range(1, len(bounds) - 1):
+        up, here = slice(bounds[d - 1], bounds[d]), slice(bounds[d], bounds[d + 1])
+        found = np.searchsorted(by_level[up], by_level[here]) - 1
+        at[by_level[here]] = np.where(found >= 0, found + bounds[d - 1], -1)
+    cand = by_level[np.maximum(at, 0)]
+    inner = depth > 0
+    parent = np.where(inner, cand, -1)
+    # Where that parent is not the sweep's (a partial overlap made the stack differ), sweep the stretch again:
+    # stretches start where every earlier op of the thread has ended (the sweep's stack is empty there).
+    ok = ~inner | ((at >= 0) & (depth[cand] == depth - 1) & (thread[cand] == thread) & (end <= end[cand]))
+    if not ok.all():
+        open_before = np.empty(n, dtype=s_end.dtype)
+        open_before[0] = s_ts[0]
+        np.maximum.accumulate(s_end[:-1], out=open_before[1:])
+        restart = new_thread | (s_ts >= open_before)
+        stretch = np.cumsum(restart) - 1
+        bad = np.zeros(int(stretch[-1]) + 1, dtype=bool)
+        bad[stretch[~ok]] = True
+        _sweep(np.flatnonzero(bad[stretch]), restart, ts.tolist(), end.tolist(), parent)
+    return parent
 
 
 def _innermost_ops(runtime: pd.DataFrame, ops: pd.DataFrame, parent: np.ndarray) -> np.ndarray:
+    """Per row of ``runtime``, the innermost row of ``ops`` on its thread that encloses its start, or -1: the last
+    op starting at or before it (ties: the last row), then up its parents while they end before the call."""
     out = np.full(len(runtime), -1, dtype=np.int64)
     if runtime.empty or ops.empty:
         return out
     ots, oend = ops["ts_ns"].to_numpy(), ops["end_ns"].to_numpy()
-    okey = _thread_keys(ops)
-    rkey = _thread_keys(runtime)
+    codes = pd.factorize(np.concatenate([_thread_keys(ops), _thread_keys(runtime)]))[0]
+    ocode, rcode = codes[:len(ops)], codes[len(ops):]
+    o_order = np.lexsort((ots, ocode))  # by thread, then start; equal starts in row order
+    o_sorted_code, o_sorted_ts = ocode[o_order], ots[o_order]
     rts = runtime["ts_ns"].to_numpy()
-    parents = parent.tolist()
-    oend_l = oend.tolist()
-    rts_l = rts.tolist()
-    for key, ridx in pd.Series(rkey).groupby(rkey).indices.items():
-        oidx = np.flatnonzero(okey == key)
-        if oidx.size == 0:
+    for key, ridx in pd.Series(rcode).groupby(rcode).indices.items():
+        lo, hi = np.searchsorted(o_sorted_code, [key, key + 1])
+        if lo == hi:
             continue
-        oidx = oidx[np.argsort(ots[oidx], kind="stable")]
-        pos = np.searchsorted(ots[oidx], rts[ridx], side="right") - 1
-        cand = np.where(pos >= 0, oidx[np.maximum(pos, 0)], -1).tolist()
-        for r, c in zip(ridx.tolist(), cand):
-            t = rts_l[r]
-            while c >= 0 and oend_l[c] < t:
-                c = parents[c]
-            out[r] = c
+        pos = np.searchsorted(o_sorted_ts[lo:hi], rts[ridx], side="right") - 1
+        out[ridx] = np.where(pos >= 0, o_order[lo + np.maximum(pos, 0)], -1)
+    # Up the parents, all rows at once, while the op ends before the call starts.
+    todo = np.flatnonzero(out >= 0)
+    while todo.size:
+        c = out[todo]
+        up = oend[c] < rts[todo]
+        todo = todo[up]
+        out[todo] = parent[c[up]]
+        todo = todo[out[todo] >= 0]
     return out
 
 

@@ -87,6 +87,107 @@ def stream_trace(path: str | Path, sink: Callable[[list[Event]], None], *,
     return StreamedTrace(doc=doc, sha256=digest.hexdigest(), decompressed_bytes=pieces.size, event_count=count)
 
 
+@dataclass(frozen=True)
+class StreamedHalf:
+    """One half of a split read (:func:`stream_half`)."""
+
+    doc: TraceDoc  # the first half: the header's keys; the second: the trailer's
+    keys: set[str]  # the top-level keys ``doc`` was decoded from
+    sha256: str  # of the whole file as stored: the second half reads it all (the first stops at the split)
+    decompressed_bytes: int  # the second half: the whole document's
+    event_count: int
+
+
+def stream_half(path: str | Path, sink: Callable[[list[Event]], None], split_at: int, *, second: bool,
+                piece_bytes: int | None = None) -> StreamedHalf | None:
+    """:func:`stream_trace` over half of the events: those before (``second=False``) or after the first
+    separator ``}`` ws ``,`` ws ``{`` that starts at or after decompressed byte ``split_at``. Two processes can
+    read one trace this way, each decoding one half; both find the same separator. Whether it is a real event
+    boundary is known only to the first half: its last chunk, ending at that ``}``, decodes only if so. ``None``
+    when there is no such separator within 8 MB of ``split_at``, or as :func:`stream_trace`.
+    """
+    digest = hashlib.sha256()
+    pieces = _Pieces(Path(path), digest, piece_bytes or PIECE_BYTES)
+    split = _Split(split_at)
+    source = (split.after if second else split.before)(iter(pieces))
+    try:
+        header, header_keys, trailer, trailer_keys, count = _read_parts(
+            source, sink, pieces.piece_bytes, head=not second, tail=second)
+    except (_Inconsistent, msgspec.DecodeError, zlib.error, EOFError, OSError, RecursionError):
+        return None
+    finally:
+        source.close()
+    if not split.found:
+        return None
+    doc, keys = (trailer, trailer_keys) if second else (header, header_keys)
+    return StreamedHalf(doc=doc, keys=keys, sha256=digest.hexdigest(), decompressed_bytes=pieces.size,
+                        event_count=count)
+
+
+def merged_halves(first: StreamedHalf, second: StreamedHalf) -> TraceDoc | None:
+    """The top-level keys of the whole document; None where :func:`stream_trace` would give up (duplicates)."""
+    if "traceEvents" in first.keys | second.keys or first.keys & second.keys:
+        return None
+    return _merged(first.doc, second.doc, second.keys)
+
+
+class _Split:
+    """Cuts a stream of decompressed pieces at the first separator starting at or after byte ``at``."""
+
+    _LOOK_MAX = 8 << 20  # no separator within this many bytes after ``at``: no split (one huge event, the trailer)
+
+    def __init__(self, at: int) -> None:
+        self.at = at
+        self.found = False
+
+    def _pieces(self, pieces: Iterator[bytes], before: bool) -> Iterator[bytes]:
+        try:
+            yield from self._cut(pieces, before)
+        finally:
+            close = getattr(pieces, "close", None)
+            if close is not None:
+                close()  # the file, now rather than when the generator is collected
+
+    def _cut(self, pieces: Iterator[bytes], before: bool) -> Iterator[bytes]:
+        pos = 0
+        look = bytearray()
+        for piece in pieces:
+            if not look and pos + len(piece) <= self.at:
+                pos += len(piece)
+                if before:
+                    yield piece
+                continue
+            if not look:  # the piece holding byte ``at``: what precedes it belongs to the first half
+                k = max(0, self.at - pos)
+                if before and k:
+                    yield piece[:k]
+                look += piece[k:]
+            else:
+                look += piece
+            pos += len(piece)
+            # The leftmost match in what has arrived is the leftmost in the whole stream: a match starting
+            # earlier and ending later would hold only blanks and one "," after its "}", so no other "}".
+            m = _SEP.search(look)
+            if m is not None:
+                self.found = True
+                if before:
+                    yield bytes(look[:m.start() + 1])
+                    return
+                yield bytes(look[m.end() - 1:])
+                yield from pieces
+                return
+            if len(look) > self._LOOK_MAX:
+                break
+        if before and look:
+            yield bytes(look)  # no split: the first half reads on to the end (and gives up there)
+
+    def before(self, pieces: Iterator[bytes]) -> Iterator[bytes]:
+        return self._pieces(pieces, True)
+
+    def after(self, pieces: Iterator[bytes]) -> Iterator[bytes]:
+        return self._pieces(pieces, False)
+
+
 class _Pieces:
     """The file's decompressed bytes in pieces of at most ``piece_bytes``; hashes the stored bytes on the way."""
 
@@ -117,6 +218,22 @@ def _blocks(first: bytes, f: BinaryIO, digest: "hashlib._Hash", size: int) -> It
 
 def _read(pieces: Iterator[bytes], sink: Callable[[list[Event]], None], piece_bytes: int) -> tuple[TraceDoc, int]:
     """Header, then event chunks into ``sink``, then the tail; the merged top-level keys and the event count."""
+    header, header_keys, trailer, trailer_keys, count = _read_parts(pieces, sink, piece_bytes)
+    if "traceEvents" in header_keys | trailer_keys or header_keys & trailer_keys:
+        raise _Inconsistent("duplicate top-level keys")
+    return _merged(header, trailer, trailer_keys), count
+
+
+def _read_parts(pieces: Iterator[bytes], sink: Callable[[list[Event]], None], piece_bytes: int, *,
+                head: bool = True, tail: bool = True) -> tuple[TraceDoc, set[str], TraceDoc, set[str], int]:
+    """:func:`_read` less the merge: header and its keys, trailer and its keys, event count. ``head=False``:
+    ``pieces`` start at an event (the second half of a split read: no header); ``tail=False``: they end with an
+    event's ``}`` (the first half: no trailer)."""
+    if not head:
+        buf = bytearray(1 + 2 * piece_bytes + _SEP_WINDOW)
+        n = _put(buf, 0, b"[")
+        header, header_keys = TraceDoc(), set()
+        return _read_events(pieces, sink, piece_bytes, buf, n, header, header_keys, tail)
     buf = bytearray()
     for piece in pieces:
         searched = max(0, len(buf) - _KEY_OVERLAP)
@@ -137,6 +254,12 @@ def _read(pieces: Iterator[bytes], sink: Callable[[list[Event]], None], piece_by
     buf = bytearray(1 + len(rest0) + 2 * piece_bytes + _SEP_WINDOW)
     n = _put(buf, 0, b"[" + rest0)
     del head, rest0
+    return _read_events(pieces, sink, piece_bytes, buf, n, header, header_keys, tail)
+
+
+def _read_events(pieces: Iterator[bytes], sink: Callable[[list[Event]], None], piece_bytes: int, buf: bytearray,
+                 n: int, header: TraceDoc, header_keys: set[str], tail: bool
+                 ) -> tuple[TraceDoc, set[str], TraceDoc, set[str], int]:
     count = 0
     decodable_from = 0  # "[" + bytes known not to end at a real boundary: cut after them
     for piece in pieces:
@@ -169,12 +292,16 @@ def _read(pieces: Iterator[bytes], sink: Callable[[list[Event]], None], piece_by
         count += len(events)
         sink(events)
         del events
-    events, trailer, trailer_keys = _tail(bytes(buf[1:n]))
+    if tail:
+        events, trailer, trailer_keys = _tail(bytes(buf[1:n]))
+    else:  # the first half ends with an event's "}": what is left is whole events (or the split was false)
+        buf[n:n + 1] = b"]"
+        with memoryview(buf) as view:
+            events = _EVENTS.decode(view[:n + 1])
+        trailer, trailer_keys = TraceDoc(), set()
     count += len(events)
     sink(events)
-    if "traceEvents" in header_keys | trailer_keys or header_keys & trailer_keys:
-        raise _Inconsistent("duplicate top-level keys")
-    return _merged(header, trailer, trailer_keys), count
+    return header, header_keys, trailer, trailer_keys, count
 
 
 def _blank(piece: bytes) -> bool:

@@ -177,11 +177,15 @@ def test_classify_kernels_maps_rows_and_missing_names():
 
 def test_classify_kernels_looks_each_unique_name_up_once(monkeypatch):
     rules = load_rules()  # fresh memo
-    calls = []
+    calls, searched = [], []
     real = classifier.first_match
     monkeypatch.setattr(classifier, "first_match", lambda name, ordered: calls.append(name) or real(name, ordered))
+    real_may = type(rules).may_match
+    monkeypatch.setattr(type(rules), "may_match", lambda self, name, view: searched.append(name) or
+                        real_may(self, name, view))
     got = classify_kernels(pd.Series(["a_kernel", "fused_moe_kernel", "a_kernel"] * 1000), rules)
-    assert sorted(calls) == ["a_kernel", "fused_moe_kernel"]
+    assert sorted(searched) == ["a_kernel", "fused_moe_kernel"]  # each distinct name once ...
+    assert calls == ["fused_moe_kernel"]  # ... and rule by rule only where some pattern is found in it
     assert (got == np.array([B.UNKNOWN, B.MOE, B.UNKNOWN] * 1000, dtype=object)).all()
 
 
@@ -354,3 +358,32 @@ LONG_NAMES = {
         "lemIfDF16bLb1ELb1ELb1EEEvEEEEJNSS_21FmhaFwdGroupModeKargsEEEEvDpT1_"
     ),
 }
+
+
+def test_one_search_per_rule_matches_as_pattern_by_pattern():
+    """Rule.match (all patterns as one RE2 alternation) and RuleSet.may_match agree with trying each pattern,
+    on every name of the committed traces and every rule example; inline flags keep their scope; an
+    alternation that does not compile (``\\Q`` quoting to the end) falls back to pattern by pattern."""
+    import re2
+
+    from phaseprof.classify.rules import Rule, RuleSet, _RE2_OPTIONS
+    from phaseprof.trace.tables import load_tables
+
+    rules = load_rules()
+    names = {e for r in rules.kernel + rules.module for e in r.examples}
+    for path in sorted((Path(__file__).resolve().parents[2] / "traces").rglob("*.json.gz"))[:12]:
+        t = load_tables(path)
+        for f in (t.gpu, t.ops, t.runtime, t.modules):
+            if not f.empty:
+                names |= {str(n) for n in f["name"].cat.categories}
+    for view, ordered in (("kernel", rules.kernel), ("module", rules.module)):
+        for name in names:
+            each = [r.matching_pattern(name) is not None for r in ordered]
+            assert [r.match(name) for r in ordered] == each, name
+            assert rules.may_match(name, view) == any(each), name
+    odd = Rule(B.MOE, tuple(re2.compile(p, _RE2_OPTIONS) for p in ("(?i)moe", "GEMM", r"\Qa(b")))
+    assert odd.match("xMoE") and odd.match("GEMM") and not odd.match("gemm") and odd.match("za(b")
+    assert odd._any == [None]  # \Q...: not compilable as one; matched pattern by pattern
+    flags = Rule(B.MOE, tuple(re2.compile(p, _RE2_OPTIONS) for p in ("(?i)moe", "GEMM")))
+    assert flags.match("MOE") and not flags.match("gemm") and flags._any[0] is not None
+    assert not RuleSet(kernel=(), module=()).may_match("x", "kernel")

@@ -1,0 +1,169 @@
+"""``trace.correlate._op_parents`` (array path + sweep of the stretches with partial overlaps) gives exactly what
+the plain stack sweep it replaced gives: on every committed trace, the public ones, and hand-made jitter cases."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from phaseprof.analysis.items import op_modules
+from phaseprof.classify.rules import load_rules
+from phaseprof.trace.correlate import _innermost_ops, _op_parents, _thread_keys
+from phaseprof.trace.tables import load_tables
+
+ROOT = Path(__file__).resolve().parents[2]
+PUBLIC = ROOT.parent / "shared" / "traces" / "public"
+TRACES = sorted(ROOT.glob("traces/**/*.json.gz")) + sorted(PUBLIC.glob("*.json.gz"))
+
+
+def reference_op_parents(ops: pd.DataFrame) -> np.ndarray:
+    """The sequential sweep ``_op_parents`` was until the array path (kept verbatim as the definition)."""
+    parent = [-1] * len(ops)
+    if ops.empty:
+        return np.asarray(parent, dtype=np.int64)
+    ts_a = ops["ts_ns"].to_numpy()
+    end_a = ops["end_ns"].to_numpy()
+    key_codes = pd.factorize(_thread_keys(ops))[0]
+    order = np.lexsort((-(end_a - ts_a), ts_a, key_codes))
+    ts, end, keys = ts_a.tolist(), end_a.tolist(), key_codes.tolist()
+    stack: list[int] = []
+    prev_key = None
+    for i in order.tolist():
+        key = keys[i]
+        if key != prev_key:
+            stack.clear()
+            prev_key = key
+        t = ts[i]
+        while stack and end[stack[-1]] <= t:
+            stack.pop()
+        if stack and end[i] <= end[stack[-1]]:
+            parent[i] = stack[-1]
+        elif stack:  # partial overlap (clock jitter): treat as sibling of the top
+            parent[i] = parent[stack[-1]]
+            stack.pop()
+        stack.append(i)
+    return np.asarray(parent, dtype=np.int64)
+
+
+def reference_innermost(runtime: pd.DataFrame, ops: pd.DataFrame, parent: np.ndarray) -> np.ndarray:
+    out = np.full(len(runtime), -1, dtype=np.int64)
+    if runtime.empty or ops.empty:
+        return out
+    ots, oend = ops["ts_ns"].to_numpy(), ops["end_ns"].to_numpy()
+    okey, rkey = _thread_keys(ops), _thread_keys(runtime)
+    rts = runtime["ts_ns"].to_numpy()
+    for key, ridx in pd.Series(rkey).groupby(rkey).indices.items():
+        oidx = np.flatnonzero(okey == key)
+        if oidx.size == 0:
+            continue
+        oidx = oidx[np.argsort(ots[oidx], kind="stable")]
+        pos = np.searchsorted(ots[oidx], rts[ridx], side="right") - 1
+        cand = np.where(pos >= 0, oidx[np.maximum(pos, 0)], -1).tolist()
+        for r, c in zip(ridx.tolist(), cand):
+            while c >= 0 and oend[c] < rts[r]:
+                c = parent[c]
+            out[r] = c
+    return out
+
+
+def reference_op_modules(ops: pd.DataFrame, parent: np.ndarray, rules) -> list:
+    from phaseprof.classify.classifier import module_bucket_of_op
+    own = [module_bucket_of_op(str(n), rules) for n in ops["name"].astype(object)]
+    out: list = [None] * len(ops)
+    order = np.lexsort((-(ops["end_ns"].to_numpy() - ops["ts_ns"].to_numpy()), ops["ts_ns"].to_numpy()))
+    for i in order.tolist():
+        m = own[i]
+        if m is None:
+            p = parent[i]
+            m = out[p] if p >= 0 else None
+        out[i] = m
+    return out
+
+
+def frame(rows: list[tuple], *, dtype=np.int64) -> pd.DataFrame:
+    """(ts, end[, tid[, name]]) rows -> a frame shaped like the ops table."""
+    return pd.DataFrame({
+        "pid": pd.Categorical(["1"] * len(rows)),
+        "tid": pd.Categorical([str(r[2]) if len(r) > 2 else "1" for r in rows]),
+        "ts_ns": np.array([r[0] for r in rows], dtype=dtype),
+        "end_ns": np.array([r[1] for r in rows], dtype=dtype),
+        "name": pd.Categorical([r[3] if len(r) > 3 else f"op{i}" for i, r in enumerate(rows)]),
+    })
+
+
+JITTER = {
+    "nested": [(0, 100), (10, 50), (20, 30), (60, 90), (100, 200)],
+    "partial": [(0, 100), (10, 50), (40, 60), (45, 55), (70, 80)],
+    "partial_top_level": [(0, 100), (90, 150), (95, 120), (160, 170)],
+    "partial_twice": [(0, 100), (10, 50), (40, 60), (55, 120), (58, 59), (130, 140)],
+    "monotone_break": [(0, 100), (10, 40), (30, 90), (35, 36), (95, 99), (99, 105)],
+    "zero_length": [(0, 0), (0, 0), (0, 10), (0, 0), (5, 5), (10, 10), (10, 20), (10, 10), (20, 20)],
+    "identical": [(5, 15), (5, 15), (5, 15), (7, 9), (7, 9), (15, 15)],
+    "touching": [(0, 10), (10, 20), (10, 10), (20, 30), (0, 30)],
+    "threads": [(0, 100, 1), (10, 50, 2), (5, 60, 1), (55, 70, 1), (20, 30, 2), (25, 60, 2), (0, 5, 3)],
+    "jitter_then_nested": [(0, 50), (10, 60), (70, 200), (80, 100), (90, 95), (150, 160)],
+}
+
+
+@pytest.mark.parametrize("case", sorted(JITTER))
+def test_hand_made(case: str) -> None:
+    rows = JITTER[case]
+    for dtype in (np.int64, np.float64):
+        f = frame(rows, dtype=dtype)
+        np.testing.assert_array_equal(_op_parents(f), reference_op_parents(f))
+    # every permutation of the rows' order in the frame
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        f = frame([rows[i] for i in rng.permutation(len(rows))])
+        np.testing.assert_array_equal(_op_parents(f), reference_op_parents(f))
+
+
+def test_random_jitter() -> None:
+    rng = np.random.default_rng(1)
+    for trial in range(300):
+        n = int(rng.integers(1, 60))
+        ts = rng.integers(0, 200, n)
+        dur = rng.integers(0, 80, n) * (rng.random(n) > 0.1)
+        tid = rng.integers(0, 3, n)
+        f = frame([(int(a), int(a + d), int(t)) for a, d, t in zip(ts, dur, tid)])
+        np.testing.assert_array_equal(_op_parents(f), reference_op_parents(f), err_msg=f"trial {trial}")
+        rt = frame([(int(a), int(a) + 1, int(t)) for a, t in zip(rng.integers(0, 250, 30), rng.integers(0, 4, 30))])
+        p = _op_parents(f)
+        np.testing.assert_array_equal(_innermost_ops(rt, f, p), reference_innermost(rt, f, p))
+
+
+def test_empty() -> None:
+    f = frame([])
+    assert _op_parents(f).dtype == np.int64 and _op_parents(f).size == 0
+
+
+@pytest.mark.parametrize("path", TRACES, ids=lambda p: str(p.relative_to(p.parents[2])))
+def test_real_traces(path: Path) -> None:
+    t = load_tables(path)
+    rules = load_rules()
+    for fr in (t.ops, t.modules):
+        if fr.empty:
+            continue
+        got = _op_parents(fr)
+        np.testing.assert_array_equal(got, reference_op_parents(fr))
+    p = _op_parents(t.ops)
+    np.testing.assert_array_equal(_innermost_ops(t.runtime, t.ops, p), reference_innermost(t.runtime, t.ops, p))
+    if not t.modules.empty:
+        pm = _op_parents(t.modules)
+        np.testing.assert_array_equal(_innermost_ops(t.runtime, t.modules, pm),
+                                      reference_innermost(t.runtime, t.modules, pm))
+    assert list(op_modules(t.ops, p, rules)) == reference_op_modules(t.ops, p, rules)
+
+
+def test_sweep_order_is_lexsort() -> None:
+    from phaseprof.trace.correlate import _sweep_order
+    rng = np.random.default_rng(2)
+    for _ in range(200):
+        n = int(rng.integers(1, 80))
+        ts = np.sort(rng.integers(0, 30, n)) if rng.random() < 0.5 else rng.integers(0, 30, n)
+        end = ts + rng.integers(0, 5, n)
+        key = rng.integers(0, 3, n)
+        np.testing.assert_array_equal(_sweep_order(ts, end, key), np.lexsort((-(end - ts), ts, key)))
