@@ -11,6 +11,7 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 
 from phaseprof.scale.rank_task import RankResult, analyze_rank
+from phaseprof.trace.tables import SPLIT_ENV
 
 
 def default_jobs() -> int:
@@ -41,6 +42,12 @@ def _main_not_reimported():
         main.__dict__.update(saved)
 
 
+def _one_process_reads() -> None:
+    """Worker initializer: the workers already use the cores, so none splits its read in two processes
+    (``trace.tables`` split read) and the machine is not oversubscribed."""
+    os.environ[SPLIT_ENV] = "0"
+
+
 def analyze_rank_files(paths: list[Path], *, jobs: int | None = None, rule_files: list[Path] | None = None,
                        on_done: Callable[[Path], None] | None = None) -> list[RankResult]:
     """Analyse each file once; results in the order of ``paths`` whatever ``jobs`` is (deterministic output).
@@ -57,7 +64,8 @@ def analyze_rank_files(paths: list[Path], *, jobs: int | None = None, rule_files
             if on_done:
                 on_done(p)
         return out
-    with _main_not_reimported(), ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("spawn")) as pool:
+    with _main_not_reimported(), ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("spawn"),
+                                                     initializer=_one_process_reads) as pool:
         futures = {pool.submit(analyze_rank, p, rules): i for i, p in enumerate(paths)}
         results: list[RankResult | None] = [None] * len(paths)
         for f in as_completed(futures):
