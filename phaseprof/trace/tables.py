@@ -411,7 +411,8 @@ class TableBuilder:
             "ts_ns": ts_ns,
             "dur_ns": dur_ns,
             "end_ns": ts_ns + dur_ns,
-            **{c: self._column(f, c) for c in ("correlation", "external_id", "device", "stream", "bytes")},
+            **{c: _compact(self._column(f, c))
+               for c in ("correlation", "external_id", "device", "stream", "bytes")},
             "launched_kernel": _categorical(self._column(f, "launched_kernel"), self._names.labels()),
         })
 
@@ -426,7 +427,8 @@ class TableBuilder:
             "ts_ns": np.rint((self._column("memory", "ts", np.float64) - origin_us) * 1000.0).astype(np.int64),
             "pid": _categorical(self._column("memory", "pid"), ids),
             "tid": _categorical(self._column("memory", "tid"), ids),
-            **{c: self._column("memory", c) for c in ("bytes", "total_allocated", "device_type", "device_id")},
+            **{c: _compact(self._column("memory", c)) for c in ("bytes", "total_allocated", "device_type",
+                                                                 "device_id")},
         })
 
     def finish(self, doc: TraceDoc, *, path: str, sha256: str, decompressed_bytes: int,
@@ -466,6 +468,21 @@ class TableBuilder:
         return EventTables(meta=meta, gpu=gpu, runtime=frames["runtime"], ops=frames["ops"],
                            gpu_annotations=frames["gpu_annotations"], memory=self._memory_frame(origin, path),
                            modules=self._family_frame("modules", origin, path, may_precede=True))
+
+
+#: Columns at least this long that hold one value throughout are stored as a single value broadcast over the rows.
+_CONSTANT_MIN_ROWS = 1 << 12
+
+
+def _compact(column: np.ndarray) -> np.ndarray:
+    """``column``, or, when every row holds the same value, that value as a read-only zero-stride view of the
+    same shape and dtype (8 bytes instead of 8 per row). Why: most argument columns are absent on most events
+    (``correlation``, ``device``, ``stream`` and ``bytes`` of every CPU op: -1, -1, -1, 0), so stored as-is
+    they are a quarter of the tables' memory. Readers see the same values; pandas (copy-on-write) never writes
+    into a column in place, and ``to_numpy()`` views of columns are read-only anyway."""
+    if column.size < _CONSTANT_MIN_ROWS or not (column == column[0]).all():
+        return column
+    return np.broadcast_to(np.array(column[0], dtype=column.dtype), column.shape)
 
 
 def _frame(columns: dict[str, Any]) -> pd.DataFrame:
@@ -697,13 +714,19 @@ def _append_half(builder: TableBuilder, second: dict[str, Any]) -> bool:
     maps = {}
     for which, codes in (("names", builder._names), ("ids", builder._ids)):
         maps[which] = np.asarray([codes.code(v) for v in second[which]], dtype=np.int32)
-    for f, cols in second["cols"].items():
-        for c, values in cols.items():
+    # Each received column is dropped from ``second`` as soon as it is appended: the child's half of the rows
+    # is then never held twice (received and appended) through the rest of the load.
+    received: dict[str, dict[str, np.ndarray]] = second.pop("cols")
+    while received:
+        f, cols = received.popitem()
+        while cols:
+            c, values = cols.popitem()
             if c in ("name", "launched_kernel"):
                 values = maps["names"][values]
             elif c in ("pid", "tid"):
                 values = maps["ids"][values]
             builder._cols[f][c].append(values)
+            del values
     return True
 
 
