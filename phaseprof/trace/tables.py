@@ -121,6 +121,9 @@ class EventTables:
 
     Every family but ``memory`` also has ``launched_kernel``: the ``args.kernel`` name a launch call carries (ROCm
     launch APIs; "" when absent), which names the kernels a CUDA-graph capture records without running them.
+
+    An integer column holding one value throughout (e.g. ``bytes`` of CPU ops) is that value broadcast over the
+    rows: a read-only view, as ``to_numpy()`` of any column is under pandas' copy-on-write; copy to write.
     """
 
     meta: TraceMeta
