@@ -38,6 +38,32 @@ def _thread_keys(frame: pd.DataFrame) -> np.ndarray:
     return names[inv.reshape(-1)]
 
 
+def _thread_codes(*frames: pd.DataFrame) -> list[np.ndarray]:
+    """Per frame, per row, an integer code of its host thread: exactly ``pd.factorize`` of the
+    :func:`_thread_keys` of all ``frames`` concatenated (codes in order of first appearance), split back per frame.
+
+    Why not that: it builds a string object per row (8 bytes a row, plus a sort of the whole column in
+    ``np.unique``) and hashes every row's string; on a 358k-op trace that peaked at ~18 MB per call. Here each
+    frame's (pid, tid) code pairs are factorized as integers (first appearance, no sort), strings are built only for
+    the distinct pairs, and those are factorized in turn: equal strings (a "/" inside a pid) still share a code."""
+    pair_codes, names = [], []
+    for frame in frames:
+        pc, tc = frame["pid"].cat.codes.to_numpy(), frame["tid"].cat.codes.to_numpy()
+        n_t = len(frame["tid"].cat.categories) + 1
+        codes, uniq = pd.factorize(pc.astype(np.int64) * n_t + tc)
+        pcat, tcat = frame["pid"].cat.categories, frame["tid"].cat.categories
+        pair_codes.append(codes)
+        names.append([f"{pcat[u // n_t]}/{tcat[u % n_t]}" for u in uniq.tolist()])
+    # The distinct pairs of each frame come in first-appearance order, frames in order: factorizing their names in
+    # that order numbers the threads as factorizing every row's name would.
+    by_name = pd.factorize(np.asarray([n for ns in names for n in ns], dtype=object))[0]
+    out, at = [], 0
+    for codes, ns in zip(pair_codes, names):
+        out.append(by_name[at:at + len(ns)][codes] if len(ns) else np.zeros(len(codes), dtype=np.int64))
+        at += len(ns)
+    return out
+
+
 def _op_parents(ops: pd.DataFrame) -> np.ndarray:
     """Per row of ``ops`` (or of any frame with pid/tid categoricals and ts_ns/end_ns), the row of the innermost
     op enclosing it on the same thread, or -1.
@@ -54,9 +80,10 @@ def _op_parents(ops: pd.DataFrame) -> np.ndarray:
         return np.zeros(0, dtype=np.int64)
     ts_a = ops["ts_ns"].to_numpy()
     end_a = ops["end_ns"].to_numpy()
-    key_codes = pd.factorize(_thread_keys(ops))[0]
+    key_codes = _thread_codes(ops)[0]
     order = _sweep_order(ts_a, end_a, key_codes)
     ts, end, key = ts_a[order], end_a[order], key_codes[order]
+    del key_codes
     sorted_parent = _nested_parents(ts, end, key)
     if sorted_parent is None:  # times the array path does not handle (not integers, huge spans): sweep them all
         sorted_parent = np.full(n, -1, dtype=np.int64)
@@ -118,43 +145,73 @@ def _nested_parents(ts: np.ndarray, end: np.ndarray, key: np.ndarray) -> np.ndar
     new_thread[0] = True
     np.not_equal(key[1:], key[:-1], out=new_thread[1:])
     thread = np.cumsum(new_thread) - 1
-    starts = np.flatnonzero(new_thread)
-    first = starts[thread]  # position of the thread's first op
     lo = int(ts.min())
     span = int(end.max()) - lo + 1
-    if span * (len(starts) + 1) >= 1 << 62:
+    if span * (int(thread[-1]) + 2) >= 1 << 62:  # thread[-1] + 1 threads
         return None
+    # Memory: this runs on every op (millions of rows); each temporary is a whole int64 column, so they are
+    # updated in place and deleted as soon as they are used up (the peak was ~19 columns at once).
     # Times shifted per thread so one sorted array serves every thread: thread k's times lie in [k*span, (k+1)*span).
     base = thread * span - lo
-    s_ts, s_end = ts + base, end + base
-    pos = np.arange(n)
-    # Ops ended by i's start, among the earlier ones of its thread: all of the thread's ops ending at or before
-    # it, less the zero-length ops at that very instant that come at or after i (they sort last in a start group).
-    ended = np.searchsorted(np.sort(s_end, kind="stable"), s_ts, side="right") - first  # timsort: nearly sorted
+    s_end = end + base
+    s_end.sort(kind="stable")  # timsort: nearly sorted
+    s_ts = ts + base
+    del base
+    # Ops open at i's start (its depth): the earlier ops of its thread, (i - first), less those ended by then:
+    # all of the thread's ops ending at or before it, (ended_all - first), less the zero-length ops at that very
+    # instant that come at or after i (they sort last in a start group), (zero_after). The thread's first position
+    # cancels out: depth = i - ended_all + zero_after.
+    ended_all = np.searchsorted(s_end, s_ts, side="right")
+    del s_end, s_ts
     new_group = new_thread.copy()
     np.logical_or(new_group[1:], ts[1:] != ts[:-1], out=new_group[1:])
     group_starts = np.flatnonzero(new_group)
-    group = np.cumsum(new_group) - 1
-    group_end = np.r_[group_starts[1:], n][group]
+    group = np.cumsum(new_group)
+    del new_group
+    group -= 1
+    zero_after = np.r_[group_starts[1:], n][group]  # the end of i's start group, for now
     zero_in_group = np.add.reduceat((end == ts).astype(np.int64), group_starts)[group]
-    ended -= np.minimum(group_end - pos, zero_in_group)
-    depth = (pos - first) - ended  # ops open at i's start
+    del group, group_starts
+    depth = np.arange(n)
+    zero_after -= depth
+    np.minimum(zero_after, zero_in_group, out=zero_after)
+    del zero_in_group
+    depth -= ended_all
+    depth += zero_after
+    del ended_all, zero_after
     # Parent: the last earlier op one level up (when the ops nest properly, the top of the sweep's stack).
     small = depth.astype(np.int16) if depth.max() < 1 << 15 else depth
     by_level = np.argsort(small, kind="stable")  # radix sort; positions ascending within a level
     bounds = np.searchsorted(small[by_level], np.arange(int(depth.max()) + 2))
+    del small
     at = np.full(n, -1, dtype=np.int64)  # index into by_level of the parent
     for d in range(1, len(bounds) - 1):
         up, here = slice(bounds[d - 1], bounds[d]), slice(bounds[d], bounds[d + 1])
         found = np.searchsorted(by_level[up], by_level[here]) - 1
         at[by_level[here]] = np.where(found >= 0, found + bounds[d - 1], -1)
     cand = by_level[np.maximum(at, 0)]
+    del by_level
+    found = at >= 0
+    del at
     inner = depth > 0
     parent = np.where(inner, cand, -1)
     # Where that parent is not the sweep's (a partial overlap made the stack differ), sweep the stretch again:
     # stretches start where every earlier op of the thread has ended (the sweep's stack is empty there).
-    ok = ~inner | ((at >= 0) & (depth[cand] == depth - 1) & (thread[cand] == thread) & (end <= end[cand]))
+    # ok = ~inner | (found & (depth[cand] == depth - 1) & (thread[cand] == thread) & (end <= end[cand])), one
+    # term at a time (a whole temporary column each).
+    ok = depth[cand]
+    ok += 1
+    ok = ok == depth
+    ok &= found
+    del found
+    ok &= thread[cand] == thread
+    ok &= end <= end[cand]
+    ok |= ~inner
+    del cand, inner, depth
     if not ok.all():
+        base = thread * span - lo
+        s_ts, s_end = ts + base, end + base
+        del base
         open_before = np.empty(n, dtype=s_end.dtype)
         open_before[0] = s_ts[0]
         np.maximum.accumulate(s_end[:-1], out=open_before[1:])
@@ -173,8 +230,7 @@ def _innermost_ops(runtime: pd.DataFrame, ops: pd.DataFrame, parent: np.ndarray)
     if runtime.empty or ops.empty:
         return out
     ots, oend = ops["ts_ns"].to_numpy(), ops["end_ns"].to_numpy()
-    codes = pd.factorize(np.concatenate([_thread_keys(ops), _thread_keys(runtime)]))[0]
-    ocode, rcode = codes[:len(ops)], codes[len(ops):]
+    ocode, rcode = _thread_codes(ops, runtime)
     o_order = np.lexsort((ots, ocode))  # by thread, then start; equal starts in row order
     o_sorted_code, o_sorted_ts = ocode[o_order], ots[o_order]
     rts = runtime["ts_ns"].to_numpy()

@@ -121,6 +121,9 @@ class EventTables:
 
     Every family but ``memory`` also has ``launched_kernel``: the ``args.kernel`` name a launch call carries (ROCm
     launch APIs; "" when absent), which names the kernels a CUDA-graph capture records without running them.
+
+    An integer column holding one value throughout (e.g. ``bytes`` of CPU ops) is that value broadcast over the
+    rows: a read-only view, as ``to_numpy()`` of any column is under pandas' copy-on-write; copy to write.
     """
 
     meta: TraceMeta
@@ -245,30 +248,97 @@ def _is_module_name(name: object) -> bool:
 
 
 class _Growing:
-    """One column appended to chunk by chunk: a single numpy array grown by doubling.
+    """One column appended to chunk by chunk: a single numpy array grown by doubling, or, while every value
+    appended is one and the same integer, only that value and a count (a constant run).
 
     Why not a list of per-chunk arrays concatenated at the end: those few-KB arrays live on the malloc heap and,
     once concatenated and freed, leave it fragmented (measured on a 154 MB trace: +70 MB of RSS never given
-    back). A big array is mapped on its own; capacity not yet written is never touched, so costs no memory."""
+    back). A big array is mapped on its own; capacity not yet written is never touched, so costs no memory.
 
-    __slots__ = ("data", "size")
+    Why constant runs: most argument columns are absent on most events (``correlation``, ``device``, ``stream``
+    and ``bytes`` of every CPU op: -1, -1, -1, 0); as arrays they were a third of the loader's memory, in each
+    process of a split read, and of the tables. Integers only: float equality would merge 0.0 and -0.0."""
+
+    __slots__ = ("data", "size", "const")
 
     def __init__(self) -> None:
         self.data: np.ndarray | None = None
         self.size = 0
+        self.const: np.ndarray | None = None  # the run's value, shape (1,), while ``data`` is None and size > 0
 
     def append(self, values: np.ndarray) -> None:
+        if self._extend_run(values[:1], len(values), values):
+            return
         n = self.size + len(values)
         if self.data is None or n > len(self.data):
-            grown = np.empty(max(n, 2 * self.size, 1 << 14), dtype=values.dtype)
-            if self.data is not None:
-                grown[:self.size] = self.data[:self.size]
-            self.data = grown
+            self._grow(n, values.dtype)
         self.data[self.size:n] = values
         self.size = n
 
+    def append_run(self, value: np.ndarray, count: int) -> None:
+        """Append ``count`` rows of ``value`` (shape (1,)): what ``append(np.repeat(value, count))`` does."""
+        if self._extend_run(value, count, None):
+            return
+        n = self.size + count
+        if self.data is None or n > len(self.data):
+            self._grow(n, value.dtype)
+        self.data[self.size:n] = value[0]
+        self.size = n
+
+    def _extend_run(self, first: np.ndarray, count: int, values: np.ndarray | None) -> bool:
+        """Count ``count`` more rows of ``first[0]`` into the constant run, if there is one to extend (or none
+        yet) and ``values`` (those rows; None: all ``first[0]``) hold nothing else."""
+        if self.data is not None or first.dtype.kind not in "iu":
+            return False
+        if not count:  # nothing to add: a run stays one (no run yet: the array path, as before runs)
+            return self.const is not None
+        if self.const is not None and (self.const.dtype != first.dtype or self.const[0] != first[0]):
+            return False
+        if values is not None and not (values == first[0]).all():
+            return False
+        if self.const is None:
+            self.const = first.copy()  # a copy: the chunk's array is not kept alive
+        self.size += count
+        return True
+
+    def _grow(self, n: int, dtype: np.dtype) -> None:
+        grown = np.empty(max(n, 2 * self.size, 1 << 14), dtype=dtype)
+        if self.data is not None:
+            grown[:self.size] = self.data[:self.size]
+        elif self.const is not None:  # the run ends: its rows written out
+            grown[:self.size] = self.const[0]
+            self.const = None
+        self.data = grown
+
     def array(self, dtype: type) -> np.ndarray:
-        return self.data[:self.size] if self.data is not None else np.zeros(0, dtype=dtype)
+        """The column; a constant run of at least :data:`_CONSTANT_MIN_ROWS` rows as its value broadcast over the
+        rows: a read-only zero-stride view (pandas, copy-on-write, never writes into a column in place, and
+        ``to_numpy()`` views of columns are read-only anyway)."""
+        if self.data is not None:
+            return self.data[:self.size]
+        if self.const is None:
+            return np.zeros(0, dtype=dtype)
+        if self.size < _CONSTANT_MIN_ROWS:
+            return np.full(self.size, self.const[0], dtype=self.const.dtype)
+        return np.broadcast_to(self.const.reshape(()), (self.size,))
+
+    def exported(self) -> np.ndarray | tuple[np.ndarray, int]:
+        """What :meth:`extend` takes: the rows as an array, or a constant run as (value, count)."""
+        if self.data is None and self.const is not None:
+            return self.const, self.size
+        return self.array(np.int64)
+
+    def extend(self, rows: np.ndarray | tuple[np.ndarray, int], remap: np.ndarray | None = None) -> None:
+        """Append :meth:`exported` ``rows`` of another column, each value ``v`` as ``remap[v]`` if given."""
+        if isinstance(rows, tuple):
+            value, count = rows
+            self.append_run(remap[value] if remap is not None else value, count)
+        else:
+            self.append(remap[rows] if remap is not None else rows)
+
+
+#: Constant runs at least this long are kept as one value broadcast over the rows (shorter: written out).
+_CONSTANT_MIN_ROWS = 1 << 12
 
 
 class TableBuilder:
@@ -680,7 +750,7 @@ def _second_half(path: str | Path, at: int) -> dict[str, Any] | None:
     half = stream_half(path, builder.add, at, second=True)
     if half is None:
         return None
-    return {"half": half, "cols": {f: {c: g.array(np.int64) for c, g in cols.items()}
+    return {"half": half, "cols": {f: {c: g.exported() for c, g in cols.items()}
                                    for f, cols in builder._cols.items()},
             "names": list(builder._names._table), "ids": list(builder._ids._table),
             "process_names": builder._process_names, "event_count": builder.event_count, "kept": builder._kept}
@@ -697,13 +767,16 @@ def _append_half(builder: TableBuilder, second: dict[str, Any]) -> bool:
     maps = {}
     for which, codes in (("names", builder._names), ("ids", builder._ids)):
         maps[which] = np.asarray([codes.code(v) for v in second[which]], dtype=np.int32)
-    for f, cols in second["cols"].items():
-        for c, values in cols.items():
-            if c in ("name", "launched_kernel"):
-                values = maps["names"][values]
-            elif c in ("pid", "tid"):
-                values = maps["ids"][values]
-            builder._cols[f][c].append(values)
+    # Each received column is dropped from ``second`` as soon as it is appended: the child's half of the rows
+    # is then never held twice (received and appended) through the rest of the load.
+    received: dict[str, dict[str, np.ndarray]] = second.pop("cols")
+    while received:
+        f, cols = received.popitem()
+        while cols:
+            c, rows = cols.popitem()
+            remap = maps["names"] if c in ("name", "launched_kernel") else maps["ids"] if c in ("pid", "tid") else None
+            builder._cols[f][c].extend(rows, remap)
+            del rows
     return True
 
 

@@ -167,3 +167,25 @@ def test_sweep_order_is_lexsort() -> None:
         end = ts + rng.integers(0, 5, n)
         key = rng.integers(0, 3, n)
         np.testing.assert_array_equal(_sweep_order(ts, end, key), np.lexsort((-(end - ts), ts, key)))
+
+
+def test_thread_codes_are_factorized_thread_keys() -> None:
+    """``_thread_codes`` numbers threads exactly as ``pd.factorize`` of the row strings did, across frames, even
+    when two (pid, tid) pairs spell the same "pid/tid" string."""
+    from phaseprof.trace.correlate import _thread_codes
+
+    def frame(pids: list[str], tids: list[str]) -> pd.DataFrame:
+        return pd.DataFrame({"pid": pd.Categorical(pids), "tid": pd.Categorical(tids)})
+
+    a = frame(["1/2", "7", "1", "7", "1/2"], ["3", "9", "2/3", "8", "3"])  # "1/2/3" twice
+    b = frame(["7", "5", "1"], ["8", "5", "2/3"])
+    empty = frame([], [])
+    for frames in ((a,), (b,), (a, b), (b, a), (empty, a), (a, empty, b)):
+        want = pd.factorize(np.concatenate([_thread_keys(f) for f in frames]))[0]
+        got = _thread_codes(*frames)
+        assert [len(g) for g in got] == [len(f) for f in frames]
+        np.testing.assert_array_equal(np.concatenate(got), want)
+    for path in TRACES[:4]:
+        t = load_tables(path)
+        for fr in (t.ops, t.runtime):
+            np.testing.assert_array_equal(_thread_codes(fr)[0], pd.factorize(_thread_keys(fr))[0])
