@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import hashlib
+import json
 import sys
 from pathlib import Path
 
@@ -45,6 +46,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.dry_run:
             continue
         p.write_bytes(new)
+        _note_size(p, len(old), len(new))
         for r in records:
             text = r.read_text()
             if old_sha in text:
@@ -52,6 +54,22 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"  sha256 updated in {r.relative_to(ROOT)}")
     print(f"saved {saved:,} B")
     return 0
+
+
+def _note_size(trace: Path, old: int, new: int) -> None:
+    """A run.json beside ``trace`` that records its gzipped size (``trace.gz_bytes``) gets the new size, and
+    ``trace.recompressed`` says so (the capture wrote ``old`` bytes: same content, another deflate stream)."""
+    run = trace.parent / "run.json"
+    if not run.is_file():
+        return
+    doc = json.loads(run.read_text())
+    t = doc.get("trace")
+    if not isinstance(t, dict) or t.get("file") != trace.name or t.get("gz_bytes") != old:
+        return
+    t["gz_bytes"] = new
+    t["recompressed"] = f"zopfli (scripts/recompress_traces.py): {old:,} B as captured, same content"
+    run.write_text(json.dumps(doc, indent=2) + "\n")
+    print(f"  gz_bytes updated in {run.relative_to(ROOT)}")
 
 
 if __name__ == "__main__":
