@@ -26,6 +26,7 @@ from phaseprof.capture.server_traces import (
     Snapshot,
     ends_properly,
     missing_ranks,
+    new_files,
     rank_from_name,
     snapshot,
     watch_new_traces,
@@ -75,14 +76,12 @@ def snapshot_cluster(trace_dir: str) -> list[NodeDir]:
 
 def _new_here(directory: str, before: Snapshot) -> list[tuple[str, int, str]]:
     """Runs on a node: its new or rewritten trace files, as :func:`~phaseprof.scale.ray_run.file_identity`."""
-    d = Path(directory)
     out = []
-    for name, meta in sorted(snapshot(d).items()):
-        if before.get(name) != meta:
-            try:
-                out.append(file_identity(str(d / name)))
-            except FileNotFoundError:
-                continue
+    for path in new_files(Path(directory), before):
+        try:
+            out.append(file_identity(str(path)))
+        except FileNotFoundError:  # removed since it was listed
+            continue
     return out
 
 

@@ -45,10 +45,9 @@ def snapshot(directory: Path) -> Snapshot:
     return out
 
 
-def new_files(directory: Path, before: Snapshot) -> list[Path]:
-    """Trace files that are new or rewritten since ``before``, sorted by name."""
-    now = snapshot(directory)
-    return sorted(directory / n for n, meta in now.items() if before.get(n) != meta)
+def new_files(directory: Path, before: Snapshot) -> dict[Path, int]:
+    """Trace files that are new or rewritten since ``before``, with their sizes now, in name order."""
+    return {directory / n: meta[0] for n, meta in sorted(snapshot(directory).items()) if before.get(n) != meta}
 
 
 def rank_from_name(name: str) -> int | None:
@@ -150,11 +149,8 @@ def wait_for_traces(directory: Path, before: Snapshot, *, expected: int | None, 
                     on_wait: Callable[[str], None] | None = None) -> Collected:
     """Wait until the new trace files are complete: ``expected`` of them when known, else at least one and no
     new file for ``stable_s``. Raises one clear error when nothing (or nothing complete) appeared in time."""
-
-    def list_new() -> dict[Path, int]:
-        return {directory / n: meta[0] for n, meta in snapshot(directory).items() if before.get(n) != meta}
-
-    w = watch_new_traces(list_new, lambda ps: {p for p in ps if ends_properly(p)}, lambda p: rank_from_name(p.name),
+    w = watch_new_traces(lambda: new_files(directory, before), lambda ps: {p for p in ps if ends_properly(p)},
+                         lambda p: rank_from_name(p.name),
                          expected=expected, timeout_s=timeout_s, stable_s=stable_s, poll_s=poll_s, on_wait=on_wait)
     if w.timed_out and not w.seen:
         raise PhaseprofError(f"no new trace appeared within {timeout_s:.0f} s after /stop_profile; is "
