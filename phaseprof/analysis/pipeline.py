@@ -12,7 +12,6 @@ some consumers need (the timeline index, kernel order, the speed of light) are c
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from functools import cached_property
@@ -141,10 +140,10 @@ def analyze(source: str | Path | EventTables, *, config: AnalysisConfig | None =
 
 def _numbered_as_whole(bd: Breakdown, window: Windowed) -> Breakdown:
     """The window's step rows numbered as in the whole trace, and the window recorded in ``step_detection``."""
-    steps = [dataclasses.replace(r, index=r.index + window.first) for r in bd.steps]
+    steps = [replace(r, index=r.index + window.first) for r in bd.steps]
     detection = {**bd.step_detection, "window": str(window.range),
                  "detail": f"{bd.step_detection['detail']}; {window.detail()}"}
-    return dataclasses.replace(bd, steps=steps, step_detection=detection)
+    return replace(bd, steps=steps, step_detection=detection)
 
 
 def analyze_trace(path: str | Path, *, rules: list[Path] | None = None,

@@ -19,7 +19,7 @@ from typing import Any
 
 
 from phaseprof.errors import PhaseprofError
-from phaseprof.inputs import is_breakdown_json, resolve
+from phaseprof.inputs import is_breakdown_json
 
 RUN_MARKERS = ("run.json", "breakdown.json", "trace.json.gz", "trace.json")
 TRACE_NAMES = ("trace.json.gz", "trace.json")

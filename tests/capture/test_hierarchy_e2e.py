@@ -8,7 +8,6 @@ per module-view bucket, and the same bucket and layer for every work item.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
