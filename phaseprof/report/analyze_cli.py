@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from enum import Enum
 from pathlib import Path
 
@@ -79,7 +80,7 @@ def analyze(
                                        ceilings=ceilings)
     ruleset = config.ruleset()
     for tr in traces:
-        with console.status(f"analysing {terminal(str(tr))} ...", spinner="dots") if fmt == OutputFormat.table else _null():
+        with console.status(f"analysing {terminal(str(tr))} ...", spinner="dots") if fmt == OutputFormat.table else nullcontext():
             analysed = run_pipeline(tr, config=config, ruleset=ruleset, steps=step_range)
         bd = analysed.reported  # with its speed-of-light section
         if json_out is not None:
@@ -150,14 +151,6 @@ def _step_range(spec: str | None, traces: list[Path], ray: str | None):  # noqa:
     if ray is not None or len(traces) != 1 or (str(traces[0]) != "-" and resolve(traces[0]).kind == InputKind.RANKS):
         raise PhaseprofError("--steps takes one trace file (not a rank directory, --ray or several traces)")
     return step_range
-
-
-class _null:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *a: object) -> None:
-        return None
 
 
 def register(app: typer.Typer) -> None:

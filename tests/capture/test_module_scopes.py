@@ -7,6 +7,7 @@ class. Both traces are real torch.profiler exports; the trees are built by phase
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from pathlib import Path
 
 import numpy as np
@@ -60,20 +61,12 @@ def _profile(tmp: Path, *, hooks: bool) -> Path:
     model, x = Toy(), torch.randn(2, 8)
     scopes = ModuleScopes()
     with torch.no_grad(), profile(activities=[ProfilerActivity.CPU], with_stack=not hooks) as prof:
-        with scopes if hooks else _nothing():
+        with scopes if hooks else nullcontext():
             model(x)
             model(x)
     out = tmp / ("hooks.json" if hooks else "stack.json")
     prof.export_chrome_trace(str(out))
     return out
-
-
-class _nothing:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> None:
-        return None
 
 
 def _tree(path: Path) -> list[tuple[str, str | None]]:
