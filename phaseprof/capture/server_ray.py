@@ -35,6 +35,7 @@ from phaseprof.errors import PhaseprofError
 from phaseprof.scale.ray_run import (
     NodeFile,
     analyze_on_nodes,
+    distinct_files,
     expand_path,
     file_identity,
     on_every_node,
@@ -107,12 +108,9 @@ def wait_on_cluster(nodes: list[NodeDir], *, expected: int | None, timeout_s: fl
 
     def list_new() -> dict[tuple[str, str], int]:
         per_node = on_nodes(_new_here, [(n.node_id, (n.directory, n.before)) for n in nodes])
-        seen: dict[tuple[str, int, str], NodeFile] = {}
-        for n, files in zip(nodes, per_node):
-            for path, size, head in files:
-                seen.setdefault((path, size, head), NodeFile(n.node_id, n.host, path, size, head))
         owner.clear()
-        owner.update({(f.node_id, f.path): f for f in seen.values()})
+        owner.update({(f.node_id, f.path): f for f in distinct_files(
+            (n.node_id, n.host, files) for n, files in zip(nodes, per_node))})
         return {k: f.size for k, f in owner.items()}
 
     def complete(keys: list[tuple[str, str]]) -> set[tuple[str, str]]:

@@ -16,7 +16,7 @@ import glob
 import hashlib
 import os
 import socket
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -134,13 +134,20 @@ def on_every_node(fn: Callable[..., Any], *args: Any) -> list[tuple[str, Any]]:
     return list(zip(nodes, on_nodes(fn, [(n, args) for n in nodes])))
 
 
-def find_files(pattern: str) -> list[NodeFile]:
-    """Expand ``pattern`` on every alive node; one entry per distinct file, owned by one node."""
+def distinct_files(per_node: Iterable[tuple[str, str, Iterable[tuple[str, int, str]]]]) -> list[NodeFile]:
+    """``(node_id, host, file identities)`` per node, in node-id order -> one entry per distinct file (path,
+    size, head hash: a shared filesystem shows the same file on several nodes), owned by the first node that
+    sees it; sorted by path."""
     seen: dict[tuple[str, int, str], NodeFile] = {}
-    for node, (host, files) in on_every_node(_expand_here, pattern):
+    for node, host, files in per_node:
         for path, size, head in files:
             seen.setdefault((path, size, head), NodeFile(node, host, path, size, head))
     return sorted(seen.values(), key=lambda f: (f.path, f.node_id))
+
+
+def find_files(pattern: str) -> list[NodeFile]:
+    """Expand ``pattern`` on every alive node; one entry per distinct file, owned by one node."""
+    return distinct_files((node, host, files) for node, (host, files) in on_every_node(_expand_here, pattern))
 
 
 def analyze_on_nodes(files: Sequence[NodeFile], *, rule_files: list[Path] | None = None,
