@@ -9,6 +9,7 @@ from rich.console import Console
 
 from phaseprof import __version__
 from phaseprof.errors import PhaseprofError
+from phaseprof.lean_process import leave_out_pyarrow
 from phaseprof.safe_text import terminal
 
 app = typer.Typer(
@@ -75,5 +76,12 @@ def main(argv: list[str] | None = None) -> int:
     return rv if isinstance(rv, int) else 0
 
 
+def entry() -> int:
+    """The ``phaseprof`` program (console script and ``python -m phaseprof.cli``): :func:`main` in a process that
+    leaves pyarrow out (``phaseprof.lean_process``). Tests call :func:`main` in their own process instead."""
+    leave_out_pyarrow()
+    return main()
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(entry())

@@ -21,18 +21,18 @@ import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from phaseprof.analysis.order import KernelOrder, kernel_order_of
-from phaseprof.analysis.pipeline import AnalysisConfig, analyze
-from phaseprof.analysis.prepare import prepare
 from phaseprof.analysis.results import Breakdown, KernelStat, PhaseSummary
-from phaseprof.classify.rules import RuleSet
 from phaseprof.errors import PhaseprofError
 from phaseprof.inputs import InputKind, resolve
 from phaseprof.records import RunRecord
 from phaseprof.report.json_io import load_breakdown
-from phaseprof.trace.tables import EventTables
+
+if TYPE_CHECKING:  # the analysis (pandas) is imported only when a raw trace is diffed: `phaseprof --help` stays fast
+    from phaseprof.analysis.order import KernelOrder
+    from phaseprof.classify.rules import RuleSet
+    from phaseprof.trace.tables import EventTables
 
 #: Per-step phase metrics: diff name -> (key in ``PhaseSummary.per_step``, unit, scale from the stored unit).
 PHASE_METRICS: dict[str, tuple[str, str, float]] = {
@@ -219,6 +219,8 @@ def load_comparable(path_or_dir: str | Path, *, rules: list[Path] | None = None)
 
 
 def _analyze(trace: Path, rules: list[Path] | None) -> Loaded:
+    from phaseprof.analysis.pipeline import AnalysisConfig, analyze
+
     at = analyze(trace, config=AnalysisConfig.with_rules(rules))
     return Loaded(at.breakdown, at.kernel_order, "trace")
 
@@ -226,6 +228,9 @@ def _analyze(trace: Path, rules: list[Path] | None) -> Loaded:
 def kernel_order(tables: EventTables, rules: RuleSet) -> KernelOrder:
     """Per phase, each work item name's median position of first occurrence in its step (see
     ``analysis.order``). Prefer ``AnalysedTrace.kernel_order`` when the trace is analysed anyway."""
+    from phaseprof.analysis.order import kernel_order_of
+    from phaseprof.analysis.prepare import prepare
+
     return kernel_order_of(prepare(tables, rules))
 
 

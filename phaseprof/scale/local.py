@@ -10,8 +10,8 @@ from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 
+from phaseprof.lean_process import init_rank_worker
 from phaseprof.scale.rank_task import RankResult, analyze_rank
-from phaseprof.trace.tables import SPLIT_ENV
 
 
 def default_jobs() -> int:
@@ -42,12 +42,6 @@ def _main_not_reimported():
         main.__dict__.update(saved)
 
 
-def _one_process_reads() -> None:
-    """Worker initializer: the workers already use the cores, so none splits its read in two processes
-    (``trace.tables`` split read) and the machine is not oversubscribed."""
-    os.environ[SPLIT_ENV] = "0"
-
-
 def analyze_rank_files(paths: list[Path], *, jobs: int | None = None, rule_files: list[Path] | None = None,
                        on_done: Callable[[Path], None] | None = None) -> list[RankResult]:
     """Analyse each file once; results in the order of ``paths`` whatever ``jobs`` is (deterministic output).
@@ -65,7 +59,7 @@ def analyze_rank_files(paths: list[Path], *, jobs: int | None = None, rule_files
                 on_done(p)
         return out
     with _main_not_reimported(), ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("spawn"),
-                                                     initializer=_one_process_reads) as pool:
+                                                     initializer=init_rank_worker) as pool:
         futures = {pool.submit(analyze_rank, p, rules): i for i, p in enumerate(paths)}
         results: list[RankResult | None] = [None] * len(paths)
         for f in as_completed(futures):

@@ -34,6 +34,7 @@ import numpy as np
 import pandas as pd
 
 from phaseprof.errors import TraceError
+from phaseprof.lean_process import SPLIT_ENV
 from phaseprof.trace.limits import (DENSE_KEPT_EVENTS, MAX_KEPT_EVENTS, MIN_BYTES_PER_KEPT_EVENT, TraceValueError,
                                    check_times, int64_or_error)
 from phaseprof.trace.load import decode_trace, read_trace_bytes
@@ -614,8 +615,6 @@ SPLIT_MIN_BYTES = 48 << 20
 #: Where the split falls: the child also inflates (and drops) the first half and sends its columns through a pipe,
 #: so this process takes a little more than half of the events (measured on 154 MB: both end within ~20 ms).
 SPLIT_FRACTION = 0.53
-#: ``PHASEPROF_SPLIT_READ=0`` never splits; ``=1`` splits whatever the size (tests: every committed trace).
-SPLIT_ENV = "PHASEPROF_SPLIT_READ"
 
 
 def _split_point(path: str | Path) -> int | None:

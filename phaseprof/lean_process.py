@@ -1,0 +1,42 @@
+"""What phaseprof's own processes (the ``phaseprof`` command, its rank workers) leave out: pyarrow.
+
+pandas imports pyarrow whenever it is installed (it is: Streamlit needs it) and then keeps string columns in
+Arrow arrays. The analysis never needs either. On a 154 MB H200 trace they cost 39 MB of imports and 57 MB of
+peak RSS in all (``analyze_trace``: 203 vs 146 MB; ``benchmarks/bench_analyze.py``), more than a third of the
+trace's own size. A ``None`` entry in ``sys.modules`` makes ``import pyarrow`` raise ImportError (the import
+system's documented way to block a module), so pandas runs as without pyarrow: Python string storage, the same
+numbers (``tests/unit/test_lean_process.py``).
+
+Only processes phaseprof starts itself do this, and only before pandas is imported; library users and the
+Streamlit dashboard (its own process, started by ``phaseprof dashboard``) keep pyarrow.
+``PHASEPROF_PYARROW=1`` keeps it in phaseprof's processes too.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+#: Set to 1 to let phaseprof's own processes import pyarrow.
+KEEP_ENV = "PHASEPROF_PYARROW"
+
+#: The trace reader's switch for reading one big trace in two processes (``trace.tables`` split read):
+#: ``0`` never splits; ``1`` splits whatever the size (tests: every committed trace); unset: by size.
+SPLIT_ENV = "PHASEPROF_SPLIT_READ"
+
+
+def leave_out_pyarrow() -> bool:
+    """Block pyarrow in this process unless pandas or pyarrow is already imported or ``PHASEPROF_PYARROW=1``.
+    True when it did."""
+    if os.environ.get(KEEP_ENV) == "1" or "pandas" in sys.modules or "pyarrow" in sys.modules:
+        return False
+    sys.modules["pyarrow"] = None  # type: ignore[assignment]
+    return True
+
+
+def init_rank_worker() -> None:
+    """Initializer of ``--jobs`` rank workers. Lives here, away from pandas: a spawned worker imports its
+    initializer's module before anything else. The workers already use the cores, so none splits its read in two
+    processes and the machine is not oversubscribed."""
+    leave_out_pyarrow()
+    os.environ[SPLIT_ENV] = "0"

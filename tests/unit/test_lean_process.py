@@ -1,0 +1,94 @@
+"""phaseprof's own processes leave pyarrow out (``phaseprof.lean_process``): the program and its rank workers run
+without it, give the same numbers as a process with it, and anything else (tests, library users, the dashboard)
+keeps it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from concurrent.futures import ProcessPoolExecutor
+import multiprocessing as mp
+
+import pytest
+
+from phaseprof.lean_process import KEEP_ENV, SPLIT_ENV, init_rank_worker
+
+from ..conftest import REPO
+
+#: Real traces whose tables hold many strings: a CPU-engine run, an eager H200 prefill with its nn.Module tree
+#: (hooks), a graph-mode H200 decode and a two-rank TP2+EP directory (rank workers).
+TRACES = ["traces/cpu/tiny-hybrid-prefill128-decode8",
+          "traces/h200/hooks/eager-prefill-4096/trace.json.gz",
+          "traces/h200/graph/20261130T094743Z-h200-qwen3.5-35b-a3b-decode-128in-32out/trace.json.gz"]
+RANKS = "traces/h200x2/server-tp2-ep/decode-step1"
+
+_PROBE = ("import sys, pandas\n"
+          "print(sys.modules.get('pyarrow', 'absent') is None, pandas.Series(['a']).dtype.storage"
+          " if hasattr(pandas.Series(['a']).dtype, 'storage') else 'object')")
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != KEEP_ENV}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+    return {**env, **extra}
+
+
+def _program(args: list[str], **env: str) -> bytes:
+    res = subprocess.run([sys.executable, "-m", "phaseprof.cli", *args], capture_output=True, env=_env(**env),
+                         cwd=REPO, timeout=600)
+    assert res.returncode == 0, res.stderr.decode()[-2000:]
+    return res.stdout
+
+
+@pytest.mark.parametrize("trace", TRACES, ids=lambda t: t.split("/")[2][:40])
+def test_program_without_pyarrow_gives_the_same_breakdown(trace: str) -> None:
+    lean = _program(["analyze", "--format", "json", trace])
+    kept = _program(["analyze", "--format", "json", trace], **{KEEP_ENV: "1"})
+    assert json.loads(lean)["steps"], "no steps: the comparison would be empty"
+    assert lean == kept
+
+
+def test_rank_workers_without_pyarrow_give_the_same_report() -> None:
+    lean = _program(["analyze", "--format", "json", "--jobs", "2", RANKS])
+    kept = _program(["analyze", "--format", "json", "--jobs", "1", RANKS], **{KEEP_ENV: "1"})
+    assert len(json.loads(lean)["ranks"]) == 2
+    assert lean == kept
+
+
+def test_leaving_pyarrow_out_switches_pandas_to_python_strings() -> None:
+    code = "from phaseprof.lean_process import leave_out_pyarrow\nassert leave_out_pyarrow()\n" + _PROBE
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_env(), check=True)
+    blocked, storage = out.stdout.split()
+    assert blocked == "True"
+    assert storage in ("python", "object")  # pandas 3: python-backed str; pandas 2: object columns
+
+
+def test_keep_env_and_an_imported_pandas_keep_pyarrow() -> None:
+    code = "from phaseprof.lean_process import leave_out_pyarrow\nprint(leave_out_pyarrow())\n" + _PROBE
+    kept = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_env(**{KEEP_ENV: "1"}),
+                          check=True).stdout.split()
+    assert kept[:2] == ["False", "False"]
+    late = subprocess.run([sys.executable, "-c", "import pandas\n" + code], capture_output=True, text=True,
+                          env=_env(), check=True).stdout.split()
+    assert late[:2] == ["False", "False"], "pandas already imported: blocking pyarrow now would half-break it"
+
+
+def _worker_state() -> tuple[bool, str | None]:
+    return sys.modules.get("pyarrow", "absent") is None, os.environ.get(SPLIT_ENV)
+
+
+def test_rank_worker_initializer_runs_before_pandas() -> None:
+    """A spawned worker imports its initializer's module first: that module must not pull pandas in, or the block
+    comes too late (it is a no-op once pandas is imported)."""
+    env_before = os.environ.get(KEEP_ENV)
+    os.environ.pop(KEEP_ENV, None)
+    try:
+        with ProcessPoolExecutor(1, mp_context=mp.get_context("spawn"), initializer=init_rank_worker) as pool:
+            blocked, split = pool.submit(_worker_state).result(timeout=120)
+    finally:
+        if env_before is not None:
+            os.environ[KEEP_ENV] = env_before
+    assert blocked
+    assert split == "0"
