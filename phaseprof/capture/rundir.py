@@ -70,6 +70,20 @@ def command_line(argv: list[str] | None = None) -> list[str]:
     return args
 
 
+def in_final_place(summary: Any, tmp: Path, final: Path) -> Any:
+    """A multi-rank summary (``analysis.ranks.RankSummary``) of traces analysed inside the run directory being
+    written (``tmp``) with their paths where they will be once it is renamed to ``final``: trace paths of
+    files elsewhere (other nodes') are left as they are."""
+    prefix = str(tmp).rstrip("/") + "/"
+
+    def moved(path: str | None) -> str | None:
+        return str(final) + "/" + path[len(prefix):] if path and path.startswith(prefix) else path
+
+    ranks = {r: dataclasses.replace(bd, trace=dataclasses.replace(bd.trace, path=moved(bd.trace.path)))
+             for r, bd in summary.ranks.items()}
+    return dataclasses.replace(summary, ranks=ranks, paths={r: moved(p) for r, p in summary.paths.items()})
+
+
 def analyze_into(trace: Path, run_dir: Path, *, final_trace: Path | None = None,
                  model_config: dict[str, Any] | None = None) -> tuple[Any | None, str | None]:
     """Run phaseprof's analysis on ``trace`` and write ``run_dir/breakdown.json`` (with its speed-of-light

@@ -30,6 +30,7 @@ from phaseprof.capture.profile import DEFAULT_MAX_TRACE_BYTES, finalize_trace
 from phaseprof.capture.rundir import (
     RUN_SCHEMA_VERSION,
     analyze_into,
+    in_final_place,
     command_line,
     make_readable,
     run_dir_name,
@@ -101,6 +102,7 @@ class ServerCaptureResult:
     breakdown_error: str | None
     warnings: tuple[str, ...]
     run: dict[str, Any]
+    rank_summary: Any = None  # analysis.ranks.RankSummary when several ranks were analysed (multirank.json's)
 
 
 def connect(url: str, *, timeout_s: float, max_requests: int = MAX_REQUESTS) -> tuple[ServerClient, ServerInfo]:
@@ -204,7 +206,7 @@ def capture_from_server(req: ServerCapture, *, console: Console, argv: list[str]
         make_readable(tmp)
     return ServerCaptureResult(run_dir=final, info=info, timing=timing, profiled_ms=prof_ms, overhead_ratio=ratio,
                                collected=collected, breakdowns=breakdowns, breakdown_error=err,
-                               warnings=tuple(warnings), run=run)
+                               warnings=tuple(warnings), run=run, rank_summary=ranks.summary)
 
 
 class _Collector:
@@ -270,12 +272,14 @@ class _Collector:
 @dataclass(frozen=True)
 class RankTraces:
     """The analysed traces of one profiled round: breakdown per rank (empty when the analysis failed, then
-    ``error`` says why), the run.json ``trace`` entry, and warnings (ranks missing from the directory)."""
+    ``error`` says why), the run.json ``trace`` entry, warnings (ranks missing from the directory) and, with
+    several ranks, their cross-rank summary (``analysis.ranks.RankSummary``, written as ``multirank.json``)."""
 
     breakdowns: dict[int, Any]
     error: str | None
     trace_doc: dict[str, Any]
     warnings: tuple[str, ...]
+    summary: Any = None
 
 
 def write_rank_traces(tmp: Path, final: Path, rank_files: list[tuple[int, Path]], *, world_size: int | None,
@@ -285,12 +289,13 @@ def write_rank_traces(tmp: Path, final: Path, rank_files: list[tuple[int, Path]]
                       missing_note: Callable[[list[int], int], str] | None = None) -> RankTraces:
     """Copy and analyse collected rank traces into the run directory being written (``tmp``, renamed to
     ``final`` later). One rank: ``trace.json.gz`` (finalized as an in-process capture's, ``metadata`` as its
-    ``phaseprof`` key) + ``breakdown.json``. Several: ``ranks/`` (files as vLLM wrote them) +
-    ``rank<N>.breakdown.json``. ``world_size``: ranks the server runs (None = the traces' own
+    ``phaseprof`` key) + ``breakdown.json``. Several: ``ranks/`` (files as vLLM wrote them),
+    ``rank<N>.breakdown.json`` and ``multirank.json`` (the report ``phaseprof analyze`` gives for ``ranks/``). ``world_size``: ranks the server runs (None = the traces' own
     ``distributedInfo``); ranks without a file here are named in a warning. ``model_config``: the served
     model's config.json (the one rank's breakdown gets its speed of light from it). ``missing_note``: the
     warning for missing ranks (default: they have no file in ``trace_dir``)."""
     warnings: list[str] = []
+    summary = None
     if len(rank_files) == 1:
         with tempfile.TemporaryDirectory(prefix="phaseprof-raw-") as work:
             trace = finalize_trace(_plain_trace(rank_files[0][1], Path(work)), tmp / "trace.json.gz",
@@ -302,35 +307,39 @@ def write_rank_traces(tmp: Path, final: Path, rank_files: list[tuple[int, Path]]
         traced = (bd.trace.distributed or {}).get("world_size") if bd is not None else None
         world = world_size or traced
     else:
-        breakdowns, err, world = _analyze_ranks(rank_files, tmp)
-        world = world_size or world
-        trace_doc = {"ranks_dir": "ranks", "files": sorted(p.name for _, p in rank_files)}
+        summary, err = _analyze_ranks(rank_files, tmp, final)
+        breakdowns = dict(summary.ranks) if summary is not None else {}
+        world = world_size or (summary.world_size if summary is not None else None)
+        trace_doc = {"ranks_dir": "ranks", "files": sorted(p.name for _, p in rank_files),
+                     "multirank": "multirank.json" if summary is not None else None}
     lost = missing_ranks([r for r, _ in rank_files], world)
     if lost:
         note = missing_note or (lambda m, w: missing_ranks_message(m, w, trace_dir))
         warnings.append(note(lost, int(world or 0)))
-    return RankTraces(breakdowns, err, trace_doc, tuple(warnings))
+    return RankTraces(breakdowns, err, trace_doc, tuple(warnings), summary)
 
 
 def _metric(phase: Phase) -> str:
     return "tpot" if phase is Phase.DECODE else "ttft"
 
 
-def _analyze_ranks(rank_files: list[tuple[int, Path]], tmp: Path) -> tuple[dict[int, Any], str | None, int | None]:
+def _analyze_ranks(rank_files: list[tuple[int, Path]], tmp: Path, final: Path) -> tuple[Any, str | None]:
+    """Copy the rank traces into ``tmp/ranks`` and analyse them as ``phaseprof analyze`` does: the summary
+    (None and why on failure), naming the traces under ``final``; each rank's breakdown and
+    ``multirank.json`` written into ``tmp``."""
     from phaseprof.analysis.ranks import analyze_ranks, find_trace_files  # noqa: PLC0415
-    from phaseprof.report.json_io import write_breakdown  # noqa: PLC0415
+    from phaseprof.scale.cli import write_rank_outputs  # noqa: PLC0415
 
     ranks_dir = tmp / "ranks"
     ranks_dir.mkdir()
     for _, p in rank_files:
         shutil.copy2(p, ranks_dir / p.name)
     try:
-        summary = analyze_ranks(find_trace_files(ranks_dir))
+        summary = in_final_place(analyze_ranks(find_trace_files(ranks_dir)), tmp, final)
     except PhaseprofError as e:
-        return {}, f"analysis failed: {e}", None
-    for r, bd in summary.ranks.items():
-        write_breakdown(bd, tmp / f"rank{r}.breakdown.json")
-    return dict(summary.ranks), None, summary.world_size
+        return None, f"analysis failed: {e}"
+    write_rank_outputs(summary, tmp)
+    return summary, None
 
 
 def _steps(breakdowns: dict[int, Any]) -> dict[str, Any]:

@@ -69,6 +69,10 @@ def capture_server(capture: CaptureOptions, *, server: str, trace_dir: Path | No
         from phaseprof.capture.rundir import print_table  # noqa: PLC0415
 
         print_table(next(iter(res.breakdowns.values())), console)
+    elif res.rank_summary is not None:
+        from phaseprof.scale.cli import print_multirank  # noqa: PLC0415
+
+        print_multirank(res.rank_summary, console)
 
 
 def sweep_server(spec: SweepSpec, *, server: str, timeout_s: float, console: Console, argv: list[str]) -> None:

@@ -189,8 +189,7 @@ def write_cluster_rank_traces(tmp: Path, final: Path, rank_files: list[tuple[int
     analyze`` gives for the same files); the ``trace`` entry of run.json records where each rank's trace is."""
     from phaseprof.analysis.ranks import summarize_ranks  # noqa: PLC0415
     from phaseprof.capture.server import RankTraces  # noqa: PLC0415
-    from phaseprof.report.json_io import write_breakdown  # noqa: PLC0415
-    from phaseprof.scale.report import build_report, write_report  # noqa: PLC0415
+    from phaseprof.scale.cli import write_rank_outputs  # noqa: PLC0415
 
     warnings: list[str] = []
     err = None
@@ -202,9 +201,7 @@ def write_cluster_rank_traces(tmp: Path, final: Path, rank_files: list[tuple[int
         ranks, summary, err = None, None, f"analysis failed: {e}"
     if summary is not None:
         breakdowns = dict(summary.ranks)
-        for r, bd in breakdowns.items():
-            write_breakdown(bd, tmp / f"rank{r}.breakdown.json")
-        write_report(build_report(summary), tmp / "multirank.json")
+        write_rank_outputs(summary, tmp)
     world = world_size or (summary.world_size if summary else None)
     local = [loc["copied_to"] for loc in (ranks.locations if ranks else []) if loc["copied_to"]]
     trace_doc: dict[str, Any] = {
@@ -216,4 +213,4 @@ def write_cluster_rank_traces(tmp: Path, final: Path, rank_files: list[tuple[int
     lost = missing_ranks([r for r, _ in rank_files], world)
     if lost:
         warnings.append(missing_on_cluster_message(lost, int(world or 0), trace_dir, len(nodes)))
-    return RankTraces(breakdowns, err, trace_doc, tuple(warnings))
+    return RankTraces(breakdowns, err, trace_doc, tuple(warnings), summary)

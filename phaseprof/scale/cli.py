@@ -19,25 +19,39 @@ def _progress(console: Console) -> Progress:
                     console=Console(stderr=True), transient=True, disable=not console.is_terminal)
 
 
-def _emit(summary: RankSummary, *, fmt: str, json_out: Path | None, console: Console) -> None:
+def write_rank_outputs(summary: RankSummary, directory: Path) -> Path:
+    """``rank<N>.breakdown.json`` per rank and ``multirank.json`` into ``directory``; the report's path."""
     from phaseprof.report.json_io import write_breakdown
-    from phaseprof.report.table import print_rank_summary
-    from phaseprof.scale.render import collectives_markdown, print_collectives
-    from phaseprof.scale.report import build_report, dumps, write_report
+    from phaseprof.scale.report import build_report, write_report
 
-    report = build_report(summary)
+    directory.mkdir(parents=True, exist_ok=True)
+    for r, bd in summary.ranks.items():
+        write_breakdown(bd, directory / f"rank{r}.breakdown.json")
+    return write_report(build_report(summary), directory / "multirank.json")
+
+
+def print_multirank(summary: RankSummary, console: Console) -> None:
+    """The terminal multi-rank report: per-rank totals and imbalance, then who waited for whom."""
+    from phaseprof.report.table import print_rank_summary
+    from phaseprof.scale.render import print_collectives
+    from phaseprof.scale.report import build_report
+
+    print_rank_summary(for_terminal(summary), console)
+    print_collectives(build_report(summary), console)
+
+
+def _emit(summary: RankSummary, *, fmt: str, json_out: Path | None, console: Console) -> None:
+    from phaseprof.scale.render import collectives_markdown
+    from phaseprof.scale.report import build_report, dumps
+
     if json_out is not None:
-        json_out.mkdir(parents=True, exist_ok=True)
-        for r, bd in summary.ranks.items():
-            write_breakdown(bd, json_out / f"rank{r}.breakdown.json")
-        write_report(report, json_out / "multirank.json")
+        write_rank_outputs(summary, json_out)
     if fmt == "json":
-        typer.echo(dumps(report).decode())
+        typer.echo(dumps(build_report(summary)).decode())
     elif fmt == "markdown":
-        typer.echo(collectives_markdown(report))
+        typer.echo(collectives_markdown(build_report(summary)))
     else:
-        print_rank_summary(for_terminal(summary), console)
-        print_collectives(report, console)
+        print_multirank(summary, console)
         if json_out is not None:
             console.print(f"[dim]wrote {terminal(str(json_out / 'multirank.json'))} and {len(summary.ranks)} rank breakdowns[/]")
 

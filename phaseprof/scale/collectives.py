@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from phaseprof.analysis import intervals as iv
-from phaseprof.scale.expert_parallel import ExpertParallelReport, Instance, expert_parallel_report
+from phaseprof.scale.expert_parallel import ExpertParallelReport, expert_parallel_report
+from phaseprof.scale.instances import Instance
 from phaseprof.scale.rank_task import RankCollectives
 
 _US = 1e-3

@@ -20,22 +20,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from phaseprof.scale.families import EP_ROLES, NEXT, context_rules, family_role
+from phaseprof.scale.instances import Instance
 from phaseprof.scale.rank_task import RankCollectives
 
 _US = 1e-3
 NONE_FOUND = "no expert-parallel collectives found"
-
-
-@dataclass(frozen=True)
-class Instance:
-    """One collective matched across ranks: per rank its row in RankCollectives and its wait (ns)."""
-
-    step: int
-    family: str
-    rows: dict[int, int]
-    start_ns: dict[int, int]
-    wait_ns: dict[int, int]
-    dur_ns: dict[int, int]
 
 
 @dataclass(frozen=True)

@@ -12,15 +12,7 @@ integer codes into per-file tables (a kernel name seen 10,000 times is stored on
 from __future__ import annotations
 
 import gc
-import os
-import pickle
 import re
-import signal
-import stat
-import struct
-import sys
-import threading
-import warnings
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -28,18 +20,17 @@ from dataclasses import dataclass, field
 from itertools import repeat
 from operator import attrgetter, itemgetter
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from phaseprof.errors import TraceError
-from phaseprof.lean_process import SPLIT_ENV
 from phaseprof.trace.limits import (DENSE_KEPT_EVENTS, MAX_KEPT_EVENTS, MIN_BYTES_PER_KEPT_EVENT, TraceValueError,
                                    check_times, int64_or_error)
 from phaseprof.trace.load import decode_trace, read_trace_bytes
 from phaseprof.trace.schema import Args, Event, TraceDoc
-from phaseprof.trace.stream import merged_halves, stream_half, stream_trace
+from phaseprof.trace.stream import stream_trace
 
 #: A filter on the events TableBuilder keeps: ``keep(family, events, ts_us)`` -> bool mask over ``events`` (the
 #: complete events a family would keep, file order; ``family`` is one of FAMILIES, "modules" or "memory").
@@ -587,9 +578,11 @@ def load_tables(path: str | Path, *, streaming: bool = True, keep: Keep | None =
 
 
 def _load_tables(path: str | Path, *, streaming: bool, keep: Keep | None, origin_us: float | None) -> EventTables:
+    from phaseprof.trace.split_read import load_split, split_point  # it builds on this module's TableBuilder
+
     with _gc_paused():
-        if streaming and keep is None and (at := _split_point(path)) is not None:
-            tables = _load_split(path, at, origin_us)
+        if streaming and keep is None and (at := split_point(path)) is not None:
+            tables = load_split(path, at, origin_us)
             if tables is not None:
                 return tables
         if streaming:
@@ -605,178 +598,6 @@ def _load_tables(path: str | Path, *, streaming: bool, keep: Keep | None, origin
         del data
         return build_tables(doc, path=str(path), sha256=sha, decompressed_bytes=size, keep=keep,
                             origin_us=origin_us)
-
-
-#: Traces that decompress to at least this many bytes (gzip's recorded size, else the file's) are read by two
-#: processes at once on Linux with 2+ CPUs: this one decodes the first half of the events, a forked child the
-#: second (:func:`~phaseprof.trace.stream.stream_half`), and the child's columns are appended to this one's.
-#: Decoding and tabulating are ~70 % of a single-trace analysis; split, a 154 MB trace loads in ~0.55x the time.
-SPLIT_MIN_BYTES = 48 << 20
-#: Where the split falls: the child also inflates (and drops) the first half and sends its columns through a pipe,
-#: so this process takes a little more than half of the events (measured on 154 MB: both end within ~20 ms).
-SPLIT_FRACTION = 0.53
-
-
-def _split_point(path: str | Path) -> int | None:
-    """Decompressed byte offset to split ``path``'s read at (about half), or None to read it in one process."""
-    mode = os.environ.get(SPLIT_ENV, "")
-    if mode == "0" or str(path) == "-" or not hasattr(os, "fork") or not sys.platform.startswith("linux"):
-        return None
-    if mode != "1" and len(os.sched_getaffinity(0)) < 2:
-        return None
-    if threading.active_count() > 1:  # forking a threaded program (the dashboard's server) risks the child's locks
-        return None
-    try:
-        with open(path, "rb") as f:
-            st = os.fstat(f.fileno())
-            if not stat.S_ISREG(st.st_mode):
-                return None
-            size = st.st_size
-            if f.read(2) == b"\x1f\x8b" and size >= 20:
-                f.seek(-4, os.SEEK_END)
-                size = int.from_bytes(f.read(4), "little")  # ISIZE: the last member's size mod 2^32
-    except OSError:
-        return None
-    if mode != "1" and size < SPLIT_MIN_BYTES:
-        return None
-    return int(size * SPLIT_FRACTION)
-
-
-def _load_split(path: str | Path, at: int, origin_us: float | None) -> EventTables | None:
-    """The tables of ``path``, its events read by two processes split at decompressed byte ``at``; None (the
-    caller reads it in one process, which gives the same tables or the same error) when anything is off: no
-    separator there, a false one, a half that fails or hits a limit, duplicate top-level keys."""
-    r, w = os.pipe()
-    with warnings.catch_warnings():  # Python >= 3.12 warns on fork with native threads (BLAS pools): the child
-        warnings.simplefilter("ignore", DeprecationWarning)  # runs only this module's code, then os._exit
-        pid = os.fork()
-    if pid == 0:  # the child: the second half, pickled to the pipe; never returns into the caller's code
-        status = 1
-        try:
-            os.close(r)
-            payload = _second_half(path, at)
-            if payload is not None:
-                with os.fdopen(w, "wb") as f:
-                    _send(f, payload)
-                status = 0
-        except BaseException:  # noqa: BLE001 - reported as the exit status; the parent reads in one process
-            pass
-        finally:
-            os._exit(status)
-    os.close(w)
-    done = False
-    try:
-        builder = TableBuilder()
-        try:
-            first = stream_half(path, builder.add, at, second=False)
-        except Exception:  # a limit or a bad value: the one-process read raises the error it would raise
-            first = None
-        if first is None:
-            return None
-        with os.fdopen(r, "rb") as f:
-            r = -1
-            try:
-                second = _receive(f)
-            except Exception:  # a child that died mid-write or wrote something else: read in one process
-                second = None
-        _, status = os.waitpid(pid, 0)
-        done = True
-        if status != 0 or second is None:
-            return None
-        doc = merged_halves(first, second["half"])
-        if doc is None or not _append_half(builder, second):
-            return None
-        half = second["half"]
-        return builder.finish(doc, path=str(path), sha256=half.sha256, decompressed_bytes=half.decompressed_bytes,
-                              origin_us=origin_us)
-    finally:
-        if r >= 0:
-            os.close(r)
-        if not done:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
-            os.waitpid(pid, 0)
-
-
-_LEN = struct.Struct("<Q")
-
-
-def _send(f: BinaryIO, payload: dict[str, Any]) -> None:
-    """Pickle ``payload`` to ``f`` with its arrays' bytes out of band (pickle protocol 5): the header, then each
-    buffer as it lies in memory, each after its length; no pickled copy of the columns is ever made."""
-    buffers: list[pickle.PickleBuffer] = []
-    header = pickle.dumps(payload, protocol=5, buffer_callback=buffers.append)
-    f.write(_LEN.pack(len(buffers)) + _LEN.pack(len(header)))
-    f.write(header)
-    for b in buffers:
-        raw = b.raw()
-        f.write(_LEN.pack(raw.nbytes))
-        f.write(raw)
-
-
-def _receive(f: BinaryIO) -> dict[str, Any] | None:
-    """What :func:`_send` wrote, the arrays built on buffers read straight from ``f``; None if it ends early."""
-    def exactly(n: int) -> bytearray | None:
-        buf = bytearray(n)
-        view, got = memoryview(buf), 0
-        while got < n:
-            k = f.readinto(view[got:])
-            if not k:
-                return None
-            got += k
-        return buf
-
-    head = exactly(2 * _LEN.size)
-    if head is None:
-        return None
-    count, size = _LEN.unpack_from(head, 0)[0], _LEN.unpack_from(head, _LEN.size)[0]
-    header = exactly(size)
-    buffers = []
-    for _ in range(count):
-        n = exactly(_LEN.size)
-        b = exactly(_LEN.unpack(n)[0]) if n is not None else None
-        if header is None or b is None:
-            return None
-        buffers.append(b)
-    return pickle.loads(header, buffers=buffers) if header is not None else None
-
-
-def _second_half(path: str | Path, at: int) -> dict[str, Any] | None:
-    """In the child: the second half's columns, code tables and counts (what :func:`_append_half` takes)."""
-    builder = TableBuilder()
-    half = stream_half(path, builder.add, at, second=True)
-    if half is None:
-        return None
-    return {"half": half, "cols": {f: {c: g.exported() for c, g in cols.items()}
-                                   for f, cols in builder._cols.items()},
-            "names": list(builder._names._table), "ids": list(builder._ids._table),
-            "process_names": builder._process_names, "event_count": builder.event_count, "kept": builder._kept}
-
-
-def _append_half(builder: TableBuilder, second: dict[str, Any]) -> bool:
-    """Append the second half's rows to ``builder`` (which read the first half), its name and id codes mapped
-    onto ``builder``'s; False past :data:`MAX_KEPT_EVENTS` in all (the one-process read raises that)."""
-    builder._kept += second["kept"]
-    if builder._kept > MAX_KEPT_EVENTS:
-        return False
-    builder.event_count += second["event_count"]
-    builder._process_names.update(second["process_names"])  # later events win, as when read in one pass
-    maps = {}
-    for which, codes in (("names", builder._names), ("ids", builder._ids)):
-        maps[which] = np.asarray([codes.code(v) for v in second[which]], dtype=np.int32)
-    # Each received column is dropped from ``second`` as soon as it is appended: the child's half of the rows
-    # is then never held twice (received and appended) through the rest of the load.
-    received: dict[str, dict[str, np.ndarray]] = second.pop("cols")
-    while received:
-        f, cols = received.popitem()
-        while cols:
-            c, rows = cols.popitem()
-            remap = maps["names"] if c in ("name", "launched_kernel") else maps["ids"] if c in ("pid", "tid") else None
-            builder._cols[f][c].extend(rows, remap)
-            del rows
-    return True
 
 
 def labels(column: pd.Series) -> np.ndarray:

@@ -311,3 +311,34 @@ def test_ray_not_installed_is_one_line(stub: Stub, tmp_path: Path, capsys: pytes
 def test_ray_needs_server(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["capture", "--ray", "auto", "--out", str(tmp_path)]) == 2
     assert "--ray goes with --server" in _err(capsys)
+
+
+TP2 = REPO / "traces" / "h200x2" / "tp2-eager-prefill4096-decode8"
+TP2_NAMES = {0: "dp0_pp0_tp0_dcp0_ep0_rank0.1796032545634630045.pt.trace.json.gz",
+             1: "dp0_pp0_tp1_dcp0_ep1_rank1.1796032545546451031.pt.trace.json.gz"}
+
+
+def test_several_ranks_print_and_write_the_multirank_report(stub: Stub, tmp_path: Path,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """A TP2 server's two rank traces (real H200 ones): the capture prints the report ``phaseprof analyze``
+    prints for them and writes the same ``multirank.json``."""
+    traces = tmp_path / "traces"
+    traces.mkdir()
+
+    def stop() -> tuple[int, bytes]:
+        for r, name in TP2_NAMES.items():
+            shutil.copy(TP2 / f"rank{r}.pt.trace.json.gz", traces / name)
+        return 200, b""
+
+    stub.routes = vllm_like(["/start_profile", "/stop_profile"], **{
+        "POST /start_profile": (200, b""), "POST /stop_profile": stop,
+        "GET /server_info": _json({"vllm_config": {"parallel_config": {"tensor_parallel_size": 2}}})})
+    assert _run(stub.url, traces, tmp_path / "runs") == 0
+    printed = capsys.readouterr().out
+    assert "ranks (2 of world size 2)" in printed and "waited = inside a collective kernel" in printed
+    run_dir = next((tmp_path / "runs").iterdir())
+    run = json.loads((run_dir / "run.json").read_text())
+    assert run["trace"]["multirank"] == "multirank.json"
+    assert run["rank_breakdowns"] == ["rank0.breakdown.json", "rank1.breakdown.json"]
+    assert main(["analyze", str(run_dir / "ranks"), "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out) == json.loads((run_dir / "multirank.json").read_text())

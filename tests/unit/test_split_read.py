@@ -1,4 +1,4 @@
-"""The split read (two processes, one half of the events each: ``trace.tables._load_split``) gives exactly the
+"""The split read (two processes, one half of the events each: ``trace.split_read.load_split``) gives exactly the
 tables of the one-process read, or declines (None) so that the one-process read runs: on every committed and
 public trace, at split points everywhere in a small trace with tiny pieces, and on inputs made to trip it."""
 
@@ -14,7 +14,8 @@ import pandas.testing as pdt
 import pytest
 
 from phaseprof.errors import TraceError
-from phaseprof.trace import stream, tables
+from phaseprof.lean_process import SPLIT_ENV
+from phaseprof.trace import split_read, stream
 from phaseprof.trace.tables import EventTables, load_tables
 
 from ..conftest import PUBLIC_CUT_DIR, PUBLIC_DIR, REPO
@@ -42,7 +43,7 @@ def _no_lingering_threads(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def one_process(path: Path, monkeypatch: pytest.MonkeyPatch) -> EventTables | str:
-    monkeypatch.setenv(tables.SPLIT_ENV, "0")
+    monkeypatch.setenv(SPLIT_ENV, "0")
     try:
         return load_tables(path)
     except TraceError as e:
@@ -52,10 +53,10 @@ def one_process(path: Path, monkeypatch: pytest.MonkeyPatch) -> EventTables | st
 @pytest.mark.parametrize("path", COMMITTED + PUBLIC, ids=lambda p: p.name.split(".json")[0][-60:])
 def test_split_read_gives_the_same_tables(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     whole = one_process(path, monkeypatch)
-    monkeypatch.setenv(tables.SPLIT_ENV, "1")
-    at = tables._split_point(path)
+    monkeypatch.setenv(SPLIT_ENV, "1")
+    at = split_read.split_point(path)
     assert at is not None
-    split = tables._load_split(path, at, None)
+    split = split_read.load_split(path, at, None)
     assert split is not None, "declined: the split read did not run"
     assert_same_tables(split, whole)
     assert_same_tables(load_tables(path), whole)
@@ -69,7 +70,7 @@ def test_split_anywhere_with_tiny_pieces(monkeypatch: pytest.MonkeyPatch) -> Non
     ran = 0
     for at in sorted({0, 1, 17, 500, 4095, 4096, 4097, *range(0, size, size // 23), size - 300, size - 1, size,
                       size + 10_000}):
-        got = tables._load_split(path, at, None)
+        got = split_read.load_split(path, at, None)
         if got is not None:
             ran += 1
             assert_same_tables(got, whole)
@@ -96,9 +97,9 @@ def test_false_separator_at_the_split_declines(tmp_path: Path, monkeypatch: pyte
     p = tmp_path / "t.json.gz"
     p.write_bytes(gzip.compress(text.encode()))
     at = text.index("aten::mm}") + len("aten::mm")
-    assert tables._load_split(p, at, None) is None
+    assert split_read.load_split(p, at, None) is None
     whole = one_process(p, monkeypatch)
-    monkeypatch.setenv(tables.SPLIT_ENV, "1")
+    monkeypatch.setenv(SPLIT_ENV, "1")
     assert_same_tables(load_tables(p), whole)
     assert any(n.startswith("aten::mm}") for n in whole.ops["name"].cat.categories)
 
@@ -114,7 +115,7 @@ def test_keys_on_both_sides_and_process_names(tmp_path: Path, monkeypatch: pytes
     p.write_bytes(gzip.compress(json.dumps(doc, indent=1).encode()))
     whole = one_process(p, monkeypatch)
     for at in range(0, len(json.dumps(doc, indent=1)), 997):
-        got = tables._load_split(p, at, None)
+        got = split_read.load_split(p, at, None)
         if got is not None:
             assert_same_tables(got, whole)
     assert whole.meta.process_names == {"1": "last"}
@@ -125,7 +126,7 @@ def test_bad_input_gives_the_same_error(case: str, tmp_path: Path, monkeypatch: 
     make, _ = BAD_INPUTS[case]
     path = make(tmp_path)
     whole = one_process(path, monkeypatch)
-    monkeypatch.setenv(tables.SPLIT_ENV, "1")
+    monkeypatch.setenv(SPLIT_ENV, "1")
     try:
         got: EventTables | str = load_tables(path)
     except TraceError as e:
@@ -138,17 +139,17 @@ def test_bad_input_gives_the_same_error(case: str, tmp_path: Path, monkeypatch: 
 
 def test_no_split_in_a_threaded_program(monkeypatch: pytest.MonkeyPatch) -> None:
     """Forking while other threads run (the dashboard's server) could leave the child on a lock held by one."""
-    monkeypatch.setenv(tables.SPLIT_ENV, "1")
+    monkeypatch.setenv(SPLIT_ENV, "1")
     path = COMMITTED[0]
-    assert tables._split_point(path) is not None  # no other thread (as the fixture makes it look)
+    assert split_read.split_point(path) is not None  # no other thread (as the fixture makes it look)
     monkeypatch.setattr(threading, "active_count", _REAL_ACTIVE_COUNT)
     stop = threading.Event()
     t = threading.Thread(target=stop.wait)
     t.start()
     try:
-        assert tables._split_point(path) is None
+        assert split_read.split_point(path) is None
     finally:
         stop.set()
         t.join()
-    monkeypatch.setenv(tables.SPLIT_ENV, "0")
-    assert tables._split_point(path) is None
+    monkeypatch.setenv(SPLIT_ENV, "0")
+    assert split_read.split_point(path) is None
