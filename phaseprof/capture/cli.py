@@ -168,6 +168,9 @@ def capture(
     concurrency: int = typer.Option(1, "--concurrency", help="With --server: requests sent at once per round."),
     request_timeout: float = typer.Option(600.0, "--request-timeout", help="With --server: seconds any one "
                                           "HTTP request may take."),
+    trace_wait: float = typer.Option(120.0, "--trace-wait", metavar="SECONDS", help="With --server: how long "
+                                     "to wait after /stop_profile for every rank's trace to be written (big "
+                                     "traces of many ranks take a while)."),
     ray: str | None = typer.Option(None, "--ray", metavar="ADDRESS", help=RAY_HELP),
 ) -> None:
     """Start vLLM in-process, time each phase and prompt length without the profiler, profile each once, and
@@ -187,7 +190,7 @@ def capture(
         capture_server(CaptureOptions.of(phases[0], lengths[0], output_tokens=output_tokens, reps=reps,
                                          warmup=warmup, seed=seed, out=out),
                        server=server, trace_dir=trace_dir, concurrency=concurrency, timeout_s=request_timeout,
-                       console=console, argv=canonical_command(ctx), ray=ray)
+                       trace_wait_s=trace_wait, console=console, argv=canonical_command(ctx), ray=ray)
         return
     if ray is not None:
         raise PhaseprofError("--ray goes with --server (an in-process capture writes its traces on this machine)")

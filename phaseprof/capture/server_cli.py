@@ -43,7 +43,8 @@ def server_argv(argv: list[str], *, phase: Phase) -> list[str]:
 
 
 def capture_server(capture: CaptureOptions, *, server: str, trace_dir: Path | None, concurrency: int,
-                   timeout_s: float, console: Console, argv: list[str], ray: str | None = None) -> None:
+                   timeout_s: float, console: Console, argv: list[str], ray: str | None = None,
+                   trace_wait_s: float = 120.0) -> None:
     """``phaseprof capture --server``: check, time, profile, collect, analyse, print. ``capture``: the same
     options an in-process capture takes (``CaptureOptions.of``); ``ray``: a Ray cluster's address, to collect
     from every node of it."""
@@ -61,8 +62,10 @@ def capture_server(capture: CaptureOptions, *, server: str, trace_dir: Path | No
                              "the first)")
     if concurrency < 1:
         raise PhaseprofError(f"--concurrency must be at least 1, got {concurrency}")
+    if not trace_wait_s > 0:  # also NaN
+        raise PhaseprofError(f"--trace-wait must be more than 0 seconds, got {trace_wait_s}")
     req = ServerCapture(capture=capture, server=ServerTarget(server, timeout_s=timeout_s), trace_dir=trace_dir,
-                        concurrency=concurrency, ray=ray)
+                        concurrency=concurrency, ray=ray, trace_wait_s=trace_wait_s)
     res = capture_from_server(req, console=console, argv=server_argv(argv, phase=capture.phase))
     print_server_headline(res, console)
     if len(res.breakdowns) == 1:

@@ -126,10 +126,10 @@ def wait_on_cluster(nodes: list[NodeDir], *, expected: int | None, timeout_s: fl
     where_dirs = ", ".join(f"{n.host}:{n.directory}" for n in nodes)
     if w.timed_out and not w.seen:
         raise PhaseprofError(f"no new trace appeared on any of {len(nodes)} node(s) ({where_dirs}) within "
-                             f"{timeout_s:.0f} s after /stop_profile; is this the server's torch_profiler_dir?")
+                             f"{timeout_s:g} s after /stop_profile; is this the server's torch_profiler_dir?")
     if w.timed_out and not w.done:
         raise PhaseprofError(f"{w.seen} new trace file(s) appeared on the cluster but none was complete within "
-                             f"{timeout_s:.0f} s (still being written?)")
+                             f"{timeout_s:g} s (still being written?)")
     done = sorted(w.done, key=lambda k: (os.path.basename(k[1]), k))
     files = tuple(Path(p) for _, p in done)
     collected = Collected(files, tuple(rank_from_name(p.name) for p in files), w.waited_s)

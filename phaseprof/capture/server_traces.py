@@ -153,11 +153,11 @@ def wait_for_traces(directory: Path, before: Snapshot, *, expected: int | None, 
                          lambda p: rank_from_name(p.name),
                          expected=expected, timeout_s=timeout_s, stable_s=stable_s, poll_s=poll_s, on_wait=on_wait)
     if w.timed_out and not w.seen:
-        raise PhaseprofError(f"no new trace appeared within {timeout_s:.0f} s after /stop_profile; is "
+        raise PhaseprofError(f"no new trace appeared within {timeout_s:g} s after /stop_profile; is "
                              "this the server's torch_profiler_dir (on this machine)?", path=directory)
     if w.timed_out and not w.done:
         raise PhaseprofError(f"{w.seen} new trace file(s) appeared but none was complete within "
-                             f"{timeout_s:.0f} s (still being written?)", path=directory)
+                             f"{timeout_s:g} s (still being written?)", path=directory)
     return Collected(w.done, tuple(rank_from_name(p.name) for p in w.done), w.waited_s)
 
 

@@ -342,3 +342,17 @@ def test_several_ranks_print_and_write_the_multirank_report(stub: Stub, tmp_path
     assert run["rank_breakdowns"] == ["rank0.breakdown.json", "rank1.breakdown.json"]
     assert main(["analyze", str(run_dir / "ranks"), "--format", "json"]) == 0
     assert json.loads(capsys.readouterr().out) == json.loads((run_dir / "multirank.json").read_text())
+
+
+def test_trace_wait_option(stub: Stub, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``--trace-wait`` bounds the wait for the traces after /stop_profile; nonsense is refused before any
+    request is sent."""
+    stub.routes = vllm_like(["/start_profile", "/stop_profile"], **{"POST /start_profile": (200, b""),
+                                                                    "POST /stop_profile": (200, b"")})
+    assert _run(stub.url, tmp_path, tmp_path / "runs", "--trace-wait", "0.5") == 2
+    assert "no new trace appeared within 0.5 s after /stop_profile" in _err(capsys)
+    assert not (tmp_path / "runs").exists()
+    sent = len(stub.seen)
+    assert _run(stub.url, tmp_path, tmp_path / "runs", "--trace-wait", "0") != 0
+    assert "--trace-wait must be more than 0 seconds, got 0.0" in _err(capsys)
+    assert len(stub.seen) == sent
