@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -20,3 +21,16 @@ def test_bench_analyze_small() -> None:
     assert "x orjson.loads' (decompressed bytes): " in out and "peak memory <= 1.0x decompressed size" in out
     assert "phaseprof --steps 2:4 inside its process:" in out and "s; 2 steps," in out  # steps 2 and 3 only
     assert "gzip inflater: " in out
+    assert "the same, pyarrow imported" in out  # the program's setting and a library user's, side by side
+
+
+def test_bench_memory_small() -> None:
+    """benchmarks/bench_memory.py on a committed real trace, every configuration once, the split read forced so
+    its forked reader is measured too: the JSON must be the same everywhere."""
+    proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "bench_memory.py"), str(TRACE), "--repeat", "1"],
+                          capture_output=True, text=True, timeout=600, env={**os.environ, "PHASEPROF_SPLIT_READ": "1"})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    rows = [line for line in proc.stdout.splitlines() if line.startswith("trace.json.gz")]
+    assert [r.split()[3] + " " + r.split()[4] for r in rows] == ["split lean", "split pyarrow", "one-process lean",
+                                                                 "one-process pyarrow"], proc.stdout
+    assert "JSON the same in every configuration: True" in proc.stdout
