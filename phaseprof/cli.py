@@ -76,10 +76,17 @@ def main(argv: list[str] | None = None) -> int:
     return rv if isinstance(rv, int) else 0
 
 
+#: Commands that run vLLM or torch in this process: they keep pyarrow, which their libraries may import.
+ENGINE_COMMANDS = frozenset({"capture", "sweep", "ceilings"})
+
+
 def entry() -> int:
-    """The ``phaseprof`` program (console script and ``python -m phaseprof.cli``): :func:`main` in a process that
-    leaves pyarrow out (``phaseprof.lean_process``). Tests call :func:`main` in their own process instead."""
-    leave_out_pyarrow()
+    """The ``phaseprof`` program (console script and ``python -m phaseprof.cli``): :func:`main`, in a process that
+    leaves pyarrow out (``phaseprof.lean_process``) unless the command runs an engine. Tests call :func:`main`
+    in their own process instead."""
+    command = next((a for a in sys.argv[1:] if not a.startswith("-")), None)
+    if command not in ENGINE_COMMANDS:
+        leave_out_pyarrow()
     return main()
 
 

@@ -7,8 +7,9 @@ trace's own size. A ``None`` entry in ``sys.modules`` makes ``import pyarrow`` r
 system's documented way to block a module), so pandas runs as without pyarrow: Python string storage, the same
 numbers (``tests/unit/test_lean_process.py``).
 
-Only processes phaseprof starts itself do this, and only before pandas is imported; library users and the
-Streamlit dashboard (its own process, started by ``phaseprof dashboard``) keep pyarrow.
+Only processes phaseprof starts itself do this, and only before pandas is imported; library users, the
+Streamlit dashboard (its own process, started by ``phaseprof dashboard``) and the commands that run vLLM or torch
+in-process (``capture``, ``sweep``, ``ceilings``: ``phaseprof.cli.ENGINE_COMMANDS``) keep pyarrow.
 ``PHASEPROF_PYARROW=1`` keeps it in phaseprof's processes too.
 """
 

@@ -92,3 +92,15 @@ def test_rank_worker_initializer_runs_before_pandas() -> None:
             os.environ[KEEP_ENV] = env_before
     assert blocked
     assert split == "0"
+
+
+@pytest.mark.parametrize(("argv", "blocked"), [(["analyze", "--help"], True), (["--version"], True),
+                                                (["capture", "--help"], False), (["sweep", "--help"], False),
+                                                (["ceilings", "--help"], False)])
+def test_engine_commands_keep_pyarrow(argv: list[str], blocked: bool) -> None:
+    """The program leaves pyarrow out, except for the commands that run vLLM or torch in its process."""
+    code = ("import sys\nfrom phaseprof.cli import entry\nsys.argv = ['phaseprof', *sys.argv[1:]]\n"
+            "try:\n    entry()\nfinally:\n    print('BLOCKED', sys.modules.get('pyarrow', 'absent') is None)\n")
+    out = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, env=_env(),
+                         timeout=120)
+    assert f"BLOCKED {blocked}" in out.stdout, out.stdout[-2000:] + out.stderr[-2000:]
