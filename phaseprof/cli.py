@@ -39,6 +39,12 @@ def _register_all() -> None:
 
     for mod in (analyze_cli, capture_cli, memory_cli, diff_cli, dashboard_cli, sol_cli):
         mod.register(app)
+    # The command list of `phaseprof --help` shows each docstring's first paragraph with its line breaks kept
+    # (typer's rich help), ragged at any width; one line each lets it wrap to the terminal.
+    for info in app.registered_commands:
+        doc = info.help or (info.callback.__doc__ if info.callback else None)
+        if info.short_help is None and doc:
+            info.short_help = " ".join(doc.strip().split("\n\n")[0].split())
 
 
 _register_all()

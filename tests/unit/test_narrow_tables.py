@@ -113,3 +113,17 @@ def test_split_columns_packs_in_order_and_repeats_keys() -> None:
     # a column wider than the width beside the keys still gets a part of its own
     assert split_columns([10, 100, 7], keys=1, width=40) == [[1], [2]]
     assert split_columns([10], keys=1, width=40) == [[]]
+
+
+def test_command_list_wraps_to_the_terminal() -> None:
+    """``phaseprof --help`` at 80 columns: every command's summary fills its lines (the docstrings' own line
+    breaks used to cut them short mid-sentence) and nothing is wider than the terminal."""
+    env = {**os.environ, "COLUMNS": "80", "PYTHONPATH": str(ROOT)}
+    out = subprocess.run([sys.executable, "-m", "phaseprof.cli", "--help"], capture_output=True, text=True, env=env,
+                         check=True, cwd=ROOT).stdout
+    _assert_fits(out, 80)
+    panel = " ".join(line.strip("│ ") for line in out.splitlines() if line.startswith("│"))
+    assert "profile each once, and write one run directory per" in " ".join(panel.split())
+    ragged = [line for line in out.splitlines() if line.startswith("│") and len(line.rstrip("│ ")) < 45
+              and line.split()[1:2] and not line.rstrip("│ ").endswith((".", ")"))]
+    assert not ragged, ragged
