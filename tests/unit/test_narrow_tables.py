@@ -122,8 +122,12 @@ def test_command_list_wraps_to_the_terminal() -> None:
     out = subprocess.run([sys.executable, "-m", "phaseprof.cli", "--help"], capture_output=True, text=True, env=env,
                          check=True, cwd=ROOT).stdout
     _assert_fits(out, 80)
-    panel = " ".join(line.strip("│ ") for line in out.splitlines() if line.startswith("│"))
-    assert "profile each once, and write one run directory per" in " ".join(panel.split())
-    ragged = [line for line in out.splitlines() if line.startswith("│") and len(line.rstrip("│ ")) < 45
-              and line.split()[1:2] and not line.rstrip("│ ").endswith((".", ")"))]
+    lines = out.splitlines()
+    panel = lines[next(i for i, x in enumerate(lines) if "Commands" in x) + 1:]
+    panel = panel[:next(i for i, x in enumerate(panel) if x.startswith("╰"))]
+    col = min(len(x) - len(x[1:].lstrip()) for x in panel if x[1:].startswith("   "))  # descriptions start here
+    width = len(panel[0]) - 2 - col  # up to the right border and its padding
+    ragged = [(a, b) for a, b in zip(panel, panel[1:]) if not b[1:col].strip()  # b continues a's description
+              and len(a[col:-1].rstrip()) + 1 + len(b[col:].split()[0]) <= width]
     assert not ragged, ragged
+    assert len(panel) >= 7  # every command listed
