@@ -14,6 +14,7 @@ import multiprocessing as mp
 import pytest
 
 from phaseprof.lean_process import KEEP_ENV, SPLIT_ENV, init_rank_worker
+from phaseprof.scale.local import _main_not_reimported
 
 from ..conftest import REPO
 
@@ -85,7 +86,10 @@ def test_rank_worker_initializer_runs_before_pandas() -> None:
     env_before = os.environ.get(KEEP_ENV)
     os.environ.pop(KEEP_ENV, None)
     try:
-        with ProcessPoolExecutor(1, mp_context=mp.get_context("spawn"), initializer=init_rank_worker) as pool:
+        # As analyze_rank_files starts its workers: a spawned worker would re-run the parent's __main__ (under
+        # pytest, possibly a Streamlit AppTest script an earlier test left there).
+        with _main_not_reimported(), ProcessPoolExecutor(1, mp_context=mp.get_context("spawn"),
+                                                         initializer=init_rank_worker) as pool:
             blocked, split = pool.submit(_worker_state).result(timeout=120)
     finally:
         if env_before is not None:
