@@ -18,10 +18,7 @@ import warnings
 from pathlib import Path
 from typing import Any, BinaryIO
 
-import numpy as np
-
 from phaseprof.lean_process import SPLIT_ENV
-from phaseprof.trace.limits import MAX_KEPT_EVENTS
 from phaseprof.trace.stream import merged_halves, stream_half
 from phaseprof.trace.tables import EventTables, TableBuilder
 
@@ -102,7 +99,7 @@ def load_split(path: str | Path, at: int, origin_us: float | None) -> EventTable
         if status != 0 or second is None:
             return None
         doc = merged_halves(first, second["half"])
-        if doc is None or not _append_half(builder, second):
+        if doc is None or not builder.absorb(second):
             return None
         half = second["half"]
         return builder.finish(doc, path=str(path), sha256=half.sha256, decompressed_bytes=half.decompressed_bytes,
@@ -162,36 +159,9 @@ def _receive(f: BinaryIO) -> dict[str, Any] | None:
 
 
 def _second_half(path: str | Path, at: int) -> dict[str, Any] | None:
-    """In the child: the second half's columns, code tables and counts (what :func:`_append_half` takes)."""
+    """In the child: the second half's stream facts and its builder's rows (``TableBuilder.exported``)."""
     builder = TableBuilder()
     half = stream_half(path, builder.add, at, second=True)
     if half is None:
         return None
-    return {"half": half, "cols": {f: {c: g.exported() for c, g in cols.items()}
-                                   for f, cols in builder._cols.items()},
-            "names": list(builder._names._table), "ids": list(builder._ids._table),
-            "process_names": builder._process_names, "event_count": builder.event_count, "kept": builder._kept}
-
-
-def _append_half(builder: TableBuilder, second: dict[str, Any]) -> bool:
-    """Append the second half's rows to ``builder`` (which read the first half), its name and id codes mapped
-    onto ``builder``'s; False past :data:`MAX_KEPT_EVENTS` in all (the one-process read raises that)."""
-    builder._kept += second["kept"]
-    if builder._kept > MAX_KEPT_EVENTS:
-        return False
-    builder.event_count += second["event_count"]
-    builder._process_names.update(second["process_names"])  # later events win, as when read in one pass
-    maps = {}
-    for which, codes in (("names", builder._names), ("ids", builder._ids)):
-        maps[which] = np.asarray([codes.code(v) for v in second[which]], dtype=np.int32)
-    # Each received column is dropped from ``second`` as soon as it is appended: the child's half of the rows
-    # is then never held twice (received and appended) through the rest of the load.
-    received: dict[str, dict[str, np.ndarray]] = second.pop("cols")
-    while received:
-        f, cols = received.popitem()
-        while cols:
-            c, rows = cols.popitem()
-            remap = maps["names"] if c in ("name", "launched_kernel") else maps["ids"] if c in ("pid", "tid") else None
-            builder._cols[f][c].extend(rows, remap)
-            del rows
-    return True
+    return {"half": half, **builder.exported()}

@@ -491,6 +491,35 @@ class TableBuilder:
             **{c: self._column("memory", c) for c in ("bytes", "total_allocated", "device_type", "device_id")},
         })
 
+    def exported(self) -> dict[str, Any]:
+        """What :meth:`absorb` of another builder takes: this builder's columns (constant runs as (value, count)),
+        its code tables and counts. The split read's child sends it to the parent (``trace.split_read``)."""
+        return {"cols": {f: {c: g.exported() for c, g in cols.items()} for f, cols in self._cols.items()},
+                "names": list(self._names._table), "ids": list(self._ids._table),
+                "process_names": self._process_names, "event_count": self.event_count, "kept": self._kept}
+
+    def absorb(self, other: dict[str, Any]) -> bool:
+        """Append the rows of another builder's :meth:`exported` (events that follow this builder's), its name and
+        id codes mapped onto this one's; False past :data:`MAX_KEPT_EVENTS` in all (a one-pass read raises
+        that). Each column is dropped from ``other`` once appended, so its rows are never held twice."""
+        self._kept += other["kept"]
+        if self._kept > MAX_KEPT_EVENTS:
+            return False
+        self.event_count += other["event_count"]
+        self._process_names.update(other["process_names"])  # later events win, as when read in one pass
+        maps = {which: np.asarray([codes.code(v) for v in other[which]], dtype=np.int32)
+                for which, codes in (("names", self._names), ("ids", self._ids))}
+        received: dict[str, dict[str, Any]] = other.pop("cols")
+        while received:
+            f, cols = received.popitem()
+            while cols:
+                c, rows = cols.popitem()
+                remap = maps["names"] if c in ("name", "launched_kernel") else maps["ids"] if c in ("pid", "tid") \
+                    else None
+                self._cols[f][c].extend(rows, remap)
+                del rows
+        return True
+
     def finish(self, doc: TraceDoc, *, path: str, sha256: str, decompressed_bytes: int,
                origin_us: float | None = None) -> EventTables:
         """The tables, with ``doc``'s top-level keys (its ``traceEvents`` are not read here) as metadata.
