@@ -26,21 +26,10 @@ class Correlated:
     op_parent: np.ndarray  # per ops row: enclosing ops row on the same thread
 
 
-def _thread_keys(frame: pd.DataFrame) -> np.ndarray:
-    """One string per row naming its host thread ("pid/tid"), comparable across tables. Strings are built once
-    per distinct thread, not per row."""
-    pc, tc = frame["pid"].cat.codes.to_numpy(), frame["tid"].cat.codes.to_numpy()
-    pair = pc.astype(np.int64) * (len(frame["tid"].cat.categories) + 1) + tc
-    uniq, inv = np.unique(pair, return_inverse=True)
-    pcat, tcat = frame["pid"].cat.categories, frame["tid"].cat.categories
-    n_t = len(tcat) + 1
-    names = np.asarray([f"{pcat[u // n_t]}/{tcat[u % n_t]}" for u in uniq.tolist()], dtype=object)
-    return names[inv.reshape(-1)]
-
-
 def _thread_codes(*frames: pd.DataFrame) -> list[np.ndarray]:
-    """Per frame, per row, an integer code of its host thread: exactly ``pd.factorize`` of the
-    :func:`_thread_keys` of all ``frames`` concatenated (codes in order of first appearance), split back per frame.
+    """Per frame, per row, an integer code of its host thread: exactly ``pd.factorize`` of all ``frames``' rows'
+    "pid/tid" strings concatenated (codes in order of first appearance), split back per frame (tested against
+    that definition: ``thread_keys`` in tests/unit/test_op_parents.py).
 
     Why not that: it builds a string object per row (8 bytes a row, plus a sort of the whole column in
     ``np.unique``) and hashes every row's string; on a 358k-op trace that peaked at ~18 MB per call. Here each

@@ -11,12 +11,24 @@ import pytest
 
 from phaseprof.analysis.items import op_modules
 from phaseprof.classify.rules import load_rules
-from phaseprof.trace.correlate import _innermost_ops, _op_parents, _thread_keys
+from phaseprof.trace.correlate import _innermost_ops, _op_parents
 from phaseprof.trace.tables import load_tables
 
 ROOT = Path(__file__).resolve().parents[2]
 PUBLIC = ROOT.parent / "shared" / "traces" / "public"
 TRACES = sorted(ROOT.glob("traces/**/*.json.gz")) + sorted(PUBLIC.glob("*.json.gz"))
+
+
+def thread_keys(frame: pd.DataFrame) -> np.ndarray:
+    """One string per row naming its host thread ("pid/tid"), comparable across tables: how ``correlate`` keyed
+    threads before ``_thread_codes`` (kept here as the definition those codes are tested against)."""
+    pc, tc = frame["pid"].cat.codes.to_numpy(), frame["tid"].cat.codes.to_numpy()
+    pair = pc.astype(np.int64) * (len(frame["tid"].cat.categories) + 1) + tc
+    uniq, inv = np.unique(pair, return_inverse=True)
+    pcat, tcat = frame["pid"].cat.categories, frame["tid"].cat.categories
+    n_t = len(tcat) + 1
+    names = np.asarray([f"{pcat[u // n_t]}/{tcat[u % n_t]}" for u in uniq.tolist()], dtype=object)
+    return names[inv.reshape(-1)]
 
 
 def reference_op_parents(ops: pd.DataFrame) -> np.ndarray:
@@ -26,7 +38,7 @@ def reference_op_parents(ops: pd.DataFrame) -> np.ndarray:
         return np.asarray(parent, dtype=np.int64)
     ts_a = ops["ts_ns"].to_numpy()
     end_a = ops["end_ns"].to_numpy()
-    key_codes = pd.factorize(_thread_keys(ops))[0]
+    key_codes = pd.factorize(thread_keys(ops))[0]
     order = np.lexsort((-(end_a - ts_a), ts_a, key_codes))
     ts, end, keys = ts_a.tolist(), end_a.tolist(), key_codes.tolist()
     stack: list[int] = []
@@ -53,7 +65,7 @@ def reference_innermost(runtime: pd.DataFrame, ops: pd.DataFrame, parent: np.nda
     if runtime.empty or ops.empty:
         return out
     ots, oend = ops["ts_ns"].to_numpy(), ops["end_ns"].to_numpy()
-    okey, rkey = _thread_keys(ops), _thread_keys(runtime)
+    okey, rkey = thread_keys(ops), thread_keys(runtime)
     rts = runtime["ts_ns"].to_numpy()
     for key, ridx in pd.Series(rkey).groupby(rkey).indices.items():
         oidx = np.flatnonzero(okey == key)
@@ -181,11 +193,11 @@ def test_thread_codes_are_factorized_thread_keys() -> None:
     b = frame(["7", "5", "1"], ["8", "5", "2/3"])
     empty = frame([], [])
     for frames in ((a,), (b,), (a, b), (b, a), (empty, a), (a, empty, b)):
-        want = pd.factorize(np.concatenate([_thread_keys(f) for f in frames]))[0]
+        want = pd.factorize(np.concatenate([thread_keys(f) for f in frames]))[0]
         got = _thread_codes(*frames)
         assert [len(g) for g in got] == [len(f) for f in frames]
         np.testing.assert_array_equal(np.concatenate(got), want)
     for path in TRACES[:4]:
         t = load_tables(path)
         for fr in (t.ops, t.runtime):
-            np.testing.assert_array_equal(_thread_codes(fr)[0], pd.factorize(_thread_keys(fr))[0])
+            np.testing.assert_array_equal(_thread_codes(fr)[0], pd.factorize(thread_keys(fr))[0])
