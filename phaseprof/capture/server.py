@@ -262,10 +262,12 @@ class _Collector:
         """With --ray and every trace on this node: run.json's ``trace`` entry says so, rank by rank."""
         if self.cluster is None:
             return ranks
+        from phaseprof.capture.server_ray import rank_location  # noqa: PLC0415
+
         copied = ranks.trace_doc.get("file") or ranks.trace_doc.get("ranks_dir")
-        locs = [{"rank": r, "node_id": f.node_id, "host": f.host, "path": f.path, "size": f.size,
-                 "copied_to": copied if "file" in ranks.trace_doc else f"{copied}/{Path(f.path).name}",
-                 "stayed_on_node": False} for r, f in self._ranked()]
+        one = "file" in ranks.trace_doc  # one rank: its trace.json.gz; several: ranks/<name>
+        locs = [rank_location(r, f, copied_to=copied if one else f"{copied}/{Path(f.path).name}")
+                for r, f in self._ranked()]
         return dataclasses.replace(ranks, trace_doc={**ranks.trace_doc, "rank_locations": locs})
 
 
@@ -290,7 +292,8 @@ def write_rank_traces(tmp: Path, final: Path, rank_files: list[tuple[int, Path]]
     """Copy and analyse collected rank traces into the run directory being written (``tmp``, renamed to
     ``final`` later). One rank: ``trace.json.gz`` (finalized as an in-process capture's, ``metadata`` as its
     ``phaseprof`` key) + ``breakdown.json``. Several: ``ranks/`` (files as vLLM wrote them),
-    ``rank<N>.breakdown.json`` and ``multirank.json`` (the report ``phaseprof analyze`` gives for ``ranks/``). ``world_size``: ranks the server runs (None = the traces' own
+    ``rank<N>.breakdown.json`` and ``multirank.json`` (the report ``phaseprof analyze`` gives for ``ranks/``).
+    ``world_size``: ranks the server runs (None = the traces' own
     ``distributedInfo``); ranks without a file here are named in a warning. ``model_config``: the served
     model's config.json (the one rank's breakdown gets its speed of light from it). ``missing_note``: the
     warning for missing ranks (default: they have no file in ``trace_dir``)."""

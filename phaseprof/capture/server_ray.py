@@ -163,14 +163,16 @@ def analyze_cluster_ranks(rank_files: list[tuple[int, NodeFile]], *, tmp: Path, 
         final_path = str(final / "ranks" / name)  # the breakdown names where the copy lives once renamed
         results[r] = dataclasses.replace(res, path=final_path, breakdown=dataclasses.replace(
             res.breakdown, trace=dataclasses.replace(res.breakdown.trace, path=final_path)))
-        locations[r] = _location(r, f, copied_to=f"ranks/{name}")
+        locations[r] = rank_location(r, f, copied_to=f"ranks/{name}")
     for (r, f), res in zip(away, analyze_on_nodes([f for _, f in away])):
         results[r] = res
-        locations[r] = _location(r, f, copied_to=None)
+        locations[r] = rank_location(r, f, copied_to=None)
     return ClusterRanks(dict(sorted(results.items())), [locations[r] for r in sorted(locations)])
 
 
-def _location(rank: int, f: NodeFile, *, copied_to: str | None) -> dict[str, Any]:
+def rank_location(rank: int, f: NodeFile, *, copied_to: str | None) -> dict[str, Any]:
+    """One entry of run.json's ``trace.rank_locations``: where the rank's trace is, and its copy in the run
+    directory (None: it stayed on its node)."""
     return {"rank": rank, "node_id": f.node_id, "host": f.host, "path": f.path, "size": f.size,
             "copied_to": copied_to, "stayed_on_node": copied_to is None}
 
@@ -209,7 +211,7 @@ def write_cluster_rank_traces(tmp: Path, final: Path, rank_files: list[tuple[int
         "multirank": "multirank.json" if summary is not None else None,
         "ray": {"trace_dir": trace_dir, "nodes": [{"node_id": n.node_id, "host": n.host, "directory": n.directory}
                                                   for n in nodes]},
-        "rank_locations": ranks.locations if ranks else [_location(r, f, copied_to=None) for r, f in rank_files]}
+        "rank_locations": ranks.locations if ranks else [rank_location(r, f, copied_to=None) for r, f in rank_files]}
     lost = missing_ranks([r for r, _ in rank_files], world)
     if lost:
         warnings.append(missing_on_cluster_message(lost, int(world or 0), trace_dir, len(nodes)))
