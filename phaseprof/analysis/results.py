@@ -6,7 +6,7 @@ All times are microseconds (``_us``), shares are percent of GPU busy time (``_pc
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from phaseprof.analysis.attribution_types import Attribution
@@ -152,3 +152,7 @@ class Breakdown:
     capture: dict[str, Any] = field(default_factory=dict)
     sol: SolSection | None = None  # speed of light (schema 1.1): needs a model config, see phaseprof.sol
     attribution: Attribution | None = None  # module/layer attribution, coverage, inferred phases and mode
+
+    def naming_trace(self, path: str) -> Breakdown:
+        """This breakdown with ``trace.path`` = ``path`` (e.g. where a run directory's copy lives once renamed)."""
+        return replace(self, trace=replace(self.trace, path=path))

@@ -79,8 +79,7 @@ def in_final_place(summary: Any, tmp: Path, final: Path) -> Any:
     def moved(path: str | None) -> str | None:
         return str(final) + "/" + path[len(prefix):] if path and path.startswith(prefix) else path
 
-    ranks = {r: dataclasses.replace(bd, trace=dataclasses.replace(bd.trace, path=moved(bd.trace.path)))
-             for r, bd in summary.ranks.items()}
+    ranks = {r: bd.naming_trace(moved(bd.trace.path)) for r, bd in summary.ranks.items()}
     return dataclasses.replace(summary, ranks=ranks, paths={r: moved(p) for r, p in summary.paths.items()})
 
 
@@ -105,7 +104,7 @@ def analyze_into(trace: Path, run_dir: Path, *, final_trace: Path | None = None,
         capture = {"model_config": model_config} if model_config else {}
         bd = analyze(trace, config=AnalysisConfig(capture=capture)).reported
         if final_trace is not None and dataclasses.is_dataclass(getattr(bd, "trace", None)):
-            bd = dataclasses.replace(bd, trace=dataclasses.replace(bd.trace, path=str(final_trace)))
+            bd = bd.naming_trace(str(final_trace))
         write_breakdown(bd, run_dir / "breakdown.json")
     except Exception as e:  # noqa: BLE001 - the trace is still worth keeping
         return None, f"analysis failed: {type(e).__name__}: {e}"

@@ -161,8 +161,7 @@ def analyze_cluster_ranks(rank_files: list[tuple[int, NodeFile]], *, tmp: Path, 
         shutil.copy2(f.path, tmp / "ranks" / name)
         res = analyze_rank(tmp / "ranks" / name)
         final_path = str(final / "ranks" / name)  # the breakdown names where the copy lives once renamed
-        results[r] = dataclasses.replace(res, path=final_path, breakdown=dataclasses.replace(
-            res.breakdown, trace=dataclasses.replace(res.breakdown.trace, path=final_path)))
+        results[r] = dataclasses.replace(res, path=final_path, breakdown=res.breakdown.naming_trace(final_path))
         locations[r] = rank_location(r, f, copied_to=f"ranks/{name}")
     for (r, f), res in zip(away, analyze_on_nodes([f for _, f in away])):
         results[r] = res
