@@ -228,7 +228,7 @@ def run_child(kind: str, path: Path, baseline_src: Path | None = None) -> Run:
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         t0 = time.perf_counter()
         proc = subprocess.Popen(cmd, stdout=out, stderr=err, env=env)
-        status, usage, tree_peak = _wait_sampling(proc.pid)
+        status, usage, tree_peak = wait_sampling(proc.pid)
         wall = time.perf_counter() - t0
         proc.returncode = code = os.waitstatus_to_exitcode(status)
         out.seek(0)
@@ -249,7 +249,7 @@ def run_child(kind: str, path: Path, baseline_src: Path | None = None) -> Run:
 SAMPLE_S = 0.02
 
 
-def _wait_sampling(pid: int) -> tuple[int, os.struct_rusage, int | None]:
+def wait_sampling(pid: int) -> tuple[int, os.struct_rusage, int | None]:
     """Wait for ``pid`` (its own exit status and rusage, not its children's) while sampling the physical memory of
     its tree: its RSS plus each descendant's USS. A forked child (the split read's reader) shares the parent's
     pages until either writes them; RSS would count those twice, USS counts the child's own pages only. The

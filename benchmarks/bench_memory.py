@@ -7,7 +7,7 @@ program runs (``phaseprof.lean_process``: pyarrow left out) and with pyarrow imp
 what the program did before). Interleaved rounds; per configuration the best wall time and the highest peaks:
 
 - **process**: the analysing process's own peak RSS (``ru_maxrss`` from ``wait4``: exact);
-- **tree**: its RSS plus its forked reader's own pages (USS), sampled every 20 ms (``bench_analyze._wait_sampling``):
+- **tree**: its RSS plus its forked reader's own pages (USS), sampled every 20 ms (``bench_analyze.wait_sampling``):
   pages the fork shares are counted once; at least the process's own peak.
 
 The JSON printed must be the same in every configuration (checked). Usage::
@@ -28,7 +28,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from bench_analyze import _wait_sampling, gzip_size  # noqa: E402
+from bench_analyze import wait_sampling, gzip_size  # noqa: E402
 
 CONFIGS = {"split lean": {}, "split pyarrow": {"PHASEPROF_PYARROW": "1"},
            "one-process lean": {"PHASEPROF_SPLIT_READ": "0"},
@@ -41,7 +41,7 @@ def run(trace: Path, env: dict[str, str]) -> dict:
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         t0 = time.perf_counter()
         proc = subprocess.Popen(cmd, stdout=out, stderr=err, env={**os.environ, **env})
-        status, usage, tree = _wait_sampling(proc.pid)
+        status, usage, tree = wait_sampling(proc.pid)
         wall = time.perf_counter() - t0
         out.seek(0)
         err.seek(0)

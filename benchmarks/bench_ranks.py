@@ -132,8 +132,8 @@ def main(argv: list[str] | None = None) -> int:
     runs = {k: {**min(rs, key=lambda r: r["wall_s"]), "tree_mb": max(r["tree_mb"] for r in rs),
                 "largest_mb": max(r["largest_mb"] for r in rs), "walls": [r["wall_s"] for r in rs]}
             for k, rs in all_runs.items()}
-    docs = {k: _normalised(r["stdout"]) for k, rs in all_runs.items() for r in rs[:1]}
-    same = all(_normalised(r["stdout"]) == docs["jobs 1 serial"] for rs in all_runs.values() for r in rs)
+    reference = _normalised(all_runs["jobs 1 serial"][0]["stdout"])
+    same = all(_normalised(r["stdout"]) == reference for rs in all_runs.values() for r in rs)
     ref = runs["jobs 1 serial"]["wall_s"]
     print(f"{len(files)} rank files, {raw_mb:.1f} MB decompressed each; {os.cpu_count()} cores; outputs identical: "
           f"{same}; load average (1/5/15 min) before {load_before}, after "
