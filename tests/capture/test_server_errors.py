@@ -313,21 +313,18 @@ def test_ray_needs_server(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     assert "--ray goes with --server" in _err(capsys)
 
 
-TP2 = REPO / "traces" / "h200x2" / "tp2-eager-prefill4096-decode8"
-TP2_NAMES = {0: "dp0_pp0_tp0_dcp0_ep0_rank0.1796032545634630045.pt.trace.json.gz",
-             1: "dp0_pp0_tp1_dcp0_ep1_rank1.1796032545546451031.pt.trace.json.gz"}
-
-
 def test_several_ranks_print_and_write_the_multirank_report(stub: Stub, tmp_path: Path,
                                                             capsys: pytest.CaptureFixture[str]) -> None:
     """A TP2 server's two rank traces (real H200 ones): the capture prints the report ``phaseprof analyze``
     prints for them and writes the same ``multirank.json``."""
+    from tests.capture.test_server_traces import _write  # the same two real rank traces, under vLLM's names
+
     traces = tmp_path / "traces"
     traces.mkdir()
 
     def stop() -> tuple[int, bytes]:
-        for r, name in TP2_NAMES.items():
-            shutil.copy(TP2 / f"rank{r}.pt.trace.json.gz", traces / name)
+        _write(traces, 0)
+        _write(traces, 1)
         return 200, b""
 
     stub.routes = vllm_like(["/start_profile", "/stop_profile"], **{
