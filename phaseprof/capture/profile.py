@@ -46,16 +46,24 @@ class ProfiledRun:
     raw_trace: Path
     hierarchy: Hierarchy = Hierarchy.OFF
     module_calls: int = 0
+    first_profiled_step: int = 0  # index of the first step under the profiler (> 0 when prefill was skipped)
+
+    def was_profiled(self, index: int) -> bool:
+        return self.first_profiled_step <= index < self.first_profiled_step + self.profiled_steps
 
 
 def profile_request(session: Any, *, phase: Phase, prompt_tokens: int, output_tokens: int, seed: int,
                     profile_decode_steps: int | None, workdir: Path,
-                    hierarchy: Hierarchy = Hierarchy.OFF) -> ProfiledRun:
+                    hierarchy: Hierarchy = Hierarchy.OFF, concurrency: int = 1,
+                    decode_only: bool = False) -> ProfiledRun:
     """Run the capture's request once under torch.profiler; export the Chrome trace into ``workdir``.
 
     For decode, ``profile_decode_steps`` = k stops the profiler after k decode steps (the prefill step is always
     profiled); the request still runs to completion unprofiled, so the engine is left clean. ``hierarchy``: how
     the module tree is recorded (``Hierarchy``; off by default here, ``CaptureOptions`` picks the capture's).
+    ``concurrency``: requests added together (seeds ``seed`` .. ``seed + concurrency - 1``), so the decode
+    steps run at that batch size. ``decode_only`` (decode): the profiler starts at the first step that runs
+    no prefill, so a high-concurrency point's many chunked prefill steps stay out of the trace.
     """
     import torch  # noqa: PLC0415
     from torch.profiler import ProfilerActivity, profile, record_function  # noqa: PLC0415
@@ -63,12 +71,18 @@ def profile_request(session: Any, *, phase: Phase, prompt_tokens: int, output_to
     cuda = session.device.kind == "cuda"
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
     max_tokens = 1 if phase is Phase.PREFILL else output_tokens
-    prompt = random_prompt(prompt_tokens, vocab_size=session.vocab_size, seed=seed)
+    prompts = [random_prompt(prompt_tokens, vocab_size=session.vocab_size, seed=seed + k) for k in range(concurrency)]
     prof = profile(activities=activities, profile_memory=True, record_shapes=False,
                    with_stack=hierarchy is Hierarchy.STACK)
     scopes = ModuleScopes()
     limit = profile_decode_steps if phase is Phase.DECODE and profile_decode_steps is not None else None
-    state = {"on": False, "profiled": 0, "decode": 0}
+    state = {"on": False, "profiled": 0, "decode": 0, "first": 0, "waiting": decode_only and phase is Phase.DECODE}
+
+    def start(i: int) -> None:
+        prof.start()
+        state["on"], state["first"], state["waiting"] = True, i, False
+        if hierarchy is Hierarchy.HOOKS:
+            scopes.install()
 
     def stop() -> None:
         scopes.remove()  # first: no hook may outlive the recording (also after an exception)
@@ -79,23 +93,23 @@ def profile_request(session: Any, *, phase: Phase, prompt_tokens: int, output_to
             state["on"] = False
 
     def step_context(_prev: StepRecord | None, i: int, predicted: StepCounts) -> contextlib.AbstractContextManager:
+        if state["waiting"] and predicted.context_tokens == 0 and predicted.generation_requests > 0:
+            start(i)
         if not state["on"]:
             return contextlib.nullcontext()
         state["profiled"] += 1
         return record_function(predicted.marker(i))
 
     def after_step(step: StepRecord) -> None:
-        if step.counts.context_tokens == 0:
+        if state["on"] and step.counts.context_tokens == 0:
             state["decode"] += 1
         if limit is not None and state["decode"] >= limit:
             stop()
 
-    prof.start()
-    state["on"] = True
     try:
-        if hierarchy is Hierarchy.HOOKS:
-            scopes.install()
-        drive = drive_requests(session, [prompt], max_tokens, step_context=step_context, prefix="p",
+        if not state["waiting"]:
+            start(0)
+        drive = drive_requests(session, prompts, max_tokens, step_context=step_context, prefix="p",
                                after_step=after_step)
     finally:
         stop()
@@ -104,10 +118,11 @@ def profile_request(session: Any, *, phase: Phase, prompt_tokens: int, output_to
     if phase is Phase.PREFILL:
         host = host_ttft_s(drive.requests[0])
     else:
-        decode = [s for s in drive.steps[: state["profiled"]] if s.counts.context_tokens == 0]
+        first = state["first"]
+        decode = [s for s in drive.steps[first: first + state["profiled"]] if s.counts.context_tokens == 0]
         host = sum(s.host_s for s in decode) / len(decode) if decode else None
     return ProfiledRun(drive=drive, profiled_steps=state["profiled"], host_s=host, raw_trace=raw,
-                       hierarchy=hierarchy, module_calls=scopes.calls)
+                       hierarchy=hierarchy, module_calls=scopes.calls, first_profiled_step=state["first"])
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,34 @@ from phaseprof.capture.progress import Stages, quiet_stages
 from phaseprof.capture.quiet import LOG_NAME, VllmOutput
 from phaseprof.capture.timing import PhaseTiming, time_phase
 from phaseprof.io import atomic_directory
+from phaseprof.pareto.records import AsyncScheduling, to_builtins
 from phaseprof.records import ModelInfo, RequestInfo, RunRecord
+from phaseprof.safe_text import terminal
+
+
+@dataclass(frozen=True)
+class ServingTiming:
+    """A point's clean timing on the serving-default engine (vLLM's own ``async_scheduling``), when that is
+    another engine than the marker-friendly one the profiled steps run on."""
+
+    timing: PhaseTiming
+    async_scheduling: bool | None
+
+
+def async_record(session: EngineSession, marker: PhaseTiming, serving: ServingTiming | None) -> AsyncScheduling:
+    """What the timed and the profiled engine ran with; both headline medians and their ratio when the point
+    was timed on both."""
+    metric = "tpot" if marker.phase is Phase.DECODE else "ttft"
+    if serving is None:
+        value = session.async_scheduling
+        return AsyncScheduling(timed=value, profiled=value, timed_source=f"one engine timed and profiled "
+                               f"(async_scheduling={value})", refused=session.async_refusal(), metric=metric,
+                               serving_timing_ms=marker.headline.median_ms)
+    s_ms, m_ms = serving.timing.headline.median_ms, marker.headline.median_ms
+    return AsyncScheduling(timed=serving.async_scheduling, profiled=session.async_scheduling,
+                           timed_source="vLLM's default (serving engine); profiled on a second engine with "
+                                        "async_scheduling=False", metric=metric, serving_timing_ms=s_ms,
+                           marker_timing_ms=m_ms, ratio=round(m_ms / s_ms, 4) if s_ms > 0 else None)
 
 
 @dataclass(frozen=True)
@@ -73,6 +100,18 @@ def open_session(opts: EngineOptions, *, console: Console, stages: Stages | None
                         output_redirected=output_redirected)
 
 
+def marker_session(session: EngineSession, *, console: Console, stages: Stages | None = None,
+                   output_redirected: bool = False) -> EngineSession:
+    """The engine profiled steps run on: ``session`` itself when its async scheduling is off (the serving
+    default on this platform, or asked for), else a second engine with ``async_scheduling=False``, started
+    after ``session`` was closed (one engine's memory at a time)."""
+    if not session.async_scheduling:
+        return session
+    opts = replace(session.options, async_scheduling=False)
+    session.close()
+    return open_session(opts, console=console, stages=stages, output_redirected=output_redirected)
+
+
 def overhead_ratio(timing: PhaseTiming, profiled: ProfiledRun) -> float | None:
     """Profiled host time over the clean host-clock median of the same quantity."""
     clean = timing.headline_host.median_ms / 1e3
@@ -86,8 +125,8 @@ def _steps_json(profiled: ProfiledRun) -> list[dict[str, Any]]:
     for s in profiled.drive.steps:
         c = s.counts
         out.append({
-            "index": s.index, "profiled": s.index < profiled.profiled_steps,
-            "marker": c.marker(s.index) if s.index < profiled.profiled_steps else None,
+            "index": s.index, "profiled": profiled.was_profiled(s.index),
+            "marker": c.marker(s.index) if profiled.was_profiled(s.index) else None,
             "host_ms": round(s.host_s * 1e3, 4), "context_requests": c.context_requests,
             "context_tokens": c.context_tokens, "generation_requests": c.generation_requests,
             "generation_tokens": c.generation_tokens,
@@ -97,27 +136,34 @@ def _steps_json(profiled: ProfiledRun) -> list[dict[str, Any]]:
 
 
 def run_record(session: EngineSession, opts: CaptureOptions, timing: PhaseTiming, profiled: ProfiledRun,
-               trace: TraceFile, ratio: float | None, argv: list[str] | None) -> RunRecord:
+               trace: TraceFile, ratio: float | None, argv: list[str] | None,
+               serving: ServingTiming | None = None) -> RunRecord:
     """Everything needed to reproduce and interpret the capture (see docs/capture.md for each field); the
-    breakdown fields are set once the analysis ran."""
+    breakdown fields are set once the analysis ran. ``timing``: the profiled engine's clean timing;
+    ``serving``: the same point on the serving-default engine, which then is the headline."""
     src = session.source
-    head = timing.headline
+    shown = serving.timing if serving is not None else timing
+    head = shown.headline
+    timing_doc = shown.to_dict()
+    if serving is not None:
+        timing_doc["profiled_engine"] = timing.to_dict()
     return RunRecord(
         created_utc=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         command=command_line(argv),
         mode=str(session.options.mode), quant=str(session.options.quant),
         # Clean (profiler-off) medians as plain top-level numbers, the names `phaseprof diff` and the dashboard read.
-        ttft_ms=timing.ttft.median_ms, tpot_ms=timing.tpot.median_ms if timing.tpot else None,
+        ttft_ms=shown.ttft.median_ms, tpot_ms=shown.tpot.median_ms if shown.tpot else None,
         versions=session.versions, device=session.device.to_dict(),
         model=ModelInfo.of_source(src), model_config=src.hf_config,
         engine={"kwargs": session.plan.kwargs, "env": session.plan.env, "notes": list(session.plan.notes),
-                "startup_s": round(session.startup_s, 3)},
+                "startup_s": round(session.startup_s, 3),
+                "async_scheduling": to_builtins(async_record(session, timing, serving))},
         vllm_startup_facts=session.facts.to_dict(),
         request=RequestInfo(phase=str(opts.phase), prompt_tokens=opts.tokens, max_tokens=opts.max_tokens,
-                            concurrency=1, seed=opts.seed),
+                            concurrency=opts.concurrency, seed=opts.seed),
         headline={"metric": "tpot" if opts.phase is Phase.DECODE else "ttft", "median_ms": head.median_ms,
-                  "p10_ms": head.p10_ms, "p90_ms": head.p90_ms, "source": timing.source},
-        timing=timing.to_dict(),
+                  "p10_ms": head.p10_ms, "p90_ms": head.p90_ms, "source": shown.source},
+        timing=timing_doc,
         profile={
             "profiled_steps": profiled.profiled_steps,
             "host_ms": None if profiled.host_s is None else round(profiled.host_s * 1e3, 4),
@@ -135,9 +181,10 @@ def run_record(session: EngineSession, opts: CaptureOptions, timing: PhaseTiming
 
 
 def run_json(session: EngineSession, opts: CaptureOptions, timing: PhaseTiming, profiled: ProfiledRun,
-             trace: TraceFile, ratio: float | None, breakdown_error: str | None, argv: list[str] | None) -> dict:
+             trace: TraceFile, ratio: float | None, breakdown_error: str | None, argv: list[str] | None,
+             serving: ServingTiming | None = None) -> dict:
     """run.json content (``RunRecord.to_dict``)."""
-    rec = run_record(session, opts, timing, profiled, trace, ratio, argv)
+    rec = run_record(session, opts, timing, profiled, trace, ratio, argv, serving)
     return replace(rec, breakdown=None if breakdown_error else "breakdown.json",
                    breakdown_error=breakdown_error).to_dict()
 
@@ -145,12 +192,13 @@ def run_json(session: EngineSession, opts: CaptureOptions, timing: PhaseTiming, 
 def trace_metadata(session: EngineSession, opts: CaptureOptions, timing: PhaseTiming,
                    ratio: float | None) -> dict[str, Any]:
     """What the trace itself says about its capture (top-level ``phaseprof`` key of trace.json.gz):
-    ``RunRecord.embedded``."""
+    ``RunRecord.embedded``. ``timing``: the headline timing (the serving engine's when there is one)."""
     head = timing.headline
     rec = RunRecord(
         mode=str(session.options.mode), quant=str(session.options.quant), versions=session.versions,
         device=session.device.to_dict(), model=ModelInfo(name=session.source.name),
-        request=RequestInfo(phase=str(opts.phase), prompt_tokens=opts.tokens, max_tokens=opts.max_tokens),
+        request=RequestInfo(phase=str(opts.phase), prompt_tokens=opts.tokens, max_tokens=opts.max_tokens,
+                            concurrency=opts.concurrency),
         headline={"metric": "tpot" if opts.phase is Phase.DECODE else "ttft", "median_ms": head.median_ms,
                   "p10_ms": head.p10_ms, "p90_ms": head.p90_ms, "source": timing.source},
         ttft_ms=timing.ttft.median_ms, tpot_ms=timing.tpot.median_ms if timing.tpot else None,
@@ -161,16 +209,19 @@ def trace_metadata(session: EngineSession, opts: CaptureOptions, timing: PhaseTi
 def capture_phase(session: EngineSession, opts: CaptureOptions, *, console: Console,
                   argv: list[str] | None = None, max_trace_bytes: int = DEFAULT_MAX_TRACE_BYTES,
                   run_dir: Path | None = None, stages: Stages | None = None,
-                  vllm_log: VllmOutput | None = None) -> CaptureResult:
+                  vllm_log: VllmOutput | None = None, serving: ServingTiming | None = None,
+                  decode_only: bool = False) -> CaptureResult:
     """Time ``opts.phase`` cleanly, profile it once, write the run directory atomically, and return it.
 
     ``stages``: progress display (none by default); ``vllm_log``: vLLM's log so far is copied into the run
-    directory as ``vllm.log``.
+    directory as ``vllm.log``; ``serving``: the same point's timing on the serving-default engine (then the
+    headline; this engine's timing is kept beside it, with the ratio); ``decode_only``: see ``profile_request``.
     """
     stages = stages or quiet_stages()
     stages.prefix = f"{opts.phase} {tokens_label(str(opts.phase), opts.tokens, opts.output_tokens)}: "
     timing = time_phase(session, phase=opts.phase, prompt_tokens=opts.tokens, output_tokens=opts.output_tokens,
-                        reps=opts.reps, warmup=opts.warmup, seed=opts.seed, stages=stages)
+                        reps=opts.reps, warmup=opts.warmup, seed=opts.seed, stages=stages,
+                        concurrency=opts.concurrency)
     final = run_dir or unique_run_dir(opts.out, run_dir_name(
         device_slug=session.device.slug, model_slug=session.source.slug, phase=str(opts.phase),
         tokens=tokens_label(str(opts.phase), opts.tokens, opts.output_tokens), stamp=utc_stamp()))
@@ -179,16 +230,18 @@ def capture_phase(session: EngineSession, opts: CaptureOptions, *, console: Cons
             profiled = profile_request(session, phase=opts.phase, prompt_tokens=opts.tokens,
                                        output_tokens=opts.output_tokens, seed=opts.seed,
                                        profile_decode_steps=opts.profile_decode_steps, workdir=Path(work),
-                                       hierarchy=opts.hierarchy)
+                                       hierarchy=opts.hierarchy, concurrency=opts.concurrency,
+                                       decode_only=decode_only)
             ratio = overhead_ratio(timing, profiled)
         with stages.stage("trace export (trim, gzip)"):
             trace = finalize_trace(profiled.raw_trace, tmp / "trace.json.gz",
                                    corrections=profiled.drive.corrections(),
-                                   metadata=trace_metadata(session, opts, timing, ratio), max_bytes=max_trace_bytes)
+                                   metadata=trace_metadata(session, opts, serving.timing if serving else timing,
+                                                           ratio), max_bytes=max_trace_bytes)
         with stages.stage("analysis"):
             bd, err = analyze_into(tmp / "trace.json.gz", tmp, final_trace=final / "trace.json.gz",
                                    model_config=session.source.hf_config)
-        rec = run_record(session, opts, timing, profiled, trace, ratio, argv)
+        rec = run_record(session, opts, timing, profiled, trace, ratio, argv, serving)
         rec = replace(rec, breakdown=None if err else "breakdown.json", breakdown_error=err)
         if vllm_log is not None:
             vllm_log.copy_into(tmp)
@@ -197,7 +250,7 @@ def capture_phase(session: EngineSession, opts: CaptureOptions, *, console: Cons
         run = rec.to_dict()
         make_readable(tmp)
     stages.prefix = ""
-    return CaptureResult(run_dir=final, timing=timing, profiled=profiled,
+    return CaptureResult(run_dir=final, timing=serving.timing if serving else timing, profiled=profiled,
                          trace=replace(trace, path=final / trace.path.name),
                          overhead_ratio=ratio, breakdown=bd, breakdown_error=err, run=run)
 
@@ -212,6 +265,13 @@ def print_headline(result: CaptureResult, console: Console) -> None:
         f"[bold]{metric} {h.median_ms:.2f} ms[/] (p10 {h.p10_ms:.2f}, p90 {h.p90_ms:.2f}; {t.reps} reps, {src})"
         + (f"  ·  TTFT {t.ttft.median_ms:.2f} ms" if t.phase is Phase.DECODE else "")
     )
+    a = (result.run.get("engine") or {}).get("async_scheduling") or {}
+    if a.get("ratio") is not None:
+        console.print(f"timed with vLLM's serving defaults (async scheduling {'on' if a['timed'] else 'off'}); the "
+                      f"profiled engine (async scheduling off) times it at {a['marker_timing_ms']:.2f} ms, "
+                      f"×{a['ratio']:.2f}")
+    elif a.get("refused"):
+        console.print(f"[dim]{terminal(a['refused'])}[/]")
     if result.overhead_ratio is not None:
         console.print(f"profiler overhead ×{result.overhead_ratio:.2f} (profiled / unprofiled host time); "
                       f"{result.profiled.profiled_steps} profiled steps, trace {result.trace.gz_bytes / 1e6:.2f} MB")

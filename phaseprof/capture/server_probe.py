@@ -39,6 +39,7 @@ class ServerInfo:
     parallel: dict[str, Any] | None
     model_config: dict[str, Any] | None
     hf_config: dict[str, Any] | None
+    async_scheduling: bool | None = None  # the server's resolved scheduler_config.async_scheduling, when served
 
     @property
     def world_size(self) -> int | None:
@@ -66,7 +67,8 @@ class ServerInfo:
     def to_dict(self) -> dict[str, Any]:
         return {"url": self.url, "version": self.version, "model": self.model_id, "root": self.root,
                 "max_model_len": self.max_model_len, "profiling_route": self.profiling,
-                "parallel": self.parallel, "world_size": self.world_size, "mode": self.mode}
+                "parallel": self.parallel, "world_size": self.world_size, "mode": self.mode,
+                "async_scheduling": self.async_scheduling}
 
 
 def _local_config(root: str | None) -> dict[str, Any] | None:
@@ -80,18 +82,22 @@ def _local_config(root: str | None) -> dict[str, Any] | None:
     return doc if isinstance(doc, dict) else None
 
 
-def _dev_info(client: ServerClient) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+def _dev_info(client: ServerClient) -> tuple[dict[str, Any] | None, dict[str, Any] | None, bool | None]:
+    """(parallel config, model config, async_scheduling) from ``/server_info``, each None when not served."""
     status, doc = client.get_json("/server_info?config_format=json", timeout_s=PROBE_TIMEOUT_S)
     if status != 200 or not isinstance(doc, dict) or not isinstance(doc.get("vllm_config"), dict):
-        return None, None
+        return None, None, None
     cfg = doc["vllm_config"]
+    sched = cfg.get("scheduler_config") if isinstance(cfg.get("scheduler_config"), dict) else {}
+    async_sched = sched.get("async_scheduling")
     par = cfg.get("parallel_config") if isinstance(cfg.get("parallel_config"), dict) else None
     keep = ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size", "enable_expert_parallel",
             "distributed_executor_backend")
     model = cfg.get("model_config") if isinstance(cfg.get("model_config"), dict) else None
     mkeep = ("enforce_eager", "dtype", "max_model_len", "quantization")
     return ({k: par.get(k) for k in keep if k in par} if par else None,
-            {k: model.get(k) for k in mkeep if k in model} if model else None)
+            {k: model.get(k) for k in mkeep if k in model} if model else None,
+            async_sched if isinstance(async_sched, bool) else None)
 
 
 def probe(client: ServerClient) -> ServerInfo:
@@ -109,12 +115,12 @@ def probe(client: ServerClient) -> ServerInfo:
     status, schema = client.get_json("/openapi.json", timeout_s=PROBE_TIMEOUT_S)
     paths = schema.get("paths") if status == 200 and isinstance(schema, dict) else None
     profiling = ("/start_profile" in paths) if isinstance(paths, dict) else None
-    parallel, model_config = _dev_info(client)
+    parallel, model_config, async_sched = _dev_info(client)
     max_len = m.get("max_model_len") or (model_config or {}).get("max_model_len")
     root = m.get("root") if isinstance(m.get("root"), str) else None
     return ServerInfo(url=url, version=doc["version"], model_id=str(m.get("id")), root=root,
                       max_model_len=int(max_len) if max_len else None, profiling=profiling, parallel=parallel,
-                      model_config=model_config, hf_config=_local_config(root))
+                      model_config=model_config, hf_config=_local_config(root), async_scheduling=async_sched)
 
 
 def profiling_disabled(url: str) -> ServerError:

@@ -35,9 +35,12 @@ from phaseprof.capture.sweep import (
     slope_us_per_token,
     write_plot,
 )
+from phaseprof.capture.serving import RequestTimes, gaps, serving_metrics
+from phaseprof.capture.server_client import StreamedRequest
 from phaseprof.capture.timing import summarize
 from phaseprof.errors import PhaseprofError
 from phaseprof.io import atomic_directory
+from phaseprof.pareto.records import AsyncScheduling, to_builtins
 from phaseprof.records import SweepRecord
 
 MAX_SWEEP_REQUESTS = 5000
@@ -51,6 +54,12 @@ class ServerSweep:
     spec: SweepSpec
     server: ServerTarget
     budget_s: float | None = None
+
+
+def stream_times(r: StreamedRequest, prompt_tokens: int) -> RequestTimes:
+    """One streamed request on the client clock (ITL: gaps between token-carrying chunks)."""
+    return RequestTimes(t_send_s=r.t_send_s, t_done_s=r.t_done_s, ttft_s=r.ttft_s, tpot_s=r.tpot_s,
+                        itl_s=gaps(r.chunk_t_s), prompt_tokens=prompt_tokens, output_tokens=r.output_tokens)
 
 
 def _spread(values: list[float]) -> dict[str, float]:
@@ -77,7 +86,14 @@ def run_server_sweep(req: ServerSweep, *, console: Console, argv: list[str] | No
         "command": command_line(argv), "server": info.to_dict(), "versions": {"vllm": info.version},
         "device": {"kind": "server", "name": info.url}, "model": {"name": info.model_id, "kind": "server", "path": info.root},
         "model_config": info.hf_config,
-        "engine": {"mode": info.mode or "?"}, "reps": sp.reps, "warmup": sp.warmup, "seed": sp.seed,
+        "engine": {"mode": info.mode or "?", "world_size": info.world_size or 1,
+                   "world_size_source": "server /server_info" if info.world_size else "assumed 1 (the server "
+                   "does not report its parallel config without VLLM_SERVER_DEV_MODE=1)",
+                   "async_scheduling": to_builtins(AsyncScheduling(
+                       timed=info.async_scheduling, profiled=None,
+                       timed_source="the server's own setting (/server_info)" if info.async_scheduling is not None
+                       else "the server's own setting (not reported without VLLM_SERVER_DEV_MODE=1)"))},
+        "reps": sp.reps, "warmup": sp.warmup, "seed": sp.seed,
         "timing_source": CLIENT_CLOCK,
     }
     final = unique_run_dir(sp.out, run_dir_name(device_slug="server", model_slug=slugify(Path(info.model_id).name),
@@ -113,10 +129,15 @@ def run_server_sweep(req: ServerSweep, *, console: Console, argv: list[str] | No
                 rounds = run_rounds(client, plan, rounds=sp.reps, concurrency=c)
                 tpot = summarize([r.tpot_s for rnd in rounds for r in rnd if r.tpot_s is not None])
                 rates = [v for rnd in rounds if (v := round_throughput(rnd)) is not None]
+                serving = serving_metrics([[stream_times(r, sp.prompt_tokens) for r in rnd] for rnd in rounds],
+                                          concurrency=c, prompt_tokens=sp.prompt_tokens,
+                                          output_tokens=sp.output_tokens, world_size=info.world_size or 1,
+                                          latency_source=CLIENT_CLOCK)
                 dpoints.append(DecodePoint(concurrency=c, prompt_tokens=sp.prompt_tokens,
                                            output_tokens=sp.output_tokens, tpot=tpot,
                                            output_tok_per_s=_spread(rates),
-                                           decode_tok_per_s=c / (tpot.median_ms / 1e3), source=CLIENT_CLOCK))
+                                           decode_tok_per_s=c / (tpot.median_ms / 1e3), source=CLIENT_CLOCK,
+                                           serving=serving))
                 st.update(f"decode sweep: c={c} TPOT {tpot.median_ms:.2f} ms")
             doc["points"] = [p.to_dict() for p in dpoints]
             doc["skipped"] = skipped

@@ -146,7 +146,8 @@ class RequestRecord:
 
     - ``metrics``: vLLM's RequestStateStats (``RequestOutput.metrics``) when it exists, else None.
     - ``t_add_s``: perf_counter just before ``add_request``; ``t_first_token_s``/``t_done_s``: just after the
-      step() that returned its first token / its last output.
+      step() that returned its first token / its last output; ``token_t_s``: after every step() that returned
+      tokens of it (inter-token latencies on the host clock).
     """
 
     request_id: str
@@ -156,6 +157,7 @@ class RequestRecord:
     t_done_s: float | None = None
     num_output_tokens: int = 0
     metrics: Any | None = None
+    token_t_s: list[float] = field(default_factory=list)  # perf_counter after each step() that gave it tokens
 
 
 @dataclass
@@ -261,6 +263,8 @@ def _record_outputs(outputs: list[Any], records: dict[str, RequestRecord], now: 
         n = sum(len(getattr(c, "token_ids", []) or []) for c in getattr(out, "outputs", [])[:1])
         if n and rec.t_first_token_s is None:
             rec.t_first_token_s = now
+        if n:
+            rec.token_t_s.append(now)
         rec.num_output_tokens = rec.num_output_tokens + n if delta else max(rec.num_output_tokens, n)
         if getattr(out, "metrics", None) is not None:
             rec.metrics = out.metrics

@@ -4,13 +4,15 @@ Prefill point (per prompt length): ``warmup`` untimed requests, then ``reps`` si
 Decode point (per concurrency c): ``reps`` rounds of c requests added together (prompt P, N outputs each):
 - ``tpot``: per-request TPOT (see timing.py), median over all requests of all rounds;
 - ``output_tok_per_s``: c x N / round wall time (first add_request to last token), one value per round;
-- ``decode_tok_per_s``: c / median TPOT, the steady decode rate once all c are generating.
+- ``decode_tok_per_s``: c / median TPOT, the steady decode rate once all c are generating;
+- ``serving``: the point as a serving benchmark reports it (``pareto.records.ServingMetrics``: TTFT, TPOT and
+  ITL p50/p90/p99, request and token throughput, tokens/s per GPU and per user; ``capture.serving``).
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -18,14 +20,20 @@ import numpy as np
 
 from phaseprof.capture.options import Phase, parse_int_list
 from phaseprof.capture.timing import (
+    PhaseTiming,
     TimingStats,
     host_tpot_s,
+    host_ttft_s,
     metrics_tpot_s,
+    metrics_ttft_s,
     run_requests,
     summarize,
     timing_from_runs,
 )
+from phaseprof.capture.serving import RequestTimes, gaps, serving_metrics
+from phaseprof.capture.steps import RequestRecord
 from phaseprof.errors import PhaseprofError
+from phaseprof.pareto.records import ServingMetrics, to_builtins
 
 #: ``--tokens`` when not given: prefill sweeps these lengths, decode sweeps use this one prompt length.
 DEFAULT_PREFILL_LENGTHS, DEFAULT_DECODE_PROMPT = "128..8192x2", "128"
@@ -104,12 +112,32 @@ class DecodePoint:
     output_tok_per_s: dict[str, float]  # median, p10, p90 over rounds
     decode_tok_per_s: float
     source: str
+    serving: ServingMetrics | None = None
+    timing: PhaseTiming | None = field(default=None, compare=False, repr=False)  # not written: a profile's pair
 
     def to_dict(self) -> dict[str, Any]:
         return {"concurrency": self.concurrency, "prompt_tokens": self.prompt_tokens,
                 "output_tokens": self.output_tokens, "tpot": self.tpot.to_dict(),
                 "output_tok_per_s": self.output_tok_per_s, "decode_tok_per_s": self.decode_tok_per_s,
-                "source": self.source}
+                "source": self.source, "serving": None if self.serving is None else to_builtins(self.serving)}
+
+
+def world_size_of(engine_kwargs: dict[str, Any]) -> int:
+    """GPUs (ranks) one engine of these ``vllm.LLM`` arguments runs on: tensor x pipeline x data parallel."""
+    n = 1
+    for key in ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size"):
+        n *= int(engine_kwargs.get(key) or 1)
+    return n
+
+
+def request_times(rec: RequestRecord, *, use_metrics: bool) -> RequestTimes:
+    """One in-process request on one clock per point: vLLM's metrics for TTFT and TPOT when every request has
+    them (``use_metrics``), else the host clock; ITL and throughput always on the host clock."""
+    ttft = metrics_ttft_s(rec) if use_metrics else host_ttft_s(rec)
+    tpot = metrics_tpot_s(rec) if use_metrics else host_tpot_s(rec)
+    return RequestTimes(t_send_s=rec.t_add_s, t_done_s=rec.t_done_s, ttft_s=ttft, tpot_s=tpot,
+                        itl_s=gaps(rec.token_t_s), prompt_tokens=rec.prompt_tokens,
+                        output_tokens=rec.num_output_tokens)
 
 
 def _spread(values: list[float]) -> dict[str, float]:
@@ -159,7 +187,7 @@ def decode_sweep(session: Any, concurrency: list[int], *, prompt_tokens: int, ou
                             concurrency=c, prefix=f"d{c}-")
         recs = [rec for r in runs for rec in r.requests]
         m = [metrics_tpot_s(r) for r in recs]
-        use_metrics = all(v is not None for v in m)
+        use_metrics = all(v is not None for v in m) and all(metrics_ttft_s(r) is not None for r in recs)
         tpots = [v for v in (m if use_metrics else [host_tpot_s(r) for r in recs]) if v is not None]
         tpot = summarize(tpots)
         rates = []
@@ -168,9 +196,15 @@ def decode_sweep(session: Any, concurrency: list[int], *, prompt_tokens: int, ou
             start = min(q.t_add_s for q in r.requests)
             if done:
                 rates.append(c * output_tokens / (max(done) - start))
+        source = "vllm_request_metrics" if use_metrics else "host_clock"
+        serving = serving_metrics([[request_times(q, use_metrics=use_metrics) for q in r.requests] for r in runs],
+                                  concurrency=c, prompt_tokens=prompt_tokens, output_tokens=output_tokens,
+                                  world_size=world_size_of(session.plan.kwargs), latency_source=source)
         point = DecodePoint(concurrency=c, prompt_tokens=prompt_tokens, output_tokens=output_tokens, tpot=tpot,
                             output_tok_per_s=_spread(rates), decode_tok_per_s=c / (tpot.median_ms / 1e3),
-                            source="vllm_request_metrics" if use_metrics else "host_clock")
+                            source=source, serving=serving,
+                            timing=timing_from_runs(runs, phase=Phase.DECODE, prompt_tokens=prompt_tokens,
+                                                    output_tokens=output_tokens, warmup=warmup))
         points.append(point)
         if on_point is not None:
             on_point(point)

@@ -146,24 +146,26 @@ def run_requests(session: object, *, prompt_tokens: int, max_tokens: int, n: int
 
 
 def time_phase(session: object, *, phase: Phase, prompt_tokens: int, output_tokens: int, reps: int, warmup: int,
-               seed: int = 0, stages: Stages | None = None) -> PhaseTiming:
-    """Warm up, then time ``reps`` single requests without the profiler (``stages``: progress display)."""
+               seed: int = 0, stages: Stages | None = None, concurrency: int = 1) -> PhaseTiming:
+    """Warm up, then time ``reps`` rounds of ``concurrency`` requests without the profiler (``stages``:
+    progress display)."""
     max_tokens = 1 if phase is Phase.PREFILL else output_tokens
     stages = stages or quiet_stages()
     with stages.stage("warm-up requests", total=warmup) as update:
         run_requests(session, prompt_tokens=prompt_tokens, max_tokens=max_tokens, n=warmup, seed=seed, prefix="w",
-                     on_done=lambda k: update(done=k))
+                     concurrency=concurrency, on_done=lambda k: update(done=k))
     with stages.stage("timed requests (no profiler)", total=reps) as update:
         runs = run_requests(session, prompt_tokens=prompt_tokens, max_tokens=max_tokens, n=reps, seed=seed,
-                            on_done=lambda k: update(done=k))
+                            concurrency=concurrency, on_done=lambda k: update(done=k))
     return timing_from_runs(runs, phase=phase, prompt_tokens=prompt_tokens, output_tokens=max_tokens,
                             warmup=warmup)
 
 
 def timing_from_runs(runs: list[DriveResult], *, phase: Phase, prompt_tokens: int, output_tokens: int,
                      warmup: int) -> PhaseTiming:
-    """Summarize single-request runs into a PhaseTiming (metrics when all reps have them, else host clock)."""
-    recs = [r.requests[0] for r in runs]
+    """Summarize runs into a PhaseTiming (metrics when all requests have them, else host clock); every request
+    of every run counts (one per run at concurrency 1)."""
+    recs = [q for r in runs for q in r.requests]
     m_ttft = [metrics_ttft_s(r) for r in recs]
     h_ttft = [host_ttft_s(r) for r in recs]
     m_tpot = [metrics_tpot_s(r) for r in recs]

@@ -32,7 +32,8 @@ def test_cpu_defaults() -> None:
     assert kw["enable_prefix_caching"] is False and kw["max_num_seqs"] == 2
     assert kw["max_model_len"] == 4097 and kw["max_num_batched_tokens"] == 4097
     assert kw["enforce_eager"] is True and kw["disable_log_stats"] is False
-    assert kw["async_scheduling"] is False
+    assert kw["async_scheduling"] is False  # the profiled (marker-friendly) engine
+    assert "async_scheduling" not in plan(async_scheduling=None).kwargs  # the timed one: vLLM's serving default
     assert kw["kv_cache_memory_bytes"] == 1 << 30 and "gpu_memory_utilization" not in kw
     assert kw["mamba_ssm_cache_dtype"] == "float32" and "gdn_prefill_backend" not in kw
     assert p.env == {"VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
@@ -47,6 +48,7 @@ def test_gpu_hybrid_eager() -> None:
 def test_capabilities_missing_in_older_vllm() -> None:
     kw = plan("qwen3.5-35b-a3b", H200, fields=OLD).kwargs
     assert "gdn_prefill_backend" not in kw and "async_scheduling" not in kw
+    assert "async_scheduling" not in plan("qwen3.5-35b-a3b", H200, fields=OLD, async_scheduling=False).kwargs
     assert "kv_cache_memory_bytes" not in plan(fields=OLD).kwargs
 
 
