@@ -33,11 +33,12 @@ def _register_all() -> None:
     # Each stage owns its CLI module; heavy dependencies (vllm, torch, streamlit) are imported lazily inside commands.
     from phaseprof.capture import cli as capture_cli
     from phaseprof.memory import cli as memory_cli
+    from phaseprof.pareto import cli as pareto_cli
     from phaseprof.report import analyze_cli, diff_cli
     from phaseprof.dashboard import cli as dashboard_cli
     from phaseprof.sol import cli as sol_cli
 
-    for mod in (analyze_cli, capture_cli, memory_cli, diff_cli, dashboard_cli, sol_cli):
+    for mod in (analyze_cli, capture_cli, memory_cli, diff_cli, dashboard_cli, sol_cli, pareto_cli):
         mod.register(app)
     # The command list of `phaseprof --help` shows each docstring's first paragraph with its line breaks kept
     # (typer's rich help), ragged at any width; one line each lets it wrap to the terminal.

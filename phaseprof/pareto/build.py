@@ -1,0 +1,231 @@
+"""Sweeps → the pareto report: every decode point of every sweep (one sweep = one configuration), the
+frontier across them, each configuration's capacity wall (memory plan) and each point's speed-of-light floor.
+
+The numbers are the sweeps' own (``ServingMetrics`` in each sweep.json point); this module only joins,
+compares and bounds them. Renderers (``render.py``) and the CLI compute nothing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from phaseprof.errors import PhaseprofError
+from phaseprof.memory.defaults import GIB, VLLM_VERSIONS
+from phaseprof.memory.kv_plan import CacheSettings, capacity, kv_layout
+from phaseprof.memory.model_shape import shape_from_hf_config
+from phaseprof.pareto.records import (
+    ConfigCapacity,
+    ConfigSummary,
+    FrontierPoint,
+    ParetoPoint,
+    ParetoReport,
+    ServingMetrics,
+    SolFloor,
+)
+from phaseprof.records import SweepRecord
+from phaseprof.sol.ceilings import Ceiling, ceiling_for
+from phaseprof.sol.model import QUANT_WEIGHT_BYTES, SolModel
+from phaseprof.sol.sweep import step_floor_ms
+from phaseprof.sol.work import StepTokens
+from phaseprof.vllm_log import facts_from_dict
+
+
+@dataclasses.dataclass(frozen=True)
+class Sweep:
+    """One sweep as read: its record, the directory it lives in, and its decode points' serving metrics."""
+
+    record: SweepRecord
+    directory: Path
+    metrics: tuple[ServingMetrics, ...]
+
+
+def read_sweep(path: str | Path) -> Sweep:
+    """A sweep directory (or its sweep.json). A prefill sweep, or one recorded before serving metrics existed,
+    is one PhaseprofError naming the file."""
+    p = Path(path)
+    f = p / "sweep.json" if p.is_dir() else p
+    if not f.is_file():
+        raise PhaseprofError("not a sweep directory (no sweep.json)", path=p)
+    rec = SweepRecord.read(f)
+    if rec.phase != "decode":
+        raise PhaseprofError("pareto takes decode sweeps (phaseprof sweep --phase decode)", path=f)
+    metrics = []
+    for point in rec.points:
+        if not point.get("serving"):
+            raise PhaseprofError(f"point c={point.get('concurrency')} has no serving metrics (recorded before "
+                                 "they existed); run the sweep again", path=f)
+        try:
+            metrics.append(msgspec.convert(point["serving"], ServingMetrics))
+        except msgspec.ValidationError as e:
+            raise PhaseprofError(f"point c={point.get('concurrency')}: bad serving metrics: {e}", path=f) from None
+    if not metrics:
+        raise PhaseprofError("the sweep has no points", path=f)
+    return Sweep(rec, f.parent, tuple(metrics))
+
+
+def _engine_args(rec: SweepRecord) -> dict[str, Any]:
+    return dict((rec.engine or {}).get("kwargs") or {})
+
+
+def config_label(s: Sweep) -> str:
+    """``<model> <mode> <quant> <N>gpu seqs<max_num_seqs>``: what tells configurations apart."""
+    e = s.record.engine or {}
+    kw = _engine_args(s.record)
+    world = s.metrics[0].world_size
+    parts = [s.record.model.name or "?", str(e.get("mode") or "?"), str(e.get("quant") or "bf16"), f"{world}gpu"]
+    if kw.get("max_num_seqs"):
+        parts.append(f"seqs{kw['max_num_seqs']}")
+    return " ".join(parts)
+
+
+def _labels(sweeps: Sequence[Sweep]) -> list[str]:
+    """Config labels, made unique with the sweep directory's name where two configurations read the same."""
+    base = [config_label(s) for s in sweeps]
+    return [b if base.count(b) == 1 else f"{b} ({s.directory.name})" for b, s in zip(base, sweeps)]
+
+
+def _vllm_version(rec: SweepRecord) -> str | None:
+    v = str((rec.versions or {}).get("vllm") or "")
+    return next((m for m in VLLM_VERSIONS if v == m or v.startswith(m + ".")), None)
+
+
+def config_capacity(s: Sweep) -> tuple[ConfigCapacity | None, str | None]:
+    """The capacity wall of a sweep's configuration, or (None, why not)."""
+    rec = s.record
+    facts = facts_from_dict(rec.vllm_startup_facts or {})
+    if not rec.model_config:
+        return None, "no model config recorded"
+    if facts.kv_cache_gib is None:
+        return None, "vLLM logged no KV cache size"
+    version = _vllm_version(rec)
+    if version is None:
+        return None, f"vLLM {rec.versions.get('vllm')} is not modelled by the memory plan ({', '.join(VLLM_VERSIONS)})"
+    kw = _engine_args(rec)
+    m0 = s.metrics[0]
+    try:
+        layout = kv_layout(shape_from_hf_config(rec.model_config), CacheSettings(
+            vllm_version=version, kv_cache_dtype=str(kw.get("kv_cache_dtype") or "auto"),
+            mamba_cache_dtype=str(kw.get("mamba_cache_dtype") or "auto"),
+            mamba_ssm_cache_dtype=str(kw.get("mamba_ssm_cache_dtype") or "auto"),
+            tensor_parallel_size=int(kw.get("tensor_parallel_size") or 1),
+            enable_prefix_caching=bool(kw.get("enable_prefix_caching", True)), block_size=kw.get("block_size")))
+    except (PhaseprofError, KeyError, ValueError, TypeError) as e:
+        return None, f"memory plan: {e}"
+    kv_bytes = round(facts.kv_cache_gib * GIB)
+    tokens = m0.prompt_tokens + m0.output_tokens
+    kv_conc = capacity(layout, kv_cache_bytes=kv_bytes, max_model_len=tokens).max_concurrency
+    at_vllm = None
+    if facts.max_concurrency_tokens:
+        at_vllm = capacity(layout, kv_cache_bytes=kv_bytes, max_model_len=facts.max_concurrency_tokens).max_concurrency
+    seqs = kw.get("max_num_seqs")
+    wall = math.floor(kv_conc) if seqs is None else min(math.floor(kv_conc), int(seqs))
+    return ConfigCapacity(tokens_per_request=tokens, kv_cache_gib=facts.kv_cache_gib, kv_max_concurrency=kv_conc,
+                          max_num_seqs=None if seqs is None else int(seqs), max_concurrency=wall,
+                          vllm_tokens_per_request=facts.max_concurrency_tokens,
+                          vllm_max_concurrency=facts.max_concurrency, plan_at_vllm_tokens=at_vllm), None
+
+
+def sol_inputs(s: Sweep, *, ceilings: str | Path | None = None) -> tuple[SolModel | None, Ceiling | None, str | None]:
+    """(model, ceiling, None) for the floors, or (None, None, why not). Online fp8 (``--quant fp8``) reads
+    weights at one byte and computes on the fp8 peak, as the engine does."""
+    from phaseprof.sol.attach import SPEC, find_measured, find_model  # noqa: PLC0415 - attach imports analysis
+
+    rec = s.record
+    model, where = find_model({"model_config": rec.model_config, "model": dataclasses.asdict(rec.model)})
+    gpu = (rec.device or {}).get("name")
+    if ceilings is None:
+        ceilings = find_measured(s.directory, gpu)
+    ceiling, _warn = ceiling_for(gpu, measured=None if ceilings is None or str(ceilings) == SPEC else ceilings)
+    if model is None:
+        return None, None, f"speed of light needs a model config ({where})"
+    if ceiling is None:
+        return None, None, f"no ceilings for device {gpu!r}"
+    if (rec.engine or {}).get("quant") == "fp8" and model.quant is None:
+        b = QUANT_WEIGHT_BYTES["fp8"]
+        model = dataclasses.replace(model, weight_bytes=b, expert_weight_bytes=b, compute="fp8", quant="fp8")
+    return model, ceiling, None
+
+
+def sol_floor(m: ServingMetrics, model: SolModel, ceiling: Ceiling) -> SolFloor:
+    """The floor of one point (``SolFloor``); several GPUs split the step's work evenly (an ideal split)."""
+    kv = m.prompt_tokens + m.output_tokens // 2
+    floor = step_floor_ms(model, StepTokens(decode_kv_lens=(kv,) * m.concurrency), ceiling) / m.world_size
+    measured = m.tpot.p50_ms
+    return SolFloor(floor_tpot_ms=floor, measured_tpot_ms=measured, pct_of_light=100.0 * floor / measured,
+                    tps_per_user=1e3 / floor, tps_per_gpu=m.tps_per_gpu * measured / floor, ceiling=ceiling.label,
+                    ceiling_source=ceiling.source)
+
+
+def dominates(a: tuple[float, float], b: tuple[float, float]) -> bool:
+    """``a`` is at least as good as ``b`` on both axes and better on one."""
+    return a[0] >= b[0] and a[1] >= b[1] and (a[0] > b[0] or a[1] > b[1])
+
+
+def frontier_indices(xy: Sequence[tuple[float, float]]) -> list[int]:
+    """Indices of the non-dominated points (first of exact ties kept), ordered by the second axis."""
+    keep = [i for i, p in enumerate(xy)
+            if not any(dominates(q, p) or (q == p and j < i) for j, q in enumerate(xy) if j != i)]
+    return sorted(keep, key=lambda i: (xy[i][1], -xy[i][0]))
+
+
+def _breakdown(s: Sweep, c: int, shown: Callable[[Path], str]) -> str | None:
+    prof = (s.record.profiles or {}).get(str(c)) or {}
+    if not prof.get("dir") or not prof.get("breakdown"):
+        return None
+    return shown(s.directory / prof["dir"])
+
+
+def build_report(paths: Sequence[str | Path], *, ceilings: str | Path | None = None) -> ParetoReport:
+    """The report of these sweep directories (at least one)."""
+    if not paths:
+        raise PhaseprofError("pareto needs at least one sweep directory")
+    sweeps = [read_sweep(p) for p in paths]
+    labels = _labels(sweeps)
+    configs: list[ConfigSummary] = []
+    points: list[ParetoPoint] = []
+    for s, label, given in zip(sweeps, labels, paths):
+        def shown(d: Path, _given: Path = Path(given)) -> str:  # as the user named the sweep, plus the profile
+            base = _given if _given.is_dir() else _given.parent
+            return str(base / d.relative_to(s.directory))
+
+        cap, cap_note = config_capacity(s)
+        model, ceiling, sol_note = sol_inputs(s, ceilings=ceilings)
+        e = s.record.engine or {}
+        m0 = s.metrics[0]
+        configs.append(ConfigSummary(
+            config=label, sweep=str(given), model=s.record.model.name, device=(s.record.device or {}).get("name"),
+            mode=e.get("mode"), quant=e.get("quant"), world_size=m0.world_size,
+            async_scheduling=(e.get("async_scheduling") or {}).get("timed"), prompt_tokens=m0.prompt_tokens,
+            output_tokens=m0.output_tokens, engine_args=_engine_args(s.record), capacity=cap,
+            capacity_note=cap_note, sol_note=sol_note))
+        for m in s.metrics:
+            points.append(ParetoPoint(
+                config=label, concurrency=m.concurrency, tps_per_gpu=m.tps_per_gpu, tps_per_user=m.tps_per_user,
+                output_tps_per_gpu=m.output_tps_per_gpu, tpot_p50_ms=m.tpot.p50_ms, ttft_p50_ms=m.ttft.p50_ms,
+                breakdown=_breakdown(s, m.concurrency, shown), sweep=str(given),
+                over_capacity=None if cap is None else m.concurrency > cap.max_concurrency,
+                sol=sol_floor(m, model, ceiling) if model is not None and ceiling is not None else None))
+    xy = [(p.tps_per_gpu, p.tps_per_user) for p in points]
+    front = frontier_indices(xy)
+    on = set(front)
+    marked = []
+    for i, p in enumerate(points):
+        by = None if i in on else next(q for j, q in enumerate(points)
+                                       if j != i and (dominates(xy[j], xy[i]) or (xy[j] == xy[i] and j < i)))
+        marked.append(p if by is None else msgspec.structs.replace(p, dominated_by=f"{by.config} c={by.concurrency}"))
+    frontier = [FrontierPoint(config=marked[i].config, concurrency=marked[i].concurrency,
+                              tps_per_gpu=marked[i].tps_per_gpu, tps_per_user=marked[i].tps_per_user,
+                              breakdown=marked[i].breakdown, sol=marked[i].sol) for i in front]
+    with_sol = [p for p in marked if p.sol is not None]
+    sol_front = [with_sol[i] for i in frontier_indices([(p.sol.tps_per_gpu, p.sol.tps_per_user)  # type: ignore[union-attr]
+                                                        for p in with_sol])]
+    sol_frontier = [FrontierPoint(config=p.config, concurrency=p.concurrency, tps_per_gpu=p.sol.tps_per_gpu,  # type: ignore[union-attr]
+                                  tps_per_user=p.sol.tps_per_user, breakdown=p.breakdown, sol=p.sol)  # type: ignore[union-attr]
+                    for p in sol_front]
+    return ParetoReport(configs=configs, points=marked, frontier=frontier, sol_frontier=sol_frontier)

@@ -1,0 +1,52 @@
+"""``phaseprof pareto SWEEP_DIR...``: the frontier of tokens/s per GPU vs tokens/s per user across decode
+sweeps, with each point's breakdown, the capacity wall and the speed-of-light floor."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from pathlib import Path
+
+import msgspec
+import typer
+from rich.console import Console
+
+from phaseprof.io import atomic_write_bytes
+
+
+class OutputFormat(StrEnum):
+    TABLE = "table"
+    JSON = "json"
+    MARKDOWN = "markdown"
+
+
+def pareto(
+    sweeps: list[Path] = typer.Argument(..., help="Decode sweep directories (phaseprof sweep --phase decode); "
+                                        "each one is a configuration."),
+    output_format: OutputFormat = typer.Option(OutputFormat.TABLE, "--format", help="table, json or markdown."),
+    ceilings: str | None = typer.Option(None, "--ceilings", help="Measured ceilings JSON (phaseprof ceilings) "
+                                        "for the floors, or 'spec' for the datasheet; default: a measured file "
+                                        "found above the sweep, else the datasheet."),
+    out: Path | None = typer.Option(None, "--out", help="Write the output to this file instead of stdout."),
+) -> None:
+    """Pareto frontier of decode sweeps: tokens/s per GPU vs tokens/s per user, which configuration wins
+    where, each point's profiled breakdown, capacity wall and speed-of-light floor."""
+    from phaseprof.pareto.build import build_report  # noqa: PLC0415
+    from phaseprof.pareto.render import print_report, report_markdown  # noqa: PLC0415
+
+    report = build_report(sweeps, ceilings=ceilings)
+    if output_format is OutputFormat.TABLE:
+        console = Console(record=out is not None, width=120 if out is not None else None)
+        print_report(report, console)
+        if out is not None:
+            atomic_write_bytes(out, console.export_text().encode())
+        return
+    text = (msgspec.json.format(msgspec.json.encode(report), indent=2).decode() + "\n"
+            if output_format is OutputFormat.JSON else report_markdown(report))
+    if out is not None:
+        atomic_write_bytes(out, text.encode())
+    else:
+        typer.echo(text, nl=False)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("pareto")(pareto)

@@ -1,0 +1,75 @@
+"""The pareto report as a terminal table or markdown (numbers as ``build`` computed them; strings from files
+made safe here: ``safe_text.terminal`` / ``safe_text.markdown``)."""
+
+from __future__ import annotations
+
+from rich import box
+from rich.console import Console
+from rich.table import Table
+
+from phaseprof.pareto.records import ParetoPoint, ParetoReport
+from phaseprof.safe_text import markdown, terminal
+
+
+def _f(v: float | None, fmt: str = ",.1f") -> str:
+    return "-" if v is None else format(v, fmt)
+
+
+def _sol(p: ParetoPoint) -> str:
+    return "-" if p.sol is None else f"{p.sol.pct_of_light:.0f}%"
+
+
+def _wall(report: ParetoReport, p: ParetoPoint) -> str:
+    return "over" if p.over_capacity else ""
+
+
+def print_report(report: ParetoReport, console: Console) -> None:
+    """Configurations with their capacity wall, then every point (frontier points marked *)."""
+    t = Table(title="configurations", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+    for col in ("config", "GPUs", "async", "ISL/OSL", "max conc.", "vLLM says", "notes"):
+        t.add_column(col, justify="left" if col in ("config", "notes") else "right", overflow="fold")
+    for c in report.configs:
+        cap = c.capacity
+        said = "-" if cap is None or cap.vllm_max_concurrency is None else \
+            f"{cap.vllm_max_concurrency:.2f}x@{cap.vllm_tokens_per_request} (plan {_f(cap.plan_at_vllm_tokens, '.2f')})"
+        notes = "; ".join(terminal(n) for n in (c.capacity_note, c.sol_note) if n)
+        t.add_row(terminal(c.config), str(c.world_size), {True: "on", False: "off"}.get(c.async_scheduling, "?"),
+                  f"{c.prompt_tokens}/{c.output_tokens}", "-" if cap is None else str(cap.max_concurrency), said,
+                  notes)
+    console.print(t)
+    front = {(f.config, f.concurrency) for f in report.frontier}
+    t = Table(title="points (* = on the frontier)", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+    for col in ("", "config", "conc.", "tok/s/GPU", "tok/s/user", "TPOT ms", "TTFT ms", "% of light", "wall",
+                "breakdown"):
+        t.add_column(col, justify="left" if col in ("config", "breakdown", "") else "right", overflow="fold")
+    for p in sorted(report.points, key=lambda p: (p.config, p.concurrency)):
+        t.add_row("*" if (p.config, p.concurrency) in front else "", terminal(p.config), str(p.concurrency),
+                  _f(p.tps_per_gpu), _f(p.tps_per_user), _f(p.tpot_p50_ms, ".2f"), _f(p.ttft_p50_ms, ".2f"),
+                  _sol(p), _wall(report, p), terminal(p.breakdown or "-"))
+    console.print(t)
+    console.print(f"[dim]tok/s/GPU: {terminal(report.tps_per_gpu_definition)}; tok/s/user: "
+                  f"{terminal(report.tps_per_user_definition)}[/]")
+
+
+def report_markdown(report: ParetoReport) -> str:
+    """The frontier and every point as markdown tables, for a PR."""
+    lines = ["## Pareto frontier", "", "| config | concurrency | tok/s/GPU | tok/s/user | % of light | breakdown |",
+             "|---|---:|---:|---:|---:|---|"]
+    for f in report.frontier:
+        lines.append(f"| {markdown(f.config)} | {f.concurrency} | {_f(f.tps_per_gpu)} | {_f(f.tps_per_user)} | "
+                     f"{'-' if f.sol is None else f'{f.sol.pct_of_light:.0f}%'} | {markdown(f.breakdown or '-')} |")
+    lines += ["", "## Configurations", "", "| config | GPUs | ISL/OSL | max concurrency (memory plan) | notes |",
+              "|---|---:|---:|---:|---|"]
+    for c in report.configs:
+        notes = "; ".join(markdown(n) for n in (c.capacity_note, c.sol_note) if n) or "-"
+        wall = "-" if c.capacity is None else str(c.capacity.max_concurrency)
+        lines.append(f"| {markdown(c.config)} | {c.world_size} | {c.prompt_tokens}/{c.output_tokens} | {wall} | "
+                     f"{notes} |")
+    lines += ["", "## Points", "", "| config | concurrency | tok/s/GPU | tok/s/user | TPOT ms | dominated by |",
+              "|---|---:|---:|---:|---:|---|"]
+    for p in sorted(report.points, key=lambda p: (p.config, p.concurrency)):
+        lines.append(f"| {markdown(p.config)} | {p.concurrency} | {_f(p.tps_per_gpu)} | {_f(p.tps_per_user)} | "
+                     f"{_f(p.tpot_p50_ms, '.2f')} | {markdown(p.dominated_by or '-')} |")
+    lines += ["", f"tok/s/GPU: {markdown(report.tps_per_gpu_definition)}. "
+                  f"tok/s/user: {markdown(report.tps_per_user_definition)}.", ""]
+    return "\n".join(lines)
