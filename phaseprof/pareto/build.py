@@ -17,7 +17,7 @@ import msgspec
 
 from phaseprof.errors import PhaseprofError
 from phaseprof.memory.defaults import GIB, VLLM_VERSIONS
-from phaseprof.memory.kv_plan import CacheSettings, capacity, kv_layout
+from phaseprof.memory.kv_plan import CacheSettings, KvLayout, capacity, kv_layout
 from phaseprof.memory.model_shape import shape_from_hf_config
 from phaseprof.pareto.records import (
     ConfigCapacity,
@@ -95,28 +95,37 @@ def _vllm_version(rec: SweepRecord) -> str | None:
     return next((m for m in VLLM_VERSIONS if v == m or v.startswith(m + ".")), None)
 
 
-def config_capacity(s: Sweep) -> tuple[ConfigCapacity | None, str | None]:
-    """The capacity wall of a sweep's configuration, or (None, why not)."""
-    rec = s.record
-    facts = facts_from_dict(rec.vllm_startup_facts or {})
+def sweep_layout(rec: SweepRecord) -> tuple[KvLayout | None, str | None]:
+    """The memory plan's KV layout of the engine a sweep ran (its model config and engine arguments), or
+    (None, why not)."""
     if not rec.model_config:
         return None, "no model config recorded"
-    if facts.kv_cache_gib is None:
-        return None, "vLLM logged no KV cache size"
     version = _vllm_version(rec)
     if version is None:
         return None, f"vLLM {rec.versions.get('vllm')} is not modelled by the memory plan ({', '.join(VLLM_VERSIONS)})"
     kw = _engine_args(rec)
-    m0 = s.metrics[0]
     try:
-        layout = kv_layout(shape_from_hf_config(rec.model_config), CacheSettings(
+        return kv_layout(shape_from_hf_config(rec.model_config), CacheSettings(
             vllm_version=version, kv_cache_dtype=str(kw.get("kv_cache_dtype") or "auto"),
             mamba_cache_dtype=str(kw.get("mamba_cache_dtype") or "auto"),
             mamba_ssm_cache_dtype=str(kw.get("mamba_ssm_cache_dtype") or "auto"),
             tensor_parallel_size=int(kw.get("tensor_parallel_size") or 1),
-            enable_prefix_caching=bool(kw.get("enable_prefix_caching", True)), block_size=kw.get("block_size")))
+            enable_prefix_caching=bool(kw.get("enable_prefix_caching", True)), block_size=kw.get("block_size"))), None
     except (PhaseprofError, KeyError, ValueError, TypeError) as e:
         return None, f"memory plan: {e}"
+
+
+def config_capacity(s: Sweep) -> tuple[ConfigCapacity | None, str | None]:
+    """The capacity wall of a sweep's configuration, or (None, why not)."""
+    rec = s.record
+    facts = facts_from_dict(rec.vllm_startup_facts or {})
+    if facts.kv_cache_gib is None:
+        return None, "vLLM logged no KV cache size"
+    layout, why = sweep_layout(rec)
+    if layout is None:
+        return None, why
+    kw = _engine_args(rec)
+    m0 = s.metrics[0]
     kv_bytes = round(facts.kv_cache_gib * GIB)
     tokens = m0.prompt_tokens + m0.output_tokens
     kv_conc = capacity(layout, kv_cache_bytes=kv_bytes, max_model_len=tokens).max_concurrency
@@ -181,8 +190,11 @@ def _breakdown(s: Sweep, c: int, shown: Callable[[Path], str]) -> str | None:
     return shown(s.directory / prof["dir"])
 
 
-def build_report(paths: Sequence[str | Path], *, ceilings: str | Path | None = None) -> ParetoReport:
-    """The report of these sweep directories (at least one)."""
+def build_report(paths: Sequence[str | Path], *, ceilings: str | Path | None = None,
+                 disagg: str | Path | None = None, link: str = "nvlink4",
+                 max_instances: int = 8) -> ParetoReport:
+    """The report of these sweep directories (at least one). ``disagg``: a prefill sweep directory; then the
+    x·P + y·D model (``pareto.disagg``) is added over ``link``, up to ``max_instances`` of each side."""
     if not paths:
         raise PhaseprofError("pareto needs at least one sweep directory")
     sweeps = [read_sweep(p) for p in paths]
@@ -228,4 +240,9 @@ def build_report(paths: Sequence[str | Path], *, ceilings: str | Path | None = N
     sol_frontier = [FrontierPoint(config=p.config, concurrency=p.concurrency, tps_per_gpu=p.sol.tps_per_gpu,  # type: ignore[union-attr]
                                   tps_per_user=p.sol.tps_per_user, breakdown=p.breakdown, sol=p.sol)  # type: ignore[union-attr]
                     for p in sol_front]
-    return ParetoReport(configs=configs, points=marked, frontier=frontier, sol_frontier=sol_frontier)
+    report = ParetoReport(configs=configs, points=marked, frontier=frontier, sol_frontier=sol_frontier)
+    if disagg is None:
+        return report
+    from phaseprof.pareto.disagg import add_disagg  # noqa: PLC0415
+
+    return add_disagg(report, sweeps, labels, prefill=disagg, link=link, max_instances=max_instances)

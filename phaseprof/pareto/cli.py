@@ -27,13 +27,19 @@ def pareto(
                                         "for the floors, or 'spec' for the datasheet; default: a measured file "
                                         "found above the sweep, else the datasheet."),
     out: Path | None = typer.Option(None, "--out", help="Write the output to this file instead of stdout."),
+    disagg: Path | None = typer.Option(None, "--disagg", help="A prefill sweep directory (with the decode "
+                                       "sweeps' prompt length): also model x prefill + y decode instances with "
+                                       "each request's KV + GDN-state handoff (a model, labelled as one)."),
+    link: str = typer.Option("nvlink4", "--link", help="--disagg: the prefill -> decode link (ceilings.toml "
+                             "[[link]]: nvlink4, nvlink5, pcie5, ib-ndr, ib-xdr)."),
+    max_instances: int = typer.Option(8, "--max-instances", help="--disagg: up to this many instances per side."),
 ) -> None:
     """Pareto frontier of decode sweeps: tokens/s per GPU vs tokens/s per user, which configuration wins
     where, each point's profiled breakdown, capacity wall and speed-of-light floor."""
     from phaseprof.pareto.build import build_report  # noqa: PLC0415
     from phaseprof.pareto.render import print_report, report_markdown  # noqa: PLC0415
 
-    report = build_report(sweeps, ceilings=ceilings)
+    report = build_report(sweeps, ceilings=ceilings, disagg=disagg, link=link, max_instances=max_instances)
     if output_format is OutputFormat.TABLE:
         console = Console(record=out is not None, width=120 if out is not None else None)
         print_report(report, console)

@@ -172,13 +172,64 @@ class ConfigSummary(msgspec.Struct, frozen=True, kw_only=True):
     sol_note: str | None = None
 
 
+class Handoff(msgspec.Struct, frozen=True, kw_only=True):
+    """What one request hands from the prefill to the decode engine (a MODEL, not a measurement): its
+    attention KV blocks (``attention_blocks_per_layer`` x attention layers x ``block_bytes`` per layer, as vLLM
+    allocates them: whole blocks) plus every GDN layer's conv and SSM state (unpadded), per GPU of the
+    prefill engine; ``transfer_ms`` = ``bytes`` / the link's one-direction bandwidth."""
+
+    prompt_tokens: int
+    block_size_tokens: int
+    attention_blocks_per_layer: int
+    attention_layers: int
+    block_bytes: int
+    attention_bytes: int
+    gdn_layers: int
+    conv_bytes_per_layer: int
+    ssm_bytes_per_layer: int
+    gdn_bytes: int
+    bytes: int
+    link: str
+    link_gb_per_s: float
+    link_source: str
+    transfer_ms: float
+
+
+class DisaggPoint(msgspec.Struct, frozen=True, kw_only=True):
+    """x prefill instances + y decode instances (x·P + y·D), a MODEL built from a prefill-only and a decode-only
+    sweep: requests/s = min(x / prefill TTFT, y x decode concurrency / (output tokens x TPOT), x x link
+    bandwidth / handoff bytes) (``bound`` names the limit); ``tps_per_gpu`` = requests/s x (prompt + output
+    tokens) / (``prefill_gpus`` + ``decode_gpus``); ``tps_per_user`` = 1000 / decode TPOT p50;
+    ``ttft_ms`` = prefill TTFT + ``transfer_ms_per_request`` (queueing not modelled)."""
+
+    config: str
+    prefill_instances: int
+    decode_instances: int
+    prefill_gpus: int
+    decode_gpus: int
+    decode_concurrency: int
+    requests_per_s: float
+    tps_per_gpu: float
+    tps_per_user: float
+    ttft_ms: float
+    transfer_ms_per_request: float
+    bound: str
+    breakdown: str | None = None
+    kind: str = "model"
+
+
 class ParetoReport(msgspec.Struct, frozen=True, kw_only=True):
-    """``phaseprof pareto --format json``."""
+    """``phaseprof pareto --format json``. ``disaggregated``: with ``--disagg``, the modelled x·P + y·D points,
+    ``disagg_frontier`` their frontier, ``handoff`` the per-request transfer they assume."""
 
     configs: list[ConfigSummary]
     points: list[ParetoPoint]
     frontier: list[FrontierPoint]
     sol_frontier: list[FrontierPoint]
+    disaggregated: list[DisaggPoint] = msgspec.field(default_factory=list)
+    disagg_frontier: list[DisaggPoint] = msgspec.field(default_factory=list)
+    handoff: Handoff | None = None
+    disagg_note: str | None = None
     tps_per_gpu_definition: str = TPS_PER_GPU_DEFINITION
     tps_per_user_definition: str = TPS_PER_USER_DEFINITION
     kind: str = "pareto"

@@ -49,6 +49,20 @@ def print_report(report: ParetoReport, console: Console) -> None:
     console.print(t)
     console.print(f"[dim]tok/s/GPU: {terminal(report.tps_per_gpu_definition)}; tok/s/user: "
                   f"{terminal(report.tps_per_user_definition)}[/]")
+    if report.disagg_note:
+        console.print(f"disaggregated: {terminal(report.disagg_note)}")
+    if report.handoff is not None:
+        h = report.handoff
+        t = Table(title=f"disaggregated frontier (a MODEL: x prefill + y decode instances; handoff "
+                        f"{h.bytes / 1e6:,.2f} MB per request over {terminal(h.link)}, {h.transfer_ms:.3f} ms)",
+                  title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+        for col in ("config", "xP+yD", "GPUs", "dec. conc.", "tok/s/GPU", "tok/s/user", "TTFT ms", "bound"):
+            t.add_column(col, justify="left" if col in ("config", "bound") else "right", overflow="fold")
+        for d in report.disagg_frontier:
+            t.add_row(terminal(d.config), f"{d.prefill_instances}P+{d.decode_instances}D",
+                      str(d.prefill_gpus + d.decode_gpus), str(d.decode_concurrency), _f(d.tps_per_gpu),
+                      _f(d.tps_per_user), _f(d.ttft_ms, ".2f"), d.bound)
+        console.print(t)
 
 
 def report_markdown(report: ParetoReport) -> str:
@@ -70,6 +84,15 @@ def report_markdown(report: ParetoReport) -> str:
     for p in sorted(report.points, key=lambda p: (p.config, p.concurrency)):
         lines.append(f"| {markdown(p.config)} | {p.concurrency} | {_f(p.tps_per_gpu)} | {_f(p.tps_per_user)} | "
                      f"{_f(p.tpot_p50_ms, '.2f')} | {markdown(p.dominated_by or '-')} |")
+    if report.handoff is not None:
+        h = report.handoff
+        lines += ["", "## Disaggregated (a model)", "",
+                  f"Handoff per request: {h.bytes:,} bytes over {markdown(h.link)} = {h.transfer_ms:.3f} ms.", "",
+                  "| config | prefill GPUs | decode GPUs | decode concurrency | tok/s/GPU | tok/s/user | bound |",
+                  "|---|---:|---:|---:|---:|---:|---|"]
+        for d in report.disagg_frontier:
+            lines.append(f"| {markdown(d.config)} | {d.prefill_gpus} | {d.decode_gpus} | {d.decode_concurrency} | "
+                         f"{_f(d.tps_per_gpu)} | {_f(d.tps_per_user)} | {d.bound} |")
     lines += ["", f"tok/s/GPU: {markdown(report.tps_per_gpu_definition)}. "
                   f"tok/s/user: {markdown(report.tps_per_user_definition)}.", ""]
     return "\n".join(lines)

@@ -125,9 +125,9 @@ def _load_spec(path: str, _mtime_ns: int) -> tuple[SpecEntry, ...]:
         data = tomllib.loads(file.read_text())
     except tomllib.TOMLDecodeError as e:
         raise PhaseprofError(f"not valid TOML: {e}", path=file) from None
-    unknown = sorted(set(data) - {"gpu"})
+    unknown = sorted(set(data) - {"gpu", "link"})  # [[link]]: interconnects, read by sol/links.py
     if unknown:
-        raise PhaseprofError(f"unknown section {unknown[0]!r} (expected [[gpu]])", path=file)
+        raise PhaseprofError(f"unknown section {unknown[0]!r} (expected [[gpu]] or [[link]])", path=file)
     tables = data.get("gpu", [])
     if not isinstance(tables, list) or not tables:
         raise PhaseprofError("no [[gpu]] entries", path=file)
