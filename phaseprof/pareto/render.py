@@ -19,34 +19,44 @@ def _sol(p: ParetoPoint) -> str:
     return "-" if p.sol is None else f"{p.sol.pct_of_light:.0f}%"
 
 
-def _wall(report: ParetoReport, p: ParetoPoint) -> str:
-    return "over" if p.over_capacity else ""
+def _ids(report: ParetoReport) -> dict[str, str]:
+    """A short id per configuration (A, B, ...) so the point rows stay one line at 80 columns."""
+    letters = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+    return {c.config: letters[i] if i < len(letters) else str(i + 1) for i, c in enumerate(report.configs)}
 
 
 def print_report(report: ParetoReport, console: Console) -> None:
-    """Configurations with their capacity wall, then every point (frontier points marked *)."""
-    t = Table(title="configurations", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
-    for col in ("config", "GPUs", "async", "ISL/OSL", "max conc.", "vLLM says", "notes"):
-        t.add_column(col, justify="left" if col in ("config", "notes") else "right", overflow="fold")
+    """Configurations with their capacity wall, then every point (frontier points marked *), then where the
+    breakdowns are."""
+    ids = _ids(report)
+    t = Table(title="configurations", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1))
+    for col in ("id", "config", "GPUs", "async", "ISL/OSL", "max conc.", "vLLM max conc."):
+        t.add_column(col, justify="left" if col in ("id", "config") else "right", overflow="fold")
     for c in report.configs:
         cap = c.capacity
         said = "-" if cap is None or cap.vllm_max_concurrency is None else \
-            f"{cap.vllm_max_concurrency:.2f}x@{cap.vllm_tokens_per_request} (plan {_f(cap.plan_at_vllm_tokens, '.2f')})"
-        notes = "; ".join(terminal(n) for n in (c.capacity_note, c.sol_note) if n)
-        t.add_row(terminal(c.config), str(c.world_size), {True: "on", False: "off"}.get(c.async_scheduling, "?"),
-                  f"{c.prompt_tokens}/{c.output_tokens}", "-" if cap is None else str(cap.max_concurrency), said,
-                  notes)
+            f"{cap.vllm_max_concurrency:,.2f} (plan {_f(cap.plan_at_vllm_tokens, ',.2f')})"
+        t.add_row(ids[c.config], terminal(c.config), str(c.world_size),
+                  {True: "on", False: "off"}.get(c.async_scheduling, "?"), f"{c.prompt_tokens}/{c.output_tokens}",
+                  "-" if cap is None else str(cap.max_concurrency), said)
     console.print(t)
+    for c in report.configs:
+        for note in (c.capacity_note, c.sol_note):
+            if note:
+                console.print(f"[dim]{ids[c.config]}: {terminal(note)}[/]")
     front = {(f.config, f.concurrency) for f in report.frontier}
-    t = Table(title="points (* = on the frontier)", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
-    for col in ("", "config", "conc.", "tok/s/GPU", "tok/s/user", "TPOT ms", "TTFT ms", "% of light", "wall",
-                "breakdown"):
-        t.add_column(col, justify="left" if col in ("config", "breakdown", "") else "right", overflow="fold")
-    for p in sorted(report.points, key=lambda p: (p.config, p.concurrency)):
-        t.add_row("*" if (p.config, p.concurrency) in front else "", terminal(p.config), str(p.concurrency),
-                  _f(p.tps_per_gpu), _f(p.tps_per_user), _f(p.tpot_p50_ms, ".2f"), _f(p.ttft_p50_ms, ".2f"),
-                  _sol(p), _wall(report, p), terminal(p.breakdown or "-"))
+    t = Table(title="points (* = on the frontier)", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False,
+              padding=(0, 1))
+    for col in ("", "id", "c", "tok/s/GPU", "tok/s/user", "TPOT ms", "TTFT ms", "%SOL", "wall", "prof"):
+        t.add_column(col, justify="left" if col in ("", "id", "wall", "prof") else "right", no_wrap=True)
+    for p in sorted(report.points, key=lambda p: (ids[p.config], p.concurrency)):
+        t.add_row("*" if (p.config, p.concurrency) in front else "", ids[p.config], str(p.concurrency),
+                  _f(p.tps_per_gpu), _f(p.tps_per_user), _f(p.tpot_p50_ms, ",.2f"), _f(p.ttft_p50_ms, ",.0f"),
+                  _sol(p), "over" if p.over_capacity else "", "yes" if p.breakdown else "")
     console.print(t)
+    for p in report.points:
+        if p.breakdown:
+            console.print(f"profile {ids[p.config]} c={p.concurrency}: {terminal(p.breakdown)}", soft_wrap=True)
     console.print(f"[dim]tok/s/GPU: {terminal(report.tps_per_gpu_definition)}; tok/s/user: "
                   f"{terminal(report.tps_per_user_definition)}[/]")
     if report.disagg_note:

@@ -124,3 +124,23 @@ def test_pareto_table_and_markdown(sweeps: tuple[Path, Path], tmp_path: Path,
     assert main(["pareto", str(sweeps[0])]) == 0
     assert "on the frontier" in capsys.readouterr().out
     assert main(["pareto", str(tmp_path)]) == 2  # not a sweep directory: one line, exit 2
+
+
+def test_disagg_plan_on_the_cpu_sweeps(sweeps: tuple[Path, Path], tmp_path: Path) -> None:
+    """A prefill sweep at the decode sweeps' prompt length joins them into x·P + y·D points (a model)."""
+    assert main(["sweep", "--model", "tiny-hybrid", "--tokens", "16", "--reps", "2", "--warmup", "0",
+                 "--out", str(tmp_path / "p")]) == 0
+    out = tmp_path / "disagg.json"
+    assert main(["pareto", str(sweeps[0]), str(sweeps[1]), "--disagg", str(_only_dir(tmp_path / "p")),
+                 "--max-instances", "3", "--format", "json", "--out", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    jsonschema.validate(doc, json.loads(PARETO_SCHEMA_PATH.read_text()))
+    h = doc["handoff"]
+    assert h["bytes"] == h["attention_bytes"] + h["gdn_bytes"] > 0 and h["link"] == "nvlink4"
+    pts = doc["disaggregated"]
+    assert len(pts) == 6 * 3 * 3 and all(p["kind"] == "model" for p in pts)
+    assert {(p["prefill_gpus"], p["decode_gpus"]) for p in pts} == {(x, y) for x in (1, 2, 3) for y in (1, 2, 3)}
+    xy = [(p["tps_per_gpu"], p["tps_per_user"]) for p in pts]
+    for f in doc["disagg_frontier"]:
+        assert not any(dominates(q, (f["tps_per_gpu"], f["tps_per_user"])) for q in xy)
+        assert f["transfer_ms_per_request"] == h["transfer_ms"]
