@@ -180,3 +180,9 @@ def test_decode_sweep_through_server(server: Server, tmp_path: Path) -> None:
     doc = json.loads((_only_dir(tmp_path) / "sweep.json").read_text())
     assert [p["concurrency"] for p in doc["points"]] == [1, 2] and doc["requests_sent"] == 3
     assert all(p["tpot"]["median_ms"] > 0 and p["output_tok_per_s"]["median"] > 0 for p in doc["points"])
+    # serving metrics on the client's stream clock; world size and async scheduling as /server_info says
+    for p in doc["points"]:
+        s = p["serving"]
+        assert s["latency_source"] == "client_stream" and s["world_size"] == 1 and s["rounds"] == 1
+        assert s["ttft"]["n"] == s["tpot"]["n"] == p["concurrency"] and s["tps_per_gpu"] > 0
+    assert doc["engine"]["world_size"] == 1 and doc["engine"]["async_scheduling"]["timed"] is False
