@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
@@ -167,13 +168,18 @@ def print_sweep(doc: dict[str, Any], console: Console) -> None:
             table.add_row(str(p["prompt_tokens"]), f"{t['median_ms']:.2f}", f"{t['p10_ms']:.2f}",
                           f"{t['p90_ms']:.2f}", p["source"])
     else:
-        for col in ("concurrency", "TPOT median ms", "p10", "p90", "output tok/s", "decode tok/s"):
-            table.add_column(col, justify="right")
+        # the eight columns fit 80 terminal columns without a grid
+        table.box, table.padding, table.pad_edge = box.SIMPLE_HEAD, (0, 1), False
+        table.caption = "t/s: tokens/s (out: per round; dec: c / TPOT; per GPU: total tokens; per user: 1 / TPOT)"
+        for col in ("c", "TPOT ms", "p10", "p90", "out t/s", "dec t/s", "t/s/GPU", "t/s/user"):
+            table.add_column(col, justify="right", no_wrap=True)
         for p in doc["points"]:
             t = p["tpot"]
+            s = p.get("serving") or {}  # absent in sweeps recorded before serving metrics
             table.add_row(str(p["concurrency"]), f"{t['median_ms']:.2f}", f"{t['p10_ms']:.2f}",
                           f"{t['p90_ms']:.2f}", f"{p['output_tok_per_s']['median']:.1f}",
-                          f"{p['decode_tok_per_s']:.1f}")
+                          f"{p['decode_tok_per_s']:.1f}",
+                          f"{s['tps_per_gpu']:.1f}" if s else "-", f"{s['tps_per_user']:.1f}" if s else "-")
     console.print(table)
 
 
