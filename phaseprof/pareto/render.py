@@ -89,11 +89,13 @@ def report_markdown(report: ParetoReport) -> str:
         wall = "-" if c.capacity is None else str(c.capacity.max_concurrency)
         lines.append(f"| {markdown(c.config)} | {c.world_size} | {c.prompt_tokens}/{c.output_tokens} | {wall} | "
                      f"{notes} |")
-    lines += ["", "## Points", "", "| config | concurrency | tok/s/GPU | tok/s/user | TPOT ms | dominated by |",
-              "|---|---:|---:|---:|---:|---|"]
+    lines += ["", "## Points", "",
+              "| config | concurrency | tok/s/GPU | tok/s/user | TPOT ms | over capacity | dominated by | breakdown |",
+              "|---|---:|---:|---:|---:|---|---|---|"]
     for p in sorted(report.points, key=lambda p: (p.config, p.concurrency)):
         lines.append(f"| {markdown(p.config)} | {p.concurrency} | {_f(p.tps_per_gpu)} | {_f(p.tps_per_user)} | "
-                     f"{_f(p.tpot_p50_ms, '.2f')} | {markdown(p.dominated_by or '-')} |")
+                     f"{_f(p.tpot_p50_ms, '.2f')} | {'yes' if p.over_capacity else ''} | "
+                     f"{markdown(p.dominated_by or '-')} | {markdown(p.breakdown or '-')} |")
     if report.handoff is not None:
         h = report.handoff
         lines += ["", "## Disaggregated (a model)", "",
