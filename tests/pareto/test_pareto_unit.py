@@ -56,3 +56,32 @@ def test_dominance_is_strict() -> None:
     for a, b in itertools.product([(1.0, 1.0), (1.0, 2.0), (2.0, 1.0)], repeat=2):
         assert not (dominates(a, b) and dominates(b, a))
     assert not dominates((1.0, 1.0), (1.0, 1.0))
+
+
+def test_floor_is_at_least_the_bytes_over_bandwidth() -> None:
+    """A decode step at batch b cannot beat its weights + KV/state bytes over HBM bandwidth (the issue's bound);
+    the floor of the 35B-A3B preset on the H200 datasheet is at least that, and grows with the batch."""
+    from phaseprof.pareto.build import sol_floor
+    from phaseprof.pareto.records import Percentiles, ServingMetrics
+    from phaseprof.presets import load_preset
+    from phaseprof.sol.ceilings import spec_by_name
+    from phaseprof.sol.model import sol_model
+    from phaseprof.sol.sweep import step_total
+    from phaseprof.sol.work import StepTokens
+
+    model = sol_model(load_preset("qwen3.5-35b-a3b").hf_config)
+    h200 = spec_by_name("H200")
+    lat = Percentiles(p50_ms=50.0, p90_ms=50.0, p99_ms=50.0, mean_ms=50.0, n=1)  # an input, not a measurement
+    floors = []
+    for c in (1, 16, 256):
+        m = ServingMetrics(concurrency=c, rounds=1, prompt_tokens=1024, output_tokens=128, ttft=lat, tpot=lat,
+                           itl=None, latency_source="input", request_per_s=1.0, output_tok_per_s=1.0,
+                           total_tok_per_s=10.0, world_size=1, tps_per_gpu=10.0, output_tps_per_gpu=1.0,
+                           tps_per_user=20.0)
+        f = sol_floor(m, model, h200)
+        moved = step_total(model, StepTokens(decode_kv_lens=(1024 + 64,) * c)).bytes
+        assert f.floor_tpot_ms >= moved / (h200.hbm_tbps * 1e12) * 1e3
+        assert f.pct_of_light == 100 * f.floor_tpot_ms / 50.0 and f.tps_per_user == 1e3 / f.floor_tpot_ms
+        assert f.tps_per_gpu == 10.0 * 50.0 / f.floor_tpot_ms
+        floors.append(f.floor_tpot_ms)
+    assert floors == sorted(floors)
