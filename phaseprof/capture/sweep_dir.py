@@ -45,7 +45,8 @@ from phaseprof.records import ModelInfo, SweepRecord
 @dataclass(frozen=True)
 class SweepRequest:
     """A sweep (``spec``) on this process's engine. ``profile_at``: prefill lengths or decode concurrencies to
-    also capture with the profiler. ``deadline``: time.monotonic() after which remaining points are skipped (recorded as skipped)."""
+    also capture with the profiler. ``deadline``: time.monotonic() after which remaining points are skipped
+    (recorded as skipped)."""
 
     spec: SweepSpec
     profile_at: tuple[int, ...] = ()

@@ -197,6 +197,11 @@ def _breakdown(s: Sweep, c: int, shown: Callable[[Path], str]) -> str | None:
     return shown(s.directory / prof["dir"])
 
 
+def _frontier_point(p: ParetoPoint, tps_per_gpu: float, tps_per_user: float) -> FrontierPoint:
+    return FrontierPoint(config=p.config, concurrency=p.concurrency, tps_per_gpu=tps_per_gpu,
+                         tps_per_user=tps_per_user, breakdown=p.breakdown, sol=p.sol)
+
+
 def build_report(paths: Sequence[str | Path], *, ceilings: str | Path | None = None,
                  disagg: str | Path | None = None, link: str = "nvlink4",
                  max_instances: int = 8) -> ParetoReport:
@@ -237,16 +242,12 @@ def build_report(paths: Sequence[str | Path], *, ceilings: str | Path | None = N
     for i, p in enumerate(points):
         by = None if i in on else next(q for j, q in enumerate(points)
                                        if j != i and (dominates(xy[j], xy[i]) or (xy[j] == xy[i] and j < i)))
-        marked.append(p if by is None else msgspec.structs.replace(p, dominated_by=f"{by.config} c={by.concurrency}"))
-    frontier = [FrontierPoint(config=marked[i].config, concurrency=marked[i].concurrency,
-                              tps_per_gpu=marked[i].tps_per_gpu, tps_per_user=marked[i].tps_per_user,
-                              breakdown=marked[i].breakdown, sol=marked[i].sol) for i in front]
-    with_sol = [p for p in marked if p.sol is not None]
-    sol_front = [with_sol[i] for i in frontier_indices([(p.sol.tps_per_gpu, p.sol.tps_per_user)  # type: ignore[union-attr]
-                                                        for p in with_sol])]
-    sol_frontier = [FrontierPoint(config=p.config, concurrency=p.concurrency, tps_per_gpu=p.sol.tps_per_gpu,  # type: ignore[union-attr]
-                                  tps_per_user=p.sol.tps_per_user, breakdown=p.breakdown, sol=p.sol)  # type: ignore[union-attr]
-                    for p in sol_front]
+        marked.append(p if by is None else
+                      msgspec.structs.replace(p, dominated_by=f"{by.config} c={by.concurrency}"))
+    frontier = [_frontier_point(marked[i], marked[i].tps_per_gpu, marked[i].tps_per_user) for i in front]
+    with_sol = [(p, p.sol) for p in marked if p.sol is not None]
+    sol_front = frontier_indices([(f.tps_per_gpu, f.tps_per_user) for _, f in with_sol])
+    sol_frontier = [_frontier_point(p, f.tps_per_gpu, f.tps_per_user) for p, f in (with_sol[i] for i in sol_front)]
     report = ParetoReport(configs=configs, points=marked, frontier=frontier, sol_frontier=sol_frontier)
     if disagg is None:
         return report

@@ -38,8 +38,9 @@ def test_handoff_bytes_equal_a_hand_computation() -> None:
 
 def test_tensor_parallel_halves_what_each_gpu_sends() -> None:
     cfg = load_preset("qwen3.5-35b-a3b").hf_config
-    one, two = (handoff(kv_layout(shape_from_hf_config(cfg), CacheSettings(vllm_version="0.28", tensor_parallel_size=tp)),
-                        1024, link_by_name("pcie5")) for tp in (1, 2))
+    shape = shape_from_hf_config(cfg)
+    one, two = (handoff(kv_layout(shape, CacheSettings(vllm_version="0.28", tensor_parallel_size=tp)), 1024,
+                        link_by_name("pcie5")) for tp in (1, 2))
     assert two.gdn_bytes * 2 == one.gdn_bytes  # GDN state is sharded by value heads and conv channels
 
 
