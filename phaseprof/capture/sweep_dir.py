@@ -21,7 +21,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from phaseprof.capture.engine import EngineSession
+from phaseprof.capture.engine import EngineSession, explain_engine_error
 from phaseprof.capture.options import CaptureOptions, Phase
 from phaseprof.capture.rundir import command_line, make_readable, run_dir_name, unique_run_dir, utc_stamp
 from phaseprof.capture.runner import ServingTiming, capture_phase
@@ -37,6 +37,7 @@ from phaseprof.capture.sweep import (
     world_size_of,
     write_plot,
 )
+from phaseprof.errors import PhaseprofError
 from phaseprof.io import atomic_directory
 from phaseprof.pareto.records import AsyncScheduling, to_builtins
 from phaseprof.records import ModelInfo, SweepRecord
@@ -105,9 +106,14 @@ def run_sweep(session: EngineSession, req: SweepRequest, *, console: Console,
             rec = replace(rec, points=[p.to_dict() for p in points_d], skipped=list(skipped))
             spec = decode_plot_spec(points_d, title=f"Decode TPOT and throughput — {title}")
             if req.profile_at:
-                prof_session = marker(session) if marker else session
-                rec = replace(rec, profiles=_decode_profiles(prof_session, req, points_d, timed.timed, tmp,
-                                                             console, argv))
+                try:
+                    prof_session = marker(session) if marker else session
+                except PhaseprofError as e:  # the timed points stay: a sweep.json without its profiles
+                    rec = replace(rec, profiles={str(c): {"error": f"marker-friendly engine: {e}"}
+                                                 for c in req.profile_at})
+                else:
+                    rec = replace(rec, profiles=_decode_profiles(prof_session, req, points_d, timed.timed, tmp,
+                                                                 console, argv))
         timed = msgspec.structs.replace(timed, profiled=prof_session.async_scheduling if req.profile_at else None)
         rec = replace(rec, engine={**rec.engine, "async_scheduling": to_builtins(timed)})
         rec = replace(rec, plot_files=write_plot(spec, tmp), elapsed_s=round(time.perf_counter() - t0, 3))
@@ -150,8 +156,13 @@ def _decode_profiles(session: EngineSession, req: SweepRequest, points: list[Dec
         opts = CaptureOptions(phase=Phase.DECODE, tokens=sp.prompt_tokens, output_tokens=sp.output_tokens,
                               reps=sp.reps, warmup=sp.warmup, seed=sp.seed, out=tmp, concurrency=c,
                               profile_decode_steps=req.profile_steps)
-        res = capture_phase(session, opts, console=console, argv=argv, run_dir=tmp / f"profile-c{c}",
-                            serving=serving, decode_only=True)
+        try:
+            res = capture_phase(session, opts, console=console, argv=argv, run_dir=tmp / f"profile-c{c}",
+                                serving=serving, decode_only=True)
+        except Exception as e:  # noqa: BLE001 - one profile lost, the sweep and the other profiles kept
+            err = e if isinstance(e, PhaseprofError) else explain_engine_error(e, session.plan)
+            out[str(c)] = {"error": str(err)}
+            continue
         out[str(c)] = {"dir": f"profile-c{c}", "overhead_ratio": res.overhead_ratio,
                        "breakdown": res.run["breakdown"], "breakdown_error": res.breakdown_error,
                        "async_scheduling": res.run["engine"]["async_scheduling"]}

@@ -74,11 +74,14 @@ def _engine_args(rec: SweepRecord) -> dict[str, Any]:
 
 
 def config_label(s: Sweep) -> str:
-    """``<model> <mode> <quant> <N>gpu seqs<max_num_seqs>``: what tells configurations apart."""
+    """``<model> <mode> <quant> <N>gpu [no-]async seqs<max_num_seqs>``: what tells configurations apart."""
     e = s.record.engine or {}
     kw = _engine_args(s.record)
     world = s.metrics[0].world_size
     parts = [s.record.model.name or "?", str(e.get("mode") or "?"), str(e.get("quant") or "bf16"), f"{world}gpu"]
+    timed_async = (e.get("async_scheduling") or {}).get("timed")
+    if timed_async is not None:
+        parts.append("async" if timed_async else "no-async")
     if kw.get("max_num_seqs"):
         parts.append(f"seqs{kw['max_num_seqs']}")
     return " ".join(parts)
