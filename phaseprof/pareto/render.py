@@ -65,11 +65,11 @@ def print_report(report: ParetoReport, console: Console) -> None:
         h = report.handoff
         t = Table(title=f"disaggregated frontier (a MODEL: x prefill + y decode instances; handoff "
                         f"{h.bytes / 1e6:,.2f} MB per request over {terminal(h.link)}, {h.transfer_ms:.3f} ms)",
-                  title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
-        for col in ("config", "xP+yD", "GPUs", "dec. conc.", "tok/s/GPU", "tok/s/user", "TTFT ms", "bound"):
-            t.add_column(col, justify="left" if col in ("config", "bound") else "right", overflow="fold")
+                  title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1))
+        for col in ("id", "xP+yD", "GPUs", "D conc.", "tok/s/GPU", "tok/s/user", "TTFT ms", "bound"):
+            t.add_column(col, justify="left" if col in ("id", "bound") else "right", no_wrap=True)
         for d in report.disagg_frontier:
-            t.add_row(terminal(d.config), f"{d.prefill_instances}P+{d.decode_instances}D",
+            t.add_row(ids.get(d.config, terminal(d.config)), f"{d.prefill_instances}P+{d.decode_instances}D",
                       str(d.prefill_gpus + d.decode_gpus), str(d.decode_concurrency), _f(d.tps_per_gpu),
                       _f(d.tps_per_user), _f(d.ttft_ms, ".2f"), d.bound)
         console.print(t)
