@@ -29,6 +29,7 @@ from phaseprof.capture.rundir import (
 )
 from phaseprof.capture.progress import Stages, quiet_stages
 from phaseprof.capture.quiet import LOG_NAME, VllmOutput
+from phaseprof.capture.start_notice import start_notice
 from phaseprof.capture.timing import PhaseTiming, time_phase
 from phaseprof.io import atomic_directory
 from phaseprof.records import ModelInfo, RequestInfo, RunRecord
@@ -69,6 +70,8 @@ def open_session(opts: EngineOptions, *, console: Console, stages: Stages | None
     check_device(source, cuda_available=device.kind == "cuda")
     check_tokens(source, prompt_tokens=opts.max_prompt_tokens, output_tokens=opts.max_output_tokens,
                  engine_args=opts.engine_args)
+    console.print(start_notice(device_kind=device.kind, device_name=device.name, mode=str(opts.mode), model=name),
+                  highlight=False, markup=False)
     return start_engine(source, replace(opts, model=name), device=device, console=console, stages=stages,
                         output_redirected=output_redirected)
 

