@@ -17,6 +17,8 @@ class Method(StrEnum):
     OP_STACK = "op_stack"  # a [[module]] rule named an enclosing CPU op (vllm::moe_forward, _C::rms_norm, ...)
     MODULE_TREE = "module_tree"  # the enclosing nn.Module calls (traces recorded with_stack)
     GRAPH_ALIGNMENT = "graph_alignment"  # a graph-replayed kernel aligned with its capture / eager run
+    #: a graph-replayed kernel placed by the model's layer plan in the replay's structure; analysis.structural
+    STRUCTURAL = "structural"
     #: no evidence of its own, but launched between attributed kernels: their layer, and their block where the
     #: model's structure makes it unambiguous (else its kernel-name bucket); analysis.bracket
     BRACKETED = "bracketed"
