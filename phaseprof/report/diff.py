@@ -299,7 +299,7 @@ def _mode(bd: Breakdown) -> str | None:
 
 
 def attribution_basis(bd: Breakdown) -> str | None:
-    """The richest evidence the module view rests on: "module tree", "graph alignment" or "op stack" when that
+    """The richest evidence the module view rests on: "module tree", "graph alignment", "structural" or "op stack" when that
     method gave at least a tenth of the GPU time, else "kernel names"; None for breakdowns without the section."""
     a = bd.attribution
     if a is None or not a.phases:
@@ -309,7 +309,7 @@ def attribution_basis(bd: Breakdown) -> str | None:
         for m, us in pa.coverage_us.items():
             total[m] = total.get(m, 0.0) + us
     busy = sum(total.values())
-    for m in ("module_tree", "graph_alignment", "op_stack"):
+    for m in ("module_tree", "graph_alignment", "structural", "op_stack"):
         if busy and total.get(m, 0.0) >= 0.1 * busy:
             return m.replace("_", " ")
     return "kernel names"
