@@ -26,6 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+import pandas as pd
 
 from phaseprof.analysis.graph_align import COMPONENTS
 from phaseprof.analysis.layer_plan import LayerPlan
@@ -51,21 +52,17 @@ class StructuralResult:
                 f"{self.layer_only} the layer only, {self.layer_added} more given a layer")
 
 
-def _mixer_of(labels: list[object], rules: LayerRules) -> str | None:
-    present = set(map(str, labels))
-    return next((b for b in rules.mixer_buckets if b in present), None)
-
-
-def structural_step(rows: np.ndarray, *, plan: LayerPlan, evidence: np.ndarray, replayed: np.ndarray,
-                    kview: np.ndarray, boundary: np.ndarray, rules: LayerRules
+def structural_step(rows: np.ndarray, *, plan: LayerPlan, shown: np.ndarray, component: np.ndarray,
+                    replayed: np.ndarray, boundary: np.ndarray, blocks: tuple[str, ...]
                     ) -> tuple[np.ndarray, np.ndarray, list[str], str | None, dict[int, str]]:
-    """Layer and label for the items ``rows`` (one step, in launch order). ``evidence``: module-view label of
-    items attributed otherwise (None where unknown: op rule or module tree gave nothing). Returns, per row, the
-    layer (-1 outside) and label (None: unchanged), the layer types the step shows, the contradictions with the
-    plan, and why the step was left alone (None when it was not)."""
+    """Layer and block for the items ``rows`` (one step, in launch order). ``shown``: per item, the index in
+    ``blocks`` (the mixer buckets, then ``moe``) of the block its evidence or kernel view names, -1 for none;
+    ``component``: whether its kernel view names a component (it keeps it). Returns, per row, the layer (-1
+    outside) and the index in ``blocks`` of its block label (-1: keep its kernel view), the contradictions with
+    the plan, why the step was left alone (None when it was not) and the layer types the step shows."""
     m = rows.size
     layer = np.full(m, -1, dtype=np.int64)
-    label = np.full(m, None, dtype=object)
+    label = np.full(m, -1, dtype=np.int64)
     rep = np.flatnonzero(replayed[rows])
     if rep.size == 0:
         return layer, label, [], "no graph-replayed kernels", {}
@@ -80,80 +77,83 @@ def structural_step(rows: np.ndarray, *, plan: LayerPlan, evidence: np.ndarray, 
     else:
         return layer, label, [], (f"{b.size} fused add-RMSNorm kernels after the first graph-replayed kernel; "
                                   f"the config's {n} layers need {2 * n}"), {}
-    kv = kview[rows]
-    ev = evidence[rows]
-    shown = np.where(ev == None, kv, ev)  # noqa: E711 (elementwise on an object array)
+    code = shown[rows]
+    nb = len(blocks)
+    counts = np.zeros((m + 1, nb), dtype=np.int64)  # kernels naming each block before each position
+    counts[1:] = np.cumsum(code[:, None] == np.arange(nb)[None, :], axis=0)
     post, ends = cuts[0::2], cuts[1::2]  # post-attention norms; next layer's input norm (the last: model norm)
-    opens = np.concatenate(([opening0], ends[:-1]))
-    mixers = [_mixer_of(shown[(opens[i] if opens[i] >= 0 else start) + 1:post[i]].tolist(), rules) for i in range(n)]
+    opens = np.concatenate(([opening0 if opening0 >= 0 else start], ends[:-1]))
+    mixer_in = (counts[post] - counts[opens])[:, :nb - 1] > 0  # layer x mixer bucket present
+    mixer = np.where(mixer_in.any(axis=1), mixer_in.argmax(axis=1), -1)  # first in layers.toml order
+    moe = (counts[ends] - counts[post + 1])[:, nb - 1] > 0
     if opening0 < 0:
-        opening0 = _layer0_start(shown, start=start, post0=int(post[0]), opens=opens, post=post, mixers=mixers,
-                                 rules=rules)
-        opens[0] = opening0
-    pos = np.arange(opening0, int(ends[-1]))
+        opens[0] = _layer0_start(code < nb - 1, code, start=start, opens=opens, post=post, mixer=mixer)
+    pos = np.arange(int(opens[0]), int(ends[-1]))
     seg = np.searchsorted(np.stack([opens, post], axis=1).ravel(), pos, side="right") - 1
     lay, in_ffn = seg // 2, (seg % 2).astype(bool)
     layer[pos] = lay
-    ffns = ["moe" if (shown[post[i] + 1:ends[i]] == "moe").any() else "dense" for i in range(n)]
-    types = {i: f"{mixers[i] or 'other'}+{ffns[i]}" for i in range(n)}
+    name = np.asarray([*blocks[:-1], "other"], dtype=object)
+    types = {i: f"{name[mixer[i]]}+{'moe' if moe[i] else 'dense'}" for i in range(n)}
     notes = [f"layer {i}: the config says {plan.layer_type(i)}, its kernels show {types[i]}"
              for i in range(n) if types[i] != plan.layer_type(i)]
     norm_at = np.zeros(m, dtype=bool)
     norm_at[opens] = True
     norm_at[post] = True
-    block = np.where(in_ffn, np.asarray([f if f == "moe" else None for f in ffns], dtype=object)[lay],
-                     np.asarray(mixers, dtype=object)[lay])
-    own = kv[pos]
-    keep = norm_at[pos] | np.isin(own.astype(str), list(COMPONENTS)) | (block == None)  # noqa: E711
-    label[pos] = np.where(keep, own, block)
+    block = np.where(in_ffn, np.where(moe, nb - 1, -1)[lay], mixer[lay])
+    label[pos] = np.where(norm_at[pos] | component[rows][pos], -1, block)
     return layer, label, notes, None, types
 
 
-def _layer0_start(shown: np.ndarray, *, start: int, post0: int, opens: np.ndarray, post: np.ndarray,
-                  mixers: list[str | None], rules: LayerRules) -> int:
+def _layer0_start(is_mixer: np.ndarray, code: np.ndarray, *, start: int, opens: np.ndarray, post: np.ndarray,
+                  mixer: np.ndarray) -> int:
     """Where layer 0 begins: as many kernels before its first mixer kernel as the next layer of its type has
     from its opening norm to its first mixer kernel; never before ``start``. Without a mixer kernel: ``start``."""
-    mix = set(rules.mixer_buckets)
-
-    def first_mixer(lo: int, hi: int) -> int | None:
-        hit = [j for j, x in enumerate(shown[lo:hi].tolist()) if str(x) in mix]
-        return lo + hit[0] if hit else None
-
-    a0 = first_mixer(start, post0)
-    if a0 is None:
+    is_mixer = is_mixer & (code >= 0)
+    a0 = np.flatnonzero(is_mixer[start:post[0]])
+    if a0.size == 0:
         return start
-    for i in range(1, len(post)):
-        if mixers[i] == mixers[0]:
-            ai = first_mixer(int(opens[i]) + 1, int(post[i]))
-            if ai is not None:
-                return max(start, a0 - (ai - int(opens[i])))
+    for i in np.flatnonzero(mixer[1:] == mixer[0]).tolist():
+        lo = int(opens[i + 1])
+        ai = np.flatnonzero(is_mixer[lo + 1:post[i + 1]])
+        if ai.size:
+            return max(start, start + int(a0[0]) - (int(ai[0]) + 1))
     return start
 
 
 def structural(steps: dict[int, np.ndarray], *, plan: LayerPlan, evidence: np.ndarray, replayed: np.ndarray,
                kview: np.ndarray, boundary: np.ndarray, rules: LayerRules) -> tuple[np.ndarray, np.ndarray,
                                                                                    StructuralResult]:
-    """:func:`structural_step` over every step (``steps``: step -> its items in launch order). Returns per item
-    the layer (-1 where not placed) and label (None where unchanged), and what was done."""
+    """:func:`structural_step` over every step (``steps``: step -> its items in launch order). ``evidence``:
+    module-view label of items attributed otherwise (None where op rule and module tree gave nothing). Returns
+    per item the layer (-1 where not placed) and label (None where unchanged), and what was done."""
     n = kview.size
+    blocks = (*rules.mixer_buckets, "moe")
+    free = pd.isna(evidence)
+    # block index per item, through the distinct labels only (a few dozen)
+    shown_s = pd.Series(np.where(free, kview, evidence)).astype(str).astype("category")
+    cats = shown_s.cat.categories.tolist()
+    idx = np.asarray([blocks.index(c) if c in blocks else -1 for c in cats], dtype=np.int64)
+    shown = idx[shown_s.cat.codes.to_numpy()]
+    kv_s = pd.Series(kview).astype(str).astype("category")
+    comp = np.asarray([c in COMPONENTS for c in kv_s.cat.categories], dtype=bool)[kv_s.cat.codes.to_numpy()]
     layer = np.full(n, -1, dtype=np.int64)
-    label = np.full(n, None, dtype=object)
+    code = np.full(n, -1, dtype=np.int64)
     done, left, notes, types = 0, 0, [], {}
     for k, rows in steps.items():
-        lay, lab, contra, why, shown = structural_step(rows, plan=plan, evidence=evidence, replayed=replayed,
-                                                       kview=kview, boundary=boundary, rules=rules)
+        lay, lab, contra, why, seen = structural_step(rows, plan=plan, shown=shown, component=comp,
+                                                      replayed=replayed, boundary=boundary, blocks=blocks)
         if why is not None:
             if why != "no graph-replayed kernels":
                 left += 1
                 notes.append(f"step {k} left alone: {why}")
             continue
         done += 1
-        layer[rows], label[rows] = lay, lab
-        types = types or shown
+        layer[rows], code[rows] = lay, lab
+        types = types or seen
         notes += [f"step {k}: {c}" for c in contra if len(notes) < 20]
-    free = evidence == None  # noqa: E711
     placed = layer >= 0
-    with_module = int((placed & free & (label != kview)).sum())
+    label = np.where(placed, np.where(code >= 0, np.asarray(blocks, dtype=object)[np.maximum(code, 0)], kview), None)
+    with_module = int((placed & free & (code >= 0)).sum())
     return layer, label, StructuralResult(with_module=with_module, layer_only=int((placed & free).sum()) - with_module,
                                           layer_added=int((placed & ~free).sum()), steps_done=done,
                                           steps_left=left, layer_types=types, notes=tuple(notes))
