@@ -130,6 +130,8 @@ def attribute_items(items: pd.DataFrame, t: EventTables, c: Correlated, rules: R
                                               boundary=is_boundary(items["name"], load_layer_rules()),
                                               rules=load_layer_rules())
             notes = st.notes
+        elif plan is None and plan_note and replayed.any():
+            notes = (plan_note,)
         if segs or reference is not None or st is None or st.steps_done == 0:
             what = "this trace"
             if reference is not None:
@@ -165,8 +167,6 @@ def attribute_items(items: pd.DataFrame, t: EventTables, c: Correlated, rules: R
             counts = {"replayed": int(replayed.sum()), "structural_with_module": st.with_module,
                       "structural_layer_only": st.layer_only, "layer_added": st.layer_added}
             types = {**st.layer_types, **types}
-    elif plan_note and plan is None and replayed.any():
-        notes = (plan_note,)
     items = items.assign(module_bucket=module, attribution=method, layer=layer)
     return items, ItemAttribution(tree=tree, graph_alignment=detail, alignment_counts=counts, layer_types=types,
                                   notes=tuple(notes))

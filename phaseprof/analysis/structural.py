@@ -23,6 +23,7 @@ kernels show, and the difference is reported.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -54,12 +55,12 @@ class StructuralResult:
 
 def structural_step(rows: np.ndarray, *, plan: LayerPlan, shown: np.ndarray, component: np.ndarray,
                     replayed: np.ndarray, boundary: np.ndarray, blocks: tuple[str, ...]
-                    ) -> tuple[np.ndarray, np.ndarray, list[str], str | None, dict[int, str]]:
+                    ) -> tuple[np.ndarray, np.ndarray, list[int], str | None, dict[int, str]]:
     """Layer and block for the items ``rows`` (one step, in launch order). ``shown``: per item, the index in
     ``blocks`` (the mixer buckets, then ``moe``) of the block its evidence or kernel view names, -1 for none;
     ``component``: whether its kernel view names a component (it keeps it). Returns, per row, the layer (-1
-    outside) and the index in ``blocks`` of its block label (-1: keep its kernel view), the contradictions with
-    the plan, why the step was left alone (None when it was not) and the layer types the step shows."""
+    outside) and the index in ``blocks`` of its block label (-1: keep its kernel view), the layers whose kernels
+    contradict the plan's type, why the step was left alone (None when it was not) and the layer types the step shows."""
     m = rows.size
     layer = np.full(m, -1, dtype=np.int64)
     label = np.full(m, -1, dtype=np.int64)
@@ -94,14 +95,27 @@ def structural_step(rows: np.ndarray, *, plan: LayerPlan, shown: np.ndarray, com
     layer[pos] = lay
     name = np.asarray([*blocks[:-1], "other"], dtype=object)
     types = {i: f"{name[mixer[i]]}+{'moe' if moe[i] else 'dense'}" for i in range(n)}
-    notes = [f"layer {i}: the config says {plan.layer_type(i)}, its kernels show {types[i]}"
-             for i in range(n) if types[i] != plan.layer_type(i)]
+    notes = [i for i in range(n) if types[i] != plan.layer_type(i)]
     norm_at = np.zeros(m, dtype=bool)
     norm_at[opens] = True
     norm_at[post] = True
     block = np.where(in_ffn, np.where(moe, nb - 1, -1)[lay], mixer[lay])
     label[pos] = np.where(norm_at[pos] | component[rows][pos], -1, block)
     return layer, label, notes, None, types
+
+
+def _contradictions(found: Counter[tuple[str, str, int]], steps: int) -> list[str]:
+    """One line per (config's type, kernels' type): which layers, in how many of the steps cut."""
+    by: dict[tuple[str, str], list[int]] = {}
+    for (said, seen, i), k in sorted(found.items(), key=lambda x: x[0][2]):
+        by.setdefault((said, seen), []).append(i)
+    out = []
+    for (said, seen), layers in by.items():
+        shown = ", ".join(map(str, layers[:8])) + (f" and {len(layers) - 8} more" if len(layers) > 8 else "")
+        most = max(found[(said, seen, i)] for i in layers)
+        out.append(f"layer plan contradicted: layers {shown}: the config says {said}, their kernels show {seen} "
+                   f"(in up to {most} of {steps} step(s)); the kernels' type is shown")
+    return out
 
 
 def _layer0_start(is_mixer: np.ndarray, code: np.ndarray, *, start: int, opens: np.ndarray, post: np.ndarray,
@@ -139,6 +153,7 @@ def structural(steps: dict[int, np.ndarray], *, plan: LayerPlan, evidence: np.nd
     layer = np.full(n, -1, dtype=np.int64)
     code = np.full(n, -1, dtype=np.int64)
     done, left, notes, types = 0, 0, [], {}
+    contradicted: Counter[tuple[str, str, int]] = Counter()  # (config's type, kernels' type, layer) -> steps
     for k, rows in steps.items():
         lay, lab, contra, why, seen = structural_step(rows, plan=plan, shown=shown, component=comp,
                                                       replayed=replayed, boundary=boundary, blocks=blocks)
@@ -150,7 +165,8 @@ def structural(steps: dict[int, np.ndarray], *, plan: LayerPlan, evidence: np.nd
         done += 1
         layer[rows], code[rows] = lay, lab
         types = types or seen
-        notes += [f"step {k}: {c}" for c in contra if len(notes) < 20]
+        contradicted.update((plan.layer_type(i), seen[i], i) for i in contra)
+    notes += _contradictions(contradicted, done)
     placed = layer >= 0
     label = np.where(placed, np.where(code >= 0, np.asarray(blocks, dtype=object)[np.maximum(code, 0)], kview), None)
     with_module = int((placed & free & (code >= 0)).sum())
