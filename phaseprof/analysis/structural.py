@@ -144,12 +144,10 @@ def structural(steps: dict[int, np.ndarray], *, plan: LayerPlan, evidence: np.nd
     blocks = (*rules.mixer_buckets, "moe")
     free = pd.isna(evidence)
     # block index per item, through the distinct labels only (a few dozen)
-    shown_s = pd.Series(np.where(free, kview, evidence)).astype(str).astype("category")
-    cats = shown_s.cat.categories.tolist()
-    idx = np.asarray([blocks.index(c) if c in blocks else -1 for c in cats], dtype=np.int64)
-    shown = idx[shown_s.cat.codes.to_numpy()]
-    kv_s = pd.Series(kview).astype(str).astype("category")
-    comp = np.asarray([c in COMPONENTS for c in kv_s.cat.categories], dtype=bool)[kv_s.cat.codes.to_numpy()]
+    codes, cats = pd.factorize(np.where(free, kview, evidence))
+    shown = np.asarray([blocks.index(str(c)) if str(c) in blocks else -1 for c in cats], dtype=np.int64)[codes]
+    codes, cats = pd.factorize(kview)
+    comp = np.asarray([str(c) in COMPONENTS for c in cats], dtype=bool)[codes]
     layer = np.full(n, -1, dtype=np.int64)
     code = np.full(n, -1, dtype=np.int64)
     done, left, notes, types = 0, 0, [], {}
