@@ -27,6 +27,7 @@ from phaseprof.analysis.results import Breakdown
 from phaseprof.analysis.step_range import StepRange, Windowed, load_window
 from phaseprof.analysis.graph_align import Reference
 from phaseprof.classify.rules import RuleSet, load_rules
+from phaseprof.errors import PhaseprofError
 from phaseprof.trace.tables import EventTables, load_tables
 
 if TYPE_CHECKING:
@@ -134,8 +135,11 @@ def analyze(source: str | Path | EventTables, *, config: AnalysisConfig | None =
         tables = source if isinstance(source, EventTables) else load_tables(source)
     rules = ruleset if ruleset is not None else config.ruleset()
     ref = load_reference(config.graph_reference, rules) if config.graph_reference is not None else None
-    plan, where = find_plan(explicit=config.model_config, capture={**tables.meta.capture, **config.capture},
-                            trace_path=tables.meta.path or None)
+    try:
+        plan, where = find_plan(explicit=config.model_config, capture={**tables.meta.capture, **config.capture},
+                                trace_path=tables.meta.path or None)
+    except PhaseprofError as e:  # a bad --model-config is reported by the speed of light, which needs it too
+        plan, where = None, str(e)
     prep = prepare(tables, rules, reference=ref, only_steps_in=window.host_ns if window is not None else None,
                    plan=plan, plan_note=f"no layer plan for graph replays: {where}")
     bd = summarize(tables, prep)
@@ -161,7 +165,6 @@ def analyze_trace(path: str | Path, *, rules: list[Path] | None = None,
 
 def reference_trace(path: str | Path) -> Path:
     """The trace a ``--graph-reference`` names: a trace file, or a run directory holding one."""
-    from phaseprof.errors import PhaseprofError
     from phaseprof.inputs import InputKind, resolve
 
     inp = resolve(path)
