@@ -162,3 +162,17 @@ def test_by_layer_prints_the_layers_of_a_graph_trace(capsys):
     assert "prefill: per layer (ms)" in out
     for line in out.splitlines():
         assert len(line) <= 80 or "│" not in line
+
+
+def test_diff_of_two_graph_captures_compares_per_layer():
+    from phaseprof.report.diff import diff_breakdowns, load_side
+
+    graph_dir = next((H200 / "graph").glob("*-prefill-4096"))
+    a, b = load_side(PREFILL), load_side(graph_dir / "trace.json.gz")  # hooks vs no hooks: same GPU work
+    d = diff_breakdowns(a.breakdown, b.breakdown, order_a=a.order, order_b=b.order)
+    (prefill,) = [p for p in d.phases if p.phase == "prefill"]
+    assert [x.metric for x in prefill.layers][:4] == ["layer 0 gdn+moe", "layer 1 gdn+moe", "layer 2 gdn+moe",
+                                                   "layer 3 attention+moe"]
+    assert len(prefill.layers) == 40
+    # the same model on the same GPU: every layer within 10% of the other capture's
+    assert all(abs(x.b - x.a) <= 0.1 * x.a for x in prefill.layers)
