@@ -30,12 +30,12 @@ import pandas as pd
 
 from phaseprof.analysis.attribution_types import (ATTRIBUTION_VERSION, Attribution, InferredPhase, LayerRow,
                                                   Method, PhaseAttribution)
-from phaseprof.analysis.layer_plan import LayerPlan
-from phaseprof.analysis.structural import StructuralResult, structural
 from phaseprof.analysis.bracket import BracketCounts, bracket_step, is_boundary
 from phaseprof.analysis.graph_align import (Reference, Segment, compatible, align_replay, launch_order,
                                             reference_segments)
+from phaseprof.analysis.layer_plan import LayerPlan
 from phaseprof.analysis.modules import ModuleTree, build_module_tree, load_layer_rules, module_classes
+from phaseprof.analysis.structural import structural
 from phaseprof.classify.classifier import kernel_bucket
 from phaseprof.classify.rules import RuleSet
 from phaseprof.defaults import GRAPH_LAUNCH_APIS

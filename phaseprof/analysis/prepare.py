@@ -15,8 +15,8 @@ import pandas as pd
 from phaseprof.analysis.attribution import ItemAttribution, attribute_items
 from phaseprof.analysis.attribution_types import InferredPhase
 from phaseprof.analysis.graph_align import Reference
-from phaseprof.analysis.layer_plan import LayerPlan
 from phaseprof.analysis.items import _kernel_view, cpu_items, gpu_items, op_modules
+from phaseprof.analysis.layer_plan import LayerPlan
 from phaseprof.analysis.phase_infer import drop_empty_steps, infer_phases
 from phaseprof.analysis.steps import StepDetection, detect_steps
 from phaseprof.classify.rules import RuleSet
