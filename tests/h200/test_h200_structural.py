@@ -9,6 +9,7 @@ alignment (``--graph-reference``) and against the kernels each layer must hold.
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from pathlib import Path
 
@@ -176,3 +177,11 @@ def test_diff_of_two_graph_captures_compares_per_layer():
     assert len(prefill.layers) == 40
     # the same model on the same GPU: every layer within 10% of the other capture's
     assert all(abs(x.b - x.a) <= 0.1 * x.a for x in prefill.layers)
+
+
+def test_diff_of_vllm_own_graph_trace_per_layer_with_model_config(capsys):
+    """vLLM's own trace records no model: diff's --model-config gives its layer plan too."""
+    assert main(["diff", str(PREFILL), str(OWN), "--model-config", "qwen3.5-35b-a3b", "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    (prefill,) = [p for p in doc["diff"]["phases"] if p["phase"] == "prefill"]
+    assert len(prefill["layers"]) == 40 and prefill["layers"][3]["metric"] == "layer 3 attention+moe"
