@@ -327,6 +327,8 @@ def _attribution(prep, rows: list[StepRow], t: EventTables, notes: list[str]):  
         by_phase.setdefault(r.phase, set()).add(r.index)
     if prep.empty_steps_dropped:
         notes.append(f"{prep.empty_steps_dropped} empty step(s) dropped (no tokens or no work): not a phase")
+    if prep.attribution is not None:
+        notes.extend(prep.attribution.notes)
     mode = infer_mode(t, prep.items, prep.detection, prep.device)
     return summarize_attribution(prep.items, by_phase, prep.attribution, mode=mode, inferred=list(prep.inferred_phases),
                      dropped=prep.empty_steps_dropped)

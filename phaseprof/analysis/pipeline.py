@@ -20,12 +20,14 @@ from typing import TYPE_CHECKING, Any
 
 from phaseprof.analysis.breakdown import analyze_tables, summarize
 from phaseprof.analysis.invariants import checked
+from phaseprof.analysis.layer_plan import find_plan
 from phaseprof.analysis.order import KernelOrder, kernel_order_of
 from phaseprof.analysis.prepare import Prepared, prepare
 from phaseprof.analysis.results import Breakdown
 from phaseprof.analysis.step_range import StepRange, Windowed, load_window
 from phaseprof.analysis.graph_align import Reference
 from phaseprof.classify.rules import RuleSet, load_rules
+from phaseprof.errors import PhaseprofError
 from phaseprof.trace.tables import EventTables, load_tables
 
 if TYPE_CHECKING:
@@ -41,6 +43,8 @@ class AnalysisConfig:
     """Everything that changes an analysis besides the trace. ``rules``: extra classification rule files
     (TOML), matched before the defaults. ``graph_reference``: a trace of the graph capture (or an eager run) of
     the same model, whose kernel sequences give graph-replayed kernels their modules.
+    ``model_config`` also gives the layer plan that places graph-replayed kernels without a reference
+    (``analysis.structural``; default: what run.json or the trace records).
 
     Speed of light (``AnalysedTrace.sol``): ``model_config`` is ``--model-config`` (config.json, its
     directory or a preset name; None = what run.json or the trace records); ``ceilings`` is ``--ceilings``
@@ -131,7 +135,13 @@ def analyze(source: str | Path | EventTables, *, config: AnalysisConfig | None =
         tables = source if isinstance(source, EventTables) else load_tables(source)
     rules = ruleset if ruleset is not None else config.ruleset()
     ref = load_reference(config.graph_reference, rules) if config.graph_reference is not None else None
-    prep = prepare(tables, rules, reference=ref, only_steps_in=window.host_ns if window is not None else None)
+    try:
+        plan, where = find_plan(explicit=config.model_config, capture={**tables.meta.capture, **config.capture},
+                                trace_path=tables.meta.path or None)
+    except PhaseprofError as e:  # a bad --model-config is reported by the speed of light, which needs it too
+        plan, where = None, str(e)
+    prep = prepare(tables, rules, reference=ref, only_steps_in=window.host_ns if window is not None else None,
+                   plan=plan, plan_note=f"no layer plan for graph replays: {where}")
     bd = summarize(tables, prep)
     if window is not None:
         bd = _numbered_as_whole(bd, window)
@@ -155,7 +165,6 @@ def analyze_trace(path: str | Path, *, rules: list[Path] | None = None,
 
 def reference_trace(path: str | Path) -> Path:
     """The trace a ``--graph-reference`` names: a trace file, or a run directory holding one."""
-    from phaseprof.errors import PhaseprofError
     from phaseprof.inputs import InputKind, resolve
 
     inp = resolve(path)

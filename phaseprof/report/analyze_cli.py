@@ -30,10 +30,11 @@ def analyze(
                                            "phaseprof's (needs the hta extra); 'shapes': the model's GEMM FLOPs "
                                            "beside the recorded Input Dims."),
     model_config: str | None = typer.Option(None, "--model-config", help="Model config for the speed-of-light "
-                                            "section: config.json, its directory, or a preset name (default: "
-                                            "what run.json / the trace records)."),
+                                            "section and the layer plan of graph replays: config.json, its "
+                                            "directory, or a preset name (default: what run.json / the trace "
+                                            "records)."),
     by: str | None = typer.Option(None, "--by", help="'layer': also print time per decoder layer per bucket "
-                                  "(needs nn.Module events: traces recorded with_stack)."),
+                                  "(needs nn.Module events, or graph replays and the model config)."),
     graph_reference: Path | None = typer.Option(None, "--graph-reference", help="Trace (or run directory) of the CUDA-graph capture "
                                                 "(or an eager run) of the same model: gives graph-replayed "
                                                 "kernels the modules they were captured in."),

@@ -10,7 +10,8 @@ from phaseprof.analysis.attribution_types import Attribution, Method, PhaseAttri
 from phaseprof.analysis.results import Breakdown
 
 _SHORT = {Method.OP_STACK.value: "op stack", Method.MODULE_TREE.value: "modules",
-          Method.GRAPH_ALIGNMENT.value: "graph align", Method.BRACKETED.value: "bracketed",
+          Method.GRAPH_ALIGNMENT.value: "graph align", Method.STRUCTURAL.value: "layer plan",
+          Method.BRACKETED.value: "bracketed",
           Method.KERNEL_NAME.value: "kernel name"}
 #: Buckets shown as columns of the layer table, in this order; the rest are summed into "rest".
 LAYER_COLUMNS = ("gdn", "attention", "moe", "norm")

@@ -187,23 +187,24 @@ class Loaded:
     source: str  # "breakdown" | "trace" | "run-dir"
 
 
-def load_side(path: str | Path, *, rules: list[Path] | None = None) -> Loaded:
+def load_side(path: str | Path, *, rules: list[Path] | None = None, model_config: str | None = None) -> Loaded:
     """Read one diff input (``inputs.resolve``): a breakdown JSON, a run directory (``breakdown.json`` / trace /
     ``run.json``; a rank directory counts as its first rank) or a raw trace. A run directory's
     ``breakdown.json`` is used as is unless ``rules`` are given and the trace is there (then the trace is
-    re-analysed); its ``run.json`` fills ``capture``."""
+    re-analysed); its ``run.json`` fills ``capture``. ``model_config``: for a trace analysed here, the config
+    whose layer plan places graph-replayed kernels (``analysis.structural``; default: what run.json records)."""
     got = resolve(path)
     if got.kind == InputKind.BREAKDOWN:
         return Loaded(load_breakdown(got.path), None, "breakdown")
     if got.kind == InputKind.TRACE:
-        return _analyze(got.path, rules)
+        return _analyze(got.path, rules, model_config)
     if got.kind == InputKind.SWEEP:
         raise PhaseprofError("a sweep, not a run: diff compares run directories, traces or breakdowns",
                              path=got.path)
     if got.breakdown is not None and not (rules and got.trace):
         loaded = Loaded(load_breakdown(got.breakdown), None, "run-dir")
     elif got.trace is not None:
-        loaded = replace(_analyze(got.trace, rules), source="run-dir")
+        loaded = replace(_analyze(got.trace, rules, model_config), source="run-dir")
     else:
         raise PhaseprofError("not a run directory (no breakdown.json and no trace)", path=got.path)
     if got.run_json is not None:
@@ -218,10 +219,10 @@ def load_comparable(path_or_dir: str | Path, *, rules: list[Path] | None = None)
     return load_side(path_or_dir, rules=rules).breakdown
 
 
-def _analyze(trace: Path, rules: list[Path] | None) -> Loaded:
+def _analyze(trace: Path, rules: list[Path] | None, model_config: str | None = None) -> Loaded:
     from phaseprof.analysis.pipeline import AnalysisConfig, analyze
 
-    at = analyze(trace, config=AnalysisConfig.with_rules(rules))
+    at = analyze(trace, config=AnalysisConfig.with_rules(rules, model_config=model_config))
     return Loaded(at.breakdown, at.kernel_order, "trace")
 
 
@@ -299,7 +300,7 @@ def _mode(bd: Breakdown) -> str | None:
 
 
 def attribution_basis(bd: Breakdown) -> str | None:
-    """The richest evidence the module view rests on: "module tree", "graph alignment" or "op stack" when that
+    """The richest evidence the module view rests on: "module tree", "graph alignment", "structural" or "op stack" when that
     method gave at least a tenth of the GPU time, else "kernel names"; None for breakdowns without the section."""
     a = bd.attribution
     if a is None or not a.phases:
@@ -309,7 +310,7 @@ def attribution_basis(bd: Breakdown) -> str | None:
         for m, us in pa.coverage_us.items():
             total[m] = total.get(m, 0.0) + us
     busy = sum(total.values())
-    for m in ("module_tree", "graph_alignment", "op_stack"):
+    for m in ("module_tree", "graph_alignment", "structural", "op_stack"):
         if busy and total.get(m, 0.0) >= 0.1 * busy:
             return m.replace("_", " ")
     return "kernel names"
