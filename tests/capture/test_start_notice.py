@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from phaseprof.capture.start_notice import StartPhases, start_estimate, start_notice
+from phaseprof.capture.start_notice import StartPhases, engine_version, start_estimate, start_notice
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -34,7 +34,8 @@ def test_estimates_come_from_measured_runs() -> None:
 def test_notice_names_engine_device_model_mode_and_time(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv("VLLM_CACHE_ROOT", str(tmp_path))  # no compile cache
     line = start_notice(device_kind="cuda", device_name="NVIDIA H200", mode="graph", model="qwen3.5-35b-a3b")
-    assert "on CUDA (NVIDIA H200), model qwen3.5-35b-a3b, graph mode" in line
+    first, second = line.split("\n")
+    assert first == f"engine: {engine_version()} on CUDA (NVIDIA H200), model qwen3.5-35b-a3b, graph mode"
     assert "a cold start took 4-6 min" in line and "~28 s once its compile cache is warm" in line
     (tmp_path / "torch_compile_cache" / "abc").mkdir(parents=True)
     assert "a compile cache exists" in start_notice(device_kind="cuda", device_name="NVIDIA H200", mode="graph",
