@@ -11,7 +11,9 @@ vLLM), ``GET /v1/models`` (model id, ``root``, ``max_model_len``), ``GET /openap
 from __future__ import annotations
 
 import http.client
+import ipaddress
 import json
+import re
 import socket
 import threading
 import time
@@ -43,21 +45,50 @@ class Endpoint:
 
     @property
     def url(self) -> str:
-        return f"{self.scheme}://{self.host}:{self.port}{self.prefix}"
+        host = f"[{self.host}]" if ":" in self.host else self.host  # an IPv6 literal keeps its brackets
+        return f"{self.scheme}://{host}:{self.port}{self.prefix}"
+
+
+#: A host name (RFC 1123 labels, plus "_" as in container names) or an IPv4 literal; IPv6 literals are checked by ``ipaddress``.
+_HOST_NAME = re.compile(r"(?=.{1,253}$)[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?"
+                        r"(?:\.[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?)*\.?")
+#: A path prefix: ``/a/b`` of URL-safe characters only (no query, no fragment, no spaces or controls).
+_PREFIX = re.compile(r"(?:/[A-Za-z0-9._~!$&'()*+,;=:@%-]+)*/?")
 
 
 def parse_url(url: str) -> Endpoint:
-    """``http://HOST:PORT[/prefix]`` -> Endpoint; anything else is one clear error."""
-    parts = urlsplit(url.strip())
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise PhaseprofError(f"--server {url!r}: expected http://HOST:PORT (e.g. http://127.0.0.1:8000)")
-    if parts.query or parts.fragment or parts.username:
-        raise PhaseprofError(f"--server {url!r}: give only scheme, host, port (and a path prefix)")
+    """``http://HOST:PORT[/prefix]`` -> Endpoint; anything else is one clear error. Every part is checked (no
+    default port is silently put in place of a wrong one): scheme http/https, a host name or IP literal, a port
+    in 1-65535 (80/443 only when no port is written at all), a plain path prefix, nothing else."""
+    bad = f"--server {url!r}:"
+    text = url.strip()
+    if not text or len(text) > 2048 or any(not 0x21 <= ord(ch) <= 0x7E for ch in text):
+        raise PhaseprofError(f"{bad} expected http://HOST:PORT (printable ASCII, no spaces), e.g. "
+                             "http://127.0.0.1:8000")
     try:
-        port = parts.port or (443 if parts.scheme == "https" else 80)
-    except ValueError:
-        raise PhaseprofError(f"--server {url!r}: the port is not a number in 1-65535") from None
-    return Endpoint(parts.scheme, parts.hostname, port, parts.path.rstrip("/"))
+        parts = urlsplit(text)
+        port = parts.port
+    except ValueError as e:  # "Invalid IPv6 URL", "Port out of range 0-65535", a non-numeric port
+        raise PhaseprofError(f"{bad} not a valid URL ({e}); expected http://HOST:PORT") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise PhaseprofError(f"{bad} expected http://HOST:PORT (e.g. http://127.0.0.1:8000)")
+    if parts.query or parts.fragment or "@" in parts.netloc or "?" in text or "#" in text:
+        raise PhaseprofError(f"{bad} give only scheme, host, port (and a path prefix)")
+    host = parts.hostname
+    if "[" in parts.netloc:
+        try:
+            ipaddress.IPv6Address(host)
+        except ValueError:
+            raise PhaseprofError(f"{bad} {host!r} in brackets is not an IPv6 address") from None
+    elif not _HOST_NAME.fullmatch(host):
+        raise PhaseprofError(f"{bad} {host!r} is not a host name or IP address")
+    if port is None and parts.netloc.endswith(":"):
+        raise PhaseprofError(f"{bad} the port after ':' is missing")
+    if port is not None and not 1 <= port <= 65535:
+        raise PhaseprofError(f"{bad} the port must be in 1-65535, got {port}")
+    if not _PREFIX.fullmatch(parts.path):
+        raise PhaseprofError(f"{bad} the path prefix {parts.path!r} is not a plain URL path")
+    return Endpoint(parts.scheme, host, port or (443 if parts.scheme == "https" else 80), parts.path.rstrip("/"))
 
 
 @dataclass(frozen=True)

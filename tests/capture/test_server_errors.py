@@ -251,6 +251,31 @@ def test_bad_urls(url: str) -> None:
         parse_url(url)
 
 
+@pytest.mark.parametrize(("url", "message"), [
+    ("http://[::1", "not a valid URL (Invalid IPv6 URL)"),  # was a ValueError traceback
+    ("http://127.0.0.1:0", "the port must be in 1-65535, got 0"),  # was silently port 80
+    ("http://127.0.0.1:", "the port after ':' is missing"),
+    ("http://[zz]:8000", "not a valid URL"),
+    ("http://host name:8000", "printable ASCII, no spaces"),
+    ("http://h\n:8000", "printable ASCII, no spaces"),
+    ("http://h*st:8000", "'h*st' is not a host name or IP address"),
+    ("http://h:8000/a b", "printable ASCII, no spaces"),
+    ("http://h:8000/a\\b", "is not a plain URL path"),
+])
+def test_malformed_url_is_one_line_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str], url: str,
+                                          message: str) -> None:
+    assert _run(url, tmp_path, tmp_path / "runs") == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--server" in err and message in err
+    assert not (tmp_path / "runs").exists()
+
+
+def test_good_urls_keep_what_was_written() -> None:
+    assert parse_url("http://[::1]:8000/").url == "http://[::1]:8000"
+    assert parse_url("http://vllm_server:8000/proxy/").url == "http://vllm_server:8000/proxy"
+    assert parse_url("https://example.com").port == 443
+
+
 def test_request_count_is_bounded(stub: Stub, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     stub.routes = vllm_like(["/start_profile"])
     assert main(["capture", "--server", stub.url, "--trace-dir", str(tmp_path), "--reps", "400",
