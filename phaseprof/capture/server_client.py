@@ -17,6 +17,8 @@ import re
 import socket
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
@@ -49,7 +51,7 @@ class Endpoint:
         return f"{self.scheme}://{host}:{self.port}{self.prefix}"
 
 
-#: A host name (RFC 1123 labels, plus "_" as in container names) or an IPv4 literal; IPv6 literals are checked by ``ipaddress``.
+#: A host name (RFC 1123 labels, plus "_" as in container names) or an IPv4 literal (IPv6: ``ipaddress``).
 _HOST_NAME = re.compile(r"(?=.{1,253}$)[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?"
                         r"(?:\.[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?)*\.?")
 #: A path prefix: ``/a/b`` of URL-safe characters only (no query, no fragment, no spaces or controls).
@@ -154,10 +156,35 @@ class StreamedRequest:
         return self.chunk_t_s[-1] if self.chunk_t_s else None
 
 
+class _Deadline:
+    """Cuts one connection at its deadline. A socket timeout bounds each read, not the request: a server that
+    sends a byte every few seconds would keep a read loop alive for ever. At the deadline the socket is shut
+    down from a timer thread, so any blocked read returns at once; ``expired`` then tells why it ended."""
+
+    def __init__(self, conn: http.client.HTTPConnection, seconds: float) -> None:
+        self.conn, self.expired = conn, False
+        self._timer = threading.Timer(seconds, self._cut)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def _cut(self) -> None:
+        self.expired = True
+        sock = self.conn.sock
+        if sock is not None:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass  # already closed
+
+    def cancel(self) -> None:
+        self._timer.cancel()
+
+
 @dataclass
 class ServerClient:
-    """Requests to one server only. ``timeout_s`` bounds every connection and every read (socket timeout);
-    ``max_requests`` bounds how many completions one client may send (a capture cannot run away)."""
+    """Requests to one server only. ``timeout_s`` is the deadline of each whole request (connect, headers,
+    body or stream), not of one socket read; ``max_requests`` bounds how many completions one client may send
+    (a capture cannot run away)."""
 
     endpoint: Endpoint
     timeout_s: float = 600.0
@@ -165,29 +192,41 @@ class ServerClient:
     sent: int = field(default=0, init=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
-    def _conn(self, timeout_s: float | None = None) -> http.client.HTTPConnection:
+    @contextmanager
+    def _exchange(self, method: str, path: str, data: bytes | None, headers: dict[str, str],
+                  timeout_s: float | None = None) -> Iterator[tuple[http.client.HTTPResponse, _Deadline]]:
+        """Send one request and yield its response (headers read) under the request's deadline; network
+        failures and the deadline become one ``Unreachable`` line."""
+        limit = timeout_s or self.timeout_s
         cls = http.client.HTTPSConnection if self.endpoint.scheme == "https" else http.client.HTTPConnection
-        return cls(self.endpoint.host, self.endpoint.port, timeout=timeout_s or self.timeout_s)
+        conn = cls(self.endpoint.host, self.endpoint.port, timeout=limit)
+        deadline = _Deadline(conn, limit)
+        try:
+            conn.request(method, self.endpoint.prefix + path, body=data, headers=headers)
+            yield conn.getresponse(), deadline
+            if deadline.expired:  # a cut stream can end like a finished one: the deadline decides
+                raise TimeoutError
+        except (OSError, http.client.HTTPException) as e:
+            raise self._unreachable(e, limit, method, path, deadline.expired) from None
+        finally:
+            deadline.cancel()
+            conn.close()
 
-    def _unreachable(self, e: BaseException, timeout_s: float | None = None) -> Unreachable:
-        timed_out = isinstance(e, (TimeoutError, socket.timeout))
-        reason = f"no answer within {timeout_s or self.timeout_s:g} s" if timed_out else (str(e) or type(e).__name__)
+    def _unreachable(self, e: BaseException, limit: float, method: str, path: str, expired: bool) -> Unreachable:
+        if expired or isinstance(e, (TimeoutError, socket.timeout)):
+            reason = f"{method} {path}: no complete answer within {limit:g} s"
+        else:
+            reason = str(e) or type(e).__name__
         return Unreachable(f"cannot reach a server at {self.endpoint.url} ({reason}); is `vllm serve` running "
                            "there?")
 
     def request(self, method: str, path: str, body: Any = None, *, timeout_s: float | None = None) -> Response:
-        """One request and its whole answer (no redirects followed)."""
-        conn = self._conn(timeout_s)
+        """One request and its whole answer (no redirects followed), within ``timeout_s`` (default: the
+        client's) in all."""
         data = None if body is None else json.dumps(body).encode()
         headers = {"Content-Type": "application/json"} if data is not None else {}
-        try:
-            conn.request(method, self.endpoint.prefix + path, body=data, headers=headers)
-            resp = conn.getresponse()
+        with self._exchange(method, path, data, headers, timeout_s) as (resp, _):
             return Response(resp.status, resp.read())
-        except (OSError, http.client.HTTPException) as e:
-            raise self._unreachable(e, timeout_s) from None
-        finally:
-            conn.close()
 
     def get_json(self, path: str, *, timeout_s: float | None = None) -> tuple[int, Any]:
         r = self.request("GET", path, timeout_s=timeout_s)
@@ -203,17 +242,14 @@ class ServerClient:
             if self.sent >= self.max_requests:
                 raise PhaseprofError(f"request budget of {self.max_requests} completions spent; not sending more")
             self.sent += 1
-        conn = self._conn()
         data = json.dumps(dict(body, stream=True)).encode()
         times: list[float] = []
         counts: list[int] = []
         finish: str | None = None
         usage: dict[str, Any] | None = None
-        try:
-            t_send = time.perf_counter()
-            conn.request("POST", self.endpoint.prefix + "/v1/completions", body=data,
-                         headers={"Content-Type": "application/json", "Accept": "text/event-stream"})
-            resp = conn.getresponse()
+        t_send = time.perf_counter()
+        with self._exchange("POST", "/v1/completions", data,
+                            {"Content-Type": "application/json", "Accept": "text/event-stream"}) as (resp, _):
             if resp.status != 200:
                 raise ServerError(f"{self.endpoint.url} rejected the request (HTTP {resp.status}): "
                                   f"{error_message(Response(resp.status, resp.read()))}")
@@ -236,8 +272,4 @@ class ServerClient:
                         times.append(now)
                         counts.append(n)
                     finish = choice.get("finish_reason") or finish
-        except (OSError, http.client.HTTPException) as e:
-            raise self._unreachable(e) from None
-        finally:
-            conn.close()
         return StreamedRequest(t_send, tuple(times), tuple(counts), finish, usage)

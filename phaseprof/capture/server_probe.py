@@ -80,8 +80,13 @@ def _local_config(root: str | None) -> dict[str, Any] | None:
     return doc if isinstance(doc, dict) else None
 
 
+def _probe_timeout(client: ServerClient) -> float:
+    """Each probe request's deadline: PROBE_TIMEOUT_S, or the client's own when that is shorter."""
+    return min(PROBE_TIMEOUT_S, client.timeout_s)
+
+
 def _dev_info(client: ServerClient) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
-    status, doc = client.get_json("/server_info?config_format=json", timeout_s=PROBE_TIMEOUT_S)
+    status, doc = client.get_json("/server_info?config_format=json", timeout_s=_probe_timeout(client))
     if status != 200 or not isinstance(doc, dict) or not isinstance(doc.get("vllm_config"), dict):
         return None, None
     cfg = doc["vllm_config"]
@@ -97,16 +102,16 @@ def _dev_info(client: ServerClient) -> tuple[dict[str, Any] | None, dict[str, An
 def probe(client: ServerClient) -> ServerInfo:
     """Ask the server what it is; raise one clear error when it is not a vLLM server serving a model."""
     url = client.endpoint.url
-    status, doc = client.get_json("/version", timeout_s=PROBE_TIMEOUT_S)
+    status, doc = client.get_json("/version", timeout_s=_probe_timeout(client))
     if status != 200 or not isinstance(doc, dict) or not isinstance(doc.get("version"), str):
         raise ServerError(f"{url} answered but is not a vLLM server (GET /version: HTTP {status}"
                           f"{'' if status != 200 else ', no version field'})")
-    status, models = client.get_json("/v1/models", timeout_s=PROBE_TIMEOUT_S)
+    status, models = client.get_json("/v1/models", timeout_s=_probe_timeout(client))
     data = models.get("data") if isinstance(models, dict) else None
     if status != 200 or not isinstance(data, list) or not data or not isinstance(data[0], dict):
         raise ServerError(f"{url} is vLLM {doc['version']} but GET /v1/models lists no model (HTTP {status})")
     m = data[0]
-    status, schema = client.get_json("/openapi.json", timeout_s=PROBE_TIMEOUT_S)
+    status, schema = client.get_json("/openapi.json", timeout_s=_probe_timeout(client))
     paths = schema.get("paths") if status == 200 and isinstance(schema, dict) else None
     profiling = ("/start_profile" in paths) if isinstance(paths, dict) else None
     parallel, model_config = _dev_info(client)

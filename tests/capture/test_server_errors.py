@@ -310,7 +310,8 @@ def test_silent_server_times_out() -> None:
         s.listen(4)
         port = s.getsockname()[1]
         client = ServerClient(parse_url(f"http://127.0.0.1:{port}"), timeout_s=0.5)
-        with pytest.raises(PhaseprofError, match="cannot reach a server at .* \\(no answer within 0.5 s\\)"):
+        with pytest.raises(PhaseprofError,
+                           match="cannot reach a server at .* \\(GET /version: no complete answer within 0.5 s\\)"):
             client.request("GET", "/version")
 
 
