@@ -371,7 +371,7 @@ def _run_json(req: ServerCapture, info: ServerInfo, timing: PhaseTiming, prof_ms
         "ttft_ms": timing.ttft.median_ms, "tpot_ms": timing.tpot.median_ms if timing.tpot else None,
         "device": {"kind": platform, "name": gpu or platform},
         "model": {"name": info.model_id, "kind": "server", "path": info.root,
-                  "architecture": ((info.hf_config or {}).get("architectures") or [None])[0]},
+                  "architecture": info.architecture},
         "model_config": info.hf_config,  # as the server reports it: speed of light needs no --model-config
         "request": {"phase": str(c.phase), "prompt_tokens": c.tokens, "max_tokens": c.max_tokens,
                     "concurrency": req.concurrency, "seed": c.seed,

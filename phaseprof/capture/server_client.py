@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+from phaseprof.capture.server_answers import BadAnswer, error_text, one_line, parse_json, stream_event
 from phaseprof.errors import EnvironmentProblem, PhaseprofError
 
 PROFILER_FLAG = "--profiler-config '{\"profiler\": \"torch\", \"torch_profiler_dir\": \"DIR\"}'"
@@ -99,25 +100,14 @@ class Response:
     body: bytes
 
     def json(self) -> Any:
-        try:
-            return json.loads(self.body)
-        except (ValueError, UnicodeDecodeError):
-            return None
+        """The body's JSON document; None when it is not JSON (or nested too deep to parse)."""
+        return parse_json(self.body)
 
 
 def error_message(resp: Response) -> str:
-    """vLLM's error text (``{"error": {"message": ...}}`` or ``{"detail": ...}``), else the start of the body."""
-    doc = resp.json()
-    if isinstance(doc, dict):
-        err = doc.get("error")
-        if isinstance(err, dict) and err.get("message"):
-            return str(err["message"])
-        if doc.get("message"):
-            return str(doc["message"])
-        if doc.get("detail"):
-            return str(doc["detail"])
-    text = resp.body[:200].decode("utf-8", "replace").strip()
-    return " ".join(text.split()) or f"HTTP {resp.status}"
+    """vLLM's error text (``{"error": {"message": ...}}`` or ``{"detail": ...}``), else the start of the body;
+    one line, cut short."""
+    return error_text(resp.json()) or one_line(resp.body[:200].decode("utf-8", "replace")) or f"HTTP {resp.status}"
 
 
 @dataclass(frozen=True)
@@ -134,7 +124,7 @@ class StreamedRequest:
     chunk_t_s: tuple[float, ...]
     chunk_tokens: tuple[int, ...]
     finish_reason: str | None
-    usage: dict[str, Any] | None
+    usage: dict[str, int] | None
 
     @property
     def output_tokens(self) -> int:
@@ -246,13 +236,14 @@ class ServerClient:
         times: list[float] = []
         counts: list[int] = []
         finish: str | None = None
-        usage: dict[str, Any] | None = None
+        usage: dict[str, int] | None = None
         t_send = time.perf_counter()
         with self._exchange("POST", "/v1/completions", data,
                             {"Content-Type": "application/json", "Accept": "text/event-stream"}) as (resp, _):
             if resp.status != 200:
                 raise ServerError(f"{self.endpoint.url} rejected the request (HTTP {resp.status}): "
                                   f"{error_message(Response(resp.status, resp.read()))}")
+            limit = _token_limit(body)
             while line := resp.readline():
                 now = time.perf_counter()
                 if not line.startswith(b"data:"):
@@ -260,16 +251,23 @@ class ServerClient:
                 payload = line[5:].strip()
                 if payload == b"[DONE]":
                     break
-                event = json.loads(payload)
-                if "error" in event:
-                    raise ServerError(f"{self.endpoint.url} failed the request: "
-                                      f"{error_message(Response(200, payload))}")
-                if event.get("usage"):
-                    usage = event["usage"]
-                for choice in event.get("choices") or []:
-                    n = len(choice.get("token_ids") or []) or (1 if choice.get("text") is not None else 0)
+                try:
+                    event = stream_event(payload, max_tokens=limit)
+                except BadAnswer as e:
+                    raise BadAnswer(f"{self.endpoint.url}/v1/completions: {e}") from None
+                if event.error is not None:
+                    raise ServerError(f"{self.endpoint.url} failed the request: {event.error}")
+                usage = event.usage or usage
+                for n in event.tokens:
                     if n:
                         times.append(now)
                         counts.append(n)
-                    finish = choice.get("finish_reason") or finish
+                finish = event.finish_reasons[-1] if event.finish_reasons else finish
         return StreamedRequest(t_send, tuple(times), tuple(counts), finish, usage)
+
+
+def _token_limit(body: dict[str, Any]) -> int:
+    """Most token ids one stream event may carry: the request's ``max_tokens`` (a server sending more in one
+    event is not answering this request)."""
+    n = body.get("max_tokens")
+    return n if isinstance(n, int) and n > 0 else 1 << 20

@@ -145,3 +145,77 @@ def test_request_timeout_must_be_a_real_deadline(fake: FakeServer, tmp_path: Pat
     assert capture(fake, tmp_path, "--request-timeout", value) == 2
     assert "--request-timeout must be more than 0" in one_line(capsys)
     assert fake.seen == []
+
+
+# -- class 8: every field read from a server is validated into a typed record ---------------------------------
+
+def _models(**fields: object) -> tuple[int, bytes]:
+    return 200, json.dumps({"data": [{"id": MODEL, "root": MODEL, **fields}]}).encode()
+
+
+def _parallel(**fields: object) -> tuple[int, bytes]:
+    return 200, json.dumps({"vllm_config": {"parallel_config": fields}}).encode()
+
+
+def _stream(*events: bytes) -> tuple[int, bytes]:
+    return 200, b"".join(b"data: " + e + b"\n\n" for e in events) + b"data: [DONE]\n\n"
+
+
+DEEP = b"[" * 100_000 + b"]" * 100_000  # json.loads: RecursionError
+TOKEN = json.dumps({"choices": [{"index": 0, "text": "", "token_ids": [11], "finish_reason": "length"}]}).encode()
+
+
+@pytest.mark.parametrize(("routes", "message"), [
+    ({"GET /version": (200, DEEP)}, "is not a vLLM server (GET /version: HTTP 200, no version field)"),
+    ({"GET /version": (200, b'{"version": ["0.28"]}')}, "no version field"),
+    ({"GET /version": (200, b'{"version": "0.28\\u001b[2J"}')}, "GET /version version is '0.28\\x1b[2J', not a "
+                                                                "printable string"),
+    ({"GET /v1/models": (200, DEEP)}, "GET /v1/models lists no model"),
+    ({"GET /v1/models": _models(max_model_len=float("nan"))}, "max_model_len is nan, not a whole number"),
+    ({"GET /v1/models": _models(max_model_len=float("inf"))}, "max_model_len is inf, not a whole number"),
+    ({"GET /v1/models": _models(max_model_len="4096")}, "max_model_len is '4096', not a whole number"),
+    ({"GET /v1/models": _models(max_model_len=[4096])}, "max_model_len is [4096], not a whole number"),
+    ({"GET /v1/models": _models(max_model_len=True)}, "max_model_len is True, not a whole number"),
+    ({"GET /v1/models": _models(max_model_len=1e20)}, "max_model_len is 1e+20, not a whole number in 1-2147483648"),
+    ({"GET /v1/models": (200, b'{"data": [{"id": {"a": 1}}]}')}, "GET /v1/models id is {'a': 1}, not a printable"),
+    ({"GET /server_info": _parallel(tensor_parallel_size="two")}, "tensor_parallel_size is 'two', not a whole"),
+    ({"GET /server_info": _parallel(tensor_parallel_size=2.5)}, "tensor_parallel_size is 2.5, not a whole"),
+    ({"GET /server_info": _parallel(pipeline_parallel_size=None, data_parallel_size=[1])},
+     "data_parallel_size is [1], not a whole number"),
+    ({"GET /server_info": (200, b'{"vllm_config": {"parallel_config": [1, 2]}}')},
+     "parallel_config is [1, 2], not a JSON object"),
+    ({"GET /server_info": (200, b'{"vllm_config": {"model_config": {"enforce_eager": "yes"}}}')},
+     "enforce_eager is 'yes', not true or false"),
+    ({"POST /v1/completions": _stream(b"not json")}, "a stream event is not JSON, not an object: 'not json'"),
+    ({"POST /v1/completions": _stream(b"[1, 2, 3]")}, "a stream event is a JSON list, not an object"),
+    ({"POST /v1/completions": _stream(b'"error"')}, "a stream event is a JSON str, not an object"),
+    ({"POST /v1/completions": _stream(DEEP[:20_000] + DEEP[-20_000:])}, "a stream event is not JSON"),
+    ({"POST /v1/completions": _stream(b'{"choices": {"0": 1}}')}, "choices is {'0': 1}, not a list"),
+    ({"POST /v1/completions": _stream(b'{"choices": [7]}')}, "choice is 7, not an object"),
+    ({"POST /v1/completions": _stream(b'{"choices": [{"token_ids": "11"}]}')}, "token_ids is '11', not a list"),
+    ({"POST /v1/completions": _stream(b'{"choices": [{"token_ids": [11, 12]}]}')},
+     "token_ids is [11, 12], not a list of at most 1 token ids"),
+    ({"POST /v1/completions": _stream(b'{"choices": [{"text": 5}]}')}, "text is 5, not a string"),
+    ({"POST /v1/completions": _stream(TOKEN, b'{"choices": [], "usage": {"completion_tokens": -1}}')},
+     "usage completion_tokens is -1, not a whole number"),
+    ({"POST /v1/completions": _stream(b'{"error": {"message": "bad\\n\\u001b[31mthing"}}')},
+     "failed the request: bad thing"),
+])
+def test_malformed_answers_are_one_line(fake: FakeServer, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                        routes: dict[str, tuple[int, bytes]], message: str) -> None:
+    fake.routes = vllm_like(["/start_profile"], **routes)
+    assert capture(fake, tmp_path) == 2
+    err = one_line(capsys)
+    assert message in err and fake.url in err
+    assert ("POST", "/start_profile") not in fake.seen and not (tmp_path / "runs").exists()
+
+
+def test_integral_floats_and_missing_fields_are_fine() -> None:
+    from phaseprof.capture.server_answers import EngineModel, ParallelLayout, stream_event
+
+    layout = ParallelLayout.of({"tensor_parallel_size": 2.0, "pipeline_parallel_size": None})
+    assert (layout.tensor, layout.pipeline, layout.world_size) == (2, 1, 2)
+    assert EngineModel.of({}).to_dict() == {"enforce_eager": None, "dtype": None, "max_model_len": None,
+                                            "quantization": None}
+    event = stream_event(TOKEN, max_tokens=4)
+    assert event.tokens == (1,) and event.finish_reasons == ("length",) and event.error is None
