@@ -6,12 +6,16 @@ vLLM), ``GET /v1/models`` (model id, ``root``, ``max_model_len``), ``GET /openap
 ``/start_profile`` route exists: vLLM adds it only when ``--profiler-config`` names a profiler),
 ``GET /server_info`` (only with ``VLLM_SERVER_DEV_MODE=1``: the parallel config), and streamed
 ``POST /v1/completions`` with token-id prompts.
+
+Every answer is untrusted: a request has one deadline for all of it, bodies and stream lines are read with
+caps (MAX_BODY_BYTES, MAX_LINE_BYTES, lines per token asked), and fields are checked in ``server_answers``.
 """
 
 from __future__ import annotations
 
 import http.client
 import ipaddress
+import itertools
 import json
 import re
 import socket
@@ -25,6 +29,14 @@ from urllib.parse import urlsplit
 
 from phaseprof.capture.server_answers import BadAnswer, error_text, one_line, parse_json, stream_event
 from phaseprof.errors import EnvironmentProblem, PhaseprofError
+
+#: Largest answer body read (vLLM's /openapi.json is ~200 KB; the rest are far smaller).
+MAX_BODY_BYTES = 16 << 20
+#: Of a rejected request's body, only this much is read (for its message).
+MAX_ERROR_BYTES = 64 << 10
+#: Longest line of a streamed completion (one event: a few hundred bytes).
+MAX_LINE_BYTES = 1 << 20
+_CHUNK = 1 << 16
 
 PROFILER_FLAG = "--profiler-config '{\"profiler\": \"torch\", \"torch_profiler_dir\": \"DIR\"}'"
 
@@ -216,7 +228,11 @@ class ServerClient:
         data = None if body is None else json.dumps(body).encode()
         headers = {"Content-Type": "application/json"} if data is not None else {}
         with self._exchange(method, path, data, headers, timeout_s) as (resp, _):
-            return Response(resp.status, resp.read())
+            body = _read_capped(resp, MAX_BODY_BYTES)
+            if body is None:
+                raise BadAnswer(f"{self.endpoint.url}: {method} {path} answered more than "
+                                f"{MAX_BODY_BYTES >> 20} MiB; no vLLM answer is that large")
+            return Response(resp.status, body)
 
     def get_json(self, path: str, *, timeout_s: float | None = None) -> tuple[int, Any]:
         r = self.request("GET", path, timeout_s=timeout_s)
@@ -241,11 +257,22 @@ class ServerClient:
         with self._exchange("POST", "/v1/completions", data,
                             {"Content-Type": "application/json", "Accept": "text/event-stream"}) as (resp, _):
             if resp.status != 200:
+                head = resp.read(MAX_ERROR_BYTES)  # the start is enough for its message
                 raise ServerError(f"{self.endpoint.url} rejected the request (HTTP {resp.status}): "
-                                  f"{error_message(Response(resp.status, resp.read()))}")
+                                  f"{error_message(Response(resp.status, head))}")
             limit = _token_limit(body)
-            while line := resp.readline():
+            max_lines = 16 * limit + 1024  # "data:" + blank line per event, a few keep-alives: far below this
+            for n_lines in itertools.count(1):
+                line = resp.readline(MAX_LINE_BYTES + 1)
+                if not line:
+                    break
                 now = time.perf_counter()
+                if len(line) > MAX_LINE_BYTES:
+                    raise BadAnswer(f"{self.endpoint.url}/v1/completions: a stream line is longer than "
+                                    f"{MAX_LINE_BYTES >> 20} MiB")
+                if n_lines > max_lines:
+                    raise BadAnswer(f"{self.endpoint.url}/v1/completions: the stream ran past {max_lines} lines "
+                                    f"for {limit} token(s)")
                 if not line.startswith(b"data:"):
                     continue
                 payload = line[5:].strip()
@@ -264,6 +291,18 @@ class ServerClient:
                         counts.append(n)
                 finish = event.finish_reasons[-1] if event.finish_reasons else finish
         return StreamedRequest(t_send, tuple(times), tuple(counts), finish, usage)
+
+
+def _read_capped(resp: http.client.HTTPResponse, limit: int) -> bytes | None:
+    """The whole body, or None once it runs past ``limit`` bytes (whatever Content-Length says)."""
+    parts: list[bytes] = []
+    size = 0
+    while chunk := resp.read(min(_CHUNK, limit + 1 - size)):
+        parts.append(chunk)
+        size += len(chunk)
+        if size > limit:
+            return None
+    return b"".join(parts)
 
 
 def _token_limit(body: dict[str, Any]) -> int:

@@ -219,3 +219,55 @@ def test_integral_floats_and_missing_fields_are_fine() -> None:
                                             "quantization": None}
     event = stream_event(TOKEN, max_tokens=4)
     assert event.tokens == (1,) and event.finish_reasons == ("length",) and event.error is None
+
+
+# -- class 9: every read from the network is capped, and every size derived from it ------------------------
+
+def huge_body(status: str, claimed: int, sent: int) -> Raw:
+    """Claims ``claimed`` bytes of body and sends ``sent`` (then hangs up): a capped reader stops at its cap,
+    an uncapped one reads all that comes."""
+
+    def route(write: Callable[[bytes], None]) -> None:
+        write(f"HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {claimed}\r\n"
+              "Connection: close\r\n\r\n".encode())
+        block = b" " * (1 << 20)
+        for _ in range(sent >> 20):
+            write(block)
+
+    return route
+
+
+def raw_stream(*parts: bytes) -> Raw:
+    def route(write: Callable[[bytes], None]) -> None:
+        write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n")
+        for part in parts:
+            write(part)
+
+    return route
+
+
+@pytest.mark.parametrize(("routes", "code", "message"), [
+    # A "3 GiB" /version (24 MiB actually sent, so that an uncapped reader ends too): refused at 16 MiB.
+    ({"GET /version": huge_body("200 OK", 3 << 30, 24 << 20)}, 2,
+     "GET /version answered more than 16 MiB; no vLLM answer is that large"),
+    ({"GET /openapi.json": huge_body("200 OK", 3 << 30, 24 << 20)}, 2, "GET /openapi.json answered more than 16 MiB"),
+    # A stream line with no newline: refused at 1 MiB, not read whole into memory.
+    ({"POST /v1/completions": raw_stream(b"data: " + b"7" * (4 << 20))}, 2, "a stream line is longer than 1 MiB"),
+    # An endless stream of keep-alives for a 1-token request.
+    ({"POST /v1/completions": raw_stream(b": ping\n" * 50_000)}, 2, "the stream ran past 1040 lines for 1 token(s)"),
+    # A rejected request with a huge body: its message comes from the first 64 KiB.
+    ({"POST /v1/completions": huge_body("400 Bad Request", 3 << 30, 8 << 20)}, 2,
+     "rejected the request (HTTP 400):"),
+    # tp x pp = 1000 x 1000 ranks: refused before any size is derived from it (a set of 1e6 ranks, a wait).
+    ({"GET /server_info": _parallel(tensor_parallel_size=1000, pipeline_parallel_size=1000)}, 2,
+     "parallel sizes 1000 x 1000 x 1 = 1000000 ranks, more than 4096"),
+    ({"GET /server_info": _parallel(tensor_parallel_size=10**9)}, 2,
+     "tensor_parallel_size is 1000000000, not a whole number in 1-1024"),
+])
+def test_network_reads_are_capped(fake: FakeServer, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                  routes: dict[str, object], code: int, message: str) -> None:
+    fake.routes = vllm_like(["/start_profile", "/stop_profile"],
+                            **{"POST /start_profile": (200, b""), "POST /stop_profile": (200, b""), **routes})
+    assert capture(fake, tmp_path) == code
+    assert message in one_line(capsys)
+    assert not (tmp_path / "runs").exists()
