@@ -35,6 +35,7 @@ from phaseprof.capture.rundir import (
     make_readable,
     run_dir_name,
     tokens_label,
+    run_directory,
     unique_run_dir,
     utc_stamp,
 )
@@ -58,7 +59,6 @@ from phaseprof.capture.server_traces import (
 )
 from phaseprof.capture.timing import PhaseTiming
 from phaseprof.errors import PhaseprofError
-from phaseprof.io import atomic_directory
 from phaseprof.records import RunRecord
 
 #: Requests one capture may send in all (warm-up + reps + profiled rounds, times concurrency).
@@ -189,7 +189,7 @@ def capture_from_server(req: ServerCapture, *, console: Console, argv: list[str]
             "concurrency": req.concurrency, "vllm_version": info.version, "ttft_ms": timing.ttft.median_ms,
             "tpot_ms": timing.tpot.median_ms if timing.tpot else None,
             "headline": {"metric": _metric(c.phase), "median_ms": clean_ms, "source": CLIENT_CLOCK}}
-    with atomic_directory(final) as tmp:
+    with run_directory(final) as tmp:
         with console.status("Analyzing the rank traces"):
             if collect.remote_ranks():
                 ranks = collect.write_cluster(tmp, final, world_size=info.world_size)

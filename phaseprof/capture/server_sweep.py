@@ -20,6 +20,7 @@ from phaseprof.capture.rundir import (
     command_line,
     make_readable,
     run_dir_name,
+    run_directory,
     unique_run_dir,
     utc_stamp,
 )
@@ -37,7 +38,6 @@ from phaseprof.capture.sweep import (
 )
 from phaseprof.capture.timing import summarize
 from phaseprof.errors import PhaseprofError
-from phaseprof.io import atomic_directory
 from phaseprof.records import SweepRecord
 
 MAX_SWEEP_REQUESTS = 5000
@@ -84,7 +84,7 @@ def run_server_sweep(req: ServerSweep, *, console: Console, argv: list[str] | No
                                                 phase=f"sweep-{sp.phase}", tokens=sp.label, stamp=utc_stamp()))
     t0 = time.perf_counter()
     skipped: list[int] = []
-    with atomic_directory(final) as tmp, console.status(f"{sp.phase} sweep on {info.url}") as st:
+    with run_directory(final) as tmp, console.status(f"{sp.phase} sweep on {info.url}") as st:
         title = f"{info.model_id} at {info.url}"
         if sp.phase is Phase.PREFILL:
             points: list[PrefillPoint] = []
