@@ -2,7 +2,8 @@
 
 Order: trace directory exists -> server is vLLM, serves a model, has the profiling route -> the request fits
 ``max_model_len`` -> ``warmup`` + ``reps`` clean rounds (streamed, client clock) -> one profiled round between
-``POST /start_profile`` and ``POST /stop_profile`` -> the NEW rank traces in ``--trace-dir``, once complete ->
+``POST /start_profile`` and ``POST /stop_profile`` -> the new rank traces in ``--trace-dir`` exported during this
+capture's ``/stop_profile`` (never another client's: server_traces.ProfileWindow), once complete ->
 the run directory, written atomically: one rank gives ``trace.json.gz`` + ``breakdown.json`` + ``run.json``
 (as an in-process capture); several give ``ranks/`` + ``rank<N>.breakdown.json`` + ``run.json``.
 With ``ray`` (a cluster address) the traces are looked for on every node and those on other nodes are analysed
@@ -16,6 +17,7 @@ import datetime as dt
 import gzip
 import shutil
 import tempfile
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,6 +53,7 @@ from phaseprof.capture.server_probe import (
 from phaseprof.capture.server_requests import CLIENT_CLOCK, RequestPlan, run_round, run_rounds, timing_from_streams
 from phaseprof.capture.server_traces import (
     Collected,
+    ProfileWindow,
     missing_ranks,
     missing_ranks_message,
     snapshot,
@@ -172,8 +175,11 @@ def capture_from_server(req: ServerCapture, *, console: Console, argv: list[str]
             profiled = run_round(client, plan, req.concurrency)
         finally:
             status.update("Stopping the profiler (the server writes its traces now)")
+            stop_sent = time.time_ns()  # this capture's traces are exported while /stop_profile runs
             _post_profile(client, "/stop_profile", info, target.timeout_s)
-        collected = collect.wait(expected=info.world_size, timeout_s=req.trace_wait_s, on_wait=status.update)
+        window = ProfileWindow(stop_sent, time.time_ns())
+        collected = collect.wait(expected=info.world_size, timeout_s=req.trace_wait_s, window=window,
+                                 on_wait=status.update)
     rank_files = [(r, p) for r, p in zip(collected.ranks, collected.files, strict=True) if r is not None]
     other = [p for r, p in zip(collected.ranks, collected.files, strict=True) if r is None]
     if not rank_files:
@@ -223,13 +229,15 @@ class _Collector:
 
             self.nodes = snapshot_cluster(str(trace_dir))
 
-    def wait(self, *, expected: int | None, timeout_s: float, on_wait: Any) -> Collected:
+    def wait(self, *, expected: int | None, timeout_s: float, window: ProfileWindow, on_wait: Any) -> Collected:
+        """The new traces of this capture's profile ``window`` (server_traces.ProfileWindow), once complete."""
         if self.ray is None:
             return wait_for_traces(self.trace_dir, self.before, expected=expected, timeout_s=timeout_s,
-                                   on_wait=on_wait)
+                                   window=window, on_wait=on_wait)
         from phaseprof.capture.server_ray import wait_on_cluster  # noqa: PLC0415
 
-        self.cluster = wait_on_cluster(self.nodes, expected=expected, timeout_s=timeout_s, on_wait=on_wait)
+        self.cluster = wait_on_cluster(self.nodes, expected=expected, timeout_s=timeout_s, window=window,
+                                       on_wait=on_wait)
         return self.cluster.collected
 
     def _ranked(self) -> list[tuple[int, Any]]:
@@ -424,6 +432,4 @@ def print_server_headline(res: ServerCaptureResult, console: Console) -> None:
                           f"stays there: {loc['path']}", markup=False, highlight=False, soft_wrap=True)
     for w in res.warnings:
         console.print(f"[yellow]warning:[/] {w}", soft_wrap=True)
-    if res.breakdown_error:
-        console.print(f"[yellow]no breakdown:[/] {res.breakdown_error}")
     console.print(f"run directory: {res.run_dir}")

@@ -80,6 +80,9 @@ def capture_server(capture: CaptureOptions, *, server: str, trace_dir: Path | No
                         concurrency=concurrency, ray=ray, trace_wait_s=trace_wait_s)
     res = capture_from_server(req, console=console, argv=server_argv(argv, phase=capture.phase))
     print_server_headline(res, console)
+    if res.breakdown_error or not res.breakdowns:  # the run directory keeps the traces; the capture failed
+        raise PhaseprofError(f"no breakdown: {res.breakdown_error or 'no rank trace was analysed'} (the traces "
+                             "and run.json are kept there)", path=res.run_dir)
     if len(res.breakdowns) == 1:
         from phaseprof.capture.rundir import print_table  # noqa: PLC0415
 

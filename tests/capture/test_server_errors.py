@@ -10,6 +10,7 @@ import shutil
 import socket
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -206,8 +207,11 @@ def test_missing_ranks_are_named(stub: Stub, tmp_path: Path) -> None:
     traces = tmp_path / "traces"
     traces.mkdir()
 
+    written: list[str] = []
+
     def stop() -> tuple[int, bytes]:  # the server's rank 0 writes its trace; rank 1 lives on another node
-        shutil.copy(REAL_TRACE, traces / "dp0_pp0_tp0_dcp0_ep0_rank0.1796074722247431449.pt.trace.json.gz")
+        written.append(f"dp0_pp0_tp0_dcp0_ep0_rank0.{time.time_ns()}.pt.trace.json.gz")  # as torch names it
+        shutil.copy(REAL_TRACE, traces / written[-1])
         return 200, b""
 
     stub.routes = vllm_like(["/start_profile", "/stop_profile"], **{
@@ -219,7 +223,7 @@ def test_missing_ranks_are_named(stub: Stub, tmp_path: Path) -> None:
     assert any("rank(s) 1 of 2 have no trace here" in w for w in res.warnings)
     run = json.loads((res.run_dir / "run.json").read_text())
     assert run["source"] == "server" and run["warnings"] == list(res.warnings)
-    assert run["profile"]["rank_traces"] == ["dp0_pp0_tp0_dcp0_ep0_rank0.1796074722247431449.pt.trace.json.gz"]
+    assert run["profile"]["rank_traces"] == written
     assert {p.name for p in res.run_dir.iterdir()} == {"trace.json.gz", "breakdown.json", "run.json"}
     assert stub.seen.count(("POST", "/v1/completions")) == 2  # 1 timed + 1 profiled, nothing more
 
@@ -349,8 +353,8 @@ def test_several_ranks_print_and_write_the_multirank_report(stub: Stub, tmp_path
     traces.mkdir()
 
     def stop() -> tuple[int, bytes]:
-        _write(traces, 0)
-        _write(traces, 1)
+        _write(traces, 0, now=True)
+        _write(traces, 1, now=True)
         return 200, b""
 
     stub.routes = vllm_like(["/start_profile", "/stop_profile"], **{

@@ -9,17 +9,25 @@ capture that waits for it instead of cutting it at the deadline goes on and fail
 from __future__ import annotations
 
 import json
+import shutil
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 
+from phaseprof.capture.options import CaptureOptions, Phase
+from phaseprof.capture.server import ServerCapture, ServerTarget, capture_from_server
+from phaseprof.capture.server_traces import CLOCK_SLACK_S, ProfileWindow, export_stamp_ns, snapshot, wait_for_traces
 from phaseprof.cli import main
-from tests.capture.test_server_errors import MODEL, vllm_like
+from phaseprof.errors import PhaseprofError
+from tests.capture.test_server_errors import MODEL, REAL_TRACE, vllm_like
 
 #: A route that writes its own bytes (status line included) to the socket: ``write(data)``.
 Raw = Callable[[Callable[[bytes], None]], None]
@@ -35,8 +43,8 @@ class FakeServer:
     stop: threading.Event = field(default_factory=threading.Event)
 
 
-@pytest.fixture
-def fake() -> Iterator[FakeServer]:
+@contextmanager
+def serving() -> Iterator[FakeServer]:
     state = FakeServer()
 
     class Handler(BaseHTTPRequestHandler):
@@ -83,6 +91,17 @@ def fake() -> Iterator[FakeServer]:
         state.stop.set()  # dribbling handlers stop at their next write
         httpd.shutdown()
         httpd.server_close()
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeServer]:
+    with serving() as state:
+        yield state
+
+
+def respond(write: Callable[[bytes], None], status: int = 200, body: bytes = b"") -> None:
+    """A whole plain answer, from inside a ``Raw`` route."""
+    write(f"HTTP/1.1 {status} X\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode() + body)
 
 
 def dribble(head: bytes, body: bytes, *, every_s: float = 0.25) -> Raw:
@@ -271,3 +290,125 @@ def test_network_reads_are_capped(fake: FakeServer, tmp_path: Path, capsys: pyte
     assert capture(fake, tmp_path) == code
     assert message in one_line(capsys)
     assert not (tmp_path / "runs").exists()
+
+
+# -- class 3: captures sharing one --trace-dir each take their own trace; no breakdown is no success ----------
+
+def _sse_route(write: Callable[[bytes], None]) -> None:
+    respond(write, 200, _stream(TOKEN)[1])
+
+
+def test_two_captures_sharing_a_trace_dir_take_their_own_traces(tmp_path: Path) -> None:
+    """Two servers, one shared torch_profiler_dir, one --out; the profile windows overlap: A stops (and writes
+    its trace) while B is profiling, B stops a second later. Each new trace appears while the other capture is
+    waiting for its own. Before, each took both files (two rank-0 traces: "no breakdown", exit 0)."""
+    traces = tmp_path / "traces"
+    traces.mkdir()
+    b_profiling, a_stopped = threading.Event(), threading.Event()
+    written: dict[str, str] = {}
+
+    def write_trace(who: str) -> None:  # as a vLLM worker does inside /stop_profile (torch's file name)
+        written[who] = f"dp0_pp0_tp0_dcp0_ep0_rank0.{time.time_ns()}.pt.trace.json.gz"
+        shutil.copy(REAL_TRACE, traces / written[who])
+
+    def a_stop(write: Callable[[bytes], None]) -> None:
+        b_profiling.wait(60)
+        write_trace("a")
+        a_stopped.set()
+        respond(write)
+
+    def b_start(write: Callable[[bytes], None]) -> None:
+        b_profiling.set()
+        respond(write)
+
+    b_requests = 0
+
+    def b_completion(write: Callable[[bytes], None]) -> None:
+        nonlocal b_requests
+        b_requests += 1
+        if b_requests == 2:  # B's profiled request ends well after A's /stop_profile (clock slack and more)
+            a_stopped.wait(60)
+            time.sleep(CLOCK_SLACK_S + 0.5)
+        _sse_route(write)
+
+    def b_stop(write: Callable[[bytes], None]) -> None:
+        write_trace("b")
+        respond(write)
+
+    def run(server: FakeServer) -> Path:
+        req = ServerCapture(capture=CaptureOptions(phase=Phase.PREFILL, tokens=16, reps=1, warmup=0,
+                                                   out=tmp_path / "runs"),
+                            server=ServerTarget(server.url, timeout_s=60), trace_dir=traces, trace_wait_s=30)
+        res = capture_from_server(req, console=Console(quiet=True))
+        assert res.breakdown_error is None and len(res.breakdowns) == 1
+        return res.run_dir
+
+    with serving() as a, serving() as b:
+        a.routes = vllm_like(["/start_profile", "/stop_profile"],
+                             **{"POST /start_profile": (200, b""), "POST /stop_profile": a_stop})
+        b.routes = vllm_like(["/start_profile", "/stop_profile"],
+                             **{"POST /start_profile": b_start, "POST /stop_profile": b_stop,
+                                "POST /v1/completions": b_completion})
+        with ThreadPoolExecutor(2) as pool:
+            run_a, run_b = pool.submit(run, a), pool.submit(run, b)
+            dirs = {"a": run_a.result(timeout=120), "b": run_b.result(timeout=120)}
+    assert dirs["a"] != dirs["b"]
+    for who, run_dir in dirs.items():
+        doc = json.loads((run_dir / "run.json").read_text())
+        assert doc["profile"]["rank_traces"] == [written[who]] and doc["breakdown"] == "breakdown.json"
+
+
+def test_a_trace_from_another_profile_window_is_not_taken(fake: FakeServer, tmp_path: Path,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """A trace that appears after /stop_profile but was exported before it (another capture's) is not this
+    capture's: with nothing of its own, the capture fails and says what it saw."""
+    def stop(write: Callable[[bytes], None]) -> None:
+        stamp = time.time_ns() - int((CLOCK_SLACK_S + 5) * 1e9)  # exported 5 s before this /stop_profile
+        shutil.copy(REAL_TRACE, tmp_path / f"dp0_pp0_tp0_dcp0_ep0_rank0.{stamp}.pt.trace.json.gz")
+        respond(write)
+
+    fake.routes = vllm_like(["/start_profile", "/stop_profile"],
+                            **{"POST /start_profile": (200, b""), "POST /stop_profile": stop})
+    assert capture(fake, tmp_path) == 2
+    assert ("no new trace appeared within 1 s after /stop_profile; is this the server's torch_profiler_dir (on "
+            "this machine)? (1 new trace(s) there were exported outside this capture's /stop_profile: another "
+            "client's profile)") in one_line(capsys)
+    assert not (tmp_path / "runs").exists()
+
+
+def test_two_traces_of_one_rank_in_the_window_are_refused(tmp_path: Path) -> None:
+    names = [f"dp0_pp0_tp0_dcp0_ep0_rank0.{time.time_ns() + k}.pt.trace.json.gz" for k in (0, 1)]
+    window = ProfileWindow(time.time_ns() - 10**9, time.time_ns() + 10**9)
+    before = snapshot(tmp_path)
+    for name in names:
+        shutil.copy(REAL_TRACE, tmp_path / name)
+    with pytest.raises(PhaseprofError, match="rank 0 has 2 new traces in this capture's profile window"):
+        wait_for_traces(tmp_path, before, expected=None, timeout_s=10, stable_s=0.1, poll_s=0.05, window=window)
+
+
+def test_profile_window() -> None:
+    w = ProfileWindow(stop_sent_ns=10**16, stop_done_ns=10**16 + 10**9, slack_ns=0)
+    assert w.holds(f"dp0_pp0_tp0_dcp0_ep0_rank0.{10**16 + 5}.pt.trace.json.gz")
+    assert not w.holds(f"dp0_pp0_tp0_dcp0_ep0_rank0.{10**16 - 5}.pt.trace.json.gz")  # exported before
+    assert not w.holds(f"dp0_pp0_tp0_dcp0_ep0_rank0.{10**16 + 2 * 10**9}.pt.trace.json")  # after the answer
+    assert not w.holds("rank0.pt.trace.json.gz")  # no export stamp: nobody's in particular
+    assert export_stamp_ns("vm_15857.async_llm.1796074716189440076.pt.trace.json.gz") == 1796074716189440076
+
+
+def test_no_breakdown_is_no_success(fake: FakeServer, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """The run directory keeps the trace, but a capture whose analysis failed exits 2, not 0."""
+    def stop(write: Callable[[bytes], None]) -> None:
+        shutil.copy(REAL_TRACE, tmp_path / f"dp0_pp0_tp0_dcp0_ep0_rank0.{time.time_ns()}.pt.trace.json.gz")
+        respond(write)
+
+    import phaseprof.capture.server as server
+
+    monkeypatch.setattr(server, "analyze_into", lambda *a, **k: (None, "analysis failed: (the analysis, stubbed)"))
+    fake.routes = vllm_like(["/start_profile", "/stop_profile"],
+                            **{"POST /start_profile": (200, b""), "POST /stop_profile": stop})
+    assert capture(fake, tmp_path) == 2
+    run_dir = next((tmp_path / "runs").iterdir())
+    assert f"{run_dir}: no breakdown: analysis failed: (the analysis, stubbed) (the traces and run.json are kept " \
+           "there)" in one_line(capsys)
+    assert json.loads((run_dir / "run.json").read_text())["breakdown_error"].startswith("analysis failed")
