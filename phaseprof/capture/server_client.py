@@ -290,6 +290,9 @@ class ServerClient:
                         times.append(now)
                         counts.append(n)
                 finish = event.finish_reasons[-1] if event.finish_reasons else finish
+        if not times:  # nothing to time: no TTFT, no TPOT
+            raise BadAnswer(f"{self.endpoint.url}/v1/completions: the stream ended without a token "
+                            f"({limit} asked)")
         return StreamedRequest(t_send, tuple(times), tuple(counts), finish, usage)
 
 

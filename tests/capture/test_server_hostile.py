@@ -217,6 +217,7 @@ TOKEN = json.dumps({"choices": [{"index": 0, "text": "", "token_ids": [11], "fin
     ({"POST /v1/completions": _stream(b'{"choices": [{"text": 5}]}')}, "text is 5, not a string"),
     ({"POST /v1/completions": _stream(TOKEN, b'{"choices": [], "usage": {"completion_tokens": -1}}')},
      "usage completion_tokens is -1, not a whole number"),
+    ({"POST /v1/completions": _stream(b'{"choices": null}')}, "the stream ended without a token (1 asked)"),
     ({"POST /v1/completions": _stream(b'{"error": {"message": "bad\\n\\u001b[31mthing"}}')},
      "failed the request: bad thing"),
 ])
