@@ -193,7 +193,8 @@ def wait_for_traces(directory: Path, before: Snapshot, *, expected: int | None, 
         raise PhaseprofError(f"no new trace appeared within {timeout_s:g} s after /stop_profile; is "
                              "this the server's torch_profiler_dir (on this machine)?"
                              + (f" ({others} new trace(s) there were exported outside this capture's "
-                                "/stop_profile: another client's profile)" if others else ""), path=directory)
+                                "/stop_profile: another client's profile, or a profiler that stopped by itself, "
+                                "as with --profiler-config max_iterations)" if others else ""), path=directory)
     if w.timed_out and not w.done:
         raise PhaseprofError(f"{w.seen} new trace file(s) appeared but none was complete within "
                              f"{timeout_s:g} s (still being written?)", path=directory)
