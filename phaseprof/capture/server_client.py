@@ -210,6 +210,10 @@ class ServerClient:
                 raise TimeoutError
         except (OSError, http.client.HTTPException) as e:
             raise self._unreachable(e, limit, method, path, deadline.expired) from None
+        except PhaseprofError as e:  # a line cut short at the deadline reads as a malformed one: say why
+            if deadline.expired:
+                raise self._unreachable(e, limit, method, path, True) from None
+            raise
         finally:
             deadline.cancel()
             conn.close()
