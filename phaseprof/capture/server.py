@@ -26,7 +26,6 @@ from typing import Any
 from rich.console import Console
 
 from phaseprof import __version__
-from phaseprof.capture.models import slugify
 from phaseprof.capture.options import CaptureOptions, Phase
 from phaseprof.capture.profile import DEFAULT_MAX_TRACE_BYTES, finalize_trace
 from phaseprof.capture.rundir import (
@@ -188,7 +187,7 @@ def capture_from_server(req: ServerCapture, *, console: Console, argv: list[str]
     prof_ms = _profiled_metric_ms(c.phase, profiled)
     clean_ms = timing.headline.median_ms
     ratio = prof_ms / clean_ms if prof_ms is not None and clean_ms > 0 else None
-    final = unique_run_dir(c.out, run_dir_name(device_slug="server", model_slug=slugify(Path(info.model_id).name),
+    final = unique_run_dir(c.out, run_dir_name(device_slug="server", model_slug=info.model_slug,
                                                phase=str(c.phase), tokens=label, stamp=utc_stamp()))
     meta = {"schema_version": RUN_SCHEMA_VERSION, "source": "server", "server": info.url, "model": info.model_id,
             "phase": str(c.phase), "prompt_tokens": c.tokens, "max_tokens": c.max_tokens,

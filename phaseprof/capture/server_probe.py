@@ -24,6 +24,7 @@ from phaseprof.capture.server_answers import (
     parse_json,
     text,
 )
+from phaseprof.capture.models import slugify
 from phaseprof.capture.server_client import PROFILER_FLAG, ServerClient, ServerError
 
 PROBE_TIMEOUT_S = 10.0
@@ -32,6 +33,8 @@ PROBE_TIMEOUT_S = 10.0
 FALLBACK_VOCAB = 1000
 #: Largest vocabulary taken from a config.json (the biggest real ones are ~260k entries).
 MAX_VOCAB = 1 << 24
+#: Longest model name in a run directory's name.
+MAX_SLUG_CHARS = 64
 #: Largest config.json read from the served model's directory.
 MAX_CONFIG_BYTES = 8 << 20
 
@@ -79,6 +82,12 @@ class ServerInfo:
         archs = (self.hf_config or {}).get("architectures")
         first = archs[0] if isinstance(archs, list) and archs else None
         return first if isinstance(first, str) and len(first) <= MAX_TEXT_CHARS else None
+
+    @property
+    def model_slug(self) -> str:
+        """The served model's name for a run directory: file-name safe, at most MAX_SLUG_CHARS (a model id of
+        hundreds of characters must not make a name the file system refuses)."""
+        return slugify(Path(self.model_id).name)[:MAX_SLUG_CHARS].strip("-.") or "model"
 
     @property
     def mode(self) -> str | None:

@@ -13,7 +13,6 @@ from typing import Any
 import numpy as np
 from rich.console import Console
 
-from phaseprof.capture.models import slugify
 from phaseprof.capture.options import Phase
 from phaseprof.capture.rundir import (
     RUN_SCHEMA_VERSION,
@@ -80,7 +79,7 @@ def run_server_sweep(req: ServerSweep, *, console: Console, argv: list[str] | No
         "engine": {"mode": info.mode or "?"}, "reps": sp.reps, "warmup": sp.warmup, "seed": sp.seed,
         "timing_source": CLIENT_CLOCK,
     }
-    final = unique_run_dir(sp.out, run_dir_name(device_slug="server", model_slug=slugify(Path(info.model_id).name),
+    final = unique_run_dir(sp.out, run_dir_name(device_slug="server", model_slug=info.model_slug,
                                                 phase=f"sweep-{sp.phase}", tokens=sp.label, stamp=utc_stamp()))
     t0 = time.perf_counter()
     skipped: list[int] = []

@@ -414,3 +414,20 @@ def test_no_breakdown_is_no_success(fake: FakeServer, tmp_path: Path, capsys: py
     assert f"{run_dir}: no breakdown: analysis failed: (the analysis, stubbed) (the traces and run.json are kept " \
            "there)" in one_line(capsys)
     assert json.loads((run_dir / "run.json").read_text())["breakdown_error"].startswith("analysis failed")
+
+
+def test_a_very_long_model_id_still_names_a_run_directory(fake: FakeServer, tmp_path: Path) -> None:
+    """A 500-character model id (allowed: ids are checked up to 512) made a directory name the file system
+    refused (OSError: File name too long, a traceback); the name keeps 64 characters of it."""
+    def stop(write: Callable[[bytes], None]) -> None:
+        shutil.copy(REAL_TRACE, tmp_path / f"dp0_pp0_tp0_dcp0_ep0_rank0.{time.time_ns()}.pt.trace.json.gz")
+        respond(write)
+
+    model = "org/" + "m" * 500
+    fake.routes = vllm_like(["/start_profile", "/stop_profile"], **{
+        "GET /v1/models": (200, json.dumps({"data": [{"id": model, "max_model_len": 512}]}).encode()),
+        "POST /start_profile": (200, b""), "POST /stop_profile": stop})
+    assert capture(fake, tmp_path) == 0
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    assert run_dir.name.endswith(f"-server-{'m' * 64}-prefill-16")
+    assert json.loads((run_dir / "run.json").read_text())["model"]["name"] == model
