@@ -18,6 +18,7 @@ from typing import Any
 import orjson
 from rich.console import Console
 
+from phaseprof.errors import PhaseprofError
 from phaseprof.io import atomic_directory, atomic_write_bytes
 from phaseprof.records import RUN_SCHEMA_VERSION  # noqa: F401 - kept importable from here
 
@@ -53,13 +54,18 @@ def unique_run_dir(root: Path, name: str) -> Path:
     between processes, on one machine or over NFS v3+), then checked free of a finished run; the reservation is
     dropped by :func:`run_directory` once the run is renamed into place, or has failed. A reservation left by a
     killed process only makes later runs skip that name."""
-    root.mkdir(parents=True, exist_ok=True)
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise PhaseprofError(f"cannot make the output directory (--out): {e.strerror or e}", path=root) from None
     for k in itertools.count(1):
         path = root / (name if k == 1 else f"{name}-{k}")
         try:
             os.close(os.open(_reservation(path), os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
         except FileExistsError:
             continue  # another run holds this name
+        except OSError as e:
+            raise PhaseprofError(f"cannot write a run directory here (--out): {e.strerror or e}", path=root) from None
         if not path.exists():
             return path
         _reservation(path).unlink()  # finished already (its reservation was dropped after its rename)

@@ -70,3 +70,13 @@ def test_finished_and_failed_runs_keep_their_names_taken_or_free(tmp_path: Path)
         raise RuntimeError("the capture failed")
     assert sorted(p.name for p in tmp_path.iterdir()) == [NAME, f"{NAME}-2"]  # nothing half-written is left
     assert _write_run(tmp_path, "c") == f"{NAME}-3"  # and the failed run's name is free again
+
+
+def test_an_out_that_cannot_hold_runs_is_one_error(tmp_path: Path) -> None:
+    from phaseprof.errors import PhaseprofError
+
+    (tmp_path / "file").write_text("not a directory")
+    with pytest.raises(PhaseprofError, match=r"file: cannot make the output directory \(--out\)"):
+        unique_run_dir(tmp_path / "file", NAME)
+    with pytest.raises(PhaseprofError, match=r"cannot write a run directory here \(--out\): File name too long"):
+        unique_run_dir(tmp_path, "x" * 300)
