@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from phaseprof.capture.models import slugify
 from phaseprof.capture.server_answers import (
     MAX_MODEL_LEN,
     MAX_PATH_CHARS,
@@ -24,7 +25,6 @@ from phaseprof.capture.server_answers import (
     parse_json,
     text,
 )
-from phaseprof.capture.models import slugify
 from phaseprof.capture.server_client import PROFILER_FLAG, ServerClient, ServerError
 
 PROBE_TIMEOUT_S = 10.0
