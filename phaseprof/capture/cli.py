@@ -166,8 +166,8 @@ def capture(
     server: str | None = typer.Option(None, "--server", help=SERVER_HELP),
     trace_dir: Path | None = typer.Option(None, "--trace-dir", help=TRACE_DIR_HELP),
     concurrency: int = typer.Option(1, "--concurrency", help="With --server: requests sent at once per round."),
-    request_timeout: float = typer.Option(600.0, "--request-timeout", help="With --server: seconds any one "
-                                          "HTTP request may take."),
+    request_timeout: float = typer.Option(600.0, "--request-timeout", help="With --server: the deadline, in "
+                                          "seconds, of each whole HTTP request (a stream included)."),
     trace_wait: float = typer.Option(120.0, "--trace-wait", metavar="SECONDS", help="With --server: how long "
                                      "to wait after /stop_profile for every rank's trace to be written (big "
                                      "traces of many ranks take a while)."),
@@ -298,8 +298,8 @@ def sweep(
                                     "sweep.json files) instead of running a sweep. Repeatable."),
     server: str | None = typer.Option(None, "--server", help="Sweep a running vLLM server (http://HOST:PORT) "
                                       "instead of starting an engine (no profiler needed)."),
-    request_timeout: float = typer.Option(600.0, "--request-timeout", help="With --server: seconds any one "
-                                          "HTTP request may take."),
+    request_timeout: float = typer.Option(600.0, "--request-timeout", help="With --server: the deadline, in "
+                                          "seconds, of each whole HTTP request (a stream included)."),
 ) -> None:
     """One engine start, many points: the TTFT floor, slope and CUDA-graph steps, or decode scaling."""
     console = Console()

@@ -23,11 +23,17 @@ from phaseprof.capture.device import detect_device, versions
 from phaseprof.capture.engine import build_plan, engine_arg_fields, explain_engine_error, require_vllm
 from phaseprof.capture.models import check_device, check_tokens, default_model_name, resolve_model
 from phaseprof.capture.options import CaptureOptions, EngineOptions, Phase
-from phaseprof.capture.rundir import make_readable, run_dir_name, tokens_label, unique_run_dir, utc_stamp
+from phaseprof.capture.rundir import (
+    make_readable,
+    run_dir_name,
+    run_directory,
+    tokens_label,
+    unique_run_dir,
+    utc_stamp,
+)
 from phaseprof.capture.steps import random_prompt
 from phaseprof.capture.timing import summarize
 from phaseprof.errors import EnvironmentProblem, PhaseprofError
-from phaseprof.io import atomic_directory
 from phaseprof.records import ModelInfo, ParallelInfo, RequestInfo, RunRecord
 
 MULTICAST_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
@@ -94,7 +100,7 @@ def capture_parallel(opts: EngineOptions, cap: CaptureOptions, *, tp: int, ep: b
     final = unique_run_dir(cap.out, run_dir_name(device_slug=f"{device.slug}x{tp}", model_slug=source.slug,
                                                  phase=cap.phase.value, tokens=f"{label}-tp{tp}{'-ep' if ep else ''}",
                                                  stamp=utc_stamp()))
-    with atomic_directory(final) as tmp:
+    with run_directory(final) as tmp:
         ranks = tmp / "ranks"
         ranks.mkdir()
         kw = parallel_kwargs(plan.kwargs, tp=tp, ep=ep, profile_dir=ranks, fields=fields)

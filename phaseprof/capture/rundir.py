@@ -7,15 +7,19 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import itertools
 import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import orjson
 from rich.console import Console
 
-from phaseprof.io import atomic_write_bytes
+from phaseprof.errors import PhaseprofError
+from phaseprof.io import atomic_directory, atomic_write_bytes
 from phaseprof.records import RUN_SCHEMA_VERSION  # noqa: F401 - kept importable from here
 
 
@@ -34,14 +38,50 @@ def run_dir_name(*, device_slug: str, model_slug: str, phase: str, tokens: str, 
     return f"{stamp or utc_stamp()}-{device_slug}-{model_slug}-{phase}-{tokens}"
 
 
+def _reservation(path: Path) -> Path:
+    return path.with_name(f".{path.name}{RESERVED_SUFFIX}")
+
+
+#: ``root/.<name>.reserved``: an empty file held by the run being written under that name (see unique_run_dir).
+RESERVED_SUFFIX = ".reserved"
+
+
 def unique_run_dir(root: Path, name: str) -> Path:
-    """``root/name``, or ``root/name-2``, ... when two runs start within the same second."""
-    path = root / name
-    k = 2
-    while path.exists():
-        path = root / f"{name}-{k}"
-        k += 1
-    return path
+    """``root/name``, or ``root/name-2``, ...: a name no finished run has and no run still being written holds.
+
+    Two captures started in the same second (or processes racing) must not get one name: the second would lose
+    its run at the final rename. The name is reserved by creating ``root/.<name>.reserved`` with O_EXCL (atomic
+    between processes, on one machine or over NFS v3+), then checked free of a finished run; the reservation is
+    dropped by :func:`run_directory` once the run is renamed into place, or has failed. A reservation left by a
+    killed process only makes later runs skip that name."""
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise PhaseprofError(f"cannot make the output directory (--out): {e.strerror or e}", path=root) from None
+    for k in itertools.count(1):
+        path = root / (name if k == 1 else f"{name}-{k}")
+        try:
+            os.close(os.open(_reservation(path), os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+        except FileExistsError:
+            continue  # another run holds this name
+        except OSError as e:
+            raise PhaseprofError(f"cannot write a run directory here (--out): {e.strerror or e}", path=root) from None
+        if not path.exists():
+            return path
+        _reservation(path).unlink()  # finished already (its reservation was dropped after its rename)
+    raise AssertionError("unreachable")
+
+
+@contextmanager
+def run_directory(final: Path) -> Iterator[Path]:
+    """:func:`phaseprof.io.atomic_directory` for a run directory named by :func:`unique_run_dir`: yields the
+    temporary directory to fill, renames it to ``final`` on success (deletes it on failure), then drops the
+    name's reservation."""
+    try:
+        with atomic_directory(final) as tmp:
+            yield tmp
+    finally:
+        _reservation(final).unlink(missing_ok=True)
 
 
 def make_readable(directory: Path) -> None:

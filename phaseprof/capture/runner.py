@@ -24,6 +24,7 @@ from phaseprof.capture.rundir import (
     make_readable,
     run_dir_name,
     tokens_label,
+    run_directory,
     unique_run_dir,
     utc_stamp,
 )
@@ -31,7 +32,6 @@ from phaseprof.capture.progress import Stages, quiet_stages
 from phaseprof.capture.quiet import LOG_NAME, VllmOutput
 from phaseprof.capture.start_notice import start_notice
 from phaseprof.capture.timing import PhaseTiming, time_phase
-from phaseprof.io import atomic_directory
 from phaseprof.records import ModelInfo, RequestInfo, RunRecord
 
 
@@ -177,7 +177,7 @@ def capture_phase(session: EngineSession, opts: CaptureOptions, *, console: Cons
     final = run_dir or unique_run_dir(opts.out, run_dir_name(
         device_slug=session.device.slug, model_slug=session.source.slug, phase=str(opts.phase),
         tokens=tokens_label(str(opts.phase), opts.tokens, opts.output_tokens), stamp=utc_stamp()))
-    with tempfile.TemporaryDirectory(prefix="phaseprof-raw-") as work, atomic_directory(final) as tmp:
+    with tempfile.TemporaryDirectory(prefix="phaseprof-raw-") as work, run_directory(final) as tmp:
         with stages.stage("profiled request (torch.profiler, one marker per engine step)"):
             profiled = profile_request(session, phase=opts.phase, prompt_tokens=opts.tokens,
                                        output_tokens=opts.output_tokens, seed=opts.seed,

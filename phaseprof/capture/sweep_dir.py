@@ -14,7 +14,14 @@ from rich.table import Table
 
 from phaseprof.capture.engine import EngineSession
 from phaseprof.capture.options import CaptureOptions, Phase
-from phaseprof.capture.rundir import command_line, make_readable, run_dir_name, unique_run_dir, utc_stamp
+from phaseprof.capture.rundir import (
+    command_line,
+    make_readable,
+    run_dir_name,
+    run_directory,
+    unique_run_dir,
+    utc_stamp,
+)
 from phaseprof.capture.runner import capture_phase
 from phaseprof.capture.sweep import (
     DecodePoint,
@@ -27,7 +34,6 @@ from phaseprof.capture.sweep import (
     slope_us_per_token,
     write_plot,
 )
-from phaseprof.io import atomic_directory
 from phaseprof.records import ModelInfo, SweepRecord
 
 
@@ -61,7 +67,7 @@ def run_sweep(session: EngineSession, req: SweepRequest, *, console: Console,
                                                 phase=f"sweep-{sp.phase}", tokens=sp.label, stamp=utc_stamp()))
     rec = _header(session, req, argv)
     t0 = time.perf_counter()
-    with atomic_directory(final) as tmp:
+    with run_directory(final) as tmp:
         title = f"{session.source.name} on {session.device.name} ({session.options.mode})"
         if sp.phase is Phase.PREFILL:
             with console.status("Prefill sweep") as st:
