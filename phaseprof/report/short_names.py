@@ -21,7 +21,7 @@ from collections.abc import Iterable
 
 ELLIPSIS = "‹…›"
 #: A short name never exceeds this many characters (a long name keeps its head and tail around ``‹…›``).
-MAX_CHARS = 40
+MAX_CHARS = 48
 
 #: Kernels whose own name says nothing: the kernel is their first template argument (CUTLASS's entry point,
 #: FlashAttention's architecture guard).
@@ -54,9 +54,18 @@ def _template_args(rest: str) -> str:
 
 
 def _operation(args: str) -> str | None:
+    """The operation's own word: ``FillFunctor`` -> Fill, ``CUDAFunctor_add`` -> add, ``ArgMaxOps`` -> ArgMax,
+    ``rsqrt_kernel_cuda`` -> rsqrt."""
     for m in _OPERATION.finditer(args):
-        if m.group() not in _GENERIC and not m.group().startswith("_"):
-            return m.group()
+        word = m.group()
+        if word in _GENERIC or word.startswith("_"):
+            continue
+        if "Functor_" in word or "OnSelf_" in word:
+            return word.rsplit("_", 1)[-1]
+        for suffix in ("Functor", "functor", "Ops", "_kernel_cuda", "_kernel_impl", "_kernel"):
+            if word.endswith(suffix) and len(word) > len(suffix):
+                return word[:-len(suffix)].rstrip("_")
+        return word
     return None
 
 

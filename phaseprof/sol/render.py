@@ -56,7 +56,7 @@ def print_sol(s: SolSection, console: Console) -> None:
     console.print(f"[dim]{model_line(s)}[/]")
     for p in s.phases:
         print_fitted(console, f"{p.phase}: speed of light per bucket (summed over {p.steps} step(s))",
-                     [Col(h, j) for h, j in _SOL_COLS], sol_rows(p), caption=SOL_CAPTION)
+                     [Col(h, j) for h, j in _SOL_COLS], sol_rows(p), caption=SOL_CAPTION, compact=True)
         console.print(phase_line(p))
     for n in s.notes:
         console.print(f"[dim]note: {n}[/]")
