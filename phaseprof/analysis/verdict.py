@@ -85,8 +85,7 @@ def phase_verdict(ph: PhaseSummary, *, device: str, sol: SolSection | None = Non
         (f" at {light:.0f}% of its speed of light" if light is not None else "")
     if device == "cpu":
         bound = Bound.CPU
-        line = f"{ph.phase}: CPU ops {busy:.0f}% of the step (the rest is host code between ops)" + \
-            (f"; {top_text}" if top_text else "")
+        line = f"{ph.phase}: CPU ops {busy:.0f}% of the step" + (f"; {top_text}" if top_text else "")
     elif busy < BOUND_BUSY_PCT:
         bound = Bound.HOST if launch + host >= other else Bound.WAIT
         causes = sorted([("host work", host), ("launch", launch), ("queued/tail", other)], key=lambda c: -c[1])

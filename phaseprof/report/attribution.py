@@ -50,7 +50,8 @@ def print_attribution(bd: Breakdown, console: Console, *, by_layer: bool = False
     if len(a.inferred_phases) > 8:
         console.print(f"[dim]... {len(a.inferred_phases) - 8} more inferred steps[/]")
     modules = f"{a.module_calls:,} nn.Module calls" if a.module_calls else "no nn.Module events (no with_stack)"
-    console.print(f"attribution: {modules}; graph replay: {a.graph_alignment}")
+    replay = "" if a.graph_alignment.startswith("no graph-replayed") else f"; graph replay: {a.graph_alignment}"
+    console.print(f"attribution: {modules}{replay}")
     for pa in a.phases:
         console.print(coverage_line(pa))
     if by_layer:

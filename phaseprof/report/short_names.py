@@ -22,6 +22,8 @@ from collections.abc import Iterable
 ELLIPSIS = "‹…›"
 #: A short name never exceeds this many characters (a long name keeps its head and tail around ``‹…›``).
 MAX_CHARS = 48
+#: Narrower than this, a cut name says too little: tables fold the cell instead.
+MIN_CHARS = 24
 
 #: Kernels whose own name says nothing: the kernel is their first template argument (CUTLASS's entry point,
 #: FlashAttention's architecture guard).
@@ -78,8 +80,10 @@ def _cut(name: str, limit: int = MAX_CHARS) -> str:
     return head.rstrip("\\") + ELLIPSIS + tail
 
 
-def short_name(full: str) -> str:
-    """The short form of one kernel (or CPU op) name; names that are not C++ signatures are only cut."""
+def short_name(full: str, *, max_chars: int = MAX_CHARS) -> str:
+    """The short form of one kernel (or CPU op) name, at most ``max_chars`` long (not below
+    ``MIN_CHARS``); names that are not C++ signatures are only cut."""
+    limit = max(max_chars, MIN_CHARS)
     name = full.strip()
     m = _COMPILED_GRAPH.match(name)
     if m:
@@ -89,26 +93,32 @@ def short_name(full: str) -> str:
         qualified, rest = _split_top(name)
         base = qualified.rsplit("::", 1)[-1]
         if not base or not rest.startswith(("<", "(")):
-            return _cut(name)
+            return _cut(name, limit)
         args = _template_args(rest)
         if base in _WRAPPERS and args:
             name = args.split(",", 1)[0].strip() if "<" not in args.split(",", 1)[0] else args.strip()
             continue
         if not args:
-            return _cut(base)
+            return _cut(base, limit)
         op = _operation(args)
         label = f"‹{op}›" if op else ELLIPSIS
-        return _cut(base, MAX_CHARS - len(label)) + label
-    return _cut(name)
+        if op and len(base) + len(label) > limit:  # the operation says more than the base's "_kernel"
+            base = base.removesuffix("_kernel")
+        if len(base) + len(label) > limit:
+            keep = max(limit - len(label) - len(ELLIPSIS), 4)
+            return base[:keep] + ELLIPSIS + label
+        return base + label
+    return _cut(name, limit)
 
 
-def short_names(names: Iterable[str]) -> dict[str, str]:
+def short_names(names: Iterable[str], *, max_chars: int = MAX_CHARS) -> dict[str, str]:
     """Full name -> short name, unique among ``names``: alike short names get ``#1``, ``#2``, ... in the order
-    of their full names (so the result depends only on the set of names)."""
+    of their full names (so the result depends only on the set of names). ``max_chars`` bounds a short name
+    before its number."""
     unique = sorted(set(names))
     groups: dict[str, list[str]] = {}
     for n in unique:
-        groups.setdefault(short_name(n), []).append(n)
+        groups.setdefault(short_name(n, max_chars=max_chars), []).append(n)
     out: dict[str, str] = {}
     for short, fulls in groups.items():
         if len(fulls) == 1:

@@ -13,7 +13,7 @@ from rich.table import Table
 
 from phaseprof.analysis.digest import per_step, top_kernels
 from phaseprof.analysis.results import Breakdown, PhaseSummary
-from phaseprof.report.fit import Col, fitted_tables, print_fitted
+from phaseprof.report.fit import Col, cell_len, fitted_tables, print_fitted
 from phaseprof.report.short_names import short_names
 
 
@@ -46,8 +46,10 @@ _BUCKET_COLS = (Col("bucket", "left"), Col("kernel ms"), Col("%"), Col("module m
 def phase_table(ph: PhaseSummary, *, device: str = "gpu", width: int = 80) -> list[Table]:
     """One phase's buckets in the kernel view (what ran) beside the module view (what it ran for), per step."""
     rows = phase_rows(ph, device=device)
-    return fitted_tables(f"{ph.phase}: buckets, ms per step ({ph.steps} step(s)), % of {_busy_label(device)}",
-                         _BUCKET_COLS, rows, width=width, sections=(len(rows) - 2,), compact=True)
+    cols = _BUCKET_COLS if device == "gpu" else (Col("bucket", "left"), Col("op ms"), Col("%"), Col("module ms"),
+                                                  Col("%"))
+    return fitted_tables(f"{ph.phase}: buckets (ms/step, % of {'busy' if device == 'gpu' else 'op time'})",
+                         cols, rows, width=width, compact=True)
 
 
 #: Rows of the per-phase summary: label, how to read the value off a PhaseSummary, and whether the row means
@@ -70,8 +72,8 @@ _TIMELINE_ROWS: tuple[tuple[str, Callable[[PhaseSummary], str], bool], ...] = (
 _CPU_LABELS = {"busy ms": "CPU op ms", "busy % of wall": "ops % of wall", "idle ms": "between ops ms",
                "kernels": "ops"}
 
-TIMELINE_NOTE = ("means per step; busy = kernels, copies, sets (union); idle: launch = host in launch calls, "
-                 "host work = host busy elsewhere, queued/tail = launched, not started")
+TIMELINE_NOTE = ("means per step. busy: kernels+copies+sets; idle: launch = host in launch calls, host work = "
+                 "host elsewhere, queued/tail = launched, not started")
 CPU_TIMELINE_NOTE = "means per step; CPU op ms = self time of CPU ops; between ops = host code outside any op"
 
 
@@ -86,29 +88,35 @@ def timeline_table(bd: Breakdown, *, width: int = 80) -> list[Table]:
              if gpu or on_cpu]
     cols = [Col("per step", "left")] + [Col(ph.phase) for ph in bd.phases]
     rows = [[label] + [get(ph) for ph in bd.phases] for label, get in shown]
-    return fitted_tables("per phase", cols, rows, width=width, sections=(0, len(rows) - 2), compact=True)
+    return fitted_tables("", cols, rows, width=width, compact=True)  # the header row says it all
 
 
-def top_kernels_table(ph: PhaseSummary, *, full_names: bool = False, width: int = 80) -> list[Table]:
-    """The phase's kernels of at least ``MIN_KERNEL_SHARE_PCT`` of its busy time, grouped under their bucket
-    (buckets largest first), and one row summing the rest; counts and ms per step. Short names (unique in the
-    table) unless ``full_names``, which prints them whole, folded."""
+def top_kernels_table(ph: PhaseSummary, *, full_names: bool = False, width: int = 80,
+                      device: str = "gpu") -> list[Table]:
+    """The phase's kernels of at least ``MIN_KERNEL_SHARE_PCT`` of its busy time, by bucket (buckets largest
+    first; the bucket named on its first row), and one row summing the rest; counts and ms per step. Short
+    names, unique in the table and as wide as the other columns leave room for, unless ``full_names``: whole
+    names, folded."""
     top = top_kernels(ph)
-    names = {k.name: k.name for k in top.kernels} if full_names else short_names(k.name for k in top.kernels)
-    cols = (Col("bucket / kernel", "left", fold=True), Col("n/step"), Col("ms/step"), Col("%"))
     rows: list[list[str]] = []
     for b in ph.kernel_view:
         ks = [k for k in top.kernels if k.bucket == b.bucket]
-        if ks:
-            rows.append([f"[bold]{b.bucket}[/]", "", "", ""])
-            rows += [[f" {names[k.name]}", f"{per_step(ph, k.count):,.0f}", _ms(per_step(ph, k.time_us)),
-                      f"{k.share_pct:.1f}"] for k in ks]
+        rows += [[b.bucket if i == 0 else "", k.name, f"{per_step(ph, k.count):,.0f}",
+                  _ms(per_step(ph, k.time_us)), f"{k.share_pct:.1f}"] for i, k in enumerate(ks)]
     if top.rest_count:
-        rows.append([f"the rest, each < {top.min_share_pct:g}%",
-                     f"{per_step(ph, top.rest_count):,.0f}", _ms(per_step(ph, top.rest_time_us)),
-                     f"{top.rest_share_pct:.1f}"])
-    return fitted_tables(f"{ph.phase}: top kernels, per step", cols, rows, width=width,
-                         sections=(len(rows) - 2,) if top.rest_count else (), compact=True)
+        rows.append(["", f"the rest, each < {top.min_share_pct:g}%", f"{per_step(ph, top.rest_count):,.0f}",
+                     _ms(per_step(ph, top.rest_time_us)), f"{top.rest_share_pct:.1f}"])
+    item = "kernel" if device == "gpu" else "CPU op"
+    cols = (Col("bucket", "left"), Col(item, "left", fold=True), Col("n"), Col("ms"), Col("%"))
+    if not full_names:
+        others = sum(max(len(c.header), *(cell_len(r[i]) for r in rows)) + 3 for i, c in enumerate(cols) if i != 1) \
+            if rows else 0
+        # room for the name column, less its border and a "#n" that tells alike short names apart
+        names = short_names((k.name for k in top.kernels), max_chars=width - others - 3 - 2)
+        rows = [[r[0], names.get(r[1], r[1]), *r[2:]] for r in rows]
+    of = "busy" if device == "gpu" else "op time"
+    return fitted_tables(f"{ph.phase}: top {item}s (n and ms per step, % of {of})", cols, rows, width=width,
+                         compact=True)
 
 
 def print_breakdown(bd: Breakdown, console: Console, *, full_names: bool = False) -> None:
@@ -133,7 +141,7 @@ def print_breakdown(bd: Breakdown, console: Console, *, full_names: bool = False
             console.print(t)
         for n in views.get(ph.phase, ()):
             console.print(f"[dim]{n}[/]")
-        for t in top_kernels_table(ph, full_names=full_names, width=w):
+        for t in top_kernels_table(ph, full_names=full_names, width=w, device=tr.device):
             console.print(t)
     if bd.unknown_kernels:
         total = sum(k.time_us for k in bd.unknown_kernels)
