@@ -109,10 +109,12 @@ def top_kernels_table(ph: PhaseSummary, *, full_names: bool = False, width: int 
     item = "kernel" if device == "gpu" else "CPU op"
     cols = (Col("bucket", "left"), Col(item, "left", fold=True), Col("n"), Col("ms"), Col("%"))
     if not full_names:
-        others = sum(max(len(c.header), *(cell_len(r[i]) for r in rows)) + 3 for i, c in enumerate(cols) if i != 1) \
-            if rows else 0
-        # room for the name column, less its border and a "#n" that tells alike short names apart
-        names = short_names((k.name for k in top.kernels), max_chars=width - others - 3 - 2)
+        # a compact table costs 3 cells per column but 1 at its edges: what is left is the name's
+        room = width - (3 * len(cols) - 1) - sum(max(len(c.header), *(cell_len(r[i]) for r in rows))
+                                                 for i, c in enumerate(cols) if i != 1) if rows else width
+        names = short_names((k.name for k in top.kernels), max_chars=room)
+        if any("#" in n for n in names.values()):  # leave room for the "#n" of alike names
+            names = short_names((k.name for k in top.kernels), max_chars=room - 2)
         rows = [[r[0], names.get(r[1], r[1]), *r[2:]] for r in rows]
     of = "busy" if device == "gpu" else "op time"
     return fitted_tables(f"{ph.phase}: top {item}s (n and ms per step, % of {of})", cols, rows, width=width,
