@@ -6,15 +6,17 @@ Every table fits the console width with headers and numbers whole (``phaseprof.r
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from phaseprof.analysis.digest import per_step, top_kernels
 from phaseprof.analysis.results import Breakdown, PhaseSummary
 from phaseprof.report.fit import Col, cell_len, fitted_tables, print_fitted
-from phaseprof.report.short_names import short_names
+from phaseprof.report.short_names import MAX_CHARS, short_names
 
 
 def _ms(us: float) -> str:
@@ -91,6 +93,14 @@ def timeline_table(bd: Breakdown, *, width: int = 80) -> list[Table]:
     return fitted_tables("", cols, rows, width=width, compact=True)  # the header row says it all
 
 
+def _short(names: Iterable[str], *, max_chars: int = MAX_CHARS) -> dict[str, str]:
+    """Short names of names already made terminal-safe (``safe_text.for_terminal``): shortened as the reader
+    sees them (markup escapes undone), then escaped again, so a cut never leaves a ``[`` without its escape."""
+    raw = {n: Text.from_markup(n).plain for n in names}
+    short = short_names(raw.values(), max_chars=max_chars)
+    return {n: escape(short[r]) for n, r in raw.items()}
+
+
 def top_kernels_table(ph: PhaseSummary, *, full_names: bool = False, width: int = 80,
                       device: str = "gpu") -> list[Table]:
     """The phase's kernels of at least ``MIN_KERNEL_SHARE_PCT`` of its busy time, by bucket (buckets largest
@@ -112,9 +122,9 @@ def top_kernels_table(ph: PhaseSummary, *, full_names: bool = False, width: int 
         # a compact table costs 3 cells per column but 1 at its edges: what is left is the name's
         room = width - (3 * len(cols) - 1) - sum(max(len(c.header), *(cell_len(r[i]) for r in rows))
                                                  for i, c in enumerate(cols) if i != 1) if rows else width
-        names = short_names((k.name for k in top.kernels), max_chars=room)
+        names = _short((k.name for k in top.kernels), max_chars=room)
         if any("#" in n for n in names.values()):  # leave room for the "#n" of alike names
-            names = short_names((k.name for k in top.kernels), max_chars=room - 2)
+            names = _short((k.name for k in top.kernels), max_chars=room - 2)
         rows = [[r[0], names.get(r[1], r[1]), *r[2:]] for r in rows]
     of = "busy" if device == "gpu" else "op time"
     return fitted_tables(f"{ph.phase}: top {item}s (n and ms per step, % of {of})", cols, rows, width=width,
@@ -150,7 +160,7 @@ def print_breakdown(bd: Breakdown, console: Console, *, full_names: bool = False
         console.print(f"[yellow]{len(bd.unknown_kernels)} unclassified kernel name(s), {_ms(total)} ms in all "
                       f"steps (bucket 'unknown'; add a rule with --rules):[/]")
         shown = bd.unknown_kernels[:10]
-        names = {k.name: k.name for k in shown} if full_names else short_names(k.name for k in shown)
+        names = {k.name: k.name for k in shown} if full_names else _short(k.name for k in shown)
         for k in shown:
             console.print(f"  {_ms(k.time_us):>10} ms  x{k.count:<6} {names[k.name]}")
     for n in bd.notes:

@@ -64,7 +64,8 @@ def test_report_opens_with_the_verdicts_and_keeps_ms_at_two_decimals() -> None:
     lines = out.splitlines()
     bd = _reported(EAGER_DECODE)
     verdicts = [v.line for v in bd.verdicts.phases]
-    assert lines[3:3 + len(verdicts)] == verdicts  # after the path (two lines at 80 columns) and the steps
+    first = next(i for i, x in enumerate(lines) if x.startswith("steps:")) + 1  # after the path and the steps
+    assert lines[first:first + len(verdicts)] == verdicts
     rows = {x.split("  ")[0].strip(): x for x in lines if x.startswith(" ")}
     for label in ("wall ms", "busy ms", "idle ms"):
         assert re.fullmatch(r" [\w %,]+?(\s+[\d,]+\.\d\d)+\s*", rows[label]), rows[label]
