@@ -4,7 +4,7 @@ arguments and parameters elided as ``‹…›``; the full name stays in the JSO
 ::
 
     void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<int>, ...>(int, ...)
-        -> vectorized_elementwise_kernel‹FillFunctor›      (the functor says what the kernel does)
+        -> vectorized_elementwise_kernel‹Fill›             (the functor says what the kernel does)
     void cutlass::device_kernel<flash::enable_sm90_or_later<flash::FlashAttnFwdSm90<...> > >(...)
         -> FlashAttnFwdSm90‹…›                               (wrappers are looked through)
     ## Call CompiledFxGraph fj6ndytb5nghcnd47lllg36luhabftch2vslnptvbosqbw6njdwp ##
@@ -96,7 +96,7 @@ def short_name(full: str, *, max_chars: int = MAX_CHARS) -> str:
             return _cut(name, limit)
         args = _template_args(rest)
         if base in _WRAPPERS and args:
-            name = args.split(",", 1)[0].strip() if "<" not in args.split(",", 1)[0] else args.strip()
+            name = args.strip()  # the wrapped kernel's name opens the arguments; the next turn parses it
             continue
         if not args:
             return _cut(base, limit)
