@@ -116,9 +116,14 @@ class AnalysedTrace:
 
     @cached_property
     def reported(self) -> Breakdown:
-        """The breakdown with its ``sol`` section: what ``phaseprof analyze`` prints and writes, and what a
-        capture's breakdown.json holds."""
-        return replace(self.breakdown, sol=self.sol)
+        """The breakdown with its ``sol`` and ``verdicts`` sections: what ``phaseprof analyze`` prints and
+        writes, and what a capture's breakdown.json holds. The verdicts' noise warnings read the capture's
+        run.json (beside the trace) when there is one."""
+        from phaseprof.analysis.verdict import verdicts_of
+        from phaseprof.sol.attach import read_run_json
+
+        bd = replace(self.breakdown, sol=self.sol)
+        return replace(bd, verdicts=verdicts_of(bd, run={**read_run_json(self.path), **self.config.capture}))
 
 
 def analyze(source: str | Path | EventTables, *, config: AnalysisConfig | None = None,

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from phaseprof.analysis.attribution_types import Attribution
+from phaseprof.analysis.verdict_types import Verdicts
 from phaseprof.sol.results import SolSection
 
 
@@ -152,6 +153,7 @@ class Breakdown:
     capture: dict[str, Any] = field(default_factory=dict)
     sol: SolSection | None = None  # speed of light (schema 1.1): needs a model config, see phaseprof.sol
     attribution: Attribution | None = None  # module/layer attribution, coverage, inferred phases and mode
+    verdicts: Verdicts | None = None  # one line per phase and noise warnings (schema 1.2, analysis.verdict)
 
     def naming_trace(self, path: str) -> Breakdown:
         """This breakdown with ``trace.path`` = ``path`` (e.g. where a run directory's copy lives once renamed)."""

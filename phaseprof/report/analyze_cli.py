@@ -41,6 +41,8 @@ def analyze(
     ceilings: str | None = typer.Option(None, "--ceilings", help="Measured ceilings JSON (phaseprof ceilings "
                                         "--out) instead of the GPU's datasheet figures, or 'spec' for the "
                                         "datasheet (default: a ceilings/ folder above the run, else datasheet)."),
+    full_names: bool = typer.Option(False, "--full-names", help="Print kernel names whole (default: short, "
+                                    "Nsight-style; JSON always keeps them whole)."),
     jobs: int | None = typer.Option(None, "--jobs", "-j", min=1, help="Worker processes for the rank files of a "
                                     "rank directory (default: all cores)."),
     steps: str | None = typer.Option(None, "--steps", metavar="FIRST:LAST", help="Analyse only these steps of "
@@ -90,7 +92,7 @@ def analyze(
             write_breakdown(bd, dest)
             console.print(f"[dim]wrote {terminal(str(dest))}[/]") if fmt == OutputFormat.table else None
         if fmt == OutputFormat.table:
-            print_breakdown(for_terminal(bd), console)
+            print_breakdown(for_terminal(bd), console, full_names=full_names)
             if by == "layer":
                 print_layers(for_terminal(bd), console)
         elif fmt == OutputFormat.json:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from rich import box
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
@@ -59,10 +60,11 @@ def split_columns(needs: Sequence[int], *, keys: int, width: int) -> list[list[i
 
 
 def fitted_tables(title: str, cols: Sequence[Col], rows: Sequence[Sequence[str]], *, width: int, keys: int = 1,
-                  caption: str | None = None, sections: Sequence[int] = ()) -> list[Table]:
+                  caption: str | None = None, sections: Sequence[int] = (), compact: bool = False) -> list[Table]:
     """``rows`` as one table, or several when one would be wider than ``width`` (titles then say ``part i/n``).
 
-    ``sections``: row indices after which a horizontal rule is drawn.
+    ``sections``: row indices after which a horizontal rule is drawn. ``compact``: no outer border (two lines
+    fewer per table, for reports meant to be read in one screen).
     """
     needs = _needs(cols, rows)
     groups = split_columns(needs, keys=keys, width=width)
@@ -71,7 +73,7 @@ def fitted_tables(title: str, cols: Sequence[Col], rows: Sequence[Sequence[str]]
         idx = list(range(keys)) + group
         part = f" (part {g}/{len(groups)})" if len(groups) > 1 else ""
         t = Table(title=title + part, title_justify="left", caption=caption if g == len(groups) else None,
-                  caption_justify="left")
+                  caption_justify="left", **({"box": box.SIMPLE_HEAD, "show_edge": False} if compact else {}))
         for i in idx:
             c = cols[i]
             if c.fold:
@@ -79,13 +81,16 @@ def fitted_tables(title: str, cols: Sequence[Col], rows: Sequence[Sequence[str]]
             else:
                 t.add_column(c.header, justify=c.justify, no_wrap=True, min_width=needs[i])
         for r, row in enumerate(rows):
-            t.add_row(*(row[i] for i in idx), end_section=r in sections)
+            # a compact table's rule would be a blank line: its sections are left out
+            t.add_row(*(row[i] for i in idx), end_section=r in sections and not compact)
         tables.append(t)
     return tables
 
 
 def print_fitted(console: Console, title: str, cols: Sequence[Col], rows: Sequence[Sequence[str]], *,
-                 keys: int = 1, caption: str | None = None, sections: Sequence[int] = ()) -> None:
+                 keys: int = 1, caption: str | None = None, sections: Sequence[int] = (),
+                 compact: bool = False) -> None:
     """Print ``fitted_tables`` at the console's width."""
-    for t in fitted_tables(title, cols, rows, width=console.width, keys=keys, caption=caption, sections=sections):
+    for t in fitted_tables(title, cols, rows, width=console.width, keys=keys, caption=caption, sections=sections,
+                           compact=compact):
         console.print(t)

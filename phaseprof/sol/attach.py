@@ -123,9 +123,14 @@ def sol_of(bd: Breakdown, *, source: str | Path | None = None, model_config: str
 
 def attach_sol(bd: Breakdown, *, source: str | Path | None = None, model_config: str | Path | None = None,
                ceilings: str | Path | None = None) -> Breakdown:
-    """``bd`` with its ``sol`` section (``sol_of``). For breakdowns read from JSON; an analysed trace has
-    its own (``AnalysedTrace.sol``)."""
-    return with_sol(bd, sol_of(bd, source=source, model_config=model_config, ceilings=ceilings))
+    """``bd`` with its ``sol`` section (``sol_of``) and the verdicts read off it (``analysis.verdict``). For
+    breakdowns read from JSON; an analysed trace has its own (``AnalysedTrace.reported``)."""
+    from dataclasses import replace
+
+    from phaseprof.analysis.verdict import verdicts_of
+
+    bd = with_sol(bd, sol_of(bd, source=source, model_config=model_config, ceilings=ceilings))
+    return replace(bd, verdicts=verdicts_of(bd, run=read_run_json(source)))
 
 
 def shape_check(trace: str | Path, bd: Breakdown, model_config: str | Path | None = None):  # noqa: ANN201

@@ -36,7 +36,7 @@ def phase_line(p: SolPhase) -> str:
 
 _SOL_COLS = (("bucket", "left"), ("GFLOP", "right"), ("GB", "right"), ("TF/s", "right"), ("TB/s", "right"),
              ("bound", "left"), ("floor", "right"), ("ms", "right"), ("%", "right"))
-SOL_CAPTION = "TF/s, TB/s: achieved; bound: binding resource; floor, ms: SOL and measured; %: floor / ms"
+SOL_CAPTION = "TF/s, TB/s achieved; bound: binding; floor: SOL ms; %: floor / ms"
 
 
 def sol_rows(p: SolPhase) -> list[list[str]]:
@@ -56,7 +56,7 @@ def print_sol(s: SolSection, console: Console) -> None:
     console.print(f"[dim]{model_line(s)}[/]")
     for p in s.phases:
         print_fitted(console, f"{p.phase}: speed of light per bucket (summed over {p.steps} step(s))",
-                     [Col(h, j) for h, j in _SOL_COLS], sol_rows(p), caption=SOL_CAPTION)
+                     [Col(h, j) for h, j in _SOL_COLS], sol_rows(p), caption=SOL_CAPTION, compact=True)
         console.print(phase_line(p))
     for n in s.notes:
         console.print(f"[dim]note: {n}[/]")

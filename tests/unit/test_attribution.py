@@ -267,10 +267,22 @@ def test_by_layer_prints_the_layer_table_within_80_columns(capsys, monkeypatch):
     monkeypatch.setenv("COLUMNS", "80")
     assert main(["analyze", str(CPU_STACK), "--by", "layer"]) in (0, None)
     out = capsys.readouterr().out
-    assert "decode: per layer (ms)" in out and "attn+moe" in out and "gdn+moe" in out
+    assert "decode: per layer (ms in all steps)" in out and "attn+moe" in out and "gdn+moe" in out
     assert "decode module view from: op stack" in out
     table = out[out.index("decode: per layer"):].splitlines()
     assert max(len(line) for line in table) <= 80
+
+
+def test_by_layer_splits_rather_than_cuts_when_narrow(capsys, monkeypatch):
+    from phaseprof.cli import main
+
+    monkeypatch.setenv("COLUMNS", "50")
+    assert main(["analyze", str(CPU_STACK), "--by", "layer"]) in (0, None)
+    table = capsys.readouterr().out
+    table = table[table.index("decode: per layer"):].splitlines()
+    assert max(len(line) for line in table) <= 50
+    assert not any("…" in line for line in table)  # rich's cut mark
+    assert re.search(r"part\s+2/", " ".join(table))  # the bucket columns went to a second part (title may wrap)
 
 
 def test_pairing_is_anchored_so_a_fused_layer_does_not_shift_the_next_ones():
