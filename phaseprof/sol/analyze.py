@@ -14,7 +14,7 @@ from phaseprof.analysis.results import Breakdown, StepRow
 from phaseprof.sol.ceilings import Ceiling
 from phaseprof.sol.model import SolModel
 from phaseprof.sol.results import SolBucket, SolCeiling, SolPhase, SolSection, SolStep
-from phaseprof.sol.work import COMPONENT_BUCKET, StepTokens, Work, step_work
+from phaseprof.sol.work import COMPONENT_BUCKET, StepTokens, Work, precision, step_work
 from phaseprof.trace.markers import parse_step_marker
 
 NEEDS_CONFIG = "needs --model-config"
@@ -141,7 +141,7 @@ def sol_section(bd: Breakdown, model: SolModel, ceiling: Ceiling | None, *, mode
         total, floor = Work(), 0.0
         for comp, w in step_work(model, tok).items():
             w = w.scaled(share)
-            f, compute = _floor_us(w, ceiling, prec)
+            f, compute = _floor_us(w, ceiling, precision(model, comp))
             sums.setdefault(row.phase, {}).setdefault(str(COMPONENT_BUCKET[comp]), _BucketSum()).add(
                 str(comp), w, f, compute)
             total += w

@@ -45,9 +45,9 @@ def _preset_config(name: str) -> dict[str, Any] | None:
         return None
 
 
-def _read(cfg: dict[str, Any], name: str, label: str) -> SolModel:
+def _read(cfg: dict[str, Any], name: str, label: str, quant: str | None = None) -> SolModel:
     try:
-        return sol_model(cfg, name=name)
+        return sol_model(cfg, name=name, quant=quant)
     except PhaseprofError as e:
         raise PhaseprofError(f"{label}: not usable for the speed of light: {e}") from None
     except (KeyError, ValueError, TypeError) as e:
@@ -56,22 +56,26 @@ def _read(cfg: dict[str, Any], name: str, label: str) -> SolModel:
 
 def find_model(capture: Mapping[str, Any], explicit: str | Path | None = None) -> tuple[SolModel | None, str]:
     """(model, where its config came from), or (None, why not). A bad ``explicit`` config is an error; a bad
-    recorded one only means no SOL numbers (the breakdown itself stays)."""
+    recorded one only means no SOL numbers (the breakdown itself stays). The capture's ``quant`` (vLLM's online
+    ``quantization``, e.g. fp8 from bf16 weights) applies to any config without a ``quantization_config``: an FP8
+    capture's GEMMs run on FP8 tensor cores, so a BF16 floor would sit above what they measure."""
+    quant = capture.get("quant")
+    quant = quant if isinstance(quant, str) else None
     if explicit is not None:
         cfg, label = load_hf_config(str(explicit))
         name = Path(str(explicit)).stem if label != f"preset {explicit}" else str(explicit)
-        return _read(cfg, name, label), label
+        return _read(cfg, name, label, quant), label
     recorded = capture.get("model_config")
     model = capture.get("model")
     name = model.get("name") if isinstance(model, Mapping) else model if isinstance(model, str) else None
     try:
         if isinstance(recorded, Mapping) and recorded:
-            return _read(dict(recorded), str(name or ""), "run.json model_config"), "run.json model_config"
+            return _read(dict(recorded), str(name or ""), "run.json model_config", quant), "run.json model_config"
         kind = model.get("kind") if isinstance(model, Mapping) else "preset"
         if isinstance(name, str) and name and kind == "preset":
             cfg = _preset_config(name)
             if cfg is not None:
-                return _read(cfg, name, f"preset {name}"), f"preset {name} (named by the capture)"
+                return _read(cfg, name, f"preset {name}", quant), f"preset {name} (named by the capture)"
             return None, f"model {name!r} is not a built-in preset"
     except PhaseprofError as e:
         return None, str(e)

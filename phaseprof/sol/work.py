@@ -86,13 +86,26 @@ COMPONENT_BUCKET: dict[Component, Bucket] = {
 }
 
 
+#: Components that stay in the model dtype under quantization: vLLM builds the MoE router (``gate``) with
+#: ``quant_config=None`` (Qwen2/3-MoE, Qwen3-Next), and the lm_head is a ``ParallelLMHead`` (an embedding, not a
+#: ``LinearBase``), which FP8/AWQ/GPTQ leave alone. Their weights are read at ``act_bytes`` and their FLOPs run at
+#: the BF16 peak.
+UNQUANTIZED = frozenset({Component.ROUTER, Component.LM_HEAD})
+
+
+def precision(m: SolModel, component: Component) -> str:
+    """The peak a component's GEMMs can reach: the model's quantized ``compute``, or BF16 where unquantized."""
+    return "bf16" if component in UNQUANTIZED else m.compute
+
+
 def linear(tokens: float, d_in: int, d_out: int, *, weight_bytes: float, act_bytes: float) -> Work:
     """One ``tokens × d_in`` by ``d_in × d_out`` GEMM: weights read once, input read, output written."""
     return Work(2.0 * tokens * d_in * d_out, d_in * d_out * weight_bytes + tokens * (d_in + d_out) * act_bytes)
 
 
-def _lin(m: SolModel, tokens: float, d_in: int, d_out: int) -> Work:
-    return linear(tokens, d_in, d_out, weight_bytes=m.weight_bytes, act_bytes=m.act_bytes) if tokens else ZERO
+def _lin(m: SolModel, tokens: float, d_in: int, d_out: int, *, quantized: bool = True) -> Work:
+    w = m.weight_bytes if quantized else m.act_bytes
+    return linear(tokens, d_in, d_out, weight_bytes=w, act_bytes=m.act_bytes) if tokens else ZERO
 
 
 def distinct_experts(num_experts: int, top_k: int, tokens: int) -> float:
@@ -105,7 +118,7 @@ def distinct_experts(num_experts: int, top_k: int, tokens: int) -> float:
 # ---------------------------------------------------------------------------------------------- MoE / MLP
 def router(m: SolModel, t: StepTokens) -> Work:
     """The gate GEMM ``hidden → num_experts`` of every MoE layer (top-k selection itself is negligible)."""
-    return _lin(m, t.tokens, m.hidden, m.num_experts).scaled(m.moe_layers)
+    return _lin(m, t.tokens, m.hidden, m.num_experts, quantized=False).scaled(m.moe_layers)
 
 
 def routed_experts(m: SolModel, t: StepTokens) -> Work:
@@ -128,8 +141,8 @@ def shared_expert(m: SolModel, t: StepTokens) -> Work:
     if not (s and m.moe_layers):
         return ZERO
     w = _lin(m, t.tokens, m.hidden, 2 * s) + _lin(m, t.tokens, s, m.hidden)
-    if m.shared_gate:
-        w = w + _lin(m, t.tokens, m.hidden, 1)
+    if m.shared_gate:  # built with quant_config=None, like the router
+        w = w + _lin(m, t.tokens, m.hidden, 1, quantized=False)
     return w.scaled(m.moe_layers)
 
 
@@ -172,7 +185,7 @@ def gdn_proj(m: SolModel, t: StepTokens) -> Work:
 
 def lm_head(m: SolModel, t: StepTokens) -> Work:
     """``hidden → vocab`` for the sampled positions: one per prefill request, one per decode request."""
-    return _lin(m, t.sequences, m.hidden, m.vocab)
+    return _lin(m, t.sequences, m.hidden, m.vocab, quantized=False)
 
 
 # ----------------------------------------------------------------------------------- attention and GDN
