@@ -16,6 +16,7 @@ import orjson
 from phaseprof.analysis.results import Breakdown
 from phaseprof.errors import PhaseprofError
 from phaseprof.memory.model_shape import load_hf_config
+from phaseprof.routing import read_routing
 from phaseprof.sol.analyze import NEEDS_CONFIG, sol_section, with_sol
 from phaseprof.sol.ceilings import ceiling_for, load_measured
 from phaseprof.sol.model import SolModel, sol_model
@@ -115,14 +116,21 @@ def sol_of(bd: Breakdown, *, source: str | Path | None = None, model_config: str
     found by ``find_measured``, else the datasheet. A bad ``model_config`` raises PhaseprofError."""
     if bd.trace.device != "gpu":
         return SolSection(status="not for CPU-only traces")
-    model, where = find_model({**bd.capture, **read_run_json(source), **(capture or {})}, model_config)
+    run = read_run_json(source)
+    model, where = find_model({**bd.capture, **run, **(capture or {})}, model_config)
     if model is None:
         return SolSection(status=NEEDS_CONFIG, notes=[where])
     if ceilings is None:
         ceilings = find_measured(source, bd.trace.gpu_name)
     measured = None if ceilings is None or str(ceilings) == SPEC else ceilings
     ceiling, warning = ceiling_for(bd.trace.gpu_name, bd.trace.gpu_properties, measured=measured)
-    return sol_section(bd, model, ceiling, model_source=where, notes=[warning] if warning else [])
+    routing = read_routing(_run_dir(source), (capture or {}).get("routing") or run.get("routing"))
+    return sol_section(bd, model, ceiling, model_source=where, notes=[warning] if warning else [], routing=routing)
+
+
+def _run_dir(source: str | Path | None) -> Path:
+    p = Path(source) if source is not None else Path(".")
+    return p if p.is_dir() else p.parent
 
 
 def attach_sol(bd: Breakdown, *, source: str | Path | None = None, model_config: str | Path | None = None,

@@ -48,10 +48,12 @@ ZERO = Work()
 @dataclass(frozen=True)
 class StepTokens:
     """One step's batch. ``prefill_lens``: new tokens of each prefill request (no cached prefix assumed);
-    ``decode_kv_lens``: for each decode request, the tokens in its KV cache/state including the new one."""
+    ``decode_kv_lens``: for each decode request, the tokens in its KV cache/state including the new one;
+    ``experts_touched``: measured routing, the distinct experts each MoE layer read (None = assume uniform)."""
 
     prefill_lens: tuple[int, ...] = ()
     decode_kv_lens: tuple[int, ...] = ()
+    experts_touched: tuple[int, ...] | None = None
 
     @property
     def tokens(self) -> int:
@@ -123,16 +125,29 @@ def router(m: SolModel, t: StepTokens) -> Work:
 
 def routed_experts(m: SolModel, t: StepTokens) -> Work:
     """Top-k experts' gate_up (``hidden → 2·I``) and down (``I → hidden``) GEMMs over ``tokens·k`` rows.
-    Bytes: the distinct experts' weights once; the tokens' hidden states read once (the kernel gathers rows
-    by index), the ``tokens·k`` rows of gate_up output written, of down input read and of down output written."""
+    Bytes: the distinct experts' weights once (measured per layer when ``t.experts_touched`` is given, else the
+    uniform expectation); the tokens' hidden states read once (the kernel gathers rows by index), the
+    ``tokens·k`` rows of gate_up output written, of down input read and of down output written."""
     b, k, h, i = t.tokens, m.top_k, m.hidden, m.moe_intermediate
     if not (b and m.moe_layers):
         return ZERO
     rows = b * k
     flops = 2.0 * rows * (h * 2 * i + i * h)
-    weights = distinct_experts(m.num_experts, k, b) * 3 * h * i * m.expert_weight_bytes
     acts = (b * h + rows * (2 * i + i + h)) * m.act_bytes
+    expert = 3 * h * i * m.expert_weight_bytes
+    if t.experts_touched is not None:
+        return Work(flops * m.moe_layers, sum(t.experts_touched) * expert + acts * m.moe_layers)
+    weights = distinct_experts(m.num_experts, k, b) * expert
     return Work(flops, weights + acts).scaled(m.moe_layers)
+
+
+def moe_layer(m: SolModel, tokens: int, experts: float) -> Work:
+    """One MoE layer's routed experts for ``tokens`` tokens reading ``experts`` distinct experts' weights."""
+    rows = tokens * m.top_k
+    h, i = m.hidden, m.moe_intermediate
+    flops = 2.0 * rows * (h * 2 * i + i * h)
+    acts = (tokens * h + rows * (2 * i + i + h)) * m.act_bytes
+    return Work(flops, experts * 3 * h * i * m.expert_weight_bytes + acts)
 
 
 def shared_expert(m: SolModel, t: StepTokens) -> Work:
