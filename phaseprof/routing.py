@@ -33,7 +33,7 @@ HOTTEST = 4
 class RoutingRecord(msgspec.Struct, frozen=True, kw_only=True):
     """run.json ``routing``: where the routing is, how it was recorded and what it covers."""
 
-    file: str = ROUTING_FILE
+    file: str | None = ROUTING_FILE  # None: nothing recorded (``why_not`` says why)
     method: str = ""  # how the ids were read, e.g. "forward hook on each MoE layer's router (gate): top-k ..."
     num_experts: int = 0
     top_k: int = 0
@@ -42,6 +42,7 @@ class RoutingRecord(msgspec.Struct, frozen=True, kw_only=True):
     tokens: list[int] = msgspec.field(default_factory=list)  # tokens per recorded step
     ids_kept: bool = False  # the raw ids are in the file (else counts only)
     profiled_only: bool = True  # recorded while the profiler ran, never during the timed runs
+    why_not: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return msgspec.to_builtins(self)
@@ -141,6 +142,8 @@ def read_routing(run_dir: str | Path, doc: Mapping[str, Any] | None) -> Routing 
     if not isinstance(doc, Mapping):
         return None
     rec = RoutingRecord.from_dict(doc, source=str(Path(run_dir) / "run.json"))
+    if rec.file is None:
+        return None
     path = Path(run_dir) / Path(rec.file).name
     try:
         with np.load(path, allow_pickle=False) as z:
