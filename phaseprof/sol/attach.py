@@ -124,11 +124,12 @@ def sol_of(bd: Breakdown, *, source: str | Path | None = None, model_config: str
         ceilings = find_measured(source, bd.trace.gpu_name)
     measured = None if ceilings is None or str(ceilings) == SPEC else ceilings
     ceiling, warning = ceiling_for(bd.trace.gpu_name, bd.trace.gpu_properties, measured=measured)
-    routing = read_routing(_run_dir(source), (capture or {}).get("routing") or run.get("routing"))
+    routing = read_routing(run_dir_of(source), (capture or {}).get("routing") or run.get("routing"))
     return sol_section(bd, model, ceiling, model_source=where, notes=[warning] if warning else [], routing=routing)
 
 
-def _run_dir(source: str | Path | None) -> Path:
+def run_dir_of(source: str | Path | None) -> Path:
+    """The run directory of a trace or run directory (where run.json and routing.npz live)."""
     p = Path(source) if source is not None else Path(".")
     return p if p.is_dir() else p.parent
 
