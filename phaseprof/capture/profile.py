@@ -52,13 +52,16 @@ class ProfiledRun:
 
 def profile_request(session: Any, *, phase: Phase, prompt_tokens: int, output_tokens: int, seed: int,
                     profile_decode_steps: int | None, workdir: Path,
-                    hierarchy: Hierarchy = Hierarchy.OFF, record_routing: bool = True) -> ProfiledRun:
+                    hierarchy: Hierarchy = Hierarchy.OFF, record_routing: bool = True,
+                    concurrency: int = 1) -> ProfiledRun:
     """Run the capture's request once under torch.profiler; export the Chrome trace into ``workdir``.
 
     For decode, ``profile_decode_steps`` = k stops the profiler after k decode steps (the prefill step is always
     profiled); the request still runs to completion unprofiled, so the engine is left clean. ``hierarchy``: how
     the module tree is recorded (``Hierarchy``; off by default here, ``CaptureOptions`` picks the capture's).
     ``record_routing``: hook MoE routers for the profiled steps (``capture.routing_hook``; a dense model has none).
+    ``concurrency``: requests added at once (prompt ``i`` seeded ``seed + i``; the engine's ``max_num_seqs`` must
+    admit them), e.g. a decode batch of 64 for the routing of a batched decode step.
     """
     import torch  # noqa: PLC0415
     from torch.profiler import ProfilerActivity, profile, record_function  # noqa: PLC0415
@@ -66,7 +69,8 @@ def profile_request(session: Any, *, phase: Phase, prompt_tokens: int, output_to
     cuda = session.device.kind == "cuda"
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
     max_tokens = 1 if phase is Phase.PREFILL else output_tokens
-    prompt = random_prompt(prompt_tokens, vocab_size=session.vocab_size, seed=seed)
+    prompts = [random_prompt(prompt_tokens, vocab_size=session.vocab_size, seed=seed + i)
+               for i in range(max(concurrency, 1))]
     prof = profile(activities=activities, profile_memory=True, record_shapes=False,
                    with_stack=hierarchy is Hierarchy.STACK)
     scopes = ModuleScopes()
@@ -107,7 +111,7 @@ def profile_request(session: Any, *, phase: Phase, prompt_tokens: int, output_to
     try:
         if hierarchy is Hierarchy.HOOKS:
             scopes.install()
-        drive = drive_requests(session, [prompt], max_tokens, step_context=step_context, prefix="p",
+        drive = drive_requests(session, prompts, max_tokens, step_context=step_context, prefix="p",
                                after_step=after_step)
     finally:
         stop()
