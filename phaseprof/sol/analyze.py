@@ -177,7 +177,8 @@ def sol_section(bd: Breakdown, model: SolModel, ceiling: Ceiling | None, *, mode
         steps.append(SolStep(index=row.index, phase=row.phase, tokens=tok.tokens, flops=total.flops,
                              bytes=total.bytes, floor_us=floor, gpu_busy_us=row.gpu_busy_us, wall_us=row.wall_us,
                              pct_of_light_wall=_pct(floor, row.wall_us),
-                             routing="measured" if touched is not None else "uniform (assumed)",
+                             routing=None if not model.moe_layers else
+                             "measured" if touched is not None else "uniform (assumed)",
                              moe_experts=list(touched) if touched is not None else None))
     skipped = sum(t is None for t in tokens)
     if skipped:

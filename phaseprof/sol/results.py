@@ -71,7 +71,8 @@ class SolStep:
     gpu_busy_us: float
     wall_us: float
     pct_of_light_wall: float | None
-    routing: str = "uniform (assumed)"  # "measured": the MoE floor read the experts the step really touched
+    #: "measured" (the MoE floor read the experts the step really touched), "uniform (assumed)", None: no MoE
+    routing: str | None = None
     moe_experts: list[int] | None = None  # measured: distinct experts per MoE layer
 
 
