@@ -3,8 +3,8 @@
 Files (written by ``capture.routing_hook``, read here only):
 - ``routing.npz`` in the run directory: ``steps`` (int32, the profiled steps' indices, in order), ``tokens``
   (int32, tokens per step), ``counts`` (int32, steps × MoE layers × experts: tokens routed to each expert) and,
-  when the ids are small enough to keep (``MAX_IDS_KEPT``), ``ids_<step>`` (int16, MoE layers × tokens × top-k:
-  the expert ids each token chose, in token order).
+  when the ids are small enough to keep (``MAX_IDS_KEPT`` over all steps), ``ids_<step>`` (uint8 up to 256
+  experts, else int16; MoE layers × tokens × top-k: the expert ids each token chose, in token order).
 - run.json's ``routing`` key: a ``RoutingRecord`` naming that file and how it was recorded.
 
 Per step and layer (``RoutingStats``): distinct experts touched, tokens per expert (max, mean over all experts =
@@ -24,8 +24,9 @@ import numpy as np
 from phaseprof.errors import PhaseprofError
 
 ROUTING_FILE = "routing.npz"
-#: Raw ids are kept while the step's ids number at most this many (layers × tokens × top-k); counts always.
-MAX_IDS_KEPT = 4_000_000
+#: Raw ids are kept while all steps' ids number at most this many (layers × tokens × top-k summed; ~0.5 MB as
+#: uint8): a 128-token prefill or a short batch-1 decode of a 40-layer top-8 model; counts are always kept.
+MAX_IDS_KEPT = 500_000
 #: Experts listed as the hottest of a layer.
 HOTTEST = 4
 
@@ -126,11 +127,12 @@ def write_routing(run_dir: Path, record: RoutingRecord, per_step: list[np.ndarra
     (``ids_kept`` set)."""
     e = record.num_experts
     counts = np.stack([counts_of(ids, e) for ids in per_step]) if per_step else np.zeros((0, 0, e), np.int32)
-    keep = all(ids.size <= MAX_IDS_KEPT for ids in per_step)
+    keep = sum(ids.size for ids in per_step) <= MAX_IDS_KEPT
+    dtype = np.uint8 if e <= 256 else np.int16
     arrays: dict[str, np.ndarray] = {"steps": np.asarray(record.steps, np.int32),
                                      "tokens": np.asarray(record.tokens, np.int32), "counts": counts}
     if keep:
-        arrays.update({f"ids_{s}": ids.astype(np.int16) for s, ids in zip(record.steps, per_step)})
+        arrays.update({f"ids_{s}": ids.astype(dtype) for s, ids in zip(record.steps, per_step)})
     rec = msgspec.structs.replace(record, ids_kept=keep)
     np.savez_compressed(run_dir / rec.file, **arrays)
     return rec

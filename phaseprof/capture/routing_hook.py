@@ -91,12 +91,12 @@ class RoutingRecorder:
         self._current = None
 
     def steps(self) -> dict[int, np.ndarray]:
-        """Step -> ids (MoE layers × tokens × k, int16), for steps where every layer routed the same tokens."""
+        """Step -> ids (MoE layers × tokens × k, int32), for steps where every layer routed the same tokens."""
         out = {}
         for step, per_layer in self._steps.items():
             if not per_layer or any(not calls for calls in per_layer):
                 continue  # a layer that never called back (a CUDA-graph replay): no routing for the step
-            arrays = [np.concatenate([t.detach().to("cpu").numpy() for t in calls]).astype(np.int16)
+            arrays = [np.concatenate([t.detach().to("cpu").numpy() for t in calls]).astype(np.int32)
                       for calls in per_layer]
             if len({a.shape for a in arrays}) == 1:
                 out[step] = np.stack(arrays)
