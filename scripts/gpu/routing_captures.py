@@ -68,7 +68,7 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=3)
     a = ap.parse_args()
     console = Console()
-    session = open_session(EngineOptions(model=a.model, mode=Mode.EAGER, max_prompt_tokens=a.long,
+    session = open_session(EngineOptions(model=a.model, mode=Mode.EAGER, max_prompt_tokens=max(a.long, 128),
                                          max_output_tokens=32, max_num_seqs=max(a.batch, 2)), console=console)
     try:
         for phase, tokens in ((Phase.PREFILL, 128), (Phase.PREFILL, a.long), (Phase.DECODE, 128)):
