@@ -124,13 +124,15 @@ def in_final_place(summary: Any, tmp: Path, final: Path) -> Any:
 
 
 def analyze_into(trace: Path, run_dir: Path, *, final_trace: Path | None = None,
-                 model_config: dict[str, Any] | None = None) -> tuple[Any | None, str | None]:
+                 model_config: dict[str, Any] | None = None,
+                 routing: dict[str, Any] | None = None) -> tuple[Any | None, str | None]:
     """Run phaseprof's analysis on ``trace`` and write ``run_dir/breakdown.json`` (with its speed-of-light
     section).
 
     ``final_trace``: where the trace will live once the run directory is renamed into place (the breakdown
     names that path, not the temporary one). ``model_config``: the model's config.json content, as run.json
-    will record it (it is written after the analysis); it gives the speed of light its model.
+    will record it (it is written after the analysis); it gives the speed of light its model. ``routing``:
+    run.json's ``routing`` value (``routing.npz`` already in ``run_dir``): the MoE floor reads measured experts.
 
     Returns (Breakdown, None), or (None, reason) when the analysis is not available or fails; a capture still
     succeeds without a breakdown (the trace is the primary artefact) and run.json records the reason.
@@ -141,7 +143,9 @@ def analyze_into(trace: Path, run_dir: Path, *, final_trace: Path | None = None,
     except ImportError as e:
         return None, f"analysis not available: {e}"
     try:
-        capture = {"model_config": model_config} if model_config else {}
+        capture: dict[str, Any] = {"model_config": model_config} if model_config else {}
+        if routing and routing.get("file"):
+            capture["routing"] = routing
         bd = analyze(trace, config=AnalysisConfig(capture=capture)).reported
         if final_trace is not None and dataclasses.is_dataclass(getattr(bd, "trace", None)):
             bd = bd.naming_trace(str(final_trace))

@@ -11,6 +11,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+import msgspec
 from rich.console import Console
 
 from phaseprof.capture.device import detect_device
@@ -18,6 +19,7 @@ from phaseprof.capture.engine import EngineSession, require_vllm, start_engine
 from phaseprof.capture.models import check_device, check_tokens, default_model_name, resolve_model
 from phaseprof.capture.options import CaptureOptions, EngineOptions, Hierarchy, Phase
 from phaseprof.capture.profile import DEFAULT_MAX_TRACE_BYTES, ProfiledRun, TraceFile, finalize_trace, profile_request
+from phaseprof.capture.routing_hook import METHOD
 from phaseprof.capture.rundir import (
     analyze_into,
     command_line,
@@ -33,6 +35,7 @@ from phaseprof.capture.quiet import LOG_NAME, VllmOutput
 from phaseprof.capture.start_notice import start_notice
 from phaseprof.capture.timing import PhaseTiming, time_phase
 from phaseprof.records import ModelInfo, RequestInfo, RunRecord
+from phaseprof.routing import RoutingRecord, write_routing
 
 
 @dataclass(frozen=True)
@@ -161,6 +164,22 @@ def trace_metadata(session: EngineSession, opts: CaptureOptions, timing: PhaseTi
     return rec.embedded(ratio)
 
 
+def write_routing_of(profiled: ProfiledRun, run_dir: Path) -> dict[str, Any] | None:
+    """Write the profiled steps' MoE routing (``routing.npz``) into ``run_dir``; run.json's ``routing`` value
+    (a ``RoutingRecord``, or one saying why no step was recorded), None for models without MoE routers."""
+    rec = profiled.routing
+    if rec is None:
+        return None
+    per_step = rec.steps()
+    base = RoutingRecord(method=METHOD, num_experts=rec.num_experts, top_k=rec.top_k, moe_layers=rec.layers,
+                         steps=sorted(per_step), tokens=[int(per_step[s].shape[1]) for s in sorted(per_step)])
+    if not per_step:
+        return msgspec.structs.replace(base, file=None, why_not=(
+            "no profiled step called the routers from Python (CUDA-graph replays do not): capture with "
+            "--mode eager to record routing")).to_dict()
+    return write_routing(run_dir, base, [per_step[s] for s in sorted(per_step)]).to_dict()
+
+
 def capture_phase(session: EngineSession, opts: CaptureOptions, *, console: Console,
                   argv: list[str] | None = None, max_trace_bytes: int = DEFAULT_MAX_TRACE_BYTES,
                   run_dir: Path | None = None, stages: Stages | None = None,
@@ -188,11 +207,14 @@ def capture_phase(session: EngineSession, opts: CaptureOptions, *, console: Cons
             trace = finalize_trace(profiled.raw_trace, tmp / "trace.json.gz",
                                    corrections=profiled.drive.corrections(),
                                    metadata=trace_metadata(session, opts, timing, ratio), max_bytes=max_trace_bytes)
+        routing = write_routing_of(profiled, tmp)
         with stages.stage("analysis"):
             bd, err = analyze_into(tmp / "trace.json.gz", tmp, final_trace=final / "trace.json.gz",
-                                   model_config=session.source.hf_config)
+                                   model_config=session.source.hf_config, routing=routing)
         rec = run_record(session, opts, timing, profiled, trace, ratio, argv)
         rec = replace(rec, breakdown=None if err else "breakdown.json", breakdown_error=err)
+        if routing is not None:
+            rec = replace(rec, extra={**rec.extra, "routing": routing})
         if vllm_log is not None:
             vllm_log.copy_into(tmp)
             rec = replace(rec, extra={**rec.extra, "vllm_log": LOG_NAME})

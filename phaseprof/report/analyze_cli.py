@@ -95,6 +95,10 @@ def analyze(
             print_breakdown(for_terminal(bd), console, full_names=full_names)
             if by == "layer":
                 print_layers(for_terminal(bd), console)
+                if bd.sol is not None:
+                    from phaseprof.sol.render import print_moe_layers  # noqa: PLC0415
+
+                    print_moe_layers(bd.sol, console)
         elif fmt == OutputFormat.json:
             typer.echo(dumps(bd).decode())
         else:

@@ -16,6 +16,7 @@ import orjson
 from phaseprof.analysis.results import Breakdown
 from phaseprof.errors import PhaseprofError
 from phaseprof.memory.model_shape import load_hf_config
+from phaseprof.routing import read_routing
 from phaseprof.sol.analyze import NEEDS_CONFIG, sol_section, with_sol
 from phaseprof.sol.ceilings import ceiling_for, load_measured
 from phaseprof.sol.model import SolModel, sol_model
@@ -45,9 +46,9 @@ def _preset_config(name: str) -> dict[str, Any] | None:
         return None
 
 
-def _read(cfg: dict[str, Any], name: str, label: str) -> SolModel:
+def _read(cfg: dict[str, Any], name: str, label: str, quant: str | None = None) -> SolModel:
     try:
-        return sol_model(cfg, name=name)
+        return sol_model(cfg, name=name, quant=quant)
     except PhaseprofError as e:
         raise PhaseprofError(f"{label}: not usable for the speed of light: {e}") from None
     except (KeyError, ValueError, TypeError) as e:
@@ -56,22 +57,26 @@ def _read(cfg: dict[str, Any], name: str, label: str) -> SolModel:
 
 def find_model(capture: Mapping[str, Any], explicit: str | Path | None = None) -> tuple[SolModel | None, str]:
     """(model, where its config came from), or (None, why not). A bad ``explicit`` config is an error; a bad
-    recorded one only means no SOL numbers (the breakdown itself stays)."""
+    recorded one only means no SOL numbers (the breakdown itself stays). The capture's ``quant`` (vLLM's online
+    ``quantization``, e.g. fp8 from bf16 weights) applies to any config without a ``quantization_config``: an FP8
+    capture's GEMMs run on FP8 tensor cores, so a BF16 floor would sit above what they measure."""
+    quant = capture.get("quant")
+    quant = quant if isinstance(quant, str) else None
     if explicit is not None:
         cfg, label = load_hf_config(str(explicit))
         name = Path(str(explicit)).stem if label != f"preset {explicit}" else str(explicit)
-        return _read(cfg, name, label), label
+        return _read(cfg, name, label, quant), label
     recorded = capture.get("model_config")
     model = capture.get("model")
     name = model.get("name") if isinstance(model, Mapping) else model if isinstance(model, str) else None
     try:
         if isinstance(recorded, Mapping) and recorded:
-            return _read(dict(recorded), str(name or ""), "run.json model_config"), "run.json model_config"
+            return _read(dict(recorded), str(name or ""), "run.json model_config", quant), "run.json model_config"
         kind = model.get("kind") if isinstance(model, Mapping) else "preset"
         if isinstance(name, str) and name and kind == "preset":
             cfg = _preset_config(name)
             if cfg is not None:
-                return _read(cfg, name, f"preset {name}"), f"preset {name} (named by the capture)"
+                return _read(cfg, name, f"preset {name}", quant), f"preset {name} (named by the capture)"
             return None, f"model {name!r} is not a built-in preset"
     except PhaseprofError as e:
         return None, str(e)
@@ -111,14 +116,22 @@ def sol_of(bd: Breakdown, *, source: str | Path | None = None, model_config: str
     found by ``find_measured``, else the datasheet. A bad ``model_config`` raises PhaseprofError."""
     if bd.trace.device != "gpu":
         return SolSection(status="not for CPU-only traces")
-    model, where = find_model({**bd.capture, **read_run_json(source), **(capture or {})}, model_config)
+    run = read_run_json(source)
+    model, where = find_model({**bd.capture, **run, **(capture or {})}, model_config)
     if model is None:
         return SolSection(status=NEEDS_CONFIG, notes=[where])
     if ceilings is None:
         ceilings = find_measured(source, bd.trace.gpu_name)
     measured = None if ceilings is None or str(ceilings) == SPEC else ceilings
     ceiling, warning = ceiling_for(bd.trace.gpu_name, bd.trace.gpu_properties, measured=measured)
-    return sol_section(bd, model, ceiling, model_source=where, notes=[warning] if warning else [])
+    routing = read_routing(run_dir_of(source), (capture or {}).get("routing") or run.get("routing"))
+    return sol_section(bd, model, ceiling, model_source=where, notes=[warning] if warning else [], routing=routing)
+
+
+def run_dir_of(source: str | Path | None) -> Path:
+    """The run directory of a trace or run directory (where run.json and routing.npz live)."""
+    p = Path(source) if source is not None else Path(".")
+    return p if p.is_dir() else p.parent
 
 
 def attach_sol(bd: Breakdown, *, source: str | Path | None = None, model_config: str | Path | None = None,

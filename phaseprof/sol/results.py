@@ -42,6 +42,10 @@ class SolBucket:
     floor_us: float
     pct_of_light: float | None  # None when the bucket took no measured time
     components: dict[str, float] = field(default_factory=dict)  # component -> floor_us
+    assumed: list[str] = field(default_factory=list)  # floor inputs assumed, not measured (e.g. MoE routing)
+    #: set when the bucket ran faster than its floor: the assumption that broke (an assumed input), or a
+    #: "work model or ceiling" bug when every input was measured. Never left unset above 100% of light.
+    beats_floor: str | None = None
 
 
 @dataclass(frozen=True)
@@ -67,6 +71,35 @@ class SolStep:
     gpu_busy_us: float
     wall_us: float
     pct_of_light_wall: float | None
+    #: "measured" (the MoE floor read the experts the step really touched), "uniform (assumed)", None: no MoE
+    routing: str | None = None
+    moe_experts: list[int] | None = None  # measured: distinct experts per MoE layer
+
+
+@dataclass(frozen=True)
+class SolMoeLayer:
+    """One MoE layer of one phase with measured routing, summed over the phase's steps.
+
+    ``floor_us``: the layer's routed-experts floor with the experts it touched; ``balanced_floor_us``: the same
+    tokens spread evenly (every expert ``tokens·k/E`` rows: ``min(E, tokens·k)`` experts read). With a measured
+    ``time_us`` (the layer's MoE module time, from the module tree), ``balanced_us = time_us ·
+    balanced_floor_us / floor_us`` (same efficiency) and ``imbalance_us = time_us − balanced_us``: what the
+    routing's skew cost (negative: the skew saved time, fewer expert weights read)."""
+
+    phase: str
+    layer: int  # MoE layer, 0.. in the order the MoE layers run
+    steps: int
+    tokens: int
+    distinct_experts: float  # mean over the steps
+    max_tokens_per_expert: int  # over the steps
+    max_over_mean: float  # hottest expert's load / balanced load (mean over the steps)
+    gini: float  # mean over the steps
+    hottest: list[int]  # of the phase's last step
+    floor_us: float
+    balanced_floor_us: float
+    time_us: float | None = None
+    balanced_us: float | None = None
+    imbalance_us: float | None = None
 
 
 @dataclass(frozen=True)
@@ -81,6 +114,8 @@ class SolSection:
     steps: list[SolStep] = field(default_factory=list)
     assumptions: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    routing: str | None = None  # "measured (routing.npz)", "uniform (assumed)", None: no MoE
+    moe_layers: list[SolMoeLayer] = field(default_factory=list)  # with measured routing only
 
     @property
     def ok(self) -> bool:
