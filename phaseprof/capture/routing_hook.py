@@ -114,8 +114,13 @@ def _moe_routers(model: Any) -> list[tuple[Any, str, int, int]]:
     the method whose result's second item is the ids ("_select_experts" of a monolithic kernel,
     "select_experts" of an older FusedMoE)."""
     out: list[tuple[Any, str, int, int]] = []
+    seen: set[int] = set()  # vLLM 0.23's MoERunner (an nn.Module inside FusedMoE) holds the same router: once each
     for module in model.modules():
         router = getattr(module, "router", None)
+        if router is not None and id(router) in seen:
+            continue
+        if router is not None:
+            seen.add(id(router))
         if router is None or not callable(getattr(router, "set_capture_fn", None)):
             # vLLMs before the router objects: FusedMoE.select_experts returns (topk_weights, topk_ids)
             e, k = getattr(module, "global_num_experts", None), getattr(module, "top_k", None)

@@ -44,3 +44,48 @@ def test_round_trip_and_errors(tmp_path: Path) -> None:
     (tmp_path / "routing.npz").write_bytes(b"not an npz")
     with pytest.raises(PhaseprofError, match="routing file not readable"):
         read_routing(tmp_path, rec.to_dict())
+
+
+def test_a_router_shared_by_a_layer_and_its_runner_is_hooked_once() -> None:
+    """vLLM 0.23: FusedMoE.router and FusedMoE.runner.router are one object (the runner is an nn.Module too).
+    Hooking it twice gave every call to the second layer index and left the first empty, so no step was kept
+    (the first H200 routing run recorded nothing)."""
+    import torch
+
+    from phaseprof.capture.routing_hook import RoutingRecorder, _moe_routers
+
+    class Router:
+        global_num_experts, top_k = 8, 2
+
+        def __init__(self) -> None:
+            self.capture_fn = None
+
+        def set_capture_fn(self, fn) -> None:  # noqa: ANN001
+            self.capture_fn = fn
+
+    class Runner(torch.nn.Module):
+        def __init__(self, router: Router) -> None:
+            super().__init__()
+            self.router = router
+
+    class Moe(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.router = Router()
+            self.runner = Runner(self.router)
+
+    model = torch.nn.Sequential(Moe(), Moe())
+    found = _moe_routers(model)
+    assert [f[0] for f in found] == [model[0].router, model[1].router]
+
+    class Llm:
+        def apply_model(self, func):  # noqa: ANN001, ANN202
+            return [func(model)]
+
+    rec = RoutingRecorder()
+    assert rec.install(Llm()) and rec.layers == 2
+    rec.begin(0)
+    for li in range(2):
+        model[li].router.capture_fn(torch.tensor([[li, 7]]))
+    rec.end()
+    assert rec.steps()[0].tolist() == [[[0, 7]], [[1, 7]]]
