@@ -115,6 +115,11 @@ def test_default_capture_gets_module_and_layer_from_the_config(path, ffn_kernel,
     assert (placed["layer"] >= 0).all()
     # a kernel whose name says it is a component keeps it: no FlashAttention kernel is filed under moe
     assert not ((placed["kernel_bucket"] == "attention") & (placed["module_bucket"] != "attention")).any()
+    ffn = placed[placed["name"].astype(str).str.contains(ffn_kernel, regex=False)]
+    if all(t.endswith("+dense") for t in types):  # a dense MLP gets its layer, and no module is invented for it
+        assert set(zip(ffn["kernel_bucket"].astype(str), ffn["module_bucket"].astype(str))) == {("elementwise",) * 2}
+    else:
+        assert set(ffn["module_bucket"]) == {"moe"}
 
 
 def test_vllm_own_profiler_trace_with_model_config():
