@@ -315,7 +315,7 @@ def summarize(t: EventTables, prep: Prepared) -> Breakdown:
                 # communication kernels' union, and how much of it ran while compute kernels ran too
                 "communication_busy_us": float(comm_busy) * _US,
                 "communication_overlapped_us": float(comm_overlap) * _US},
-        phases=phases, steps=rows, unknown_kernels=unknown, notes=notes, capture=dict(t.meta.capture),
+        phases=phases, steps=rows, unknown_kernels=unknown, notes=notes, capture=t.meta.capture,
         attribution=_attribution(prep, rows, t, notes),
     )
 

@@ -26,6 +26,7 @@ from phaseprof.analysis.results import Breakdown
 from phaseprof.analysis.step_range import StepRange, Windowed, load_window
 from phaseprof.analysis.graph_align import Reference
 from phaseprof.classify.rules import RuleSet, load_rules
+from phaseprof.records import RunRecord
 from phaseprof.trace.tables import EventTables, load_tables
 
 if TYPE_CHECKING:
@@ -45,14 +46,14 @@ class AnalysisConfig:
     Speed of light (``AnalysedTrace.sol``): ``model_config`` is ``--model-config`` (config.json, its
     directory or a preset name; None = what run.json or the trace records); ``ceilings`` is ``--ceilings``
     (a measured file, "spec", or None = a ``ceilings/`` folder above the run, else the datasheet);
-    ``capture``: capture facts the caller knows that run.json does not hold yet (a capture analyses its
-    trace before writing run.json), e.g. ``{"model_config": {...}}``."""
+    ``capture``: the capture's record where the caller has it before run.json is written (a capture analyses
+    its trace first), e.g. ``RunRecord(model_config=...)``; it wins over run.json and the trace's own facts."""
 
     rules: tuple[Path, ...] = ()
     graph_reference: Path | None = None
     model_config: str | None = None
     ceilings: str | None = None
-    capture: Mapping[str, Any] = field(default_factory=dict, compare=False)
+    capture: RunRecord | None = field(default=None, compare=False)
 
     @classmethod
     def with_rules(cls, rules: Iterable[str | Path] | None, *, graph_reference: str | Path | None = None,

@@ -16,7 +16,7 @@ import orjson
 from rich.console import Console
 
 from phaseprof.io import atomic_write_bytes
-from phaseprof.records import RUN_SCHEMA_VERSION  # noqa: F401 - kept importable from here
+from phaseprof.records import RUN_SCHEMA_VERSION, RunRecord  # noqa: F401 - RUN_SCHEMA_VERSION kept importable from here
 
 
 def utc_stamp(now: dt.datetime | None = None) -> str:
@@ -101,7 +101,7 @@ def analyze_into(trace: Path, run_dir: Path, *, final_trace: Path | None = None,
     except ImportError as e:
         return None, f"analysis not available: {e}"
     try:
-        capture = {"model_config": model_config} if model_config else {}
+        capture = RunRecord(model_config=model_config) if model_config else None
         bd = analyze(trace, config=AnalysisConfig(capture=capture)).reported
         if final_trace is not None and dataclasses.is_dataclass(getattr(bd, "trace", None)):
             bd = bd.naming_trace(str(final_trace))

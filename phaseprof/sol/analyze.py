@@ -8,9 +8,9 @@ no prefill) and grows by one token per decode step.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any, Mapping
 
 from phaseprof.analysis.results import Breakdown, StepRow
+from phaseprof.records import RunRecord
 from phaseprof.sol.ceilings import Ceiling
 from phaseprof.sol.model import SolModel
 from phaseprof.sol.results import SolBucket, SolCeiling, SolPhase, SolSection, SolStep
@@ -31,15 +31,7 @@ def _split(total: int, parts: int) -> tuple[int, ...]:
     return tuple(base + (1 if i < extra else 0) for i in range(parts))
 
 
-def _prompt_tokens(capture: Mapping[str, Any]) -> int | None:
-    for src in (capture, capture.get("request") or {}):
-        v = src.get("prompt_tokens") if isinstance(src, Mapping) else None
-        if isinstance(v, int) and not isinstance(v, bool) and v > 0:
-            return v
-    return None
-
-
-def step_tokens(steps: list[StepRow], capture: Mapping[str, Any]) -> tuple[list[StepTokens | None], list[str]]:
+def step_tokens(steps: list[StepRow], capture: RunRecord | None) -> tuple[list[StepTokens | None], list[str]]:
     """Each step's batch from its marker; None for steps whose marker carries no token counts."""
     notes: list[str] = []
     seq_len: float | None = None
@@ -55,7 +47,7 @@ def step_tokens(steps: list[StepRow], capture: Mapping[str, Any]) -> tuple[list[
         decode: tuple[int, ...] = ()
         if gr:
             if seq_len is None:
-                seq_len = float(_prompt_tokens(capture) or 0)
+                seq_len = float((capture.request.prompt_tokens if capture else None) or 0)
                 notes.append(f"decode KV length starts at {seq_len:g} tokens "
                              + ("(capture's prompt_tokens)" if seq_len else "(unknown: no prefill in the trace)"))
             decode = (int(round(seq_len)) + 1,) * gr

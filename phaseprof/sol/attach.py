@@ -9,31 +9,30 @@ file given with ``--ceilings``, else the datasheet entry matching the trace's GP
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Mapping
-
-import orjson
+from collections.abc import Sequence
+from typing import Any
 
 from phaseprof.analysis.results import Breakdown
 from phaseprof.errors import PhaseprofError
 from phaseprof.memory.model_shape import load_hf_config
+from phaseprof.records import RunRecord, SweepRecord
 from phaseprof.sol.analyze import NEEDS_CONFIG, sol_section, with_sol
 from phaseprof.sol.ceilings import ceiling_for, load_measured
 from phaseprof.sol.model import SolModel, sol_model
 from phaseprof.sol.results import SolSection
 
 
-def read_run_json(trace_or_dir: str | Path | None) -> dict[str, Any]:
-    """``run.json`` of a run directory (or of the directory holding the trace), else {}. Unreadable → {}: it
-    only feeds the optional SOL section, which then says what it lacks."""
+def run_record_of(trace_or_dir: str | Path | None) -> RunRecord | None:
+    """``run.json`` of a run directory (or of the directory holding the trace), typed; None without one.
+    Unreadable → None: it only feeds the optional SOL section, which then says what it lacks."""
     if trace_or_dir is None:
-        return {}
+        return None
     p = Path(trace_or_dir)
     f = (p if p.is_dir() else p.parent) / "run.json"
     try:
-        doc = orjson.loads(f.read_bytes()) if f.is_file() else {}
-    except (OSError, orjson.JSONDecodeError):
-        return {}
-    return doc if isinstance(doc, dict) else {}
+        return RunRecord.read(f) if f.is_file() else None
+    except PhaseprofError:
+        return None
 
 
 def _preset_config(name: str) -> dict[str, Any] | None:
@@ -54,21 +53,24 @@ def _read(cfg: dict[str, Any], name: str, label: str) -> SolModel:
         raise PhaseprofError(f"{label}: not usable for the speed of light: bad or missing field {e}") from None
 
 
-def find_model(capture: Mapping[str, Any], explicit: str | Path | None = None) -> tuple[SolModel | None, str]:
-    """(model, where its config came from), or (None, why not). A bad ``explicit`` config is an error; a bad
-    recorded one only means no SOL numbers (the breakdown itself stays)."""
+def find_model(records: Sequence[RunRecord | SweepRecord | None], explicit: str | Path | None = None
+               ) -> tuple[SolModel | None, str]:
+    """(model, where its config came from), or (None, why not). ``records``: what the capture recorded, first
+    wins (a model config, else the model's name). A bad ``explicit`` config is an error; a bad recorded one only
+    means no SOL numbers (the breakdown itself stays)."""
     if explicit is not None:
         cfg, label = load_hf_config(str(explicit))
         name = Path(str(explicit)).stem if label != f"preset {explicit}" else str(explicit)
         return _read(cfg, name, label), label
-    recorded = capture.get("model_config")
-    model = capture.get("model")
-    name = model.get("name") if isinstance(model, Mapping) else model if isinstance(model, str) else None
+    known = [r for r in records if r is not None]
+    recorded = next((r.model_config for r in known if r.model_config is not None), None)
+    model = next((r.model for r in known if r.model.name), None)
+    name = model.name if model else None
     try:
-        if isinstance(recorded, Mapping) and recorded:
+        if recorded:
             return _read(dict(recorded), str(name or ""), "run.json model_config"), "run.json model_config"
-        kind = model.get("kind") if isinstance(model, Mapping) else "preset"
-        if isinstance(name, str) and name and kind == "preset":
+        kind = model.kind or "preset" if model else None  # a trace names its model by preset only
+        if name and kind == "preset":
             cfg = _preset_config(name)
             if cfg is not None:
                 return _read(cfg, name, f"preset {name}"), f"preset {name} (named by the capture)"
@@ -103,7 +105,7 @@ def find_measured(source: str | Path | None, gpu_name: str | None) -> Path | Non
 
 
 def sol_of(bd: Breakdown, *, source: str | Path | None = None, model_config: str | Path | None = None,
-           ceilings: str | Path | None = None, capture: Mapping[str, Any] | None = None) -> SolSection:
+           ceilings: str | Path | None = None, capture: RunRecord | None = None) -> SolSection:
     """``bd``'s ``sol`` section: numbers when a model config and a ceiling are found, else a status saying
     what is missing. ``source``: the trace or run directory (its ``run.json`` is read). ``capture``: facts
     the caller knows beyond the breakdown's and run.json's (a capture analyses its trace before it writes
@@ -111,7 +113,7 @@ def sol_of(bd: Breakdown, *, source: str | Path | None = None, model_config: str
     found by ``find_measured``, else the datasheet. A bad ``model_config`` raises PhaseprofError."""
     if bd.trace.device != "gpu":
         return SolSection(status="not for CPU-only traces")
-    model, where = find_model({**bd.capture, **read_run_json(source), **(capture or {})}, model_config)
+    model, where = find_model((capture, run_record_of(source), bd.capture), model_config)
     if model is None:
         return SolSection(status=NEEDS_CONFIG, notes=[where])
     if ceilings is None:
@@ -132,7 +134,7 @@ def shape_check(trace: str | Path, bd: Breakdown, model_config: str | Path | Non
     """The Input-Dims cross-check of ``trace`` (see ``sol.shapes``): (ShapeCheck or None, why not)."""
     from phaseprof.sol.shapes import check_shapes
 
-    model, where = find_model({**bd.capture, **read_run_json(trace)}, model_config)
+    model, where = find_model((run_record_of(trace), bd.capture), model_config)
     if model is None:
         return None, f"needs --model-config ({where})"
     world = bd.trace.distributed.get("world_size") if isinstance(bd.trace.distributed, dict) else None

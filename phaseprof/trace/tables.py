@@ -25,7 +25,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from phaseprof.errors import TraceError
+from phaseprof.errors import PhaseprofError, TraceError
+from phaseprof.records import RunRecord
 from phaseprof.trace.limits import (DENSE_KEPT_EVENTS, MAX_KEPT_EVENTS, MIN_BYTES_PER_KEPT_EVENT, TraceValueError,
                                    check_times, int64_or_error)
 from phaseprof.trace.load import decode_trace, read_trace_bytes
@@ -95,7 +96,7 @@ class TraceMeta:
     origin_us: float  # trace-clock time of ts_ns == 0, in the file's microseconds
     has_memory_events: bool
     process_names: dict[str, str] = field(default_factory=dict)
-    capture: dict[str, Any] = field(default_factory=dict)  # phaseprof capture metadata if embedded
+    capture: RunRecord | None = None  # what phaseprof capture embedded (its ``phaseprof`` key), if readable
 
 
 @dataclass(frozen=True)
@@ -129,6 +130,17 @@ class EventTables:
 
 _INT_TEXT = re.compile(r"-?[0-9]+")  # ASCII only: int() would also take Unicode digits, "_" and spaces
 
+
+
+def _embedded_capture(doc: dict[str, Any] | None, path: str) -> RunRecord | None:
+    """The capture facts phaseprof embedded in the trace, typed; None without them. The facts only label the
+    analysis, so a key of the wrong type drops them rather than the trace."""
+    if not doc:
+        return None
+    try:
+        return RunRecord.from_embedded(doc, source=path)
+    except PhaseprofError:
+        return None
 
 def _to_int(v: object, default: int, what: str) -> int:
     """An int64 from a trace value: ints and whole floats as they are, ASCII integer strings parsed; other
@@ -552,7 +564,7 @@ class TableBuilder:
             event_count=self.event_count, platform=platform, gpu_name=gpu_name,
             device_properties=props, distributed=doc.distributedInfo or {}, versions=_versions(doc),
             origin_us=origin, has_memory_events=bool(memory_ts.size), process_names=self._process_names,
-            capture=doc.phaseprof or {},
+            capture=_embedded_capture(doc.phaseprof, path),
         )
         return EventTables(meta=meta, gpu=gpu, runtime=frames["runtime"], ops=frames["ops"],
                            gpu_annotations=frames["gpu_annotations"], memory=self._memory_frame(origin, path),
