@@ -14,6 +14,7 @@ from typing import Any
 
 from phaseprof.analysis.results import Breakdown
 from phaseprof.errors import PhaseprofError
+from phaseprof.gpu_names import gpu_key
 from phaseprof.memory.model_shape import load_hf_config
 from phaseprof.records import RunRecord, SweepRecord
 from phaseprof.sol.analyze import NEEDS_CONFIG, sol_section, with_sol
@@ -99,7 +100,7 @@ def find_measured(source: str | Path | None, gpu_name: str | None) -> Path | Non
                 doc = load_measured(f)
             except PhaseprofError:
                 continue
-            if doc["gpu_name"].replace(" ", "").upper() == gpu_name.replace(" ", "").upper():
+            if gpu_key(doc["gpu_name"]) == gpu_key(gpu_name):
                 return f
     return None
 
