@@ -10,14 +10,12 @@ import pandas as pd
 from phaseprof import __version__
 from phaseprof.analysis import intervals as iv
 from phaseprof.analysis.attribution import summarize as summarize_attribution
-from phaseprof.analysis.graph_align import Reference
 from phaseprof.analysis.phase_infer import infer_mode
-from phaseprof.analysis.prepare import Prepared, prepare
+from phaseprof.analysis.prepare import Prepared
 from phaseprof.analysis.results import (AllocCounts, BucketTime, Breakdown, IdleSplit, KernelStat, LaunchCounts,
                                         PhaseSummary, Stats, StepRow, TraceInfo)
 from phaseprof.analysis.steps import StepDetection, StepPhase, assign_to_steps
 from phaseprof.classify.buckets import Bucket
-from phaseprof.classify.rules import RuleSet
 from phaseprof.columns import EventKind
 from phaseprof.analysis.window import HostCalls, step_bounds
 from phaseprof.defaults import GRAPH_LAUNCH_APIS, SCHEMA_VERSION, TOP_KERNELS_PER_BUCKET
@@ -260,12 +258,6 @@ def _phase_summary(phase: str, rows: list[StepRow], items: pd.DataFrame) -> Phas
         top_kernels=top,
         per_step={k: _stats([f(r) for r in rows]) for k, f in _PER_STEP_METRICS.items()},
     )
-
-
-def analyze_tables(t: EventTables, rules: RuleSet, *, reference: Reference | None = None) -> Breakdown:
-    """The whole analysis of one trace. Pure: same tables and rules give the same Breakdown. ``reference``: a
-    capture run's kernel sequences (:func:`phaseprof.analysis.pipeline.load_reference`) for graph replay."""
-    return summarize(t, prepare(t, rules, reference=reference))
 
 
 def summarize(t: EventTables, prep: Prepared) -> Breakdown:

@@ -18,7 +18,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from phaseprof.analysis.breakdown import analyze_tables, summarize
+from phaseprof.analysis.breakdown import summarize
 from phaseprof.analysis.invariants import checked
 from phaseprof.analysis.order import KernelOrder, kernel_order_of
 from phaseprof.analysis.prepare import Prepared, prepare
@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from phaseprof.analysis.timeline import TimelineIndex
     from phaseprof.sol.results import SolSection
 
-__all__ = ["AnalysedTrace", "AnalysisConfig", "KernelOrder", "analyze", "analyze_tables", "analyze_trace",
+__all__ = ["AnalysedTrace", "AnalysisConfig", "KernelOrder", "analyze", "analyze_trace",
            "load_reference"]
 
 

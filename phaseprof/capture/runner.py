@@ -140,14 +140,6 @@ def run_record(session: EngineSession, opts: CaptureOptions, timing: PhaseTiming
     )
 
 
-def run_json(session: EngineSession, opts: CaptureOptions, timing: PhaseTiming, profiled: ProfiledRun,
-             trace: TraceFile, ratio: float | None, breakdown_error: str | None, argv: list[str] | None) -> dict:
-    """run.json content (``RunRecord.to_dict``)."""
-    rec = run_record(session, opts, timing, profiled, trace, ratio, argv)
-    return replace(rec, breakdown=None if breakdown_error else "breakdown.json",
-                   breakdown_error=breakdown_error).to_dict()
-
-
 def trace_metadata(session: EngineSession, opts: CaptureOptions, timing: PhaseTiming,
                    ratio: float | None) -> dict[str, Any]:
     """What the trace itself says about its capture (top-level ``phaseprof`` key of trace.json.gz):

@@ -31,8 +31,6 @@ from phaseprof.report.json_io import load_breakdown
 
 if TYPE_CHECKING:  # the analysis (pandas) is imported only when a raw trace is diffed: `phaseprof --help` stays fast
     from phaseprof.analysis.order import KernelOrder
-    from phaseprof.classify.rules import RuleSet
-    from phaseprof.trace.tables import EventTables
 
 #: Per-step phase metrics: diff name -> (key in ``PhaseSummary.per_step``, unit, scale from the stored unit).
 PHASE_METRICS: dict[str, tuple[str, str, float]] = {
@@ -221,15 +219,6 @@ def _analyze(trace: Path, rules: list[Path] | None) -> Loaded:
 
     at = analyze(trace, config=AnalysisConfig.with_rules(rules))
     return Loaded(at.breakdown, at.kernel_order, "trace")
-
-
-def kernel_order(tables: EventTables, rules: RuleSet) -> KernelOrder:
-    """Per phase, each work item name's median position of first occurrence in its step (see
-    ``analysis.order``). Prefer ``AnalysedTrace.kernel_order`` when the trace is analysed anyway."""
-    from phaseprof.analysis.order import kernel_order_of
-    from phaseprof.analysis.prepare import prepare
-
-    return kernel_order_of(prepare(tables, rules))
 
 
 # ------------------------------------------------------------------------------------------- comparing

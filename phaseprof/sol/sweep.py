@@ -17,7 +17,7 @@ from rich.table import Table
 from phaseprof.records import SweepRecord
 from phaseprof.sol.ceilings import Ceiling, ceiling_for
 from phaseprof.sol.model import SolModel
-from phaseprof.sol.work import StepTokens, Work, step_work
+from phaseprof.sol.work import StepTokens, step_work
 
 
 @dataclass(frozen=True)
@@ -34,10 +34,6 @@ def step_floor_ms(model: SolModel, tokens: StepTokens, ceiling: Ceiling) -> floa
     for w in step_work(model, tokens).values():
         total += max(w.flops / (ceiling.tflops(model.compute) * 1e12), w.bytes / (ceiling.hbm_tbps * 1e12))
     return total * 1e3
-
-
-def step_total(model: SolModel, tokens: StepTokens) -> Work:
-    return sum(step_work(model, tokens).values(), Work())
 
 
 def sweep_floors(rec: SweepRecord, model: SolModel, ceiling: Ceiling) -> list[SweepFloor]:

@@ -7,9 +7,8 @@ import shutil
 
 import pytest
 
-from phaseprof.analysis.breakdown import analyze_tables
-from phaseprof.analysis.pipeline import analyze_trace
-from phaseprof.analysis.timeline import index_trace, step_timeline
+from phaseprof.analysis.pipeline import analyze, analyze_trace
+from phaseprof.analysis.timeline import step_timeline
 from phaseprof.classify.rules import load_rules
 from phaseprof.report.json_io import load_breakdown
 from phaseprof.report.markdown import breakdown_markdown
@@ -123,8 +122,8 @@ def test_timeline_page_draws_the_step_the_library_cuts(make_app, runs_dir):
     at.session_state["current_run"] = H100_DECODE
     ok(at.run())
     t = load_tables(runs_dir / H100_DECODE)
-    bd = analyze_tables(t, load_rules())
-    tl = step_timeline(index_trace(t, load_rules()), step=1)
+    at = analyze(t, ruleset=load_rules())
+    bd, tl = at.breakdown, step_timeline(at.timeline, step=1)
     row = bd.steps[1]
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["wall µs"] == f"{row.wall_us:,.1f}"
