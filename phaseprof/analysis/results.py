@@ -10,8 +10,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from phaseprof.analysis.attribution_types import Attribution
+from phaseprof.analysis.sol_results import SolSection
 from phaseprof.records import RunRecord
-from phaseprof.sol.results import SolSection
 
 
 @dataclass(frozen=True)

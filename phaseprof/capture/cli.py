@@ -61,7 +61,7 @@ def _positive(name: str, value: int) -> int:
 
 
 def _capture_parallel(opts, cap, tp: int, ep: bool, console: Console, argv: list[str]) -> None:  # noqa: ANN001
-    from phaseprof.analysis.ranks import analyze_ranks, find_trace_files  # noqa: PLC0415
+    from phaseprof.scale.ranks import analyze_ranks, find_trace_files  # noqa: PLC0415
     from phaseprof.capture.multi_gpu import capture_parallel  # noqa: PLC0415
     from phaseprof.report.json_io import write_breakdown  # noqa: PLC0415
     from phaseprof.report.table import print_rank_summary  # noqa: PLC0415

@@ -71,7 +71,7 @@ def command_line(argv: list[str] | None = None) -> list[str]:
 
 
 def in_final_place(summary: Any, tmp: Path, final: Path) -> Any:
-    """A multi-rank summary (``analysis.ranks.RankSummary``) of traces analysed inside the run directory being
+    """A multi-rank summary (``scale.ranks.RankSummary``) of traces analysed inside the run directory being
     written (``tmp``) with their paths where they will be once it is renamed to ``final``: trace paths of
     files elsewhere (other nodes') are left as they are."""
     prefix = str(tmp).rstrip("/") + "/"
@@ -98,11 +98,12 @@ def analyze_into(trace: Path, run_dir: Path, *, final_trace: Path | None = None,
     try:
         from phaseprof.analysis.pipeline import AnalysisConfig, analyze  # noqa: PLC0415
         from phaseprof.report.json_io import write_breakdown  # noqa: PLC0415
+        from phaseprof.sol.attach import reported  # noqa: PLC0415
     except ImportError as e:
         return None, f"analysis not available: {e}"
     try:
         capture = RunRecord(model_config=model_config) if model_config else None
-        bd = analyze(trace, config=AnalysisConfig(capture=capture)).reported
+        bd = reported(analyze(trace, config=AnalysisConfig(capture=capture)))
         if final_trace is not None and dataclasses.is_dataclass(getattr(bd, "trace", None)):
             bd = bd.naming_trace(str(final_trace))
         write_breakdown(bd, run_dir / "breakdown.json")

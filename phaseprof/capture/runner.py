@@ -108,7 +108,6 @@ def run_record(session: EngineSession, opts: CaptureOptions, timing: PhaseTiming
     """Everything needed to reproduce and interpret the capture (see docs/capture.md for each field); the
     breakdown fields are set once the analysis ran."""
     src = session.source
-    head = timing.headline
     return RunRecord(
         created_utc=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         command=command_line(argv),

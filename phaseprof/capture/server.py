@@ -50,6 +50,7 @@ from phaseprof.capture.server_probe import (
 from phaseprof.capture.server_requests import CLIENT_CLOCK, RequestPlan, run_round, run_rounds, timing_from_streams
 from phaseprof.capture.server_traces import (
     Collected,
+    RankTraces,
     missing_ranks,
     missing_ranks_message,
     snapshot,
@@ -102,7 +103,7 @@ class ServerCaptureResult:
     breakdown_error: str | None
     warnings: tuple[str, ...]
     run: dict[str, Any]
-    rank_summary: Any = None  # analysis.ranks.RankSummary when several ranks were analysed (multirank.json's)
+    rank_summary: Any = None  # scale.ranks.RankSummary when several ranks were analysed (multirank.json's)
 
 
 def connect(url: str, *, timeout_s: float, max_requests: int = MAX_REQUESTS) -> tuple[ServerClient, ServerInfo]:
@@ -271,19 +272,6 @@ class _Collector:
         return dataclasses.replace(ranks, trace_doc={**ranks.trace_doc, "rank_locations": locs})
 
 
-@dataclass(frozen=True)
-class RankTraces:
-    """The analysed traces of one profiled round: breakdown per rank (empty when the analysis failed, then
-    ``error`` says why), the run.json ``trace`` entry, warnings (ranks missing from the directory) and, with
-    several ranks, their cross-rank summary (``analysis.ranks.RankSummary``, written as ``multirank.json``)."""
-
-    breakdowns: dict[int, Any]
-    error: str | None
-    trace_doc: dict[str, Any]
-    warnings: tuple[str, ...]
-    summary: Any = None
-
-
 def write_rank_traces(tmp: Path, final: Path, rank_files: list[tuple[int, Path]], *, world_size: int | None,
                       trace_dir: Path, metadata: dict[str, Any],
                       max_trace_bytes: int = DEFAULT_MAX_TRACE_BYTES,
@@ -330,8 +318,8 @@ def _analyze_ranks(rank_files: list[tuple[int, Path]], tmp: Path, final: Path) -
     """Copy the rank traces into ``tmp/ranks`` and analyse them as ``phaseprof analyze`` does: the summary
     (None and why on failure), naming the traces under ``final``; each rank's breakdown and
     ``multirank.json`` written into ``tmp``."""
-    from phaseprof.analysis.ranks import analyze_ranks, find_trace_files  # noqa: PLC0415
-    from phaseprof.scale.cli import write_rank_outputs  # noqa: PLC0415
+    from phaseprof.scale.ranks import analyze_ranks, find_trace_files  # noqa: PLC0415
+    from phaseprof.scale.report import write_rank_outputs  # noqa: PLC0415
 
     ranks_dir = tmp / "ranks"
     ranks_dir.mkdir()

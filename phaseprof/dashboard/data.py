@@ -84,7 +84,7 @@ class _Failed:
 
 @st.cache_resource(show_spinner=False, max_entries=2)
 def _tables(sha: str, path: str) -> Any:
-    from phaseprof.trace.tables import load_tables
+    from phaseprof.trace.read import load_tables
 
     try:
         return load_tables(path)
@@ -298,10 +298,12 @@ def step_export(src: Source, roots: Roots, step: int, window_us: tuple[float, fl
 
 @st.cache_data(show_spinner=False, max_entries=64)
 def _speed_of_light(key: str, sha: str, path: str) -> Any:
-    """The analysed trace's own ``sol`` (``AnalysedTrace.sol``). The section also reads run.json beside the
+    """The analysed trace's own ``sol`` (``sol.attach.analysed_sol``). The section also reads run.json beside the
     trace, as it was when this server first analysed the trace (a capture writes both at once)."""
     try:
-        return _raise(_analysed_trace(sha, path)).sol
+        from phaseprof.sol.attach import analysed_sol
+
+        return analysed_sol(_raise(_analysed_trace(sha, path)))
     except PhaseprofError as e:
         return _Failed(str(e))
 

@@ -21,7 +21,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from phaseprof.analysis.results import Breakdown, KernelStat, PhaseSummary
 from phaseprof.errors import PhaseprofError

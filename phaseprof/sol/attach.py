@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from pathlib import Path
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
+from weakref import WeakKeyDictionary
 
 from phaseprof.analysis.results import Breakdown
 from phaseprof.errors import PhaseprofError
@@ -21,6 +22,9 @@ from phaseprof.sol.analyze import NEEDS_CONFIG, sol_section, with_sol
 from phaseprof.sol.ceilings import ceiling_for, load_measured
 from phaseprof.sol.model import SolModel, sol_model
 from phaseprof.sol.results import SolSection
+
+if TYPE_CHECKING:
+    from phaseprof.analysis.pipeline import AnalysedTrace
 
 
 def run_record_of(trace_or_dir: str | Path | None) -> RunRecord | None:
@@ -124,10 +128,32 @@ def sol_of(bd: Breakdown, *, source: str | Path | None = None, model_config: str
     return sol_section(bd, model, ceiling, model_source=where, notes=[warning] if warning else [])
 
 
+#: Each analysed trace's section, computed on first request and kept as long as the trace object lives.
+_ANALYSED: WeakKeyDictionary[AnalysedTrace, SolSection] = WeakKeyDictionary()
+
+
+def analysed_sol(at: AnalysedTrace) -> SolSection:
+    """The analysed trace's speed of light (``sol_of`` with its config: ``--model-config``, ``--ceilings``, the
+    capture's record), computed once per trace object: run.json and the ceilings files are read as they were at
+    the first request. Without a model config (or on a CPU trace) a status saying what is missing. A bad
+    explicit ``config.model_config`` raises PhaseprofError."""
+    if at not in _ANALYSED:
+        c = at.config
+        _ANALYSED[at] = sol_of(at.breakdown, source=at.path, model_config=c.model_config, ceilings=c.ceilings,
+                               capture=c.capture)
+    return _ANALYSED[at]
+
+
+def reported(at: AnalysedTrace) -> Breakdown:
+    """The breakdown with its ``sol`` section: what ``phaseprof analyze`` prints and writes, and what a
+    capture's breakdown.json holds."""
+    return with_sol(at.breakdown, analysed_sol(at))
+
+
 def attach_sol(bd: Breakdown, *, source: str | Path | None = None, model_config: str | Path | None = None,
                ceilings: str | Path | None = None) -> Breakdown:
     """``bd`` with its ``sol`` section (``sol_of``). For breakdowns read from JSON; an analysed trace has
-    its own (``AnalysedTrace.sol``)."""
+    its own (``analysed_sol``)."""
     return with_sol(bd, sol_of(bd, source=source, model_config=model_config, ceilings=ceilings))
 
 

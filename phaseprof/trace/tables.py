@@ -591,7 +591,7 @@ def build_tables(doc: TraceDoc, *, path: str, sha256: str, decompressed_bytes: i
 
 
 @contextmanager
-def _gc_paused() -> Iterator[None]:
+def gc_paused() -> Iterator[None]:
     """Pause the cyclic garbage collector: decoding allocates ~2 objects per event, none in a cycle, and each
     allocation burst would otherwise trigger collections that rescan every event decoded so far."""
     was_enabled = gc.isenabled()
@@ -601,44 +601,6 @@ def _gc_paused() -> Iterator[None]:
     finally:
         if was_enabled:
             gc.enable()
-
-
-def load_tables(path: str | Path, *, streaming: bool = True, keep: Keep | None = None,
-                origin_us: float | None = None) -> EventTables:
-    """Read, decode and tabulate one trace file. Raises TraceError (one line, names the file) on bad input.
-
-    Reads chunk by chunk (:func:`~phaseprof.trace.stream.stream_trace`); when the file is not in the shape that
-    handles (or is bad input), decodes the whole document instead, which gives the same tables or the error.
-    ``streaming=False`` goes straight to the whole-document path (tests compare the two). ``keep`` and
-    ``origin_us``: keep only some events (``--steps``, :mod:`phaseprof.trace.select`), times from that origin.
-    """
-    try:
-        return _load_tables(path, streaming=streaming, keep=keep, origin_us=origin_us)
-    except TraceValueError as e:
-        raise TraceError(str(e), path=path) from None
-
-
-def _load_tables(path: str | Path, *, streaming: bool, keep: Keep | None, origin_us: float | None) -> EventTables:
-    from phaseprof.trace.split_read import load_split, split_point  # it builds on this module's TableBuilder
-
-    with _gc_paused():
-        if streaming and keep is None and (at := split_point(path)) is not None:
-            tables = load_split(path, at, origin_us)
-            if tables is not None:
-                return tables
-        if streaming:
-            builder = TableBuilder(keep)
-            streamed = stream_trace(path, builder.add)
-            if streamed is not None:
-                return builder.finish(streamed.doc, path=str(path), sha256=streamed.sha256,
-                                      decompressed_bytes=streamed.decompressed_bytes, origin_us=origin_us)
-            del builder
-        data, sha = read_trace_bytes(path)
-        doc = decode_trace(data, path)
-        size = len(data)
-        del data
-        return build_tables(doc, path=str(path), sha256=sha, decompressed_bytes=size, keep=keep,
-                            origin_us=origin_us)
 
 
 def labels(column: pd.Series) -> np.ndarray:
@@ -656,7 +618,7 @@ def scan_trace(path: str | Path, make_keep: Callable[[], Keep]) -> Keep:
     """Stream every event of ``path`` through a filter that records what it needs and keeps nothing (pass 1 of
     ``--steps``); the filter of the pass that completed (the whole-document fallback starts a fresh one)."""
     try:
-        with _gc_paused():
+        with gc_paused():
             keep = make_keep()
             if stream_trace(path, TableBuilder(keep).add) is None:
                 data, _ = read_trace_bytes(path)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from phaseprof.capture.options import DEFAULT_HIERARCHY, Hierarchy
 from phaseprof.records import ProfileInfo, RunRecord
-from phaseprof.trace.tables import load_tables
+from phaseprof.trace.read import load_tables
 
 ROOT = Path(__file__).resolve().parents[2]
 OLD_RUN = ROOT / "traces/cpu/tiny-hybrid-prefill128-decode8"  # captured before --hierarchy existed

@@ -15,7 +15,7 @@ from phaseprof.analysis.step_export import export_name, export_step, export_wind
 from phaseprof.analysis.timeline import step_timeline
 from phaseprof.classify.rules import load_rules
 from phaseprof.errors import PhaseprofError
-from phaseprof.trace.tables import load_tables
+from phaseprof.trace.read import load_tables
 from tests.conftest import PUBLIC_CUT_DIR, REPO
 
 from .conftest import H100_DECODE, figure, ok

@@ -255,7 +255,7 @@ def test_kernel_names_reach_plotly_as_text_not_pseudo_html(runs_dir):
     from phaseprof.classify.rules import load_rules
     from phaseprof.dashboard import charts
     from phaseprof.dashboard.text import plot
-    from phaseprof.trace.tables import load_tables
+    from phaseprof.trace.read import load_tables
 
     assert plot('void k<float, 8>(a&b) <a href="http://x">') == (
         'void k&lt;float, 8&gt;(a&amp;b) &lt;a href="http://x"&gt;')

@@ -10,7 +10,7 @@ from phaseprof.analysis.timeline import IdleCause, idle_segments, step_timeline
 from phaseprof.classify.rules import load_rules
 from phaseprof.errors import PhaseprofError
 from phaseprof.trace.markers import phaseprof_step_name
-from phaseprof.trace.tables import load_tables
+from phaseprof.trace.read import load_tables
 from tests.conftest import REPO
 from tests.unit.builders import TraceBuilder
 

@@ -7,7 +7,6 @@ the recorded traces (test_real_pairs.py).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from phaseprof.analysis.results import (AllocCounts, Breakdown, BucketTime, IdleSplit, KernelStat, LaunchCounts,
                                         PhaseSummary, Stats, StepRow, TraceInfo)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from phaseprof.analysis import intervals as iv
-from phaseprof.analysis.ranks import analyze_ranks, find_trace_files
+from phaseprof.scale.ranks import analyze_ranks, find_trace_files
 from phaseprof.scale.collectives import match_collectives
 from phaseprof.scale.families import FALLBACK, collective_family, families
 from phaseprof.scale.rank_task import RankCollectives

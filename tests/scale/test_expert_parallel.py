@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from rich.console import Console
 
-from phaseprof.analysis.ranks import analyze_ranks, find_trace_files
+from phaseprof.scale.ranks import analyze_ranks, find_trace_files
 from phaseprof.scale.collectives import match_collectives
 from phaseprof.scale.expert_parallel import NONE_FOUND
 from phaseprof.scale.families import context_rules, families

@@ -23,7 +23,7 @@ from phaseprof.analysis.modules import build_module_tree, load_layer_rules
 from phaseprof.analysis.phase_infer import load_phase_evidence
 from phaseprof.analysis.pipeline import analyze_trace
 from phaseprof.classify.rules import load_rules
-from phaseprof.trace.tables import load_tables
+from phaseprof.trace.read import load_tables
 from tests.unit.builders import TraceBuilder
 
 REPO = Path(__file__).resolve().parents[2]

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 
 from phaseprof.analysis.pipeline import AnalysedTrace, AnalysisConfig, analyze, analyze_trace
-from phaseprof.analysis.ranks import analyze_ranks
+from phaseprof.scale.ranks import analyze_ranks
 from phaseprof.analysis.timeline import step_timeline
 from phaseprof.classify.rules import load_rules
 from phaseprof.report.diff import load_side
-from phaseprof.trace.tables import load_tables
+from phaseprof.trace.read import load_tables
 
 REPO = Path(__file__).resolve().parents[2]
 CPU = REPO / "traces/cpu/tiny-hybrid-prefill128-decode8/trace.json.gz"

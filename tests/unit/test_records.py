@@ -12,7 +12,7 @@ import pytest
 from phaseprof.errors import PhaseprofError
 from phaseprof.records import (RUN_SCHEMA_PATH, SWEEP_SCHEMA_PATH, DeviceRecord, EngineInfo, Headline, ProfileInfo,
                                RunRecord, SweepRecord, TraceFileInfo, schema)
-from phaseprof.trace.tables import load_tables
+from phaseprof.trace.read import load_tables
 
 REPO = Path(__file__).resolve().parents[2]
 RUNS = sorted((REPO / "traces").rglob("run.json"))
