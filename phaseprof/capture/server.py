@@ -60,7 +60,7 @@ from phaseprof.capture.server_traces import (
 from phaseprof.capture.timing import PhaseTiming
 from phaseprof.errors import PhaseprofError
 from phaseprof.io import atomic_directory
-from phaseprof.records import RunRecord
+from phaseprof.records import Headline, ModelInfo, RequestInfo, RunRecord, ServerRecord
 
 #: Requests one capture may send in all (warm-up + reps + profiled rounds, times concurrency).
 MAX_REQUESTS = 1000
@@ -185,11 +185,13 @@ def capture_from_server(req: ServerCapture, *, console: Console, argv: list[str]
     ratio = prof_ms / clean_ms if prof_ms is not None and clean_ms > 0 else None
     final = unique_run_dir(c.out, run_dir_name(device_slug="server", model_slug=slugify(Path(info.model_id).name),
                                                phase=str(c.phase), tokens=label, stamp=utc_stamp()))
-    meta = {"schema_version": RUN_SCHEMA_VERSION, "source": "server", "server": info.url, "model": info.model_id,
-            "phase": str(c.phase), "prompt_tokens": c.tokens, "max_tokens": c.max_tokens,
-            "concurrency": req.concurrency, "vllm_version": info.version, "ttft_ms": timing.ttft.median_ms,
-            "tpot_ms": timing.tpot.median_ms if timing.tpot else None,
-            "headline": {"metric": _metric(c.phase), "median_ms": clean_ms, "source": CLIENT_CLOCK}}
+    meta = RunRecord(  # what the traces embed: RunRecord.embedded, the server's subset
+        source="server", server=ServerRecord(url=info.url), model=ModelInfo(name=info.model_id),
+        request=RequestInfo(phase=str(c.phase), prompt_tokens=c.tokens, max_tokens=c.max_tokens,
+                            concurrency=req.concurrency),
+        versions={"vllm": info.version}, ttft_ms=timing.ttft.median_ms,
+        tpot_ms=timing.tpot.median_ms if timing.tpot else None,
+        headline=Headline(metric=_metric(c.phase), median_ms=clean_ms, source=CLIENT_CLOCK)).embedded()
     with atomic_directory(final) as tmp:
         with console.status("Analyzing the rank traces"):
             if collect.remote_ranks():
