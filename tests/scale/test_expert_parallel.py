@@ -22,7 +22,7 @@ from phaseprof.scale.render import collectives_markdown, print_collectives, prin
 from phaseprof.scale.report import build_report
 from phaseprof.scale.run_parallel import declared_expert_parallel
 
-from .test_collectives import _rank
+from .rank_builders import rank as _rank
 
 ROOT = Path(__file__).resolve().parents[2]
 TP2 = ROOT / "traces/h200x2/tp2-eager-prefill4096-decode8"
