@@ -69,11 +69,11 @@ def test_capture_breakdown_carries_sol_as_a_later_analyze_computes_it(tmp_path: 
     assert load_breakdown(run / "breakdown.json").sol == bd.sol
     recorded = orjson.loads((RUN / "run.json").read_bytes())  # this older run.json predates model_config
     (run / "run.json").write_bytes(orjson.dumps({**recorded, "model_config": config}))
-    assert analyze(run / "trace.json.gz").sol == bd.sol
+    assert analysed_sol(analyze(run / "trace.json.gz")) == bd.sol
 
 
 def test_cpu_trace_and_missing_config_say_why() -> None:
     cpu = analyze(REPO / "traces" / "cpu" / "tiny-hybrid-prefill128-decode8" / "trace.json.gz")
     assert analysed_sol(cpu).status == "not for CPU-only traces" and reported(cpu).sol == analysed_sol(cpu)
     foreign = analyze(REPO / "traces" / "public-cut" / "mi300x_sglang_qwen3_8b_decode.json.gz")
-    assert foreign.sol.status == NEEDS_CONFIG and foreign.sol.notes
+    assert analysed_sol(foreign).status == NEEDS_CONFIG and analysed_sol(foreign).notes
