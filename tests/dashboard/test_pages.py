@@ -122,8 +122,8 @@ def test_timeline_page_draws_the_step_the_library_cuts(make_app, runs_dir):
     at.session_state["current_run"] = H100_DECODE
     ok(at.run())
     t = load_tables(runs_dir / H100_DECODE)
-    at = analyze(t, ruleset=load_rules())
-    bd, tl = at.breakdown, step_timeline(at.timeline, step=1)
+    analysed = analyze(t, ruleset=load_rules())
+    bd, tl = analysed.breakdown, step_timeline(analysed.timeline, step=1)
     row = bd.steps[1]
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["wall µs"] == f"{row.wall_us:,.1f}"
