@@ -27,7 +27,7 @@ from phaseprof.analysis.layer_plan import find_plan  # noqa: E402
 from phaseprof.analysis.pipeline import AnalysisConfig, analyze, load_reference  # noqa: E402
 from phaseprof.analysis.prepare import prepare  # noqa: E402
 from phaseprof.classify.rules import load_rules  # noqa: E402
-from phaseprof.trace.tables import load_tables  # noqa: E402
+from phaseprof.trace.read import load_tables  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1] / "traces" / "h200"
 #: (name, graph trace, --model-config or None for run.json's, eager reference with a module tree or None)
@@ -88,7 +88,7 @@ def run(repeat: int) -> list[dict]:
             a = analyze(path, config=cfg, ruleset=rules).breakdown.attribution
             row["agreement_pct"] = a.alignment_counts.get("structural_agreement_bp", 0) / 100
         t = load_tables(path)
-        plan, _ = find_plan(explicit=mc, capture=t.meta.capture, trace_path=t.meta.path)
+        plan, _ = find_plan(explicit=mc, records=(t.meta.capture,), trace_path=t.meta.path)
         times = {"plan": [], "no plan": []}
         for _ in range(repeat):
             times["plan"].append(_cpu(lambda: prepare(t, rules, plan=plan)))

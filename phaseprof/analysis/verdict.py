@@ -21,7 +21,8 @@ from typing import Any
 from phaseprof.analysis.results import Breakdown, PhaseSummary
 from phaseprof.analysis.verdict_types import PhaseVerdict, Verdicts
 from phaseprof.classify.buckets import Bucket
-from phaseprof.sol.results import SolSection
+from phaseprof.analysis.sol_results import SolSection
+from phaseprof.records import RunRecord
 
 #: Below this GPU-busy share of the step wall, the phase is bound by whatever keeps the GPU idle.
 BOUND_BUSY_PCT = 50.0
@@ -125,9 +126,11 @@ def noise_warnings(run: Mapping[str, Any]) -> list[str]:
     return out
 
 
-def verdicts_of(bd: Breakdown, *, run: Mapping[str, Any] | None = None) -> Verdicts:
+def verdicts_of(bd: Breakdown, *, run: RunRecord | None = None) -> Verdicts:
     """The verdicts of every phase of ``bd`` (with its ``sol`` section, when attached) and the noise
-    warnings of its capture (``run``: run.json content; the breakdown's embedded capture record otherwise)."""
+    warnings of its capture (``run``: the run directory's run.json; the breakdown's embedded capture record
+    otherwise)."""
     device = bd.trace.device
+    record = {**(bd.capture.to_dict() if bd.capture is not None else {}), **(run.to_dict() if run else {})}
     return Verdicts(phases=[phase_verdict(ph, device=device, sol=bd.sol) for ph in bd.phases],
-                    noise=noise_warnings({**bd.capture, **(run or {})}))
+                    noise=noise_warnings(record))

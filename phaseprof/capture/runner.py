@@ -34,7 +34,8 @@ from phaseprof.capture.progress import Stages, quiet_stages
 from phaseprof.capture.quiet import LOG_NAME, VllmOutput
 from phaseprof.capture.start_notice import start_notice
 from phaseprof.capture.timing import PhaseTiming, time_phase
-from phaseprof.records import ModelInfo, RequestInfo, RunRecord
+from phaseprof.records import (DeviceRecord, EngineInfo, Headline, ModelInfo, ProfileInfo, RequestInfo, RunRecord,
+                               TraceFileInfo)
 from phaseprof.routing import RoutingRecord, write_routing
 
 
@@ -102,65 +103,59 @@ def _steps_json(profiled: ProfiledRun) -> list[dict[str, Any]]:
     return out
 
 
+def _headline(opts: CaptureOptions, timing: PhaseTiming) -> Headline:
+    head = timing.headline
+    return Headline(metric="tpot" if opts.phase is Phase.DECODE else "ttft", median_ms=head.median_ms,
+                    p10_ms=head.p10_ms, p90_ms=head.p90_ms, source=timing.source)
+
+
 def run_record(session: EngineSession, opts: CaptureOptions, timing: PhaseTiming, profiled: ProfiledRun,
                trace: TraceFile, ratio: float | None, argv: list[str] | None) -> RunRecord:
     """Everything needed to reproduce and interpret the capture (see docs/capture.md for each field); the
     breakdown fields are set once the analysis ran."""
     src = session.source
-    head = timing.headline
     return RunRecord(
         created_utc=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         command=command_line(argv),
         mode=str(session.options.mode), quant=str(session.options.quant),
         # Clean (profiler-off) medians as plain top-level numbers, the names `phaseprof diff` and the dashboard read.
         ttft_ms=timing.ttft.median_ms, tpot_ms=timing.tpot.median_ms if timing.tpot else None,
-        versions=session.versions, device=session.device.to_dict(),
+        versions=session.versions, device=DeviceRecord(**session.device.to_dict()),
         model=ModelInfo.of_source(src), model_config=src.hf_config,
-        engine={"kwargs": session.plan.kwargs, "env": session.plan.env, "notes": list(session.plan.notes),
-                "startup_s": round(session.startup_s, 3)},
+        engine=EngineInfo(kwargs=session.plan.kwargs, env=session.plan.env, notes=list(session.plan.notes),
+                          startup_s=round(session.startup_s, 3)),
         vllm_startup_facts=session.facts.to_dict(),
         request=RequestInfo(phase=str(opts.phase), prompt_tokens=opts.tokens, max_tokens=opts.max_tokens,
                             concurrency=1, seed=opts.seed),
-        headline={"metric": "tpot" if opts.phase is Phase.DECODE else "ttft", "median_ms": head.median_ms,
-                  "p10_ms": head.p10_ms, "p90_ms": head.p90_ms, "source": timing.source},
+        headline=_headline(opts, timing),
         timing=timing.to_dict(),
-        profile={
-            "profiled_steps": profiled.profiled_steps,
-            "host_ms": None if profiled.host_s is None else round(profiled.host_s * 1e3, 4),
-            "overhead_ratio": None if ratio is None else round(ratio, 4),
-            "overhead_definition": "profiled / unprofiled host-clock time: TTFT (prefill) or mean decode-step "
-                                   "time vs host TPOT median (decode)",
-            "activities": ["cpu", "cuda"] if session.device.kind == "cuda" else ["cpu"],
-            "profile_memory": True, "record_shapes": False,
-            "hierarchy": str(profiled.hierarchy), "with_stack": profiled.hierarchy is Hierarchy.STACK,
-            "module_calls": profiled.module_calls,
-            "steps": _steps_json(profiled),
-        },
-        trace=trace.to_dict(),
+        profile=ProfileInfo(
+            profiled_steps=profiled.profiled_steps,
+            host_ms=None if profiled.host_s is None else round(profiled.host_s * 1e3, 4),
+            overhead_ratio=None if ratio is None else round(ratio, 4),
+            overhead_definition="profiled / unprofiled host-clock time: TTFT (prefill) or mean decode-step "
+                                "time vs host TPOT median (decode)",
+            activities=["cpu", "cuda"] if session.device.kind == "cuda" else ["cpu"],
+            profile_memory=True, record_shapes=False,
+            hierarchy=str(profiled.hierarchy), with_stack=profiled.hierarchy is Hierarchy.STACK,
+            module_calls=profiled.module_calls,
+            steps=_steps_json(profiled),
+        ),
+        trace=TraceFileInfo(**trace.to_dict()),
     )
-
-
-def run_json(session: EngineSession, opts: CaptureOptions, timing: PhaseTiming, profiled: ProfiledRun,
-             trace: TraceFile, ratio: float | None, breakdown_error: str | None, argv: list[str] | None) -> dict:
-    """run.json content (``RunRecord.to_dict``)."""
-    rec = run_record(session, opts, timing, profiled, trace, ratio, argv)
-    return replace(rec, breakdown=None if breakdown_error else "breakdown.json",
-                   breakdown_error=breakdown_error).to_dict()
 
 
 def trace_metadata(session: EngineSession, opts: CaptureOptions, timing: PhaseTiming,
                    ratio: float | None) -> dict[str, Any]:
     """What the trace itself says about its capture (top-level ``phaseprof`` key of trace.json.gz):
     ``RunRecord.embedded``."""
-    head = timing.headline
     rec = RunRecord(
         mode=str(session.options.mode), quant=str(session.options.quant), versions=session.versions,
-        device=session.device.to_dict(), model=ModelInfo(name=session.source.name),
+        device=DeviceRecord(**session.device.to_dict()), model=ModelInfo(name=session.source.name),
         request=RequestInfo(phase=str(opts.phase), prompt_tokens=opts.tokens, max_tokens=opts.max_tokens),
-        headline={"metric": "tpot" if opts.phase is Phase.DECODE else "ttft", "median_ms": head.median_ms,
-                  "p10_ms": head.p10_ms, "p90_ms": head.p90_ms, "source": timing.source},
+        headline=_headline(opts, timing),
         ttft_ms=timing.ttft.median_ms, tpot_ms=timing.tpot.median_ms if timing.tpot else None,
-        profile={"hierarchy": str(opts.hierarchy)})
+        profile=ProfileInfo(hierarchy=str(opts.hierarchy)))
     return rec.embedded(ratio)
 
 

@@ -11,6 +11,7 @@ from rich.console import Console
 
 from phaseprof.errors import PhaseprofError
 from phaseprof.safe_text import for_markdown, for_terminal, terminal
+from phaseprof.sol.attach import reported
 
 
 class OutputFormat(str, Enum):
@@ -85,7 +86,7 @@ def analyze(
     for tr in traces:
         with console.status(f"analysing {terminal(str(tr))} ...", spinner="dots") if fmt == OutputFormat.table else nullcontext():
             analysed = run_pipeline(tr, config=config, ruleset=ruleset, steps=step_range)
-        bd = analysed.reported  # with its speed-of-light section
+        bd = reported(analysed)  # with its speed-of-light section
         if json_out is not None:
             dest = json_out if len(traces) == 1 and json_out.suffix == ".json" else \
                 json_out / (tr.name.split(".json")[0] + ".breakdown.json")

@@ -7,10 +7,11 @@ no prefill) and grows by one token per decode step.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Mapping
 
 from phaseprof.analysis.results import Breakdown, StepRow
+from phaseprof.records import RunRecord
 from phaseprof.routing import Routing
 from phaseprof.sol.ceilings import Ceiling
 from phaseprof.sol.imbalance import floor_us, moe_layers
@@ -38,15 +39,7 @@ def _split(total: int, parts: int) -> tuple[int, ...]:
     return tuple(base + (1 if i < extra else 0) for i in range(parts))
 
 
-def _prompt_tokens(capture: Mapping[str, Any]) -> int | None:
-    for src in (capture, capture.get("request") or {}):
-        v = src.get("prompt_tokens") if isinstance(src, Mapping) else None
-        if isinstance(v, int) and not isinstance(v, bool) and v > 0:
-            return v
-    return None
-
-
-def step_tokens(steps: list[StepRow], capture: Mapping[str, Any],
+def step_tokens(steps: list[StepRow], capture: RunRecord | None,
                 routing: Mapping[int, tuple[int, tuple[int, ...]]] | None = None,
                 ) -> tuple[list[StepTokens | None], list[str]]:
     """Each step's batch from its marker; None for steps whose marker carries no token counts. ``routing``:
@@ -68,7 +61,7 @@ def step_tokens(steps: list[StepRow], capture: Mapping[str, Any],
         decode: tuple[int, ...] = ()
         if gr:
             if seq_len is None:
-                seq_len = float(_prompt_tokens(capture) or 0)
+                seq_len = float((capture.request.prompt_tokens if capture else None) or 0)
                 notes.append(f"decode KV length starts at {seq_len:g} tokens "
                              + ("(capture's prompt_tokens)" if seq_len else "(unknown: no prefill in the trace)"))
             decode = (int(round(seq_len)) + 1,) * gr

@@ -15,7 +15,7 @@ from rich.table import Table
 
 from phaseprof.analysis.results import Breakdown
 from phaseprof.routing import read_routing
-from phaseprof.sol.attach import attach_sol, find_model, read_run_json, run_dir_of
+from phaseprof.sol.attach import attach_sol, find_model, run_dir_of, run_record_of
 from phaseprof.sol.ceilings import spec_by_name
 from phaseprof.sol.project import BucketChange, Projection, explain, project, sentence
 
@@ -83,12 +83,13 @@ def projection_for(bd: Breakdown, source: str | Path | None, target: str, model_
     from phaseprof.errors import PhaseprofError
 
     bd = with_sol(bd, source, model_config)
-    run = read_run_json(source)
-    model, where = find_model({**bd.capture, **run}, model_config)
+    run = run_record_of(source)
+    model, where = find_model((run, bd.capture), model_config)
     if model is None or bd.sol is None or not bd.sol.ok:
         status = bd.sol.status if bd.sol is not None else "not computed"
         raise PhaseprofError(f"cannot project {source}: speed of light {status} ({where})")
-    routing = read_routing(run_dir_of(source), run.get("routing")) if source is not None else None
+    routing = read_routing(run_dir_of(source), run.extra.get("routing") if run is not None else None) \
+        if source is not None else None
     return project(bd, model, spec_by_name(target), routing)
 
 

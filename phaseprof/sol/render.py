@@ -7,7 +7,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from phaseprof.report.fit import Col, print_fitted
+from phaseprof.render.fit import Col, print_fitted
 from phaseprof.sol.results import SolBucket, SolPhase, SolSection
 
 

@@ -27,7 +27,7 @@ from phaseprof.analysis.prepare import prepare
 from phaseprof.classify.rules import load_rules
 from phaseprof.cli import main
 from phaseprof.presets import load_preset
-from phaseprof.trace.tables import load_tables
+from phaseprof.trace.read import load_tables
 
 REPO = Path(__file__).resolve().parents[2]
 H200 = REPO / "traces/h200"
@@ -192,11 +192,15 @@ def test_plans_of_the_presets():
 
 
 def test_where_the_plan_comes_from(tmp_path):
-    assert find_plan(explicit=None, capture={}, trace_path=str(PREFILL))[1] == "run.json model_config"
-    assert find_plan(explicit=None, capture={}, trace_path=str(OWN)) == (None, "no model config (run.json, "
-                                                                             "--model-config)")
-    assert find_plan(explicit=None, capture={"model": "qwen3-30b-a3b"}, trace_path=None)[0].num_layers == 48
-    plan, why = find_plan(explicit=None, capture={"model_config": {"num_hidden_layers": 4}}, trace_path=None)
+    from phaseprof.records import ModelInfo, RunRecord
+
+    assert find_plan(explicit=None, records=(), trace_path=str(PREFILL))[1] == "run.json model_config"
+    assert find_plan(explicit=None, records=(), trace_path=str(OWN)) == (None, "no model config (run.json, "
+                                                                         "--model-config)")
+    named = RunRecord(model=ModelInfo(name="qwen3-30b-a3b"))
+    assert find_plan(explicit=None, records=(named,), trace_path=None)[0].num_layers == 48
+    plan, why = find_plan(explicit=None, records=(RunRecord(model_config={"num_hidden_layers": 4}),),
+                          trace_path=None)
     assert plan is None and "not usable for the layer plan" in why
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
+from phaseprof.sol.attach import reported
 from phaseprof.analysis.digest import MIN_KERNEL_SHARE_PCT, top_kernels
 from phaseprof.analysis.pipeline import analyze
 from phaseprof.analysis.results import Breakdown
@@ -34,7 +35,7 @@ HOOKS_DECODE = H200 / "hooks/graph-decode-4096in-32out-steps1-4"
 
 @lru_cache(maxsize=None)
 def _reported(run: Path) -> Breakdown:
-    return analyze(run / "trace.json.gz").reported
+    return reported(analyze(run / "trace.json.gz"))
 
 
 def _report(run: Path, width: int = 80) -> str:
@@ -150,7 +151,7 @@ def test_known_kernels_read_as_nsight_shows_them() -> None:
 
 
 def test_compiled_graph_rows_lose_their_hash() -> None:
-    cpu = analyze(ROOT / "traces/cpu/tiny-hybrid-prefill128-decode8/trace.json.gz").reported
+    cpu = reported(analyze(ROOT / "traces/cpu/tiny-hybrid-prefill128-decode8/trace.json.gz"))
     graphs = [k.name for p in cpu.phases for ks in p.top_kernels.values() for k in ks if "CompiledFxGraph" in k.name]
     assert graphs and all(short_name(n) == "CompiledFxGraph" for n in graphs)
 
