@@ -120,9 +120,9 @@ ITEMS = Table("items", (
     _c("share_ns", F, "ns", "its attributed time: exclusive part of GPU busy (stream overlaps split "
                             "equally) on GPU traces, self time on CPU-only traces; sums to busy time"),
     _c("attribution", C, "", "how its module view was found: op_stack | module_tree | graph_alignment | "
-                             "bracketed | kernel_name (analysis.attribution)"),
-    _c("layer", I, "", "decoder layer index it ran in (nn.Module tree, graph alignment or bracketing); "
-                       "-1 = none"),
+                             "structural | bracketed | kernel_name (analysis.attribution)"),
+    _c("layer", I, "", "decoder layer index it ran in (nn.Module tree, graph alignment, layer plan or "
+                       "bracketing); -1 = none"),
 ), "work items inside steps, with their buckets and time share (analysis.items)")
 
 MODULES = Table("modules", EVENT_COLUMNS, "nn.Module: Class_N Python scopes (traces recorded with_stack)")

@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Callable
+from enum import Enum
 from typing import Any, TypeVar
 
 from rich.markup import escape as _rich_escape
@@ -56,6 +57,8 @@ def deep(value: T, fix: Callable[[str], str]) -> T:
 
 
 def _deep(v: Any, fix: Callable[[str], str]) -> Any:
+    if isinstance(v, Enum):  # a StrEnum member is the code's own text; a plain str copy breaks `is` and `match`
+        return v
     if isinstance(v, str):
         return fix(v)
     if isinstance(v, dict):

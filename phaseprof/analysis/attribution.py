@@ -7,9 +7,12 @@ Order of evidence for an item's module view (first that applies):
 3. ``graph_alignment``: a graph-replayed kernel aligned with its capture / eager run
    (:mod:`phaseprof.analysis.graph_align`). For replayed kernels 1 and 2 are skipped: the stack around a
    ``cudaGraphLaunch`` says where the graph was launched, not what its kernels ran for.
-4. ``bracketed``: no evidence of its own, but launched between attributed kernels: their layer and, where the
+4. ``structural``: a graph-replayed kernel placed by the model's layer plan (config) in the replay's own
+   structure (:mod:`phaseprof.analysis.structural`); used when no reference run or capture window is at hand,
+   and computed beside the alignment as its cross-check when one is.
+5. ``bracketed``: no evidence of its own, but launched between attributed kernels: their layer and, where the
    model's structure makes it unambiguous, their module (:mod:`phaseprof.analysis.bracket`; after alignment only).
-5. ``kernel_name``: the kernel view.
+6. ``kernel_name``: the kernel view.
 
 Columns this adds to the work items (``Prepared.items``):
 
@@ -30,7 +33,9 @@ from phaseprof.analysis.attribution_types import (ATTRIBUTION_VERSION, Attributi
 from phaseprof.analysis.bracket import BracketCounts, bracket_step, is_boundary
 from phaseprof.analysis.graph_align import (Reference, Segment, compatible, align_replay, launch_order,
                                             reference_segments)
+from phaseprof.analysis.layer_plan import LayerPlan
 from phaseprof.analysis.modules import ModuleTree, build_module_tree, load_layer_rules, module_classes
+from phaseprof.analysis.structural import structural
 from phaseprof.classify.classifier import kernel_bucket
 from phaseprof.classify.rules import RuleSet
 from phaseprof.defaults import GRAPH_LAUNCH_APIS
@@ -48,6 +53,7 @@ class ItemAttribution:
     graph_alignment: str
     alignment_counts: dict[str, int] = field(default_factory=dict)
     layer_types: dict[int, str] = field(default_factory=dict)  # this trace's, else the reference run's
+    notes: tuple[str, ...] = ()  # what structural attribution left alone or found contradicting the config
 
 
 def graph_reference(t: EventTables, c: Correlated, rules: RuleSet, op_module: np.ndarray,
@@ -74,10 +80,11 @@ class _KernelBuckets(dict):
 
 
 def attribute_items(items: pd.DataFrame, t: EventTables, c: Correlated, rules: RuleSet, op_module: np.ndarray,
-                    device: str, *, reference: Reference | None = None) -> tuple[pd.DataFrame,
-                                                                                               ItemAttribution]:
+                    device: str, *, reference: Reference | None = None, plan: LayerPlan | None = None,
+                    plan_note: str = "") -> tuple[pd.DataFrame, ItemAttribution]:
     """Add ``attribution`` and ``layer`` to ``items`` and recompute ``module_bucket`` (see module docstring).
-    ``reference``: segments of another trace (a capture run) and its name, for graph-replay alignment."""
+    ``reference``: segments of another trace (a capture run) and its name, for graph-replay alignment.
+    ``plan``: the model's layer plan, for structural attribution (``plan_note``: why there is none)."""
     tree = build_module_tree(t.modules, rules)
     n = len(items)
     kernel_view = items["kernel_bucket"].to_numpy().astype(object)
@@ -109,28 +116,72 @@ def attribute_items(items: pd.DataFrame, t: EventTables, c: Correlated, rules: R
         method[has_mod] = Method.MODULE_TREE.value
         inside = (mod >= 0) & ~replayed
         layer[inside] = tree.layer[mod[inside]]
-    detail, counts = "no graph-replayed kernels", {}
+    detail, counts, notes = "no graph-replayed kernels", {}, ()
+    types = {**(reference[2] if reference is not None else {}), **tree.layer_types}
     if replayed.any() or reference is not None:
         # own capture windows always; eager forwards only from another trace (this trace's own eager steps
         # already carry their modules)
         segs = [s for s in graph_reference(t, c, rules, op_module, tree) if s.source == "capture"]
-        what = "this trace"
-        if reference is not None:
-            segs, what = segs + reference[0], f"this trace and {reference[1]}"
-        want = replayed | (method == Method.KERNEL_NAME.value)
-        al = align_replay(items, t, segs, want=want, what=what)
-        hit = want & ~pd.isna(al.label)
-        module[hit] = al.label[hit]
-        method[hit] = Method.GRAPH_ALIGNMENT.value
-        layer[hit] = al.layer[hit]
-        bc = _bracket(items, t, module=module, method=method, layer=layer)
-        detail = (f"{al.detail}; bracketed between attributed kernels: {bc.with_module} with their block's module, "
-                  f"{bc.layer_only} with the layer only (kernel-name bucket), {bc.layer_added} more given a layer")
-        counts = {**al.counts, "bracketed_with_module": bc.with_module, "bracketed_layer_only": bc.layer_only,
-                  "layer_added": bc.layer_added}
+        st = None
+        if plan is not None and replayed.any():
+            evidence = np.where(method == Method.KERNEL_NAME.value, None, module)
+            s_layer, s_label, st = structural(launch_order(items, t), plan=plan, evidence=evidence,
+                                              replayed=replayed, kview=kernel_view,
+                                              boundary=is_boundary(items["name"], load_layer_rules()),
+                                              rules=load_layer_rules())
+            notes = st.notes
+        elif plan is None and plan_note and replayed.any():
+            notes = (plan_note,)
+        if segs or reference is not None or st is None or st.steps_done == 0:
+            what = "this trace"
+            if reference is not None:
+                segs, what = segs + reference[0], f"this trace and {reference[1]}"
+            want = replayed | (method == Method.KERNEL_NAME.value)
+            al = align_replay(items, t, segs, want=want, what=what)
+            hit = want & ~pd.isna(al.label)
+            module[hit] = al.label[hit]
+            method[hit] = Method.GRAPH_ALIGNMENT.value
+            layer[hit] = al.layer[hit]
+            bc = _bracket(items, t, module=module, method=method, layer=layer)
+            detail = (f"{al.detail}; bracketed between attributed kernels: {bc.with_module} with their block's "
+                      f"module, {bc.layer_only} with the layer only (kernel-name bucket), {bc.layer_added} more "
+                      "given a layer")
+            counts = {**al.counts, "bracketed_with_module": bc.with_module, "bracketed_layer_only": bc.layer_only,
+                      "layer_added": bc.layer_added}
+            if st is not None and st.steps_done:
+                compared = want & ((method != Method.KERNEL_NAME.value) | (s_layer >= 0))
+                agree = agreement(items, compared=compared, module=module, layer=layer, s_label=s_label,
+                                  s_layer=s_layer)
+                detail += (f"; cross-check, {st.detail(plan)}: (layer, module) agree on {agree:.1f}% of the GPU "
+                           "time either attributed")
+                counts["structural_agreement_bp"] = round(100 * agree)
+            elif st is not None:
+                detail += f"; {st.detail(plan)}"
+        else:
+            free = method == Method.KERNEL_NAME.value
+            placed = s_layer >= 0
+            module[placed & free] = s_label[placed & free]
+            method[placed & free] = Method.STRUCTURAL.value
+            layer[placed & (layer < 0)] = s_layer[placed & (layer < 0)]
+            detail = f"{int(replayed.sum())} graph-replayed kernels, no capture or reference run: {st.detail(plan)}"
+            counts = {"replayed": int(replayed.sum()), "structural_with_module": st.with_module,
+                      "structural_layer_only": st.layer_only, "layer_added": st.layer_added}
+            types = {**st.layer_types, **types}
     items = items.assign(module_bucket=module, attribution=method, layer=layer)
-    types = {**(reference[2] if reference is not None else {}), **tree.layer_types}
-    return items, ItemAttribution(tree=tree, graph_alignment=detail, alignment_counts=counts, layer_types=types)
+    return items, ItemAttribution(tree=tree, graph_alignment=detail, alignment_counts=counts, layer_types=types,
+                                  notes=tuple(notes))
+
+
+def agreement(items: pd.DataFrame, *, compared: np.ndarray, module: np.ndarray, layer: np.ndarray,
+              s_label: np.ndarray, s_layer: np.ndarray) -> float:
+    """% of the GPU time of the ``compared`` items on which the structural result (``s_label``/``s_layer``;
+    unplaced: no layer and the item's own label) and the final attribution name the same (layer, module-view
+    bucket)."""
+    share = items["share_ns"].to_numpy()
+    own = np.where(pd.isna(s_label), module, s_label)
+    same = (own.astype(str) == module.astype(str)) & (s_layer == layer)
+    tot = float(share[compared].sum())
+    return 100.0 * float(share[compared & same].sum()) / tot if tot else 100.0
 
 
 def _bracket(items: pd.DataFrame, t: EventTables, *, module: np.ndarray, method: np.ndarray,

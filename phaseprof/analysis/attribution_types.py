@@ -17,6 +17,8 @@ class Method(StrEnum):
     OP_STACK = "op_stack"  # a [[module]] rule named an enclosing CPU op (vllm::moe_forward, _C::rms_norm, ...)
     MODULE_TREE = "module_tree"  # the enclosing nn.Module calls (traces recorded with_stack)
     GRAPH_ALIGNMENT = "graph_alignment"  # a graph-replayed kernel aligned with its capture / eager run
+    #: a graph-replayed kernel placed by the model's layer plan in the replay's structure; analysis.structural
+    STRUCTURAL = "structural"
     #: no evidence of its own, but launched between attributed kernels: their layer, and their block where the
     #: model's structure makes it unambiguous (else its kernel-name bucket); analysis.bracket
     BRACKETED = "bracketed"
@@ -62,7 +64,9 @@ class Attribution:
     graph_alignment: str  # what graph-replay alignment did, one sentence
     #: kernels graph-replayed / to align (replayed or without module evidence) / paired with a reference kernel /
     #: replayed and paired / that took a module from the reference; bracketed with a neighbouring block's module /
-    #: with the layer only / attributed otherwise and given only the layer ({} when nothing was aligned)
+    #: with the layer only / attributed otherwise and given only the layer ({} when nothing was aligned); without a
+    #: reference, the layer plan's ``structural_with_module`` / ``structural_layer_only`` instead; with both,
+    #: ``structural_agreement_bp``: the plan's (layer, module) agreement with the alignment, basis points of GPU time
     alignment_counts: dict[str, int]
     phases: list[PhaseAttribution]
     mode: str  # "eager" | "compiled" | "piecewise graphs" | "full graphs" | "full and piecewise graphs" | "cpu"

@@ -10,14 +10,12 @@ import pandas as pd
 from phaseprof import __version__
 from phaseprof.analysis import intervals as iv
 from phaseprof.analysis.attribution import summarize as summarize_attribution
-from phaseprof.analysis.graph_align import Reference
 from phaseprof.analysis.phase_infer import infer_mode
-from phaseprof.analysis.prepare import Prepared, prepare
+from phaseprof.analysis.prepare import Prepared
 from phaseprof.analysis.results import (AllocCounts, BucketTime, Breakdown, IdleSplit, KernelStat, LaunchCounts,
                                         PhaseSummary, Stats, StepRow, TraceInfo)
 from phaseprof.analysis.steps import StepDetection, StepPhase, assign_to_steps
 from phaseprof.classify.buckets import Bucket
-from phaseprof.classify.rules import RuleSet
 from phaseprof.columns import EventKind
 from phaseprof.analysis.window import HostCalls, step_bounds
 from phaseprof.defaults import GRAPH_LAUNCH_APIS, SCHEMA_VERSION, TOP_KERNELS_PER_BUCKET
@@ -262,12 +260,6 @@ def _phase_summary(phase: str, rows: list[StepRow], items: pd.DataFrame) -> Phas
     )
 
 
-def analyze_tables(t: EventTables, rules: RuleSet, *, reference: Reference | None = None) -> Breakdown:
-    """The whole analysis of one trace. Pure: same tables and rules give the same Breakdown. ``reference``: a
-    capture run's kernel sequences (:func:`phaseprof.analysis.pipeline.load_reference`) for graph replay."""
-    return summarize(t, prepare(t, rules, reference=reference))
-
-
 def summarize(t: EventTables, prep: Prepared) -> Breakdown:
     """Per-step rows and per-phase summaries of prepared work items (the second half of the pipeline)."""
     device, det, items = prep.device, prep.detection, prep.items
@@ -315,7 +307,7 @@ def summarize(t: EventTables, prep: Prepared) -> Breakdown:
                 # communication kernels' union, and how much of it ran while compute kernels ran too
                 "communication_busy_us": float(comm_busy) * _US,
                 "communication_overlapped_us": float(comm_overlap) * _US},
-        phases=phases, steps=rows, unknown_kernels=unknown, notes=notes, capture=dict(t.meta.capture),
+        phases=phases, steps=rows, unknown_kernels=unknown, notes=notes, capture=t.meta.capture,
         attribution=_attribution(prep, rows, t, notes),
     )
 
@@ -327,6 +319,8 @@ def _attribution(prep, rows: list[StepRow], t: EventTables, notes: list[str]):  
         by_phase.setdefault(r.phase, set()).add(r.index)
     if prep.empty_steps_dropped:
         notes.append(f"{prep.empty_steps_dropped} empty step(s) dropped (no tokens or no work): not a phase")
+    if prep.attribution is not None:
+        notes.extend(prep.attribution.notes)
     mode = infer_mode(t, prep.items, prep.detection, prep.device)
     return summarize_attribution(prep.items, by_phase, prep.attribution, mode=mode, inferred=list(prep.inferred_phases),
                      dropped=prep.empty_steps_dropped)

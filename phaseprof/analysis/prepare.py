@@ -1,7 +1,8 @@
 """The shared first half of every analysis: correlate, classify, find steps, build work items.
 
-``analyze_tables`` (breakdown numbers) and ``timeline.index_trace`` (the dashboard's per-step drawing) both start
-here, so the two can never disagree about which kernel belongs to which step or bucket.
+Called in one place, ``analysis.pipeline.analyze``: the breakdown numbers (``summarize``), the dashboard's
+per-step drawing (``AnalysedTrace.timeline``) and the kernel order all read the one ``Prepared`` it returns, so
+they can never disagree about which kernel belongs to which step or bucket.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from phaseprof.analysis.attribution import ItemAttribution, attribute_items
 from phaseprof.analysis.attribution_types import InferredPhase
 from phaseprof.analysis.graph_align import Reference
 from phaseprof.analysis.items import _kernel_view, cpu_items, gpu_items, op_modules
+from phaseprof.analysis.layer_plan import LayerPlan
 from phaseprof.analysis.phase_infer import drop_empty_steps, infer_phases
 from phaseprof.analysis.steps import StepDetection, detect_steps
 from phaseprof.classify.rules import RuleSet
@@ -36,8 +38,11 @@ class Prepared:
 
 
 def prepare(t: EventTables, rules: RuleSet, *, reference: Reference | None = None,
-            only_steps_in: tuple[int, int] | None = None) -> Prepared:
+            only_steps_in: tuple[int, int] | None = None, plan: LayerPlan | None = None,
+            plan_note: str = "") -> Prepared:
     """``reference``: another trace's capture / eager kernel sequences, to attribute graph-replayed kernels.
+    ``plan``: the model's layer plan (``analysis.layer_plan``) for structural attribution of graph replays;
+    ``plan_note``: why there is none.
     ``only_steps_in``: keep only the steps starting in this host window (ns; ``--steps``), see :func:`_only_steps_in`."""
     c = correlate(t)
     device = "gpu" if not t.gpu.empty else "cpu"
@@ -49,7 +54,8 @@ def prepare(t: EventTables, rules: RuleSet, *, reference: Reference | None = Non
         items = gpu_items(t, c, det, rules, kernel_buckets, op_module)
     else:
         items = cpu_items(t, c, det, rules, op_module)
-    items, ia = attribute_items(items, t, c, rules, op_module, device, reference=reference)
+    items, ia = attribute_items(items, t, c, rules, op_module, device, reference=reference, plan=plan,
+                                plan_note=plan_note)
     # The module view names Bucket values or, for a module class no rule names, the class itself (never folded
     # into another bucket), so it is a free categorical, unlike the kernel view (columns.ITEMS).
     items["module_bucket"] = pd.Categorical(items["module_bucket"].astype(str))

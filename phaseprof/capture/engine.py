@@ -22,6 +22,7 @@ from phaseprof.capture.memory_advice import memory_advice
 from phaseprof.capture.models import ModelSource
 from phaseprof.capture.options import EngineOptions, Mode, Quant
 from phaseprof.capture.progress import Stages, quiet_stages
+from phaseprof.capture.start_notice import StartPhases
 from phaseprof.capture.vllm_facts import AttachedCollector, StartupFacts, VllmLogCollector
 from phaseprof.errors import EnvironmentProblem, PhaseprofError
 
@@ -309,7 +310,15 @@ def start_engine(source: ModelSource, opts: EngineOptions, *, device: DeviceInfo
     stages = stages or quiet_stages()
     try:
         with stages.stage(f"starting vLLM {vllm.__version__} ({source.name}, {opts.mode}, {device.kind})") as update:
-            collector.on_message = lambda m: update(detail=m)
+            phases = StartPhases()
+
+            def on_message(message: str) -> None:
+                phase = phases.feed(message)
+                if phase is not None and not stages.live:  # a pipe or log: one line per start phase
+                    console.print(f"vLLM start: {phase} ({time.perf_counter() - t0:.1f} s)", highlight=False)
+                update(detail=f"{phases.phase}: {message}" if phases.phase else message)
+
+            collector.on_message = on_message
             llm = vllm.LLM(**plan.kwargs)
     except PhaseprofError:
         attached.__exit__(None, None, None)

@@ -23,12 +23,18 @@ from phaseprof.capture.device import detect_device, versions
 from phaseprof.capture.engine import build_plan, engine_arg_fields, explain_engine_error, require_vllm
 from phaseprof.capture.models import check_device, check_tokens, default_model_name, resolve_model
 from phaseprof.capture.options import CaptureOptions, EngineOptions, Phase
-from phaseprof.capture.rundir import make_readable, run_dir_name, tokens_label, unique_run_dir, utc_stamp
+from phaseprof.capture.rundir import (
+    make_readable,
+    run_dir_name,
+    run_directory,
+    tokens_label,
+    unique_run_dir,
+    utc_stamp,
+)
 from phaseprof.capture.steps import random_prompt
 from phaseprof.capture.timing import summarize
 from phaseprof.errors import EnvironmentProblem, PhaseprofError
-from phaseprof.io import atomic_directory
-from phaseprof.records import ModelInfo, ParallelInfo, RequestInfo, RunRecord
+from phaseprof.records import DeviceRecord, EngineInfo, ModelInfo, ParallelInfo, ProfileInfo, RequestInfo, RunRecord
 
 MULTICAST_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 FLUSH_WAIT_S = 5.0  # workers write their traces asynchronously after stop_profile()
@@ -94,7 +100,7 @@ def capture_parallel(opts: EngineOptions, cap: CaptureOptions, *, tp: int, ep: b
     final = unique_run_dir(cap.out, run_dir_name(device_slug=f"{device.slug}x{tp}", model_slug=source.slug,
                                                  phase=cap.phase.value, tokens=f"{label}-tp{tp}{'-ep' if ep else ''}",
                                                  stamp=utc_stamp()))
-    with atomic_directory(final) as tmp:
+    with run_directory(final) as tmp:
         ranks = tmp / "ranks"
         ranks.mkdir()
         kw = parallel_kwargs(plan.kwargs, tp=tp, ep=ep, profile_dir=ranks, fields=fields)
@@ -131,12 +137,14 @@ def capture_parallel(opts: EngineOptions, cap: CaptureOptions, *, tp: int, ep: b
             created_utc=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), command=list(argv),
             mode=opts.mode.value, quant=str(opts.quant), ttft_ms=first.median_ms,
             tpot_ms=timing["tpot"]["median_ms"] if "tpot" in timing else None, versions=versions(),
-            device=device.to_dict(), model=ModelInfo.of_source(source), model_config=source.hf_config,
-            engine={"kwargs": {k: v for k, v in kw.items() if k != "profiler_config"}, "env": plan.env,
-                    "notes": list(plan.notes), "startup_s": round(startup_s, 3)},
+            device=DeviceRecord(**device.to_dict()), model=ModelInfo.of_source(source),
+            model_config=source.hf_config,
+            engine=EngineInfo(kwargs={k: v for k, v in kw.items() if k != "profiler_config"}, env=plan.env,
+                              notes=list(plan.notes), startup_s=round(startup_s, 3)),
             request=RequestInfo(phase=cap.phase.value, prompt_tokens=cap.tokens, max_tokens=n_out, seed=cap.seed),
-            timing=timing, profile={"overhead_ratio": profiled_s / clean_s if clean_s > 0 else None,
-                                    "overhead_definition": "profiled / unprofiled host-clock time of llm.generate"},
+            timing=timing, profile=ProfileInfo(overhead_ratio=profiled_s / clean_s if clean_s > 0 else None,
+                                               overhead_definition="profiled / unprofiled host-clock time of "
+                                                                   "llm.generate"),
             parallel=ParallelInfo(tensor_parallel_size=tp, expert_parallel=ep, rank_traces=tuple(traces)),
         ).write(tmp / "run.json")
         del llm

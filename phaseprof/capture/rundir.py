@@ -7,16 +7,20 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import itertools
 import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import orjson
 from rich.console import Console
 
-from phaseprof.io import atomic_write_bytes
-from phaseprof.records import RUN_SCHEMA_VERSION  # noqa: F401 - kept importable from here
+from phaseprof.errors import PhaseprofError
+from phaseprof.io import atomic_directory, atomic_write_bytes
+from phaseprof.records import RUN_SCHEMA_VERSION, RunRecord  # noqa: F401 - RUN_SCHEMA_VERSION kept importable from here
 
 
 def utc_stamp(now: dt.datetime | None = None) -> str:
@@ -34,14 +38,50 @@ def run_dir_name(*, device_slug: str, model_slug: str, phase: str, tokens: str, 
     return f"{stamp or utc_stamp()}-{device_slug}-{model_slug}-{phase}-{tokens}"
 
 
+def _reservation(path: Path) -> Path:
+    return path.with_name(f".{path.name}{RESERVED_SUFFIX}")
+
+
+#: ``root/.<name>.reserved``: an empty file held by the run being written under that name (see unique_run_dir).
+RESERVED_SUFFIX = ".reserved"
+
+
 def unique_run_dir(root: Path, name: str) -> Path:
-    """``root/name``, or ``root/name-2``, ... when two runs start within the same second."""
-    path = root / name
-    k = 2
-    while path.exists():
-        path = root / f"{name}-{k}"
-        k += 1
-    return path
+    """``root/name``, or ``root/name-2``, ...: a name no finished run has and no run still being written holds.
+
+    Two captures started in the same second (or processes racing) must not get one name: the second would lose
+    its run at the final rename. The name is reserved by creating ``root/.<name>.reserved`` with O_EXCL (atomic
+    between processes, on one machine or over NFS v3+), then checked free of a finished run; the reservation is
+    dropped by :func:`run_directory` once the run is renamed into place, or has failed. A reservation left by a
+    killed process only makes later runs skip that name."""
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise PhaseprofError(f"cannot make the output directory (--out): {e.strerror or e}", path=root) from None
+    for k in itertools.count(1):
+        path = root / (name if k == 1 else f"{name}-{k}")
+        try:
+            os.close(os.open(_reservation(path), os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+        except FileExistsError:
+            continue  # another run holds this name
+        except OSError as e:
+            raise PhaseprofError(f"cannot write a run directory here (--out): {e.strerror or e}", path=root) from None
+        if not path.exists():
+            return path
+        _reservation(path).unlink()  # finished already (its reservation was dropped after its rename)
+    raise AssertionError("unreachable")
+
+
+@contextmanager
+def run_directory(final: Path) -> Iterator[Path]:
+    """:func:`phaseprof.io.atomic_directory` for a run directory named by :func:`unique_run_dir`: yields the
+    temporary directory to fill, renames it to ``final`` on success (deletes it on failure), then drops the
+    name's reservation."""
+    try:
+        with atomic_directory(final) as tmp:
+            yield tmp
+    finally:
+        _reservation(final).unlink(missing_ok=True)
 
 
 def make_readable(directory: Path) -> None:
@@ -71,7 +111,7 @@ def command_line(argv: list[str] | None = None) -> list[str]:
 
 
 def in_final_place(summary: Any, tmp: Path, final: Path) -> Any:
-    """A multi-rank summary (``analysis.ranks.RankSummary``) of traces analysed inside the run directory being
+    """A multi-rank summary (``scale.ranks.RankSummary``) of traces analysed inside the run directory being
     written (``tmp``) with their paths where they will be once it is renamed to ``final``: trace paths of
     files elsewhere (other nodes') are left as they are."""
     prefix = str(tmp).rstrip("/") + "/"
@@ -84,13 +124,15 @@ def in_final_place(summary: Any, tmp: Path, final: Path) -> Any:
 
 
 def analyze_into(trace: Path, run_dir: Path, *, final_trace: Path | None = None,
-                 model_config: dict[str, Any] | None = None) -> tuple[Any | None, str | None]:
+                 model_config: dict[str, Any] | None = None,
+                 routing: dict[str, Any] | None = None) -> tuple[Any | None, str | None]:
     """Run phaseprof's analysis on ``trace`` and write ``run_dir/breakdown.json`` (with its speed-of-light
     section).
 
     ``final_trace``: where the trace will live once the run directory is renamed into place (the breakdown
     names that path, not the temporary one). ``model_config``: the model's config.json content, as run.json
-    will record it (it is written after the analysis); it gives the speed of light its model.
+    will record it (it is written after the analysis); it gives the speed of light its model. ``routing``:
+    run.json's ``routing`` value (``routing.npz`` already in ``run_dir``): the MoE floor reads measured experts.
 
     Returns (Breakdown, None), or (None, reason) when the analysis is not available or fails; a capture still
     succeeds without a breakdown (the trace is the primary artefact) and run.json records the reason.
@@ -98,11 +140,15 @@ def analyze_into(trace: Path, run_dir: Path, *, final_trace: Path | None = None,
     try:
         from phaseprof.analysis.pipeline import AnalysisConfig, analyze  # noqa: PLC0415
         from phaseprof.report.json_io import write_breakdown  # noqa: PLC0415
+        from phaseprof.sol.attach import reported  # noqa: PLC0415
     except ImportError as e:
         return None, f"analysis not available: {e}"
     try:
-        capture = {"model_config": model_config} if model_config else {}
-        bd = analyze(trace, config=AnalysisConfig(capture=capture)).reported
+        capture = None
+        if model_config or (routing and routing.get("file")):
+            capture = RunRecord(model_config=model_config or None,
+                                extra={"routing": routing} if routing and routing.get("file") else {})
+        bd = reported(analyze(trace, config=AnalysisConfig(capture=capture)))
         if final_trace is not None and dataclasses.is_dataclass(getattr(bd, "trace", None)):
             bd = bd.naming_trace(str(final_trace))
         write_breakdown(bd, run_dir / "breakdown.json")

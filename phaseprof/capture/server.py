@@ -2,7 +2,8 @@
 
 Order: trace directory exists -> server is vLLM, serves a model, has the profiling route -> the request fits
 ``max_model_len`` -> ``warmup`` + ``reps`` clean rounds (streamed, client clock) -> one profiled round between
-``POST /start_profile`` and ``POST /stop_profile`` -> the NEW rank traces in ``--trace-dir``, once complete ->
+``POST /start_profile`` and ``POST /stop_profile`` -> the new rank traces in ``--trace-dir`` exported during this
+capture's ``/stop_profile`` (never another client's: server_traces.ProfileWindow), once complete ->
 the run directory, written atomically: one rank gives ``trace.json.gz`` + ``breakdown.json`` + ``run.json``
 (as an in-process capture); several give ``ranks/`` + ``rank<N>.breakdown.json`` + ``run.json``.
 With ``ray`` (a cluster address) the traces are looked for on every node and those on other nodes are analysed
@@ -16,6 +17,7 @@ import datetime as dt
 import gzip
 import shutil
 import tempfile
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,7 +26,6 @@ from typing import Any
 from rich.console import Console
 
 from phaseprof import __version__
-from phaseprof.capture.models import slugify
 from phaseprof.capture.options import CaptureOptions, Phase
 from phaseprof.capture.profile import DEFAULT_MAX_TRACE_BYTES, finalize_trace
 from phaseprof.capture.rundir import (
@@ -35,6 +36,7 @@ from phaseprof.capture.rundir import (
     make_readable,
     run_dir_name,
     tokens_label,
+    run_directory,
     unique_run_dir,
     utc_stamp,
 )
@@ -50,6 +52,8 @@ from phaseprof.capture.server_probe import (
 from phaseprof.capture.server_requests import CLIENT_CLOCK, RequestPlan, run_round, run_rounds, timing_from_streams
 from phaseprof.capture.server_traces import (
     Collected,
+    ProfileWindow,
+    RankTraces,
     missing_ranks,
     missing_ranks_message,
     snapshot,
@@ -58,8 +62,7 @@ from phaseprof.capture.server_traces import (
 )
 from phaseprof.capture.timing import PhaseTiming
 from phaseprof.errors import PhaseprofError
-from phaseprof.io import atomic_directory
-from phaseprof.records import RunRecord
+from phaseprof.records import Headline, ModelInfo, RequestInfo, RunRecord, ServerRecord
 
 #: Requests one capture may send in all (warm-up + reps + profiled rounds, times concurrency).
 MAX_REQUESTS = 1000
@@ -102,7 +105,7 @@ class ServerCaptureResult:
     breakdown_error: str | None
     warnings: tuple[str, ...]
     run: dict[str, Any]
-    rank_summary: Any = None  # analysis.ranks.RankSummary when several ranks were analysed (multirank.json's)
+    rank_summary: Any = None  # scale.ranks.RankSummary when several ranks were analysed (multirank.json's)
 
 
 def connect(url: str, *, timeout_s: float, max_requests: int = MAX_REQUESTS) -> tuple[ServerClient, ServerInfo]:
@@ -172,8 +175,11 @@ def capture_from_server(req: ServerCapture, *, console: Console, argv: list[str]
             profiled = run_round(client, plan, req.concurrency)
         finally:
             status.update("Stopping the profiler (the server writes its traces now)")
+            stop_sent = time.time_ns()  # this capture's traces are exported while /stop_profile runs
             _post_profile(client, "/stop_profile", info, target.timeout_s)
-        collected = collect.wait(expected=info.world_size, timeout_s=req.trace_wait_s, on_wait=status.update)
+        window = ProfileWindow(stop_sent, time.time_ns())
+        collected = collect.wait(expected=info.world_size, timeout_s=req.trace_wait_s, window=window,
+                                 on_wait=status.update)
     rank_files = [(r, p) for r, p in zip(collected.ranks, collected.files, strict=True) if r is not None]
     other = [p for r, p in zip(collected.ranks, collected.files, strict=True) if r is None]
     if not rank_files:
@@ -182,14 +188,16 @@ def capture_from_server(req: ServerCapture, *, console: Console, argv: list[str]
     prof_ms = _profiled_metric_ms(c.phase, profiled)
     clean_ms = timing.headline.median_ms
     ratio = prof_ms / clean_ms if prof_ms is not None and clean_ms > 0 else None
-    final = unique_run_dir(c.out, run_dir_name(device_slug="server", model_slug=slugify(Path(info.model_id).name),
+    final = unique_run_dir(c.out, run_dir_name(device_slug="server", model_slug=info.model_slug,
                                                phase=str(c.phase), tokens=label, stamp=utc_stamp()))
-    meta = {"schema_version": RUN_SCHEMA_VERSION, "source": "server", "server": info.url, "model": info.model_id,
-            "phase": str(c.phase), "prompt_tokens": c.tokens, "max_tokens": c.max_tokens,
-            "concurrency": req.concurrency, "vllm_version": info.version, "ttft_ms": timing.ttft.median_ms,
-            "tpot_ms": timing.tpot.median_ms if timing.tpot else None,
-            "headline": {"metric": _metric(c.phase), "median_ms": clean_ms, "source": CLIENT_CLOCK}}
-    with atomic_directory(final) as tmp:
+    meta = RunRecord(  # what the traces embed: RunRecord.embedded, the server's subset
+        source="server", server=ServerRecord(url=info.url), model=ModelInfo(name=info.model_id),
+        request=RequestInfo(phase=str(c.phase), prompt_tokens=c.tokens, max_tokens=c.max_tokens,
+                            concurrency=req.concurrency),
+        versions={"vllm": info.version}, ttft_ms=timing.ttft.median_ms,
+        tpot_ms=timing.tpot.median_ms if timing.tpot else None,
+        headline=Headline(metric=_metric(c.phase), median_ms=clean_ms, source=CLIENT_CLOCK)).embedded()
+    with run_directory(final) as tmp:
         with console.status("Analyzing the rank traces"):
             if collect.remote_ranks():
                 ranks = collect.write_cluster(tmp, final, world_size=info.world_size)
@@ -223,13 +231,15 @@ class _Collector:
 
             self.nodes = snapshot_cluster(str(trace_dir))
 
-    def wait(self, *, expected: int | None, timeout_s: float, on_wait: Any) -> Collected:
+    def wait(self, *, expected: int | None, timeout_s: float, window: ProfileWindow, on_wait: Any) -> Collected:
+        """The new traces of this capture's profile ``window`` (server_traces.ProfileWindow), once complete."""
         if self.ray is None:
             return wait_for_traces(self.trace_dir, self.before, expected=expected, timeout_s=timeout_s,
-                                   on_wait=on_wait)
+                                   window=window, on_wait=on_wait)
         from phaseprof.capture.server_ray import wait_on_cluster  # noqa: PLC0415
 
-        self.cluster = wait_on_cluster(self.nodes, expected=expected, timeout_s=timeout_s, on_wait=on_wait)
+        self.cluster = wait_on_cluster(self.nodes, expected=expected, timeout_s=timeout_s, window=window,
+                                       on_wait=on_wait)
         return self.cluster.collected
 
     def _ranked(self) -> list[tuple[int, Any]]:
@@ -269,19 +279,6 @@ class _Collector:
         locs = [rank_location(r, f, copied_to=copied if one else f"{copied}/{Path(f.path).name}")
                 for r, f in self._ranked()]
         return dataclasses.replace(ranks, trace_doc={**ranks.trace_doc, "rank_locations": locs})
-
-
-@dataclass(frozen=True)
-class RankTraces:
-    """The analysed traces of one profiled round: breakdown per rank (empty when the analysis failed, then
-    ``error`` says why), the run.json ``trace`` entry, warnings (ranks missing from the directory) and, with
-    several ranks, their cross-rank summary (``analysis.ranks.RankSummary``, written as ``multirank.json``)."""
-
-    breakdowns: dict[int, Any]
-    error: str | None
-    trace_doc: dict[str, Any]
-    warnings: tuple[str, ...]
-    summary: Any = None
 
 
 def write_rank_traces(tmp: Path, final: Path, rank_files: list[tuple[int, Path]], *, world_size: int | None,
@@ -330,8 +327,8 @@ def _analyze_ranks(rank_files: list[tuple[int, Path]], tmp: Path, final: Path) -
     """Copy the rank traces into ``tmp/ranks`` and analyse them as ``phaseprof analyze`` does: the summary
     (None and why on failure), naming the traces under ``final``; each rank's breakdown and
     ``multirank.json`` written into ``tmp``."""
-    from phaseprof.analysis.ranks import analyze_ranks, find_trace_files  # noqa: PLC0415
-    from phaseprof.scale.cli import write_rank_outputs  # noqa: PLC0415
+    from phaseprof.scale.ranks import analyze_ranks, find_trace_files  # noqa: PLC0415
+    from phaseprof.scale.report import write_rank_outputs  # noqa: PLC0415
 
     ranks_dir = tmp / "ranks"
     ranks_dir.mkdir()
@@ -371,7 +368,7 @@ def _run_json(req: ServerCapture, info: ServerInfo, timing: PhaseTiming, prof_ms
         "ttft_ms": timing.ttft.median_ms, "tpot_ms": timing.tpot.median_ms if timing.tpot else None,
         "device": {"kind": platform, "name": gpu or platform},
         "model": {"name": info.model_id, "kind": "server", "path": info.root,
-                  "architecture": ((info.hf_config or {}).get("architectures") or [None])[0]},
+                  "architecture": info.architecture},
         "model_config": info.hf_config,  # as the server reports it: speed of light needs no --model-config
         "request": {"phase": str(c.phase), "prompt_tokens": c.tokens, "max_tokens": c.max_tokens,
                     "concurrency": req.concurrency, "seed": c.seed,
@@ -424,6 +421,4 @@ def print_server_headline(res: ServerCaptureResult, console: Console) -> None:
                           f"stays there: {loc['path']}", markup=False, highlight=False, soft_wrap=True)
     for w in res.warnings:
         console.print(f"[yellow]warning:[/] {w}", soft_wrap=True)
-    if res.breakdown_error:
-        console.print(f"[yellow]no breakdown:[/] {res.breakdown_error}")
     console.print(f"run directory: {res.run_dir}")

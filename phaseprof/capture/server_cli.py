@@ -22,6 +22,17 @@ RAY_HELP = ("With --server: collect the rank traces from --trace-dir on every no
             "expand on each node.")
 
 
+#: The longest --request-timeout taken (a week): longer is a typo, and inf/NaN cannot arm a timer.
+MAX_REQUEST_TIMEOUT_S = 7 * 24 * 3600.0
+
+
+def check_request_timeout(timeout_s: float) -> None:
+    """--request-timeout is the deadline of each whole HTTP request: more than 0 s, at most a week."""
+    if not 0 < timeout_s <= MAX_REQUEST_TIMEOUT_S:  # also NaN and inf
+        raise PhaseprofError(f"--request-timeout must be more than 0 and at most {MAX_REQUEST_TIMEOUT_S:g} seconds, "
+                             f"got {timeout_s}")
+
+
 #: In-process options that mean nothing for a server capture (the server's own settings apply instead).
 _ENGINE_ONLY = {"--mode", "--quant", "--tensor-parallel-size", "--model", "--engine-arg", "--profile-steps"}
 
@@ -62,12 +73,16 @@ def capture_server(capture: CaptureOptions, *, server: str, trace_dir: Path | No
                              "the first)")
     if concurrency < 1:
         raise PhaseprofError(f"--concurrency must be at least 1, got {concurrency}")
+    check_request_timeout(timeout_s)
     if not trace_wait_s > 0:  # also NaN
         raise PhaseprofError(f"--trace-wait must be more than 0 seconds, got {trace_wait_s}")
     req = ServerCapture(capture=capture, server=ServerTarget(server, timeout_s=timeout_s), trace_dir=trace_dir,
                         concurrency=concurrency, ray=ray, trace_wait_s=trace_wait_s)
     res = capture_from_server(req, console=console, argv=server_argv(argv, phase=capture.phase))
     print_server_headline(res, console)
+    if res.breakdown_error or not res.breakdowns:  # the run directory keeps the traces; the capture failed
+        raise PhaseprofError(f"no breakdown: {res.breakdown_error or 'no rank trace was analysed'} (the traces "
+                             "and run.json are kept there)", path=res.run_dir)
     if len(res.breakdowns) == 1:
         from phaseprof.capture.rundir import print_table  # noqa: PLC0415
 
@@ -84,6 +99,7 @@ def sweep_server(spec: SweepSpec, *, server: str, timeout_s: float, console: Con
     from phaseprof.capture.server_sweep import ServerSweep, run_server_sweep  # noqa: PLC0415
     from phaseprof.capture.sweep_dir import print_sweep  # noqa: PLC0415
 
+    check_request_timeout(timeout_s)
     req = ServerSweep(spec=spec, server=ServerTarget(server, timeout_s=timeout_s))
     directory, doc = run_server_sweep(req, console=console, argv=argv)
     print_sweep(doc, console)

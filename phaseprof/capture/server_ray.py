@@ -19,11 +19,14 @@ import socket
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from phaseprof.capture.server_traces import (
     Collected,
+    ProfileWindow,
+    RankTraces,
     Snapshot,
+    check_one_per_rank,
     ends_properly,
     missing_ranks,
     new_files,
@@ -44,8 +47,6 @@ from phaseprof.scale.ray_run import (
 )
 from phaseprof.scale.rank_task import RankResult, analyze_rank
 
-if TYPE_CHECKING:
-    from phaseprof.capture.server import RankTraces
 
 
 @dataclass(frozen=True)
@@ -101,9 +102,11 @@ class ClusterCollected:
 
 
 def wait_on_cluster(nodes: list[NodeDir], *, expected: int | None, timeout_s: float, stable_s: float = 1.0,
-                    poll_s: float = 0.25, on_wait: Callable[[str], None] | None = None) -> ClusterCollected:
-    """Wait until the new traces on all ``nodes`` are complete (``expected`` rank files in all, when known).
-    Raises one clear error when no node got a new trace, or none completed, in time."""
+                    poll_s: float = 0.25, window: ProfileWindow | None = None,
+                    on_wait: Callable[[str], None] | None = None) -> ClusterCollected:
+    """Wait until the new traces (of ``window`` only, when given) on all ``nodes`` are complete (``expected``
+    rank files in all, when known). Raises one clear error when no node got a new trace, or none completed, in
+    time, or when one rank has several."""
     owner: dict[tuple[str, str], NodeFile] = {}
 
     def list_new() -> dict[tuple[str, str], int]:
@@ -111,7 +114,7 @@ def wait_on_cluster(nodes: list[NodeDir], *, expected: int | None, timeout_s: fl
         owner.clear()
         owner.update({(f.node_id, f.path): f for f in distinct_files(
             (n.node_id, n.host, files) for n, files in zip(nodes, per_node))})
-        return {k: f.size for k, f in owner.items()}
+        return {k: f.size for k, f in owner.items() if window is None or window.holds(os.path.basename(k[1]))}
 
     def complete(keys: list[tuple[str, str]]) -> set[tuple[str, str]]:
         by_node: dict[str, list[str]] = {}
@@ -133,6 +136,7 @@ def wait_on_cluster(nodes: list[NodeDir], *, expected: int | None, timeout_s: fl
     done = sorted(w.done, key=lambda k: (os.path.basename(k[1]), k))
     files = tuple(Path(p) for _, p in done)
     collected = Collected(files, tuple(rank_from_name(p.name) for p in files), w.waited_s)
+    check_one_per_rank(collected.ranks, [f"{owner[k].host}:{k[1]}" for k in done])
     return ClusterCollected(collected, tuple(owner[k] for k in done))
 
 
@@ -188,9 +192,8 @@ def write_cluster_rank_traces(tmp: Path, final: Path, rank_files: list[tuple[int
     """The run directory's rank part when traces sit on several nodes: ``ranks/`` (this node's traces, copied),
     ``rank<N>.breakdown.json`` for every rank wherever analysed, ``multirank.json`` (the report ``phaseprof
     analyze`` gives for the same files); the ``trace`` entry of run.json records where each rank's trace is."""
-    from phaseprof.analysis.ranks import summarize_ranks  # noqa: PLC0415
-    from phaseprof.capture.server import RankTraces  # noqa: PLC0415
-    from phaseprof.scale.cli import write_rank_outputs  # noqa: PLC0415
+    from phaseprof.scale.ranks import summarize_ranks  # noqa: PLC0415
+    from phaseprof.scale.report import write_rank_outputs  # noqa: PLC0415
 
     warnings: list[str] = []
     err = None

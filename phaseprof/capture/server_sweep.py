@@ -13,13 +13,13 @@ from typing import Any
 import numpy as np
 from rich.console import Console
 
-from phaseprof.capture.models import slugify
 from phaseprof.capture.options import Phase
 from phaseprof.capture.rundir import (
     RUN_SCHEMA_VERSION,
     command_line,
     make_readable,
     run_dir_name,
+    run_directory,
     unique_run_dir,
     utc_stamp,
 )
@@ -39,7 +39,6 @@ from phaseprof.capture.serving import RequestTimes, gaps, serving_metrics
 from phaseprof.capture.server_client import StreamedRequest
 from phaseprof.capture.timing import summarize
 from phaseprof.errors import PhaseprofError
-from phaseprof.io import atomic_directory
 from phaseprof.pareto.records import AsyncScheduling, to_builtins
 from phaseprof.records import SweepRecord
 
@@ -96,11 +95,11 @@ def run_server_sweep(req: ServerSweep, *, console: Console, argv: list[str] | No
         "reps": sp.reps, "warmup": sp.warmup, "seed": sp.seed,
         "timing_source": CLIENT_CLOCK,
     }
-    final = unique_run_dir(sp.out, run_dir_name(device_slug="server", model_slug=slugify(Path(info.model_id).name),
+    final = unique_run_dir(sp.out, run_dir_name(device_slug="server", model_slug=info.model_slug,
                                                 phase=f"sweep-{sp.phase}", tokens=sp.label, stamp=utc_stamp()))
     t0 = time.perf_counter()
     skipped: list[int] = []
-    with atomic_directory(final) as tmp, console.status(f"{sp.phase} sweep on {info.url}") as st:
+    with run_directory(final) as tmp, console.status(f"{sp.phase} sweep on {info.url}") as st:
         title = f"{info.model_id} at {info.url}"
         if sp.phase is Phase.PREFILL:
             points: list[PrefillPoint] = []

@@ -5,6 +5,13 @@ vLLM's workers write ``<worker name>.<time ns>.pt.trace.json[.gz]`` straight to 
 not changed for ``stable_s`` AND it ends properly: a gzip stream that decompresses to its end, or a JSON text
 whose last non-blank byte is ``}``. Only files that were not in the directory before ``/start_profile`` are
 taken (a snapshot of names, sizes and mtimes).
+
+Several captures may share one directory (two clients of one server, or of two servers): a new file is only
+this capture's when it was written inside this capture's own profile window (:class:`ProfileWindow`). torch's
+trace handler names each file with ``time.time_ns()`` taken as the export starts, and vLLM exports inside the
+``/stop_profile`` call (``profiler.stop()`` runs ``on_trace_ready`` synchronously in every worker before the
+RPC returns): so this capture's traces carry a stamp between the moment its ``/stop_profile`` was sent and the
+moment the answer came back. Never "the newest file".
 """
 
 from __future__ import annotations
@@ -15,14 +22,18 @@ import zlib
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from phaseprof.errors import PhaseprofError
 
 TRACE_SUFFIXES = (".pt.trace.json.gz", ".pt.trace.json")
 #: ``...-rank-3.<ns>.pt.trace.json.gz`` (CPU worker) or ``dp0_pp0_tp1_dcp0_ep1_rank1.<ns>...`` (GPU worker)
 _RANK_IN_NAME = re.compile(r"rank-?(\d+)(?:\.\d+)?\.pt\.trace\.json")
+#: ``<worker>.<time.time_ns()>.pt.trace.json[.gz]``: the export time torch's trace handler puts in the name.
+_STAMP_IN_NAME = re.compile(r"\.(\d{16,20})\.pt\.trace\.json(?:\.gz)?$")
 _CHUNK = 1 << 20
+#: Clock difference allowed between this machine and the server's workers (same host: none; NTP: milliseconds).
+CLOCK_SLACK_S = 0.5
 
 Snapshot = dict[str, tuple[int, int]]  # file name -> (size bytes, mtime ns)
 
@@ -45,9 +56,33 @@ def snapshot(directory: Path) -> Snapshot:
     return out
 
 
-def new_files(directory: Path, before: Snapshot) -> dict[Path, int]:
-    """Trace files that are new or rewritten since ``before``, with their sizes now, in name order."""
-    return {directory / n: meta[0] for n, meta in sorted(snapshot(directory).items()) if before.get(n) != meta}
+@dataclass(frozen=True)
+class ProfileWindow:
+    """When this capture's ``/stop_profile`` was sent and answered (wall clock, ns): its traces were exported
+    in between (give or take ``slack_ns`` of clock difference)."""
+
+    stop_sent_ns: int
+    stop_done_ns: int
+    slack_ns: int = int(CLOCK_SLACK_S * 1e9)
+
+    def holds(self, name: str) -> bool:
+        """Whether a trace named ``name`` was exported inside this window (a name without an export stamp is
+        nobody's in particular, so not this capture's)."""
+        stamp = export_stamp_ns(name)
+        return stamp is not None and self.stop_sent_ns - self.slack_ns <= stamp <= self.stop_done_ns + self.slack_ns
+
+
+def export_stamp_ns(name: str) -> int | None:
+    """The ``time.time_ns()`` torch's trace handler put in a trace's file name, when it did."""
+    m = _STAMP_IN_NAME.search(name)
+    return int(m.group(1)) if m else None
+
+
+def new_files(directory: Path, before: Snapshot, window: ProfileWindow | None = None) -> dict[Path, int]:
+    """Trace files that are new or rewritten since ``before`` (and exported inside ``window``, when given),
+    with their sizes now, in name order."""
+    return {directory / n: meta[0] for n, meta in sorted(snapshot(directory).items())
+            if before.get(n) != meta and (window is None or window.holds(n))}
 
 
 def rank_from_name(name: str) -> int | None:
@@ -145,20 +180,42 @@ def watch_new_traces(list_new: Callable[[], dict[K, int]], complete: Callable[[l
 
 
 def wait_for_traces(directory: Path, before: Snapshot, *, expected: int | None, timeout_s: float,
-                    stable_s: float = 1.0, poll_s: float = 0.25,
+                    stable_s: float = 1.0, poll_s: float = 0.25, window: ProfileWindow | None = None,
                     on_wait: Callable[[str], None] | None = None) -> Collected:
-    """Wait until the new trace files are complete: ``expected`` of them when known, else at least one and no
-    new file for ``stable_s``. Raises one clear error when nothing (or nothing complete) appeared in time."""
-    w = watch_new_traces(lambda: new_files(directory, before), lambda ps: {p for p in ps if ends_properly(p)},
-                         lambda p: rank_from_name(p.name),
+    """Wait until the new trace files (of ``window`` only, when given) are complete: ``expected`` of them when
+    known, else at least one and no new file for ``stable_s``. Raises one clear error when nothing (or nothing
+    complete) appeared in time, or when one rank has several traces in the window."""
+    w = watch_new_traces(lambda: new_files(directory, before, window),
+                         lambda ps: {p for p in ps if ends_properly(p)}, lambda p: rank_from_name(p.name),
                          expected=expected, timeout_s=timeout_s, stable_s=stable_s, poll_s=poll_s, on_wait=on_wait)
     if w.timed_out and not w.seen:
+        others = len(new_files(directory, before)) if window is not None else 0
         raise PhaseprofError(f"no new trace appeared within {timeout_s:g} s after /stop_profile; is "
-                             "this the server's torch_profiler_dir (on this machine)?", path=directory)
+                             "this the server's torch_profiler_dir (on this machine)?"
+                             + (f" ({others} new trace(s) there were exported outside this capture's "
+                                "/stop_profile: another client's profile, or a profiler that stopped by itself, "
+                                "as with --profiler-config max_iterations)" if others else ""), path=directory)
     if w.timed_out and not w.done:
         raise PhaseprofError(f"{w.seen} new trace file(s) appeared but none was complete within "
                              f"{timeout_s:g} s (still being written?)", path=directory)
-    return Collected(w.done, tuple(rank_from_name(p.name) for p in w.done), w.waited_s)
+    ranks = tuple(rank_from_name(p.name) for p in w.done)
+    check_one_per_rank(ranks, [p.name for p in w.done])
+    return Collected(w.done, ranks, w.waited_s)
+
+
+def check_one_per_rank(ranks: tuple[int | None, ...], names: list[str]) -> None:
+    """Refuse, naming the files, when one rank has several new traces: they cannot all be this capture's (two
+    clients profiled at once), and picking one would be a guess."""
+    seen: dict[int, list[str]] = {}
+    for r, n in zip(ranks, names, strict=True):
+        if r is not None:
+            seen.setdefault(r, []).append(n)
+    twice = {r: ns for r, ns in seen.items() if len(ns) > 1}
+    if twice:
+        r, ns = min(twice.items())
+        raise PhaseprofError(f"rank {r} has {len(ns)} new traces in this capture's profile window ({', '.join(ns)}): "
+                             "two profiles ended at once (another capture shares this trace directory); not guessing "
+                             "which is this capture's (run the captures one after the other)")
 
 
 def missing_ranks(found: list[int | None], world_size: int | None) -> list[int]:
@@ -174,3 +231,16 @@ def missing_ranks_message(missing: list[int], world_size: int, directory: Path) 
             "workers run on other nodes and wrote there: run `phaseprof analyze` on those nodes' "
             "torch_profiler_dir (or collect the files here); the breakdown below covers "
             f"{world_size - len(missing)} of {world_size} ranks")
+
+
+@dataclass(frozen=True)
+class RankTraces:
+    """The analysed traces of one profiled round: breakdown per rank (empty when the analysis failed, then
+    ``error`` says why), the run.json ``trace`` entry, warnings (ranks missing from the directory) and, with
+    several ranks, their cross-rank summary (``scale.ranks.RankSummary``, written as ``multirank.json``)."""
+
+    breakdowns: dict[int, Any]
+    error: str | None
+    trace_doc: dict[str, Any]
+    warnings: tuple[str, ...]
+    summary: Any = None

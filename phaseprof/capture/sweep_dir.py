@@ -23,7 +23,14 @@ from rich.table import Table
 
 from phaseprof.capture.engine import EngineSession, explain_engine_error
 from phaseprof.capture.options import CaptureOptions, Phase
-from phaseprof.capture.rundir import command_line, make_readable, run_dir_name, unique_run_dir, utc_stamp
+from phaseprof.capture.rundir import (
+    command_line,
+    make_readable,
+    run_dir_name,
+    run_directory,
+    unique_run_dir,
+    utc_stamp,
+)
 from phaseprof.capture.runner import ServingTiming, capture_phase
 from phaseprof.capture.sweep import (
     DecodePoint,
@@ -38,9 +45,8 @@ from phaseprof.capture.sweep import (
     write_plot,
 )
 from phaseprof.errors import PhaseprofError
-from phaseprof.io import atomic_directory
 from phaseprof.pareto.records import AsyncScheduling, to_builtins
-from phaseprof.records import ModelInfo, SweepRecord
+from phaseprof.records import DeviceRecord, EngineInfo, ModelInfo, SweepRecord
 
 
 @dataclass(frozen=True)
@@ -59,11 +65,11 @@ def _header(session: EngineSession, req: SweepRequest, argv: list[str] | None) -
     sp = req.spec
     return SweepRecord(
         phase=str(sp.phase), created_utc=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        command=command_line(argv), versions=session.versions, device=session.device.to_dict(),
+        command=command_line(argv), versions=session.versions, device=DeviceRecord(**session.device.to_dict()),
         model=ModelInfo.of_source(session.source), model_config=session.source.hf_config,
-        engine={"kwargs": session.plan.kwargs, "env": session.plan.env, "notes": list(session.plan.notes),
-                "startup_s": round(session.startup_s, 3), "mode": str(session.options.mode),
-                "quant": str(session.options.quant), "world_size": world_size_of(session.plan.kwargs)},
+        engine=EngineInfo(kwargs=session.plan.kwargs, env=session.plan.env, notes=list(session.plan.notes),
+                          startup_s=round(session.startup_s, 3), mode=str(session.options.mode),
+                          quant=str(session.options.quant), world_size=world_size_of(session.plan.kwargs)),
         vllm_startup_facts=session.facts.to_dict(), reps=sp.reps, warmup=sp.warmup, seed=sp.seed)
 
 
@@ -82,7 +88,7 @@ def run_sweep(session: EngineSession, req: SweepRequest, *, console: Console,
                             else f"async_scheduling={session.options.async_scheduling} (asked for)")
     prof_session = session
     t0 = time.perf_counter()
-    with atomic_directory(final) as tmp:
+    with run_directory(final) as tmp:
         title = f"{session.source.name} on {session.device.name} ({session.options.mode})"
         if sp.phase is Phase.PREFILL:
             with console.status("Prefill sweep") as st:
@@ -115,7 +121,7 @@ def run_sweep(session: EngineSession, req: SweepRequest, *, console: Console,
                     rec = replace(rec, profiles=_decode_profiles(prof_session, req, points_d, timed.timed, tmp,
                                                                  console, argv))
         timed = msgspec.structs.replace(timed, profiled=prof_session.async_scheduling if req.profile_at else None)
-        rec = replace(rec, engine={**rec.engine, "async_scheduling": to_builtins(timed)})
+        rec = replace(rec, engine=replace(rec.engine, async_scheduling=to_builtins(timed)))
         rec = replace(rec, plot_files=write_plot(spec, tmp), elapsed_s=round(time.perf_counter() - t0, 3))
         rec.write(tmp / "sweep.json")
         make_readable(tmp)

@@ -15,7 +15,6 @@ import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
 
 
 from phaseprof.errors import PhaseprofError
@@ -234,19 +233,6 @@ def save_upload(name: str, data: bytes, upload_dir: Path) -> Path:
         tmp.write_bytes(data)
         os.replace(tmp, dest)
     return dest
-
-
-def first_of(doc: Any, paths: tuple[str, ...]) -> Any:
-    """The first dotted key path (``"request.prompt_tokens"``) that leads to a plain scalar, else None."""
-    for path in paths:
-        v = doc
-        for part in path.split("."):
-            v = v.get(part) if isinstance(v, dict) else None
-        if isinstance(v, (str, int, float)) and not isinstance(v, bool) and v != "":
-            return v
-        if isinstance(v, bool):
-            return v
-    return None
 
 
 def iso_time(ts: float) -> str:

@@ -70,16 +70,16 @@ def read_sweep(path: str | Path) -> Sweep:
 
 
 def _engine_args(rec: SweepRecord) -> dict[str, Any]:
-    return dict((rec.engine or {}).get("kwargs") or {})
+    return dict(rec.engine.kwargs or {})
 
 
 def config_label(s: Sweep) -> str:
     """``<model> <mode> <quant> <N>gpu [no-]async seqs<max_num_seqs>``: what tells configurations apart."""
-    e = s.record.engine or {}
+    e = s.record.engine
     kw = _engine_args(s.record)
     world = s.metrics[0].world_size
-    parts = [s.record.model.name or "?", str(e.get("mode") or "?"), str(e.get("quant") or "bf16"), f"{world}gpu"]
-    timed_async = (e.get("async_scheduling") or {}).get("timed")
+    parts = [s.record.model.name or "?", str(e.mode or "?"), str(e.quant or "bf16"), f"{world}gpu"]
+    timed_async = (e.async_scheduling or {}).get("timed")
     if timed_async is not None:
         parts.append("async" if timed_async else "no-async")
     if kw.get("max_num_seqs"):
@@ -156,8 +156,8 @@ def sol_inputs(s: Sweep, *, ceilings: str | Path | None = None) -> tuple[SolMode
     from phaseprof.sol.attach import SPEC, find_measured, find_model  # noqa: PLC0415 - attach imports analysis
 
     rec = s.record
-    model, where = find_model({"model_config": rec.model_config, "model": dataclasses.asdict(rec.model)})
-    gpu = (rec.device or {}).get("name")
+    model, where = find_model([rec])
+    gpu = rec.device.name
     if ceilings is None:
         ceilings = find_measured(s.directory, gpu)
     ceiling, _warn = ceiling_for(gpu, measured=None if ceilings is None or str(ceilings) == SPEC else ceilings)
@@ -165,7 +165,7 @@ def sol_inputs(s: Sweep, *, ceilings: str | Path | None = None) -> tuple[SolMode
         return None, None, f"speed of light needs a model config ({where})"
     if ceiling is None:
         return None, None, f"no ceilings for device {gpu!r}"
-    if (rec.engine or {}).get("quant") == "fp8" and model.quant is None:
+    if rec.engine.quant == "fp8" and model.quant is None:
         b = QUANT_WEIGHT_BYTES["fp8"]
         model = dataclasses.replace(model, weight_bytes=b, expert_weight_bytes=b, compute="fp8", quant="fp8")
     return model, ceiling, None
@@ -205,15 +205,18 @@ def _frontier_point(p: ParetoPoint, tps_per_gpu: float, tps_per_user: float) -> 
                          tps_per_user=tps_per_user, breakdown=p.breakdown, sol=p.sol)
 
 
-def build_report(paths: Sequence[str | Path], *, ceilings: str | Path | None = None,
-                 disagg: str | Path | None = None, link: str = "nvlink4",
-                 max_instances: int = 8) -> ParetoReport:
-    """The report of these sweep directories (at least one). ``disagg``: a prefill sweep directory; then the
-    x·P + y·D model (``pareto.disagg``) is added over ``link``, up to ``max_instances`` of each side."""
+def read_sweeps(paths: Sequence[str | Path]) -> tuple[list[Sweep], list[str]]:
+    """These sweep directories (at least one) read, and their configuration labels."""
     if not paths:
         raise PhaseprofError("pareto needs at least one sweep directory")
     sweeps = [read_sweep(p) for p in paths]
-    labels = _labels(sweeps)
+    return sweeps, _labels(sweeps)
+
+
+def build_report(sweeps: Sequence[Sweep], labels: Sequence[str], paths: Sequence[str | Path], *,
+                 ceilings: str | Path | None = None) -> ParetoReport:
+    """The report of ``read_sweeps(paths)`` (``paths`` as the user named them: the report shows them so);
+    ``pareto.disagg.add_disagg`` adds the x·P + y·D model to it."""
     configs: list[ConfigSummary] = []
     points: list[ParetoPoint] = []
     for s, label, given in zip(sweeps, labels, paths):
@@ -223,12 +226,12 @@ def build_report(paths: Sequence[str | Path], *, ceilings: str | Path | None = N
 
         cap, cap_note = config_capacity(s)
         model, ceiling, sol_note = sol_inputs(s, ceilings=ceilings)
-        e = s.record.engine or {}
+        e = s.record.engine
         m0 = s.metrics[0]
         configs.append(ConfigSummary(
-            config=label, sweep=str(given), model=s.record.model.name, device=(s.record.device or {}).get("name"),
-            mode=e.get("mode"), quant=e.get("quant"), world_size=m0.world_size,
-            async_scheduling=(e.get("async_scheduling") or {}).get("timed"), prompt_tokens=m0.prompt_tokens,
+            config=label, sweep=str(given), model=s.record.model.name, device=s.record.device.name,
+            mode=e.mode, quant=e.quant, world_size=m0.world_size,
+            async_scheduling=(e.async_scheduling or {}).get("timed"), prompt_tokens=m0.prompt_tokens,
             output_tokens=m0.output_tokens, engine_args=_engine_args(s.record), capacity=cap,
             capacity_note=cap_note, sol_note=sol_note))
         for m in s.metrics:
@@ -251,9 +254,4 @@ def build_report(paths: Sequence[str | Path], *, ceilings: str | Path | None = N
     with_sol = [(p, p.sol) for p in marked if p.sol is not None]
     sol_front = frontier_indices([(f.tps_per_gpu, f.tps_per_user) for _, f in with_sol])
     sol_frontier = [_frontier_point(p, f.tps_per_gpu, f.tps_per_user) for p, f in (with_sol[i] for i in sol_front)]
-    report = ParetoReport(configs=configs, points=marked, frontier=frontier, sol_frontier=sol_frontier)
-    if disagg is None:
-        return report
-    from phaseprof.pareto.disagg import add_disagg  # noqa: PLC0415
-
-    return add_disagg(report, sweeps, labels, prefill=disagg, link=link, max_instances=max_instances)
+    return ParetoReport(configs=configs, points=marked, frontier=frontier, sol_frontier=sol_frontier)

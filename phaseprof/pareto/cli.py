@@ -36,10 +36,14 @@ def pareto(
 ) -> None:
     """Pareto frontier of decode sweeps: tokens/s per GPU vs tokens/s per user, which configuration wins
     where, each point's profiled breakdown, capacity wall and speed-of-light floor."""
-    from phaseprof.pareto.build import build_report  # noqa: PLC0415
+    from phaseprof.pareto.build import build_report, read_sweeps  # noqa: PLC0415
+    from phaseprof.pareto.disagg import add_disagg  # noqa: PLC0415
     from phaseprof.pareto.render import print_report, report_markdown  # noqa: PLC0415
 
-    report = build_report(sweeps, ceilings=ceilings, disagg=disagg, link=link, max_instances=max_instances)
+    read, labels = read_sweeps(sweeps)
+    report = build_report(read, labels, sweeps, ceilings=ceilings)
+    if disagg is not None:
+        report = add_disagg(report, read, labels, prefill=disagg, link=link, max_instances=max_instances)
     if output_format is OutputFormat.TABLE:
         console = Console(record=out is not None, width=120 if out is not None else None)
         print_report(report, console)

@@ -50,7 +50,7 @@ def _prefill_ttft_ms(path: str | Path, prompt_tokens: int) -> tuple[float, int]:
         raise PhaseprofError("--disagg takes a prefill sweep (phaseprof sweep --phase prefill)", path=f)
     for point in rec.points:
         if int(point.get("prompt_tokens", -1)) == prompt_tokens:
-            world = int((rec.engine or {}).get("world_size") or 1)
+            world = int(rec.engine.world_size or 1)
             return float(point["ttft"]["median_ms"]), world
     have = ", ".join(str(x.get("prompt_tokens")) for x in rec.points)
     raise PhaseprofError(f"--disagg: the prefill sweep has no {prompt_tokens}-token point (the decode sweeps' "

@@ -11,6 +11,7 @@ from rich.console import Console
 
 from phaseprof.errors import PhaseprofError
 from phaseprof.safe_text import for_markdown, for_terminal, terminal
+from phaseprof.sol.attach import reported
 
 
 class OutputFormat(str, Enum):
@@ -30,16 +31,19 @@ def analyze(
                                            "phaseprof's (needs the hta extra); 'shapes': the model's GEMM FLOPs "
                                            "beside the recorded Input Dims."),
     model_config: str | None = typer.Option(None, "--model-config", help="Model config for the speed-of-light "
-                                            "section: config.json, its directory, or a preset name (default: "
-                                            "what run.json / the trace records)."),
+                                            "section and the layer plan of graph replays: config.json, its "
+                                            "directory, or a preset name (default: what run.json / the trace "
+                                            "records)."),
     by: str | None = typer.Option(None, "--by", help="'layer': also print time per decoder layer per bucket "
-                                  "(needs nn.Module events: traces recorded with_stack)."),
+                                  "(needs nn.Module events, or graph replays and the model config)."),
     graph_reference: Path | None = typer.Option(None, "--graph-reference", help="Trace (or run directory) of the CUDA-graph capture "
                                                 "(or an eager run) of the same model: gives graph-replayed "
                                                 "kernels the modules they were captured in."),
     ceilings: str | None = typer.Option(None, "--ceilings", help="Measured ceilings JSON (phaseprof ceilings "
                                         "--out) instead of the GPU's datasheet figures, or 'spec' for the "
                                         "datasheet (default: a ceilings/ folder above the run, else datasheet)."),
+    full_names: bool = typer.Option(False, "--full-names", help="Print kernel names whole (default: short, "
+                                    "Nsight-style; JSON always keeps them whole)."),
     jobs: int | None = typer.Option(None, "--jobs", "-j", min=1, help="Worker processes for the rank files of a "
                                     "rank directory (default: all cores)."),
     steps: str | None = typer.Option(None, "--steps", metavar="FIRST:LAST", help="Analyse only these steps of "
@@ -82,16 +86,20 @@ def analyze(
     for tr in traces:
         with console.status(f"analysing {terminal(str(tr))} ...", spinner="dots") if fmt == OutputFormat.table else nullcontext():
             analysed = run_pipeline(tr, config=config, ruleset=ruleset, steps=step_range)
-        bd = analysed.reported  # with its speed-of-light section
+        bd = reported(analysed)  # with its speed-of-light section
         if json_out is not None:
             dest = json_out if len(traces) == 1 and json_out.suffix == ".json" else \
                 json_out / (tr.name.split(".json")[0] + ".breakdown.json")
             write_breakdown(bd, dest)
             console.print(f"[dim]wrote {terminal(str(dest))}[/]") if fmt == OutputFormat.table else None
         if fmt == OutputFormat.table:
-            print_breakdown(for_terminal(bd), console)
+            print_breakdown(for_terminal(bd), console, full_names=full_names)
             if by == "layer":
                 print_layers(for_terminal(bd), console)
+                if bd.sol is not None:
+                    from phaseprof.sol.render import print_moe_layers  # noqa: PLC0415
+
+                    print_moe_layers(bd.sol, console)
         elif fmt == OutputFormat.json:
             typer.echo(dumps(bd).decode())
         else:

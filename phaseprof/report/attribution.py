@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from rich import box
 from rich.console import Console
 from rich.table import Table
 
 from phaseprof.analysis.attribution_types import Attribution, Method, PhaseAttribution
 from phaseprof.analysis.results import Breakdown
+from phaseprof.report.fit import Col, fitted_tables
 
 _SHORT = {Method.OP_STACK.value: "op stack", Method.MODULE_TREE.value: "modules",
-          Method.GRAPH_ALIGNMENT.value: "graph align", Method.BRACKETED.value: "bracketed",
+          Method.GRAPH_ALIGNMENT.value: "graph align", Method.STRUCTURAL.value: "layer plan",
+          Method.BRACKETED.value: "bracketed",
           Method.KERNEL_NAME.value: "kernel name"}
 #: Buckets shown as columns of the layer table, in this order; the rest are summed into "rest".
 LAYER_COLUMNS = ("gdn", "attention", "moe", "norm")
@@ -26,17 +27,19 @@ def coverage_line(pa: PhaseAttribution) -> str:
     return f"{pa.phase} module view from: " + (", ".join(parts) or "-")
 
 
-def layer_table(pa: PhaseAttribution) -> Table:
-    """Layers x buckets (ms summed over the phase's steps); fits 80 columns."""
-    t = Table(title=f"{pa.phase}: per layer (ms)", title_justify="left", box=box.SIMPLE_HEAD)
-    for col in ("layer", "type", "ms", "%", *LAYER_COLUMNS, "rest"):
-        t.add_column(col, justify="left" if col == "type" else "right", no_wrap=True)
+_LAYER_COLS = (Col("layer"), Col("type", "left"), Col("ms"), Col("%"), *(Col(b) for b in LAYER_COLUMNS), Col("rest"))
+
+
+def layer_tables(pa: PhaseAttribution, *, width: int = 80) -> list[Table]:
+    """Layers x buckets (ms summed over the phase's steps), as wide as ``width`` allows: split into parts
+    (layer and type repeated) rather than cut."""
+    rows = []
     for r in pa.layers:
         rest = sum(v for b, v in r.by_bucket_us.items() if b not in LAYER_COLUMNS)
-        t.add_row(str(r.layer), r.layer_type.replace("attention", "attn"), _ms(r.time_us), f"{r.share_pct:.1f}",
-                  *(_ms(r.by_bucket_us[b]) if b in r.by_bucket_us else "-" for b in LAYER_COLUMNS), _ms(rest))
-    t.caption = f"outside decoder layers: {_ms(pa.outside_layers_us)} ms"
-    return t
+        rows.append([str(r.layer), r.layer_type.replace("attention", "attn"), _ms(r.time_us), f"{r.share_pct:.1f}",
+                     *(_ms(r.by_bucket_us[b]) if b in r.by_bucket_us else "-" for b in LAYER_COLUMNS), _ms(rest)])
+    return fitted_tables(f"{pa.phase}: per layer (ms in all steps)", _LAYER_COLS, rows, width=width, keys=2,
+                         caption=f"outside decoder layers: {_ms(pa.outside_layers_us)} ms", compact=True)
 
 
 def print_attribution(bd: Breakdown, console: Console, *, by_layer: bool = False) -> None:
@@ -50,7 +53,8 @@ def print_attribution(bd: Breakdown, console: Console, *, by_layer: bool = False
     if len(a.inferred_phases) > 8:
         console.print(f"[dim]... {len(a.inferred_phases) - 8} more inferred steps[/]")
     modules = f"{a.module_calls:,} nn.Module calls" if a.module_calls else "no nn.Module events (no with_stack)"
-    console.print(f"attribution: {modules}; graph replay: {a.graph_alignment}")
+    replay = "" if a.graph_alignment.startswith("no graph-replayed") else f"; graph replay: {a.graph_alignment}"
+    console.print(f"attribution: {modules}{replay}")
     for pa in a.phases:
         console.print(coverage_line(pa))
     if by_layer:
@@ -65,8 +69,8 @@ def print_layers(bd: Breakdown, console: Console) -> None:
             console.print("[yellow]no per-layer view: the trace has no decoder-layer nn.Module events "
                           "(record it with_stack, e.g. vLLM's own profiler)[/]")
         for pa in a.phases:
-            if pa.layers:
-                console.print(layer_table(pa))
+            for t in layer_tables(pa, width=console.width) if pa.layers else ():
+                console.print(t)
 
 
 def attribution_markdown(bd: Breakdown, *, by_layer: bool = True) -> str:

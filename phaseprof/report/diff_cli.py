@@ -120,7 +120,8 @@ def diff(
     project_to: str | None = typer.Option(None, "--project-to", help="Estimate A on this GPU (e.g. B200) at A's "
                                           "measured efficiency per bucket, from the speed-of-light model."),
     model_config: str | None = typer.Option(None, "--model-config", help="Model config for the speed-of-light "
-                                            "numbers when the inputs do not record one."),
+                                            "numbers and the layer plan of graph traces, when the inputs do "
+                                            "not record one."),
 ) -> None:
     """Compare two breakdowns per phase: bucket deltas in both views, launches, allocations, idle time, matched
     kernels, and whether A and B are comparable at all."""
@@ -148,7 +149,7 @@ def diff(
     sides = []
     for p in (a, b):
         with err.status(f"reading {terminal(str(p))} ...", spinner="dots"):
-            sides.append(load_side(p, rules=list(rules) or None))
+            sides.append(load_side(p, rules=list(rules) or None, model_config=model_config))
     sa, sb = sides
     sol_a, sol_b = (diff_view.with_sol(s.breakdown, p, model_config) for s, p in ((sa, a), (sb, b)))
     d = diff_breakdowns(sa.breakdown, sb.breakdown, order_a=sa.order, order_b=sb.order,

@@ -15,16 +15,22 @@ def breakdown_markdown(bd: Breakdown, *, top: int = 5, by_layer: bool = True) ->
     out = [f"### phaseprof breakdown: `{tr.path.rsplit('/', 1)[-1]}`", "",
            f"{markdown(tr.gpu_name or tr.platform)} · {tr.device} trace · steps: "
            f"{markdown(bd.step_detection['detail'])}", ""]
-    out += ["| phase | steps | wall ms | busy ms | busy % | launch ovh ms | host work ms | kernels/step | "
-            "launch calls/step | allocs/step |", "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|"]
+    if bd.verdicts is not None:
+        out += [f"- **{markdown(v.line)}**" for v in bd.verdicts.phases]
+        out += [f"- ⚠️ {markdown(n)}" for n in bd.verdicts.noise]
+        out.append("")
+    out += ["Means per step; the phase's total wall time in the last column.", "",
+            "| phase | steps | wall ms | busy ms | busy % | launch ovh ms | host work ms | kernels | "
+            "launch calls | allocs | wall ms, total |", "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|"]
     for ph in bd.phases:
         s = ph.per_step
         pct = 100 * ph.gpu_busy_us / ph.wall_us if ph.wall_us else 0.0
-        out.append(f"| {ph.phase} | {ph.steps} | {_ms(ph.wall_us)} | {_ms(ph.gpu_busy_us)} | {pct:.1f} | "
-                   f"{_ms(ph.idle.launch_overhead_us)} | {_ms(ph.idle.host_work_us)} | {s['kernels'].mean:,.0f} | "
-                   f"{s['launch_calls'].mean:,.0f} | {s['allocations'].mean:,.0f} |")
+        out.append(f"| {ph.phase} | {ph.steps} | {_ms(s['wall_us'].mean)} | {_ms(s['gpu_busy_us'].mean)} | "
+                   f"{pct:.1f} | {_ms(s['launch_overhead_us'].mean)} | {_ms(s['host_work_us'].mean)} | "
+                   f"{s['kernels'].mean:,.0f} | {s['launch_calls'].mean:,.0f} | {s['allocations'].mean:,.0f} | "
+                   f"{_ms(ph.wall_us)} |")
     for ph in bd.phases:
-        out += ["", f"**{ph.phase}** — kernel view / module view (ms, % of GPU busy)", "",
+        out += ["", f"**{ph.phase}** — kernel view / module view (ms in all {ph.steps} step(s), % of GPU busy)", "",
                 "| bucket | kernel ms | kernel % | module ms | module % |", "|---|--:|--:|--:|--:|"]
         mod = {b.bucket: b for b in ph.module_view}
         names = [b.bucket for b in ph.kernel_view] + [b for b in mod if b not in {x.bucket for x in ph.kernel_view}]

@@ -9,25 +9,15 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from phaseprof.analysis.ranks import RankSummary, summarize_ranks
+from phaseprof.scale.ranks import RankSummary, summarize_ranks
 from phaseprof.safe_text import for_terminal, terminal
 from phaseprof.scale.local import analyze_rank_files, default_jobs
+from phaseprof.scale.report import write_rank_outputs  # noqa: F401 - kept importable from here
 
 
 def _progress(console: Console) -> Progress:
     return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                     console=Console(stderr=True), transient=True, disable=not console.is_terminal)
-
-
-def write_rank_outputs(summary: RankSummary, directory: Path) -> Path:
-    """``rank<N>.breakdown.json`` per rank and ``multirank.json`` into ``directory``; the report's path."""
-    from phaseprof.report.json_io import write_breakdown
-    from phaseprof.scale.report import build_report, write_report
-
-    directory.mkdir(parents=True, exist_ok=True)
-    for r, bd in summary.ranks.items():
-        write_breakdown(bd, directory / f"rank{r}.breakdown.json")
-    return write_report(build_report(summary), directory / "multirank.json")
 
 
 def print_multirank(summary: RankSummary, console: Console) -> None:

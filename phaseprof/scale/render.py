@@ -6,7 +6,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.markup import escape
 
-from phaseprof.report.fit import Col, print_fitted
+from phaseprof.render.fit import Col, print_fitted
 from phaseprof.scale.expert_parallel import CombineTracking, ExpertParallelReport
 from phaseprof.scale.report import MultiRankReport
 

@@ -14,7 +14,8 @@ from rich.markup import escape
 from rich.table import Table
 
 from phaseprof.analysis.results import Breakdown
-from phaseprof.sol.attach import attach_sol, find_model, read_run_json
+from phaseprof.routing import read_routing
+from phaseprof.sol.attach import attach_sol, find_model, run_dir_of, run_record_of
 from phaseprof.sol.ceilings import spec_by_name
 from phaseprof.sol.project import BucketChange, Projection, explain, project, sentence
 
@@ -82,11 +83,14 @@ def projection_for(bd: Breakdown, source: str | Path | None, target: str, model_
     from phaseprof.errors import PhaseprofError
 
     bd = with_sol(bd, source, model_config)
-    model, where = find_model({**bd.capture, **read_run_json(source)}, model_config)
+    run = run_record_of(source)
+    model, where = find_model((run, bd.capture), model_config)
     if model is None or bd.sol is None or not bd.sol.ok:
         status = bd.sol.status if bd.sol is not None else "not computed"
         raise PhaseprofError(f"cannot project {source}: speed of light {status} ({where})")
-    return project(bd, model, spec_by_name(target))
+    routing = read_routing(run_dir_of(source), run.extra.get("routing") if run is not None else None) \
+        if source is not None else None
+    return project(bd, model, spec_by_name(target), routing)
 
 
 def projection_table(p: Projection) -> Table:

@@ -10,6 +10,7 @@ import shutil
 import socket
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -206,8 +207,11 @@ def test_missing_ranks_are_named(stub: Stub, tmp_path: Path) -> None:
     traces = tmp_path / "traces"
     traces.mkdir()
 
+    written: list[str] = []
+
     def stop() -> tuple[int, bytes]:  # the server's rank 0 writes its trace; rank 1 lives on another node
-        shutil.copy(REAL_TRACE, traces / "dp0_pp0_tp0_dcp0_ep0_rank0.1796074722247431449.pt.trace.json.gz")
+        written.append(f"dp0_pp0_tp0_dcp0_ep0_rank0.{time.time_ns()}.pt.trace.json.gz")  # as torch names it
+        shutil.copy(REAL_TRACE, traces / written[-1])
         return 200, b""
 
     stub.routes = vllm_like(["/start_profile", "/stop_profile"], **{
@@ -219,7 +223,7 @@ def test_missing_ranks_are_named(stub: Stub, tmp_path: Path) -> None:
     assert any("rank(s) 1 of 2 have no trace here" in w for w in res.warnings)
     run = json.loads((res.run_dir / "run.json").read_text())
     assert run["source"] == "server" and run["warnings"] == list(res.warnings)
-    assert run["profile"]["rank_traces"] == ["dp0_pp0_tp0_dcp0_ep0_rank0.1796074722247431449.pt.trace.json.gz"]
+    assert run["profile"]["rank_traces"] == written
     assert {p.name for p in res.run_dir.iterdir()} == {"trace.json.gz", "breakdown.json", "run.json"}
     assert stub.seen.count(("POST", "/v1/completions")) == 2  # 1 timed + 1 profiled, nothing more
 
@@ -249,6 +253,31 @@ def test_rank_names_and_missing_ranks() -> None:
 def test_bad_urls(url: str) -> None:
     with pytest.raises(PhaseprofError, match="--server"):
         parse_url(url)
+
+
+@pytest.mark.parametrize(("url", "message"), [
+    ("http://[::1", "not a valid URL (Invalid IPv6 URL)"),  # was a ValueError traceback
+    ("http://127.0.0.1:0", "the port must be in 1-65535, got 0"),  # was silently port 80
+    ("http://127.0.0.1:", "the port after ':' is missing"),
+    ("http://[zz]:8000", "not a valid URL"),
+    ("http://host name:8000", "printable ASCII, no spaces"),
+    ("http://h\n:8000", "printable ASCII, no spaces"),
+    ("http://h*st:8000", "'h*st' is not a host name or IP address"),
+    ("http://h:8000/a b", "printable ASCII, no spaces"),
+    ("http://h:8000/a\\b", "is not a plain URL path"),
+])
+def test_malformed_url_is_one_line_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str], url: str,
+                                          message: str) -> None:
+    assert _run(url, tmp_path, tmp_path / "runs") == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--server" in err and message in err
+    assert not (tmp_path / "runs").exists()
+
+
+def test_good_urls_keep_what_was_written() -> None:
+    assert parse_url("http://[::1]:8000/").url == "http://[::1]:8000"
+    assert parse_url("http://vllm_server:8000/proxy/").url == "http://vllm_server:8000/proxy"
+    assert parse_url("https://example.com").port == 443
 
 
 def test_request_count_is_bounded(stub: Stub, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -285,7 +314,8 @@ def test_silent_server_times_out() -> None:
         s.listen(4)
         port = s.getsockname()[1]
         client = ServerClient(parse_url(f"http://127.0.0.1:{port}"), timeout_s=0.5)
-        with pytest.raises(PhaseprofError, match="cannot reach a server at .* \\(no answer within 0.5 s\\)"):
+        with pytest.raises(PhaseprofError,
+                           match="cannot reach a server at .* \\(GET /version: no complete answer within 0.5 s\\)"):
             client.request("GET", "/version")
 
 
@@ -323,8 +353,8 @@ def test_several_ranks_print_and_write_the_multirank_report(stub: Stub, tmp_path
     traces.mkdir()
 
     def stop() -> tuple[int, bytes]:
-        _write(traces, 0)
-        _write(traces, 1)
+        _write(traces, 0, now=True)
+        _write(traces, 1, now=True)
         return 200, b""
 
     stub.routes = vllm_like(["/start_profile", "/stop_profile"], **{

@@ -30,6 +30,7 @@ from phaseprof.report.json_io import dumps  # noqa: E402
 from phaseprof.scale.ray_run import this_node  # noqa: E402
 from phaseprof.scale.rank_task import analyze_rank  # noqa: E402
 from tests.capture.test_server_errors import Stub, _json, stub, vllm_like  # noqa: E402, F401 (stub: fixture)
+from tests.capture.test_server_traces import fresh_name  # noqa: E402
 from tests.scale.ray_cluster import NODE_VAR, two_node_cluster  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
@@ -60,10 +61,10 @@ def _clear(dirs: dict[str, Path]) -> None:
             p.unlink()
 
 
-def _write_ranks(node_of_rank: dict[int, str], dirs: dict[str, Path]) -> None:
+def _write_ranks(node_of_rank: dict[int, str], dirs: dict[str, Path], names: dict[int, str] = NAMES) -> None:
     """What the server's workers do after /stop_profile: each rank writes its trace on its own node."""
     for r, node in node_of_rank.items():
-        shutil.copy(SRC[r], dirs[node] / NAMES[r])
+        shutil.copy(SRC[r], dirs[node] / names[r])
 
 
 def _bd_without_path(bd: object) -> dict:
@@ -121,8 +122,11 @@ def test_capture_from_server_end_to_end(cluster, stub: Stub, tmp_path: Path) -> 
     _clear(dirs)
     shutil.copy(SRC[1], dirs[node_of_rank[1]] / OLD)
 
-    def stop() -> tuple[int, bytes]:
-        _write_ranks(node_of_rank, dirs)
+    names: dict[int, str] = {}
+
+    def stop() -> tuple[int, bytes]:  # stamped now, as torch's trace handler does while /stop_profile runs
+        names.update({r: fresh_name(n) for r, n in NAMES.items()})
+        _write_ranks(node_of_rank, dirs, names)
         return 200, b""
 
     stub.routes = vllm_like(["/start_profile", "/stop_profile"], **{
@@ -136,7 +140,7 @@ def test_capture_from_server_end_to_end(cluster, stub: Stub, tmp_path: Path) -> 
     assert res.warnings == () and res.breakdown_error is None and sorted(res.breakdowns) == [0, 1]
     assert {p.name for p in res.run_dir.iterdir()} == {"ranks", "rank0.breakdown.json", "rank1.breakdown.json",
                                                        "multirank.json", "run.json"}
-    assert [p.name for p in (res.run_dir / "ranks").iterdir()] == [NAMES[0]]
+    assert [p.name for p in (res.run_dir / "ranks").iterdir()] == [names[0]]
     for r in (0, 1):
         written = (res.run_dir / f"rank{r}.breakdown.json").read_bytes()
         assert _bd_without_path(written) == _bd_without_path(analyze_rank(SRC[r]).breakdown)
@@ -144,8 +148,8 @@ def test_capture_from_server_end_to_end(cluster, stub: Stub, tmp_path: Path) -> 
     locs = run["trace"]["rank_locations"]
     assert [(x["rank"], x["node_id"], x["stayed_on_node"]) for x in locs] == [
         (0, node_of_rank[0], False), (1, node_of_rank[1], True)]
-    assert locs[1]["path"] == str(dirs[node_of_rank[1]] / NAMES[1])
-    assert run["profile"]["rank_traces"] == [NAMES[0], NAMES[1]] and run["rank_breakdowns"] == [
+    assert locs[1]["path"] == str(dirs[node_of_rank[1]] / names[1])
+    assert run["profile"]["rank_traces"] == [names[0], names[1]] and run["rank_breakdowns"] == [
         "rank0.breakdown.json", "rank1.breakdown.json"]
     multi = json.loads((res.run_dir / "multirank.json").read_text())
     assert multi["world_size"] == 2 and [x["rank"] for x in multi["ranks"]] == [0, 1]

@@ -22,10 +22,18 @@ NAMES = {0: "dp0_pp0_tp0_dcp0_ep0_rank0.1796032545634630045.pt.trace.json.gz",
 FRONTEND = "vm_15857.async_llm.1796074716189440076.pt.trace.json.gz"
 
 
-def _write(dest: Path, rank: int) -> Path:
-    path = dest / NAMES[rank]
+def _write(dest: Path, rank: int, *, now: bool = False) -> Path:
+    """Rank ``rank``'s real trace under vLLM's name; ``now``: stamped with the time of writing, as torch's trace
+    handler stamps it while /stop_profile runs (a capture takes only traces of its own /stop_profile)."""
+    path = dest / (fresh_name(NAMES[rank]) if now else NAMES[rank])
     path.write_bytes((TP2 / f"rank{rank}.pt.trace.json.gz").read_bytes())
     return path
+
+
+def fresh_name(name: str) -> str:
+    """``name`` with its export stamp replaced by ``time.time_ns()`` now."""
+    worker, _stamp, rest = name.split(".", 2)
+    return f"{worker}.{time.time_ns()}.{rest}"
 
 
 def test_only_new_complete_traces_are_taken(tmp_path: Path) -> None:

@@ -49,12 +49,13 @@ def test_a_run_without_breakdown_shows_its_analysed_traces_sol(make_app, h200_ru
     """Only the trace and run.json: the page shows the section of the trace's AnalysedTrace, the one
     ``phaseprof analyze`` of the same directory prints (measured ceilings found above the run)."""
     from phaseprof.analysis.pipeline import analyze
+    from phaseprof.sol.attach import analysed_sol
 
     (h200_runs / RUN.name / "breakdown.json").unlink()
     at = make_app("Breakdown", runs=h200_runs)
     at.session_state["current_run"] = RUN.name
     ok(at.run())
-    sol = analyze(h200_runs / RUN.name / "trace.json.gz").sol
+    sol = analysed_sol(analyze(h200_runs / RUN.name / "trace.json.gz"))
     assert sol.ok and sol.ceiling.kind == "measured"
     df = frame(at, "bucket", "% of light", "floor ms")
     expected = [b for ph in sol.phases for b in ph.buckets]

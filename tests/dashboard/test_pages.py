@@ -7,13 +7,12 @@ import shutil
 
 import pytest
 
-from phaseprof.analysis.breakdown import analyze_tables
-from phaseprof.analysis.pipeline import analyze_trace
-from phaseprof.analysis.timeline import index_trace, step_timeline
+from phaseprof.analysis.pipeline import analyze, analyze_trace
+from phaseprof.analysis.timeline import step_timeline
 from phaseprof.classify.rules import load_rules
 from phaseprof.report.json_io import load_breakdown
 from phaseprof.report.markdown import breakdown_markdown
-from phaseprof.trace.tables import load_tables
+from phaseprof.trace.read import load_tables
 from tests.conftest import REPO
 
 from .conftest import (B200_PREFILL, DECODE_SWEEP_JSON, H100_DECODE, RUN_JSON, RUN_NAME, SWEEP_JSON, figure, frame,
@@ -123,8 +122,8 @@ def test_timeline_page_draws_the_step_the_library_cuts(make_app, runs_dir):
     at.session_state["current_run"] = H100_DECODE
     ok(at.run())
     t = load_tables(runs_dir / H100_DECODE)
-    bd = analyze_tables(t, load_rules())
-    tl = step_timeline(index_trace(t, load_rules()), step=1)
+    analysed = analyze(t, ruleset=load_rules())
+    bd, tl = analysed.breakdown, step_timeline(analysed.timeline, step=1)
     row = bd.steps[1]
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["wall µs"] == f"{row.wall_us:,.1f}"
@@ -199,7 +198,7 @@ def test_memory_page_mounts(make_app):
 def test_a_trace_is_parsed_once_with_progress_then_served_from_cache(make_app, runs_dir, tmp_path, monkeypatch):
     import gzip
 
-    import phaseprof.trace.tables as tables
+    import phaseprof.trace.read as tables
 
     runs = tmp_path / "fresh"
     runs.mkdir()
@@ -223,7 +222,7 @@ def test_a_trace_is_parsed_once_with_progress_then_served_from_cache(make_app, r
 
 def test_ranks_page_shows_the_real_tp2_capture_side_by_side(make_app, tmp_path):
     """The two H200 rank traces of traces/h200x2, as `phaseprof analyze DIR` reports them."""
-    from phaseprof.analysis.ranks import analyze_ranks, find_trace_files
+    from phaseprof.scale.ranks import analyze_ranks, find_trace_files
 
     src = REPO / "traces/h200x2/tp2-eager-prefill4096-decode8"
     runs = tmp_path / "runs"

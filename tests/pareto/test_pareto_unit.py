@@ -66,8 +66,7 @@ def test_floor_is_at_least_the_bytes_over_bandwidth() -> None:
     from phaseprof.presets import load_preset
     from phaseprof.sol.ceilings import spec_by_name
     from phaseprof.sol.model import sol_model
-    from phaseprof.sol.sweep import step_total
-    from phaseprof.sol.work import StepTokens
+    from phaseprof.sol.work import StepTokens, Work, step_work
 
     model = sol_model(load_preset("qwen3.5-35b-a3b").hf_config)
     h200 = spec_by_name("H200")
@@ -79,7 +78,7 @@ def test_floor_is_at_least_the_bytes_over_bandwidth() -> None:
                            total_tok_per_s=10.0, world_size=1, tps_per_gpu=10.0, output_tps_per_gpu=1.0,
                            tps_per_user=20.0)
         f = sol_floor(m, model, h200)
-        moved = step_total(model, StepTokens(decode_kv_lens=(1024 + 64,) * c)).bytes
+        moved = sum(step_work(model, StepTokens(decode_kv_lens=(1024 + 64,) * c)).values(), Work()).bytes
         assert f.floor_tpot_ms >= moved / (h200.hbm_tbps * 1e12) * 1e3
         assert f.pct_of_light == 100 * f.floor_tpot_ms / 50.0 and f.tps_per_user == 1e3 / f.floor_tpot_ms
         assert f.tps_per_gpu == 10.0 * 50.0 / f.floor_tpot_ms

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from phaseprof.dashboard import charts, data, widgets
-from phaseprof.dashboard.sources import Source, first_of
+from phaseprof.dashboard.sources import Source
 from phaseprof.dashboard.text import code, md
 from phaseprof.presets import preset_of_dir
+from phaseprof.records import RunRecord
 
 
 def cli_label(src: Source) -> str:
@@ -20,11 +20,11 @@ def cli_label(src: Source) -> str:
     return p.name if p.name not in ("breakdown.json", "trace.json.gz") else f"{p.parent.name}/{p.name}"
 
 
-def model_label(model: str | None, capture: Mapping[str, Any]) -> tuple[str | None, str | None]:
+def model_label(model: str | None, capture: RunRecord | None) -> tuple[str | None, str | None]:
     """The model as the user named it (a preset, a repo id) and, only as detail, the local config directory
     the engine loaded (run.json's ``model.path``, e.g. ``/tmp/phaseprof-presets/<preset>-<digest>``). A side
     that recorded only that directory is named by the preset it materializes, else by its last part."""
-    path = first_of(capture, ("model.path",))
+    path = capture.model.path if capture else None
     name = model
     if name and name.startswith(("/", "~", "./", "../")):  # a directory, not a name (repo ids have no leading /)
         path = path or name

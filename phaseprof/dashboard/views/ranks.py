@@ -1,7 +1,7 @@
 """The "Ranks" page: a multi-GPU run's rank traces side by side (``phaseprof analyze DIR`` as a page).
 
 A rank set is a directory under the runs directory holding two or more trace files (vLLM's profiler writes one
-per TP/EP rank). Numbers come from ``phaseprof.analysis.ranks.analyze_ranks``, the function the CLI calls.
+per TP/EP rank). Numbers come from ``phaseprof.scale.ranks.analyze_ranks``, the function the CLI calls.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 import pandas as pd
 import plotly.graph_objects as go
 
-from phaseprof.analysis.ranks import RankSummary, analyze_ranks, find_trace_files
+from phaseprof.scale.ranks import RankSummary, analyze_ranks, find_trace_files
 from phaseprof.dashboard import data
 from phaseprof.dashboard.sources import guard
 from phaseprof.dashboard.text import code, md

@@ -18,7 +18,7 @@ def _row(src: Source, ctx: data.Context) -> dict[str, Any]:
     """A Runs-table row. Stored breakdowns are read (cheap); raw traces only once analysed."""
     status = "ok"
     bd = data.cached_breakdown(src)
-    run: dict[str, Any] = {}
+    run = None
     if isinstance(bd, str):
         status, bd = f"error: {bd}", None
     try:

@@ -41,7 +41,7 @@ def curve(rec: SweepRecord, name: str) -> dict[str, Any] | None:
 
 def _name(path: Path, ctx: data.Context, rec: SweepRecord) -> str:
     rel = path.parent.relative_to(ctx.runs_dir).as_posix() if path.parent != ctx.runs_dir else path.name
-    extra = " · ".join(str(v) for v in (rec.device.get("name"), rec.model.name, rec.engine.get("mode")) if v)
+    extra = " · ".join(str(v) for v in (rec.device.name, rec.model.name, rec.engine.mode) if v)
     return f"{rel} ({extra})" if extra else rel
 
 

@@ -1,0 +1,235 @@
+"""Issue 24: module + layer attribution of CUDA-graph replays from the replay alone, the model's layer plan (its
+config) in place of an eager reference run (``analysis/structural.py``).
+
+On the committed H200 graph traces: the 35B-A3B hybrid (40 layers: every fourth full attention, MoE in all) from
+phaseprof's default capture (``traces/h200/hooks/graph-*``: config in run.json) and from vLLM's own profiler on a
+graph run (``traces/h200/own-graph/``: no run.json, ``--model-config``); qwen3-30b-a3b (48 attention + MoE layers)
+and llama-3.1-8b (32 dense layers) from the default capture (``traces/h200/shapes/``). Cross-checked against the
+model config read here independently of phaseprof, against the eager-reference alignment (``--graph-reference``)
+and against the kernels each layer must hold.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from phaseprof.analysis.attribution import agreement
+from phaseprof.analysis.attribution_types import Method
+from phaseprof.analysis.layer_plan import LayerPlan, find_plan, plan_from_config
+from phaseprof.analysis.pipeline import AnalysisConfig, analyze
+from phaseprof.analysis.prepare import prepare
+from phaseprof.classify.rules import load_rules
+from phaseprof.cli import main
+from phaseprof.presets import load_preset
+from phaseprof.trace.read import load_tables
+
+REPO = Path(__file__).resolve().parents[2]
+H200 = REPO / "traces/h200"
+PREFILL = H200 / "hooks/graph-prefill-4096/trace.json.gz"
+DECODE = H200 / "hooks/graph-decode-4096in-32out-steps1-4/trace.json.gz"
+EAGER = H200 / "hooks/eager-prefill-4096/trace.json.gz"
+OWN = H200 / "own-graph/vllm-own-graph-prefill4096-decode1.pt.trace.json.gz"
+OWN_EAGER = H200 / "own-eager/vllm-own-eager-prefill4096-decode1.pt.trace.json.gz"
+SHAPES = H200 / "shapes"
+ATTENTION_LAYERS = list(range(3, 40, 4))  # full_attention_interval 4
+#: graph captures with the config in run.json: trace, and a kernel each layer runs once per step in its
+#: feed-forward (MoE: its two expert GEMMs; dense: the fused SiLU-and-mul between gate_up and down)
+DEFAULT_CAPTURES = {
+    "35b-prefill": (PREFILL, "fused_moe_kernel", 2),
+    "35b-decode": (DECODE, "fused_moe_kernel", 2),
+    "qwen3-30b-prefill": (SHAPES / "qwen3-30b-a3b-prefill-4096/trace.json.gz", "fused_moe_kernel", 2),
+    "qwen3-30b-decode": (SHAPES / "qwen3-30b-a3b-decode-4096in-32out/trace.json.gz", "fused_moe_kernel", 2),
+    "llama-8b-prefill": (SHAPES / "llama-3.1-8b-prefill-4096/trace.json.gz", "mul_silu", 1),
+    "llama-8b-decode": (SHAPES / "llama-3.1-8b-decode-4096in-32out/trace.json.gz", "mul_silu", 1),
+}
+
+
+def _analyse(path: Path, **kw):
+    return analyze(path, config=AnalysisConfig.with_rules(None, **kw))
+
+
+def _evidence_pct(pa) -> float:
+    return 100.0 - pa.coverage_pct[Method.KERNEL_NAME.value]
+
+
+def _types_from_config(cfg: dict) -> list[str]:
+    """Each layer's type read from the raw Hugging Face config here, not through phaseprof's layer plan."""
+    cfg = {**cfg, **cfg.get("text_config", {})}
+    n = cfg["num_hidden_layers"]
+    kinds = cfg.get("layer_types") or ["full_attention"] * n
+    mixer = {"full_attention": "attention", "linear_attention": "gdn"}
+    experts = cfg.get("num_experts") or cfg.get("num_local_experts") or 0
+    step, dense = cfg.get("decoder_sparse_step") or 1, set(cfg.get("mlp_only_layers") or ())
+    return [f"{mixer[kinds[i]]}+{'moe' if experts and i not in dense and (i + 1) % step == 0 else 'dense'}"
+            for i in range(n)]
+
+
+def _run_config(path: Path) -> dict:
+    return json.loads((path.parent / "run.json").read_text())["model_config"]
+
+
+def _check_layers(pa, cfg: dict) -> None:
+    """All decoder layers found, each with the type the config gives it (phaseprof's plan and this test's reading)."""
+    want = _types_from_config(cfg)
+    plan = plan_from_config(cfg, source="test")
+    assert [plan.layer_type(i) for i in range(plan.num_layers)] == want
+    assert [r.layer for r in pa.layers] == list(range(len(want)))
+    assert [r.layer_type for r in pa.layers] == want
+
+
+def _kernels_per_layer(items: pd.DataFrame, step: int, needle: str) -> Counter:
+    sub = items[(items["step"] == step) & items["name"].astype(str).str.contains(needle, regex=False)]
+    return Counter(sub["layer"].tolist())
+
+
+@pytest.mark.parametrize("path,ffn_kernel,per_layer", DEFAULT_CAPTURES.values(), ids=DEFAULT_CAPTURES.keys())
+def test_default_capture_gets_module_and_layer_from_the_config(path, ffn_kernel, per_layer):
+    a = _analyse(path)
+    att = a.breakdown.attribution
+    cfg = _run_config(path)
+    types = _types_from_config(cfg)
+    n = len(types)
+    assert f"layer plan from run.json model_config: {n} layers" in att.graph_alignment
+    assert att.phases
+    for pa in att.phases:
+        assert _evidence_pct(pa) >= 95.0, pa.coverage_pct
+        assert pa.coverage_pct[Method.STRUCTURAL.value] > 50.0
+        _check_layers(pa, cfg)
+    items = a.prepared.items
+    steps = sorted(set(items["step"]) - {-1})
+    assert steps
+    attention = [i for i, t in enumerate(types) if t.startswith("attention+")]
+    for step in steps:
+        # the cut is right, not off by one: each layer holds its own feed-forward and its mixer
+        assert _kernels_per_layer(items, step, ffn_kernel) == {i: per_layer for i in range(n)}
+        attn = _kernels_per_layer(items, step, "FlashAttnFwdSm90")
+        gdn = _kernels_per_layer(items, step, "gated_delta_rule")
+        assert sorted(attn) == attention and sorted(gdn) == [i for i in range(n) if i not in attention]
+    placed = items[items["attribution"] == Method.STRUCTURAL.value]
+    assert (placed["layer"] >= 0).all()
+    # a kernel whose name says it is a component keeps it: no FlashAttention kernel is filed under moe
+    assert not ((placed["kernel_bucket"] == "attention") & (placed["module_bucket"] != "attention")).any()
+    ffn = placed[placed["name"].astype(str).str.contains(ffn_kernel, regex=False)]
+    if all(t.endswith("+dense") for t in types):  # a dense MLP gets its layer, and no module is invented for it
+        assert set(zip(ffn["kernel_bucket"].astype(str), ffn["module_bucket"].astype(str))) == {("elementwise",) * 2}
+    else:
+        assert set(ffn["module_bucket"]) == {"moe"}
+
+
+def test_vllm_own_profiler_trace_with_model_config():
+    bare = _analyse(OWN).breakdown
+    assert all(not pa.layers for pa in bare.attribution.phases)
+    assert any("no layer plan for graph replays" in n for n in bare.notes)
+    bd = _analyse(OWN, model_config="qwen3.5-35b-a3b").breakdown
+    assert [pa.phase for pa in bd.attribution.phases] == ["prefill", "decode"]
+    for pa in bd.attribution.phases:
+        assert _evidence_pct(pa) >= 95.0, pa.coverage_pct
+        _check_layers(pa, load_preset("qwen3.5-35b-a3b").config_dict())
+
+
+@pytest.mark.parametrize("graph,eager,config", [(PREFILL, EAGER, None), (OWN, OWN_EAGER, "qwen3.5-35b-a3b")],
+                         ids=["default-capture", "vllm-own"])
+def test_agrees_with_the_eager_reference_alignment(graph, eager, config):
+    att = _analyse(graph, graph_reference=eager, model_config=config).breakdown.attribution
+    # the reference still decides (it is the cross-check); the layer plan's answer is compared with it
+    assert all(pa.coverage_pct[Method.STRUCTURAL.value] == 0.0 for pa in att.phases)
+    assert all(pa.coverage_pct[Method.GRAPH_ALIGNMENT.value] > 40.0 for pa in att.phases)
+    assert att.alignment_counts["structural_agreement_bp"] >= 9700, att.graph_alignment
+    assert "(layer, module) agree on" in att.graph_alignment
+
+
+def test_agreement_counts_time_on_differing_layer_or_module():
+    items = pd.DataFrame({"share_ns": [10, 30, 60, 5]})
+    compared = np.array([True, True, True, False])
+    module = np.array(["gdn", "moe", "moe", "x"], dtype=object)
+    layer = np.array([0, 0, 1, -1])
+    same = agreement(items, compared=compared, module=module, layer=layer,
+                     s_label=np.array(["gdn", "moe", "moe", None], dtype=object), s_layer=np.array([0, 0, 1, 3]))
+    assert same == 100.0
+    off = agreement(items, compared=compared, module=module, layer=layer,
+                    s_label=np.array(["gdn", "attention", "moe", None], dtype=object), s_layer=np.array([0, 0, 0, -1]))
+    assert off == pytest.approx(10.0)
+
+
+def test_a_plan_of_another_depth_is_reported_never_forced():
+    a = _analyse(PREFILL, model_config="qwen3-30b-a3b").breakdown  # 48 layers
+    att = a.attribution
+    assert all(not pa.layers and pa.coverage_pct[Method.STRUCTURAL.value] == 0.0 for pa in att.phases)
+    assert any("left alone: 80 fused add-RMSNorm kernels" in n and "48 layers need 96" in n for n in a.notes)
+
+
+def test_layer_types_come_from_the_kernels_and_a_contradiction_is_noted():
+    t = load_tables(PREFILL)
+    wrong = LayerPlan(mixers=("attention",) * 40, ffns=("moe",) * 40, source="test")
+    prep = prepare(t, load_rules(), plan=wrong)
+    notes = prep.attribution.notes
+    assert notes == ("layer plan contradicted: layers 0, 1, 2, 4, 5, 6, 8, 9 and 22 more: the config says "
+                     "attention+moe, their kernels show gdn+moe (in up to 1 of 1 step(s)); the kernels' type is shown",)
+    assert [i for i, ty in prep.attribution.layer_types.items() if ty == "attention+moe"] == ATTENTION_LAYERS
+
+
+def test_plans_of_the_presets():
+    def plan(name: str) -> LayerPlan:
+        return plan_from_config(load_preset(name).config_dict(), source=name)
+
+    hybrid = plan("qwen3.5-35b-a3b")
+    assert hybrid.num_layers == 40 and [i for i in range(40) if hybrid.mixers[i] == "attention"] == ATTENTION_LAYERS
+    assert set(hybrid.ffns) == {"moe"}
+    moe = plan("qwen3-30b-a3b")
+    assert moe.num_layers == 48 and {moe.layer_type(i) for i in range(48)} == {"attention+moe"}
+    dense = plan("llama-3.1-8b")
+    assert dense.num_layers == 32 and {dense.layer_type(i) for i in range(32)} == {"attention+dense"}
+    cfg = load_preset("qwen3-30b-a3b").config_dict()
+    cfg.update(mlp_only_layers=[0], decoder_sparse_step=2)
+    sparse = plan_from_config(cfg, source="edited")
+    assert [i for i in range(6) if sparse.ffns[i] == "moe"] == [1, 3, 5]
+
+
+def test_where_the_plan_comes_from(tmp_path):
+    from phaseprof.records import ModelInfo, RunRecord
+
+    assert find_plan(explicit=None, records=(), trace_path=str(PREFILL))[1] == "run.json model_config"
+    assert find_plan(explicit=None, records=(), trace_path=str(OWN)) == (None, "no model config (run.json, "
+                                                                         "--model-config)")
+    named = RunRecord(model=ModelInfo(name="qwen3-30b-a3b"))
+    assert find_plan(explicit=None, records=(named,), trace_path=None)[0].num_layers == 48
+    plan, why = find_plan(explicit=None, records=(RunRecord(model_config={"num_hidden_layers": 4}),),
+                          trace_path=None)
+    assert plan is None and "not usable for the layer plan" in why
+
+
+def test_by_layer_prints_the_layers_of_a_graph_trace(capsys):
+    assert main(["analyze", str(PREFILL), "--by", "layer"]) == 0
+    out = capsys.readouterr().out
+    assert "layer plan" in out  # the coverage line names the method
+    assert "prefill: per layer (ms)" in out
+    for line in out.splitlines():
+        assert len(line) <= 80 or "│" not in line
+
+
+def test_diff_of_two_graph_captures_compares_per_layer():
+    from phaseprof.report.diff import diff_breakdowns, load_side
+
+    graph_dir = next((H200 / "graph").glob("*-prefill-4096"))
+    a, b = load_side(PREFILL), load_side(graph_dir / "trace.json.gz")  # hooks vs no hooks: same GPU work
+    d = diff_breakdowns(a.breakdown, b.breakdown, order_a=a.order, order_b=b.order)
+    (prefill,) = [p for p in d.phases if p.phase == "prefill"]
+    assert [x.metric for x in prefill.layers][:4] == ["layer 0 gdn+moe", "layer 1 gdn+moe", "layer 2 gdn+moe",
+                                                   "layer 3 attention+moe"]
+    assert len(prefill.layers) == 40
+    # the same model on the same GPU: every layer within 10% of the other capture's
+    assert all(abs(x.b - x.a) <= 0.1 * x.a for x in prefill.layers)
+
+
+def test_diff_of_vllm_own_graph_trace_per_layer_with_model_config(capsys):
+    """vLLM's own trace records no model: diff's --model-config gives its layer plan too."""
+    assert main(["diff", str(PREFILL), str(OWN), "--model-config", "qwen3.5-35b-a3b", "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    (prefill,) = [p for p in doc["diff"]["phases"] if p["phase"] == "prefill"]
+    assert len(prefill["layers"]) == 40 and prefill["layers"][3]["metric"] == "layer 3 attention+moe"
