@@ -1,0 +1,36 @@
+"""``--serving-timing`` is opt-in: without it capture and sweep start one engine asked for
+``async_scheduling=False`` (the path every GPU run so far took); with it the timed engine gets vLLM's own
+default (``None``: not passed). The engine start is replaced by a stub that records what it was asked for and
+stops there, so no engine runs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from phaseprof.capture import runner
+from phaseprof.capture.options import EngineOptions
+from phaseprof.cli import main
+from phaseprof.errors import PhaseprofError
+
+COMMANDS = {
+    "capture": ["capture", "--phase", "decode", "--tokens", "16", "--output-tokens", "4"],
+    "sweep": ["sweep", "--phase", "decode", "--tokens", "16", "--output-tokens", "4", "--concurrency", "1,2"],
+}
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+@pytest.mark.parametrize(("flags", "asked"), [([], False), (["--serving-timing"], None)])
+def test_serving_timing_is_opt_in(command: str, flags: list[str], asked: bool | None, tmp_path: Path,
+                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[bool | None] = []
+
+    def no_engine(opts: EngineOptions, **_kw: object) -> None:
+        seen.append(opts.async_scheduling)
+        raise PhaseprofError("engine start stubbed out")
+
+    monkeypatch.setattr(runner, "open_session", no_engine)
+    assert main([*COMMANDS[command], *flags, "--model", "tiny-hybrid", "--out", str(tmp_path)]) == 2
+    assert seen == [asked]
+    assert not list(tmp_path.iterdir())  # nothing half-written
