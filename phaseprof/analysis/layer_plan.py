@@ -13,13 +13,14 @@ Fields read (Hugging Face's names, ``text_config`` overlaid as vLLM does): ``num
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from phaseprof.errors import PhaseprofError
 from phaseprof.memory.model_shape import LayerKind, load_hf_config, shape_from_hf_config, text_config
+from phaseprof.records import RunRecord
 
 _MIXER = {LayerKind.ATTENTION: "attention", LayerKind.GDN: "gdn"}
 
