@@ -287,8 +287,8 @@ def norm(m: SolModel, t: StepTokens) -> Work:
     residual and writing both (4 × hidden), except the first layer's input norm: no residual yet (vLLM's
     ``if residual is None``), so it reads the embeddings and writes the normed state (2 × hidden); GDN's gated
     RMSNorm (reads o and z, writes o). Qwen3's per-head q/k norms are not here: they touch the same q and k as
-    RoPE, so their minimum traffic is RoPE's (``elementwise``); under torch.compile both run in one fused
-    pass whose kernels (``triton_red_fused_N`` / ``triton_poi_fused_N``) are classified elementwise."""
+    RoPE, so their minimum traffic is RoPE's (``elementwise``); under torch.compile the two run fused, in
+    kernels named ``triton_red_fused_N`` / ``triton_poi_fused_N``, classified elementwise."""
     n = t.tokens
     nbytes = ((2 * m.num_layers + 1) * 4 - 2) * n * m.hidden
     if m.gdn is not None:
