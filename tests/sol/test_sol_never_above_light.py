@@ -5,6 +5,7 @@ the measured ceilings (traces/h200/ceilings) and against the datasheet."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -41,6 +42,9 @@ def test_every_kind_of_capture_is_covered() -> None:
 def test_no_bucket_beats_a_measured_floor(source: Path, ceilings: str | None) -> None:
     sol = _sol(source, ceilings)
     assert sol.ok, sol.status
+    run = source if source.is_dir() else source.parent
+    if (run / "run.json").is_file():  # judged against the model it ran (shapes/: qwen3-30b-a3b, llama-3.1-8b)
+        assert sol.model == json.loads((run / "run.json").read_text())["model"]["name"]
     for ph in sol.phases:
         for b in ph.buckets:
             pct = b.pct_of_light or 0.0
