@@ -81,7 +81,7 @@ def per_step(rows: Sequence[StepRow], metrics: Sequence[str], *, title: str) -> 
     x = [r.index for r in rows]
     for m in metrics:
         get, axis = STEP_METRICS[m]
-        fig.add_scatter(x=x, y=[get(r) for r in rows], name=m, mode="lines+markers",
+        fig.add_scatter(x=x, y=[get(r) for r in rows], name=plot(m), mode="lines+markers",
                         row=1 if axis == "µs" else 2, col=1)
     fig.update_xaxes(title_text="step", row=2, col=1)
     return _layout(fig, title=title, height=520)
@@ -112,7 +112,7 @@ def _bars(fig: go.Figure, df: Any, *, t0: int, lane: str, group: str, colors: di
         start = (sub["ts_ns"] - t0) / 1e3
         dur = (sub["end_ns"] - sub["ts_ns"]) / 1e3
         text = [f"{plot(n)}<br>{d:,.2f} µs at +{s:,.2f} µs" for n, d, s in zip(sub[hover].astype(str), dur, start)]
-        fig.add_bar(base=start, x=dur.clip(lower=1e-3), y=sub[lane], orientation="h",
+        fig.add_bar(base=start, x=dur.clip(lower=1e-3), y=[plot(v) for v in sub[lane]], orientation="h",
                     name=plot((labels or {}).get(g, g)),
                     marker_color=colors.get(str(g), "#aaaaaa"), hovertext=text, hoverinfo="text",
                     legendgroup=str(g), width=0.8)
@@ -148,7 +148,7 @@ def timeline(tl: Any, *, color_by: str = "kernel_bucket", window_us: tuple[float
         fig.add_vrect(x0=(g.ts_ns - t0) / 1e3, x1=(g.end_ns - t0) / 1e3, fillcolor=IDLE_COLORS[g.cause],
                       opacity=0.15, line_width=0, **label)
     lanes = _lane_order(tl)
-    fig.update_yaxes(categoryorder="array", categoryarray=lanes[::-1], title_text="")
+    fig.update_yaxes(categoryorder="array", categoryarray=[plot(v) for v in lanes[::-1]], title_text="")
     title = f"step {tl.step} ({plot(tl.phase)}): {plot(tl.label[:70])}"
     _layout(fig, title=title, height=max(420, 200 + 34 * len(lanes)))
     fig.update_layout(barmode="overlay", xaxis_title="µs since step start", bargap=0.1,

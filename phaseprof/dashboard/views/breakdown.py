@@ -8,7 +8,8 @@ import pandas as pd
 
 from phaseprof.analysis.results import Breakdown, KernelStat, PhaseSummary, StepRow
 from phaseprof.dashboard import charts, data, widgets
-from phaseprof.dashboard.text import md
+from phaseprof.dashboard.text import md, plot
+from phaseprof.safe_text import deep
 
 DEFAULT_STEP_METRICS = ("wall µs", "GPU busy µs", "launch overhead µs", "kernels", "launch calls")
 
@@ -110,11 +111,11 @@ def layer_heatmap(layers: pd.DataFrame, phase: str) -> Any:
     import plotly.graph_objects as go
 
     cols = [c for c in layers.columns if c.endswith(" ms") and c != "ms"]
-    fig = go.Figure(go.Heatmap(z=layers[cols].to_numpy(), x=[c[:-3] for c in cols],
-                               y=[f"{int(r.layer)} {r.type}" for r in layers.itertuples()],
+    fig = go.Figure(go.Heatmap(z=layers[cols].to_numpy(), x=[plot(c[:-3]) for c in cols],
+                               y=[plot(f"{int(r.layer)} {r.type}") for r in layers.itertuples()],
                                colorscale="Viridis", colorbar=dict(title="ms"),
                                hovertemplate="layer %{y}<br>%{x}: %{z:.3f} ms<extra></extra>"))
-    fig.update_layout(title=f"{phase}: time per decoder layer and bucket (ms)", height=max(300, 18 * len(layers)),
+    fig.update_layout(title=f"{plot(phase)}: time per decoder layer and bucket (ms)", height=max(300, 18 * len(layers)),
                       yaxis=dict(autorange="reversed", type="category"))
     return fig
 
@@ -130,7 +131,7 @@ def _attribution(st: Any, bd: Breakdown, phase: str) -> None:
     if layers.empty:
         st.caption("no per-layer view: the trace has no nn.Module events (record it with_stack)")
         return
-    st.plotly_chart(layer_heatmap(layers, phase), key="layer_heatmap")
+    widgets.chart(st, layer_heatmap(layers, phase), key="layer_heatmap")
     widgets.table(st, layers, key="layer_table")
 
 
@@ -147,7 +148,7 @@ def _speed_of_light(st: Any, src: Any, bd: Breakdown, roots: Any) -> None:
         st.caption(f"no speed-of-light numbers: {md(sol.status)} ({md('; '.join(sol.notes))})")
         return
     st.caption(md(ceiling_line(sol)))
-    st.plotly_chart(roofline_figure(sol), key="roofline")
+    widgets.chart(st, roofline_figure(deep(sol, plot), colors=charts.BUCKET_COLORS), key="roofline")
     widgets.table(st, sol_table(sol), key="sol_table")
 
 
@@ -174,7 +175,7 @@ def render(st: Any, ctx: data.Context) -> None:
                     help="kernel: what each kernel is; module: which model component launched it")
     unit = c2.radio("Bar height", ["ms", "%"], horizontal=True, key="bd_unit",
                     format_func=lambda u: "ms (sum over steps)" if u == "ms" else "% of GPU busy")
-    st.plotly_chart(charts.phase_buckets(bd, view=view, unit=unit), key="phase_buckets")
+    widgets.chart(st, charts.phase_buckets(bd, view=view, unit=unit), key="phase_buckets")
     phases = [p.phase for p in bd.phases]
     default = "decode" if "decode" in phases else phases[0]
     ph_name = st.selectbox("Phase", phases, index=phases.index(default), key="bd_phase")
@@ -186,7 +187,7 @@ def render(st: Any, ctx: data.Context) -> None:
     metrics = st.multiselect("Per-step chart", list(charts.STEP_METRICS), default=list(DEFAULT_STEP_METRICS),
                              key="bd_metrics")
     if metrics:
-        st.plotly_chart(charts.per_step(rows, metrics, title=f"{ph_name} steps"), key="per_step")
+        widgets.chart(st, charts.per_step(rows, metrics, title=f"{plot(ph_name)} steps"), key="per_step")
     _top_kernels(st, ph)
     _attribution(st, bd, ph_name)
     _speed_of_light(st, src, bd, ctx.roots)

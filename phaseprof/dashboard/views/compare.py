@@ -126,7 +126,7 @@ def render(st: Any, ctx: data.Context) -> None:
         rows = ph.kernel_view if view == "kernel" else ph.module_view
         st.caption(f"{md(ph_name)}: A has {ph.a_steps} step(s), B {ph.b_steps}; times are per step (mean), shares "
                    "are % of the phase's GPU busy time.")
-        st.plotly_chart(charts.compare_buckets(rows, labels=(f"A: {d.a.gpu}", f"B: {d.b.gpu}"), view=view,
+        widgets.chart(st, charts.compare_buckets(rows, labels=(f"A: {d.a.gpu}", f"B: {d.b.gpu}"), view=view,
                                                phase=ph_name), key="cmp_bars")
         st.subheader("Delta by bucket")
         widgets.table(st, bucket_delta_table(rows), key="cmp_buckets")
