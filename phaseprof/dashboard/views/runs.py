@@ -94,12 +94,16 @@ def render(st: Any, ctx: data.Context) -> None:
     todo = [s for s in srcs if s.breakdown is None and data.cached_breakdown(s) is None]
     if todo and st.button(f"Analyse the {len(todo)} trace(s) not analysed yet", key="analyse_all"):
         bar = st.progress(0.0, text="analysing…")
+        failed = []
         for i, s in enumerate(todo, 1):
             try:
                 data.breakdown(s, ctx.roots)
             except PhaseprofError as e:
-                st.error(md(widgets.one_line(e)))
+                failed.append(f"{code(s.key)}: {md(widgets.one_line(e))}")
             bar.progress(i / len(todo), text=f"{i}/{len(todo)}: {md(s.key)}")
+        if failed:  # one box, one line per file (the table's status column says it too)
+            with st.expander(f"{len(failed)} of {len(todo)} could not be analysed", expanded=False):
+                st.markdown("\n".join(f"- {line}" for line in failed))
     df = pd.DataFrame([_row(s, ctx) for s in srcs])
     cols = st.columns(len(FILTERS) + 1)
     mask = pd.Series(True, index=df.index)
