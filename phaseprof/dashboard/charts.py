@@ -94,8 +94,11 @@ def compare_buckets(deltas: Sequence[Any], *, labels: tuple[str, str], view: str
     for side, label, pattern in (("a", labels[0], ""), ("b", labels[1], "/")):
         vals = [getattr(d.time_ms, side) for d in deltas]
         shares = [getattr(d.share, side) for d in deltas]
+        # The hatch gets its own colour: left to default, plotly.js reads the per-bar colour array as one colour
+        # ("Invalid color specifier: Array(N)" in the console).
+        hatch = dict(shape=pattern, fgcolor="#333333", solidity=0.3) if pattern else None
         fig.add_bar(x=[plot(n) for n in names], y=vals, name=plot(label), marker_color=[color(n) for n in names],
-                    marker_pattern_shape=pattern, opacity=1.0 if side == "a" else 0.65,
+                    marker_pattern=hatch, opacity=1.0 if side == "a" else 0.65,
                     hovertext=[f"{plot(label)}: {v:,.3f} ms/step · {s:.1f}%" for v, s in zip(vals, shares)],
                     hoverinfo="text")
     fig.update_layout(barmode="group", yaxis_title="ms per step", xaxis_title="bucket")

@@ -237,3 +237,22 @@ def test_ranks_page_shows_the_real_tp2_capture_side_by_side(make_app, tmp_path):
                                                       for r in (0, 1)]
     spread = frame(at, "step", "slowest rank", "spread ms")
     assert spread["slowest rank"].tolist() == [s.slowest_rank for s in want.steps]
+
+
+def test_compare_opens_on_a_like_for_like_pair_named_by_what_differs(make_app, tmp_path):
+    """Committed H200 captures (eager and graph, prefill and decode): Compare opens on the eager and graph runs
+    of one workload, not the first two listed, and its legend says eager / graph, not the GPU twice (issue 25)."""
+    h200 = REPO / "traces" / "h200"
+    runs = tmp_path / "runs"
+    for mode in ("eager", "graph"):
+        for d in sorted((h200 / mode).glob("*-prefill-4096")) + sorted((h200 / mode).glob("*-decode-128in-32out")):
+            (runs / mode / d.name).mkdir(parents=True)
+            for f in ("breakdown.json", "run.json"):
+                shutil.copy(d / f, runs / mode / d.name / f)
+    at = ok(make_app("Compare", runs=runs).run())
+    a, b = at.session_state["cmp_a"], at.session_state["cmp_b"]
+    assert (a.split("/")[0], b.split("/")[0]) == ("eager", "graph") and a.endswith("prefill-4096") \
+        and b.endswith("prefill-4096"), (a, b)
+    assert [shown(w.value) for w in at.warning] == ["Not like for like: mode differs: eager (A) vs graph (B)."]
+    names = [t["name"] for t in figure(at, "cmp_bars")["data"]]
+    assert names == ["A: eager", "B: graph"], names
