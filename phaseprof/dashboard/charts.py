@@ -62,11 +62,11 @@ def phase_buckets(bd: Breakdown, *, view: str, unit: str = "ms") -> go.Figure:
 
 #: Per-step metrics charted on the Breakdown page: label -> (getter, axis).
 STEP_METRICS: dict[str, tuple[Any, str]] = {
-    "wall µs": (lambda r: r.wall_us, "µs"),
-    "GPU busy µs": (lambda r: r.gpu_busy_us, "µs"),
-    "GPU idle µs": (lambda r: r.gpu_idle_us, "µs"),
-    "launch overhead µs": (lambda r: r.idle.launch_overhead_us, "µs"),
-    "host work µs": (lambda r: r.idle.host_work_us, "µs"),
+    "wall ms": (lambda r: r.wall_us / 1e3, "ms"),
+    "GPU busy ms": (lambda r: r.gpu_busy_us / 1e3, "ms"),
+    "GPU idle ms": (lambda r: r.gpu_idle_us / 1e3, "ms"),
+    "launch overhead ms": (lambda r: r.idle.launch_overhead_us / 1e3, "ms"),
+    "host work ms": (lambda r: r.idle.host_work_us / 1e3, "ms"),
     "kernels": (lambda r: r.kernels, "count"),
     "launch calls": (lambda r: r.launches.total, "count"),
     "allocations": (lambda r: r.memory.allocations, "count"),
@@ -77,12 +77,12 @@ STEP_METRICS: dict[str, tuple[Any, str]] = {
 def per_step(rows: Sequence[StepRow], metrics: Sequence[str], *, title: str) -> go.Figure:
     """Lines per step (x = step index): times on the top axis, counts on the bottom one."""
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08,
-                        subplot_titles=("time per step (µs)", "counts per step"))
+                        subplot_titles=("time per step (ms)", "counts per step"))
     x = [r.index for r in rows]
     for m in metrics:
         get, axis = STEP_METRICS[m]
         fig.add_scatter(x=x, y=[get(r) for r in rows], name=plot(m), mode="lines+markers",
-                        row=1 if axis == "µs" else 2, col=1)
+                        row=1 if axis == "ms" else 2, col=1)
     fig.update_xaxes(title_text="step", row=2, col=1)
     return _layout(fig, title=title, height=520)
 

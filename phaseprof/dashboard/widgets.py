@@ -97,9 +97,10 @@ def current(st: Any, ctx: data.Context, *, need_trace: bool = False) -> Source |
 
 
 def table(st: Any, df: Any, *, key: str) -> None:
-    """A sortable table; numbers keep their stored values and are only displayed with thousands separators."""
-    cfg = {c: st.column_config.NumberColumn(format="localized") for c in df.columns
-           if str(df[c].dtype).startswith(("float", "int"))}
+    """A sortable table; numbers keep their values and are only displayed: times (columns in ms) with 2
+    decimals, other numbers with thousands separators."""
+    cfg = {c: st.column_config.NumberColumn(format="%.2f" if " ms" in f" {c}" and str(df[c].dtype).startswith(
+        "float") else "localized") for c in df.columns if str(df[c].dtype).startswith(("float", "int"))}
     st.dataframe(df, hide_index=True, width="stretch", key=key, column_config=cfg)
 
 

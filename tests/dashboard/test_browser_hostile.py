@@ -79,8 +79,10 @@ def _hover_every_chart(page: object) -> int:
     areas = page.locator(".js-plotly-plot .nsewdrag")  # type: ignore[attr-defined]
     for i in range(areas.count()):
         areas.nth(i).scroll_into_view_if_needed()
-        areas.nth(i).hover()
-        page.wait_for_timeout(300)  # type: ignore[attr-defined]
+        box = areas.nth(i).bounding_box()
+        if box:  # the mouse itself, not Locator.hover: a chart's overlays may sit above its drag area
+            page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)  # type: ignore[attr-defined]
+            page.wait_for_timeout(300)  # type: ignore[attr-defined]
     return areas.count()
 
 

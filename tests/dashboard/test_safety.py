@@ -203,7 +203,8 @@ def test_runs_page_lists_only_traces_and_breakdowns_among_loose_json(tmp_path):
     """A capture folder's other JSON files (startup facts, summaries, timing, results, a ceilings file) are no
     input to analyse: listing them as traces gave a wall of errors (issue 25)."""
     h200 = REPO / "traces" / "h200"
-    for f in (h200 / "eager" / "startup.json", h200 / "eager" / "summary.json", h200 / "eager" / "timing-benchmark.json",
+    eager = h200 / "eager"
+    for f in (eager / "startup.json", eager / "summary.json", eager / "timing-benchmark.json",
               h200 / "own-eager" / "result.json", h200 / "ceilings" / "h200-measured.json"):
         shutil.copy(f, tmp_path / f"{f.parent.name}-{f.name}")
     shutil.copy(h200 / "hooks" / "graph-prefill-4096" / "breakdown.json", tmp_path / "a.breakdown.json")

@@ -99,7 +99,7 @@ def render(st: Any, ctx: data.Context) -> None:
             try:
                 data.breakdown(s, ctx.roots)
             except PhaseprofError as e:
-                failed.append(f"{code(s.key)}: {md(widgets.one_line(e))}")
+                failed.append(md(widgets.one_line(e)))  # the message names the file
             bar.progress(i / len(todo), text=f"{i}/{len(todo)}: {md(s.key)}")
         if failed:  # one box, one line per file (the table's status column says it too)
             with st.expander(f"{len(failed)} of {len(todo)} could not be analysed", expanded=False):
