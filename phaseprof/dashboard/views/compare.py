@@ -200,7 +200,7 @@ def render(st: Any, ctx: data.Context) -> None:
     except ImportError:
         st.info("The diff markdown renderer is not in this checkout yet.")
         return
-    st.subheader("Markdown for a PR (same as `phaseprof diff A B --format markdown`)")
     report = diff_markdown(d)
-    st.code(report, language="markdown")
+    with st.expander("Markdown for a PR (same as `phaseprof diff A B --format markdown`)"):  # long: folded
+        st.code(report, language="markdown", wrap_lines=True)
     st.download_button("Download markdown", report, file_name="phaseprof-diff.md", mime="text/markdown", key="dl_md")
