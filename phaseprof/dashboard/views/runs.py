@@ -121,7 +121,7 @@ def render(st: Any, ctx: data.Context) -> None:
     st.session_state["_runs_table_keys"] = shown["run"].tolist()
     st.caption(f"{len(shown)} of {len(df)} under {code(ctx.runs_dir)} · click a column to sort, a row to make it "
                "the current run")
-    text_cols = [c for c in shown.columns if shown[c].dtype == object]
+    text_cols = [c for c in shown.columns if not pd.api.types.is_numeric_dtype(shown[c])]
     st.dataframe(shown.fillna({c: "" for c in text_cols}), hide_index=True, width="stretch",  # no "None" cells
                  height=min(TABLE_ROW_PX * (len(shown) + 1) + 3, TABLE_MAX_PX), on_select=lambda: _select(st),
                  selection_mode="single-row", key="runs_table",
