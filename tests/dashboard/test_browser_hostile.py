@@ -103,6 +103,8 @@ def test_every_page_on_hostile_runs_in_headless_chromium(browser: object, hostil
     page = context.new_page()
     dialogs: list[str] = []
     page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+    errors: list[str] = []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
     charts = 0
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     for name, (query, done) in PAGES.items():
@@ -119,4 +121,5 @@ def test_every_page_on_hostile_runs_in_headless_chromium(browser: object, hostil
     assert charts >= 6  # Breakdown (4), Timeline, Compare, Sweep: the walk met the figures
     assert not left, f"requests left the dashboard's address: {left[:10]}"
     assert not dialogs, dialogs
+    assert not errors, errors[:10]
     context.close()

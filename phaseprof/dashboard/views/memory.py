@@ -91,7 +91,8 @@ def budget_figure(plan: MemoryPlan) -> Any:
         fig.add_bar(name="free at capture", x=[sc.free_bytes / D.GIB], y=["scratch check"], orientation="h")
         fig.add_bar(name="CUDA-graph scratch" + (" (OOM)" if sc.exceeds_free else ""),
                     x=[sc.scratch_bytes / D.GIB], y=["scratch vs free"], orientation="h")
-    fig.update_layout(barmode="stack", xaxis_title="GiB", height=320, legend_orientation="h",
+    fig.update_layout(barmode="stack", xaxis_title="GiB", height=380,  # legend under the axis, not on it
+                      legend=dict(orientation="h", yanchor="top", y=-0.35, x=0),
                       title=f"{plot(plan.budget.gpu_name) if b else 'no GPU given'}: where memory goes")
     return fig
 
