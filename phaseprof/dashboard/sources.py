@@ -194,11 +194,12 @@ def file_source(f: Path, key: str, description: str = "") -> Source:
                   size_bytes=st.st_size, mtime=st.st_mtime)
 
 
-def scan(root: Path, *, prefix: str = "") -> tuple[list[Source], list[Path]]:
+def scan(root: Path, *, prefix: str = "", every_file: bool = False) -> tuple[list[Source], list[Path]]:
     """Run directories, loose traces and breakdowns under ``root``, and the sweep files there.
 
     A directory holding any of ``RUN_MARKERS`` is one run (not descended into). Hidden entries and symlinks
-    leading outside ``root`` are skipped.
+    leading outside ``root`` are skipped, and so are JSON files that are neither trace nor breakdown
+    (``listed_kind``) unless ``every_file`` (the uploads: each one the user chose, listed with its error).
     """
     root = root.resolve()
     if not root.is_dir():
@@ -228,7 +229,7 @@ def scan(root: Path, *, prefix: str = "") -> tuple[list[Source], list[Path]]:
             if manifest is None:
                 manifest = _manifest(d, root)
             key = prefix + (n if d == root else f"{rel}/{n}")
-            if listed_kind(f) is None:
+            if not every_file and listed_kind(f) is None:  # uploads are all listed: the user chose them
                 continue
             try:
                 sources.append(file_source(f, key, manifest.get(n, "")))
