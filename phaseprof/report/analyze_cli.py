@@ -10,6 +10,7 @@ import typer
 from rich.console import Console
 
 from phaseprof.errors import PhaseprofError
+from phaseprof.io import protect_inputs, refuse_input
 from phaseprof.safe_text import for_markdown, for_terminal, terminal
 
 
@@ -64,6 +65,7 @@ def analyze(
         raise PhaseprofError(f"unknown --by {by!r} (supported: layer)")
 
     step_range = _step_range(steps, traces, ray)
+    protect_inputs(*traces, *rules, graph_reference, model_config, ceilings)  # never overwritten by --json
     console = Console()
     if ray is not None:
         from phaseprof.scale.cli import analyze_on_ray
@@ -76,6 +78,8 @@ def analyze(
         return
     if json_out is not None and len(traces) > 1 and json_out.suffix == ".json":
         raise PhaseprofError("--json must be a directory when several traces are given", path=json_out)
+    for dest in [json_out, *(_dest(json_out, tr, len(traces)) for tr in traces)] if json_out is not None else []:
+        refuse_input(dest)  # before the slow part: nothing analysed or written
     config = AnalysisConfig.with_rules(rules, graph_reference=graph_reference, model_config=model_config,
                                        ceilings=ceilings)
     ruleset = config.ruleset()
@@ -84,8 +88,7 @@ def analyze(
             analysed = run_pipeline(tr, config=config, ruleset=ruleset, steps=step_range)
         bd = analysed.reported  # with its speed-of-light section
         if json_out is not None:
-            dest = json_out if len(traces) == 1 and json_out.suffix == ".json" else \
-                json_out / (tr.name.split(".json")[0] + ".breakdown.json")
+            dest = _dest(json_out, tr, len(traces))
             write_breakdown(bd, dest)
             console.print(f"[dim]wrote {terminal(str(dest))}[/]") if fmt == OutputFormat.table else None
         if fmt == OutputFormat.table:
@@ -112,6 +115,12 @@ def analyze(
         del analysed  # this trace's tables go before the next trace is loaded
 
 
+def _dest(json_out: Path, trace: Path, n_traces: int) -> Path:
+    """Where ``--json`` puts this trace's breakdown: the file itself (one trace) or a file in that directory."""
+    return json_out if n_traces == 1 and json_out.suffix == ".json" else \
+        json_out / (trace.name.split(".json")[0] + ".breakdown.json")
+
+
 def _expand(paths: list[Path], rules: list[Path], console: Console, json_out: Path | None, *, fmt: str = "table",
             jobs: int | None = None) -> list[Path]:
     """The traces to analyse one by one (``inputs.resolve``): a trace, a run directory's trace; a directory of
@@ -125,6 +134,7 @@ def _expand(paths: list[Path], rules: list[Path], console: Console, json_out: Pa
             out.append(p)
             continue
         got = resolve(p)
+        protect_inputs(got.trace, *got.rank_traces)
         if got.kind == InputKind.RANKS:
             analyze_rank_dir(list(got.rank_traces), rules=list(rules), jobs=jobs, fmt=fmt, json_out=json_out,
                              console=console)
