@@ -278,7 +278,7 @@ def summarize(t: EventTables, prep: Prepared) -> Breakdown:
     views = _per_step_views(items)
     rows = [_step_row(k, det, items.iloc[by_step[k]] if k in by_step else empty, ctx, device, work, views)
             for k in range(len(det.steps))]
-    notes = []
+    notes = list(det.notes)
     phases = []
     for ph in (StepPhase.PREFILL, StepPhase.MIXED, StepPhase.DECODE, StepPhase.UNKNOWN):
         sel = [r for r in rows if r.phase == ph.value]
