@@ -11,7 +11,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from phaseprof.analysis.ranks import RankSummary, summarize_ranks
 from phaseprof.safe_text import for_terminal, terminal
-from phaseprof.scale.local import analyze_rank_files, default_jobs
+from phaseprof.scale.local import analyze_rank_files, clamp_jobs, default_jobs
 
 
 def _progress(console: Console) -> Progress:
@@ -58,9 +58,13 @@ def _emit(summary: RankSummary, *, fmt: str, json_out: Path | None, console: Con
 
 def analyze_rank_dir(files: list[Path], *, rules: list[Path], jobs: int | None, fmt: str, json_out: Path | None,
                      console: Console) -> RankSummary:
-    jobs = jobs or default_jobs()
+    used = clamp_jobs(jobs, len(files))
+    if jobs is not None and used < jobs:  # on stderr: stdout may carry JSON or markdown
+        Console(stderr=True).print(f"[dim]--jobs {jobs} clamped to {used} ({default_jobs()} usable core(s), "
+                                   f"{len(files)} rank file(s))[/]", highlight=False)
+    jobs = used
     with _progress(console) as prog:
-        task = prog.add_task(f"analysing {len(files)} rank traces ({min(jobs, len(files))} processes)",
+        task = prog.add_task(f"analysing {len(files)} rank traces ({jobs} processes)",
                              total=len(files))
         results = analyze_rank_files(files, jobs=jobs, rule_files=rules or None,
                                      on_done=lambda _p: prog.advance(task))

@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 from phaseprof.analysis.ranks import summarize_ranks
 from phaseprof.cli import main
 from phaseprof.errors import PhaseprofError
+from phaseprof.scale.local import clamp_jobs, default_jobs
 from phaseprof.scale.rank_task import RankResult, analyze_rank
 from tests.hostile.helpers import one_line_error
 
@@ -106,3 +107,18 @@ def test_generated_rank_folders(one_rank: RankResult, pairs: list[tuple[Any, Any
         assert re.search(re.escape(str(missing)), said[0])
     else:
         assert not said
+
+
+def test_jobs_clamped_to_cores_and_files(doc: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                         capsys: pytest.CaptureFixture[str]) -> None:
+    assert clamp_jobs(10_000, 200) == min(default_jobs(), 200)
+    assert clamp_jobs(10_000, 1) == 1 and clamp_jobs(None, 3) == min(default_jobs(), 3)
+    assert clamp_jobs(0, 5) >= 1
+    # A machine with one usable core: the run stays in this process (no worker spawned) and says why.
+    monkeypatch.setattr("phaseprof.scale.local.default_jobs", lambda: 1)
+    monkeypatch.setattr("phaseprof.scale.cli.default_jobs", lambda: 1)
+    d = _folder(tmp_path, doc, [{"rank": 0, "world_size": 2}, {"rank": 1, "world_size": 2}])
+    assert main(["analyze", str(d), "-j", "10000", "-f", "json"]) == 0
+    out, err = capsys.readouterr()
+    json.loads(out)  # the note goes to stderr: stdout stays one JSON document
+    assert "--jobs 10000 clamped to 1 (1 usable core(s), 2 rank file(s))" in " ".join(err.split())
