@@ -73,8 +73,14 @@ def analyze(
         analyze_on_ray([str(t) for t in traces], address=None if ray == "local" else ray, rules=list(rules),
                        fmt=fmt.value, json_out=json_out, console=console)
         return
-    traces = _expand(traces, rules, console, json_out, fmt=fmt.value, jobs=jobs)
+    # -f json prints one document: the breakdown (or multi-rank report) of one input; for several inputs, a JSON
+    # array of them in the order given, printed once all are done (a failure leaves stdout empty).
+    documents: list[bytes] = []
+    several = len(traces) > 1
+    traces = _expand(traces, rules, console, json_out, fmt=fmt.value, jobs=jobs,
+                     documents=documents if fmt == OutputFormat.json else None)
     if not traces:
+        _print_json(documents, several=several)
         return
     if json_out is not None and len(traces) > 1 and json_out.suffix == ".json":
         raise PhaseprofError("--json must be a directory when several traces are given", path=json_out)
@@ -96,7 +102,7 @@ def analyze(
             if by == "layer":
                 print_layers(for_terminal(bd), console)
         elif fmt == OutputFormat.json:
-            typer.echo(dumps(bd).decode())
+            documents.append(dumps(bd))
         else:
             typer.echo(breakdown_markdown(for_markdown(bd), by_layer=by == "layer"))
         if cross_check == "shapes":
@@ -113,6 +119,14 @@ def analyze(
             # On stderr when stdout carries JSON or markdown, so piped output stays parseable.
             print_cross_check(for_terminal(cross_check_hta(analysed)), console if fmt == OutputFormat.table else Console(stderr=True))
         del analysed  # this trace's tables go before the next trace is loaded
+    _print_json(documents, several=several)
+
+
+def _print_json(documents: list[bytes], *, several: bool) -> None:
+    """stdout's one JSON document: the only one as it is, or (several inputs) an array of them (docs/README)."""
+    if documents:
+        typer.echo((documents[0] if len(documents) == 1 and not several else
+                    b"[\n" + b",\n".join(documents) + b"\n]").decode())
 
 
 def _dest(json_out: Path, trace: Path, n_traces: int) -> Path:
@@ -122,7 +136,7 @@ def _dest(json_out: Path, trace: Path, n_traces: int) -> Path:
 
 
 def _expand(paths: list[Path], rules: list[Path], console: Console, json_out: Path | None, *, fmt: str = "table",
-            jobs: int | None = None) -> list[Path]:
+            jobs: int | None = None, documents: list[bytes] | None = None) -> list[Path]:
     """The traces to analyse one by one (``inputs.resolve``): a trace, a run directory's trace; a directory of
     rank traces is analysed here, together (``--jobs`` processes; per-rank breakdowns and the multi-rank report)."""
     from phaseprof.inputs import InputKind, resolve, scan_traces
@@ -137,7 +151,7 @@ def _expand(paths: list[Path], rules: list[Path], console: Console, json_out: Pa
         protect_inputs(got.trace, *got.rank_traces)
         if got.kind == InputKind.RANKS:
             analyze_rank_dir(list(got.rank_traces), rules=list(rules), jobs=jobs, fmt=fmt, json_out=json_out,
-                             console=console)
+                             console=console, documents=documents)
         elif got.kind == InputKind.BREAKDOWN:
             raise PhaseprofError("a breakdown JSON, not a trace: analyze reads traces (phaseprof diff and the "
                                  "dashboard read breakdowns)", path=p)

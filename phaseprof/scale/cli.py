@@ -40,13 +40,18 @@ def print_multirank(summary: RankSummary, console: Console) -> None:
     print_collectives(build_report(summary), console)
 
 
-def _emit(summary: RankSummary, *, fmt: str, json_out: Path | None, console: Console) -> None:
+def _emit(summary: RankSummary, *, fmt: str, json_out: Path | None, console: Console,
+          documents: list[bytes] | None = None) -> None:
+    """Write (--json DIR) and render the report; with ``documents``, its JSON goes there instead of stdout (the
+    caller prints one document for all its inputs)."""
     from phaseprof.scale.render import collectives_markdown
     from phaseprof.scale.report import build_report, dumps
 
     if json_out is not None:
         write_rank_outputs(summary, json_out)
-    if fmt == "json":
+    if fmt == "json" and documents is not None:
+        documents.append(dumps(build_report(summary)))
+    elif fmt == "json":
         typer.echo(dumps(build_report(summary)).decode())
     elif fmt == "markdown":
         typer.echo(collectives_markdown(build_report(summary)))
@@ -57,7 +62,7 @@ def _emit(summary: RankSummary, *, fmt: str, json_out: Path | None, console: Con
 
 
 def analyze_rank_dir(files: list[Path], *, rules: list[Path], jobs: int | None, fmt: str, json_out: Path | None,
-                     console: Console) -> RankSummary:
+                     console: Console, documents: list[bytes] | None = None) -> RankSummary:
     used = clamp_jobs(jobs, len(files))
     if jobs is not None and used < jobs:  # on stderr: stdout may carry JSON or markdown
         Console(stderr=True).print(f"[dim]--jobs {jobs} clamped to {used} ({default_jobs()} usable core(s), "
@@ -69,7 +74,7 @@ def analyze_rank_dir(files: list[Path], *, rules: list[Path], jobs: int | None, 
         results = analyze_rank_files(files, jobs=jobs, rule_files=rules or None,
                                      on_done=lambda _p: prog.advance(task))
     summary = summarize_ranks(results)
-    _emit(summary, fmt=fmt, json_out=json_out, console=console)
+    _emit(summary, fmt=fmt, json_out=json_out, console=console, documents=documents)
     return summary
 
 
