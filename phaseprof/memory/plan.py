@@ -102,12 +102,12 @@ def validate_inputs(i: MemoryInputs) -> None:
     for flag, g in {"--gpu-memory": i.gpu_memory_gib, "--kv-budget-gib": i.kv_budget_gib}.items():
         if g is not None and not g > 0:
             raise PhaseprofError(f"{flag} must be a positive number of GiB, got {g}")
-        if g is not None and g > _MAX_GIB:  # 1e308 GiB overflowed the byte arithmetic
+        if g is not None and not g <= _MAX_GIB:  # 1e308 or inf GiB overflowed the byte arithmetic
             raise PhaseprofError(f"{flag} must be at most {_MAX_GIB:,} GiB, got {g}")
     known = {"--activation-peak-gib": i.activation_peak_gib, "--cudagraph-pool-gib": i.cudagraph_pool_gib}
     for flag, g in known.items():
-        if g is not None and not g >= 0:
-            raise PhaseprofError(f"{flag} must be >= 0 GiB, got {g}")
+        if g is not None and not 0 <= g <= _MAX_GIB:  # inf and 1e308 were OverflowError tracebacks
+            raise PhaseprofError(f"{flag} must be between 0 and {_MAX_GIB:,} GiB, got {g}")
     if not 0 < i.gpu_memory_utilization <= 1:
         raise PhaseprofError(f"--gpu-memory-utilization must be in (0, 1], got {i.gpu_memory_utilization}")
     if i.num_speculative_tokens < 0:
