@@ -87,3 +87,31 @@ def test_real_traces_have_no_marker_notes() -> None:
     """The committed captures have disjoint markers: nothing merged, nothing said."""
     bd = analyze(TRACE).breakdown
     assert not [n for n in bd.notes if "step marker" in n]
+
+
+def test_per_step_work_builds_no_frame_per_step(doc: dict[str, Any], tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 22, class 16 (200k markers ran for minutes, ~0.65 ms per step): the per-step rows read slices of
+    arrays, so the pandas row selections of the analysis do not grow with the step count. The same real trace
+    with each marker split into four quarters (4x the steps) makes as many ``DataFrame.take`` calls. (The time
+    ratio is benchmarks/bench_steps.py's.)"""
+    import pandas as pd
+
+    quarters = []
+    for m in _markers(doc):
+        for q in range(4):
+            quarters.append(dict(m, ts=m["ts"] + q * m["dur"] / 4, dur=m["dur"] / 4))
+    split = dict(doc, traceEvents=[e for e in doc["traceEvents"] if e not in _markers(doc)])
+    calls = {"n": 0}
+    take = pd.DataFrame.take
+
+    def counting(self, *a, **k):  # noqa: ANN001, ANN002, ANN003, ANN202
+        calls["n"] += 1
+        return take(self, *a, **k)
+
+    monkeypatch.setattr(pd.DataFrame, "take", counting)
+    analyze(TRACE)
+    base, calls["n"] = calls["n"], 0
+    bd = analyze(_write(tmp_path, split, quarters)).breakdown
+    assert len(bd.steps) == 4 * len(_markers(doc))
+    assert calls["n"] <= base + 2, (base, calls["n"])
