@@ -41,13 +41,33 @@ def terminal(text: str) -> str:
     return _rich_escape(plain(text))
 
 
-_MD_ACTIVE = re.compile(r"([\\`*_\[\]<>!|~#])")
+# Every ASCII punctuation character markdown or GFM could act on (CommonMark lets any of them be backslash-escaped):
+# emphasis, code, links and images, raw HTML, entities, tables, strikethrough, headings, math (``$``). ``:``, the
+# ``//`` after it, ``@`` and the ``.`` of ``www.`` too: GFM autolinks ``http://host``, ``www.host`` and
+# ``a@b.c`` in plain text, and escaping them breaks the pattern it looks for (the text still reads as written).
+_MD_ACTIVE = re.compile(r"[\\`*_\[\]<>!|~#&:@$]|(?<=[wW]{3})\.|(?<=:)/|(?<=:/)/")
 
 
 def markdown(text: str) -> str:
     """``text`` for running markdown text or a table cell (not a code span): control stripped, every character
-    markdown could act on backslash-escaped, so ``![x](http://host/t.png)`` or ``<img ...>`` stays text."""
-    return _MD_ACTIVE.sub(r"\\\1", plain(text).replace("\n", " "))
+    markdown could act on backslash-escaped, so ``![x](http://host/t.png)``, ``<img ...>``, ``www.host`` or a
+    bare ``http://`` link stays text. The one markdown escaper: every string that came from a trace, a
+    breakdown or a config goes through it (or :func:`code_span`) on every markdown path."""
+    return _MD_ACTIVE.sub(lambda m: "\\" + m.group(), plain(text).replace("\n", " "))
+
+
+def code_span(text: str, *, table_cell: bool = True) -> str:
+    """``text`` as one inline code span: control stripped, fenced by one backtick more than its longest run of
+    backticks (a name holding a backtick cannot close the span early and let what follows render), padded with a
+    space where it starts or ends with a backtick. In a GFM table cell ``|`` still splits the row even inside a
+    code span, so it is written ``\\|`` (GFM removes the backslash)."""
+    body = plain(text).replace("\n", " ")
+    if table_cell:
+        body = body.replace("|", "\\|")
+    longest = max((len(r) for r in re.findall(r"`+", body)), default=0)
+    fence = "`" * (longest + 1)
+    pad = " " if body.startswith("`") or body.endswith("`") or not body.strip() else ""
+    return f"{fence}{pad}{body}{pad}{fence}"
 
 
 def deep(value: T, fix: Callable[[str], str]) -> T:
