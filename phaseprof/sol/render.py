@@ -83,18 +83,8 @@ def sol_markdown(s: SolSection) -> list[str]:
         for b in p.buckets:
             out.append(f"| {markdown(b.bucket)} | {b.flops / 1e9:,.1f} | {b.bytes / 1e9:,.2f} | "
                        f"{b.achieved_tflops:,.1f} | {b.achieved_tbps:.2f} | {markdown(b.bound)} | "
-                       f"{b.floor_us / 1e3:,.2f} | {b.time_us / 1e3:,.2f} | {_pct(b.pct_of_light)} |")
+                       f"{b.floor_us / 1e3:,.2f} | {b.time_us / 1e3:,.2f} | {_pct_flag(b)} |")
     out += [""] + [f"- {markdown(n)}" for n in s.assumptions + s.notes]
-    return out
-    out += ["", model_line(s)]
-    for p in s.phases:
-        out += ["", f"*{phase_line(p)}*", "", "| bucket | GFLOP | GB | TFLOP/s | TB/s | bound | floor ms | ms | "
-                "% of light |", "|---|--:|--:|--:|--:|---|--:|--:|--:|"]
-        for b in p.buckets:
-            out.append(f"| {b.bucket} | {b.flops / 1e9:,.1f} | {b.bytes / 1e9:,.2f} | {b.achieved_tflops:,.1f} | "
-                       f"{b.achieved_tbps:.2f} | {b.bound} | {b.floor_us / 1e3:,.2f} | {b.time_us / 1e3:,.2f} | "
-                       f"{_pct_flag(b)} |")
-    out += [""] + [f"- {n}" for n in s.assumptions + s.notes]
     return out
 
 
