@@ -20,7 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from phaseprof.analysis.ranks import summarize_ranks
+from phaseprof.scale.ranks import summarize_ranks
 from phaseprof.cli import main
 from phaseprof.errors import PhaseprofError
 from phaseprof.scale.local import clamp_jobs, default_jobs
