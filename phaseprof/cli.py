@@ -9,6 +9,7 @@ from rich.console import Console
 
 from phaseprof import __version__
 from phaseprof.errors import PhaseprofError
+from phaseprof.io import inputs_guarded
 from phaseprof.lean_process import leave_out_pyarrow
 from phaseprof.safe_text import terminal
 
@@ -74,7 +75,8 @@ def _click_exceptions() -> tuple[type[BaseException], ...]:
 def main(argv: list[str] | None = None) -> int:
     """Entry point: PhaseprofError becomes one line on stderr and its exit code."""
     try:
-        rv = app(args=argv, standalone_mode=False)
+        with inputs_guarded():  # no output of this command may replace one of its inputs (phaseprof.io)
+            rv = app(args=argv, standalone_mode=False)
     except PhaseprofError as e:
         err_console.print(f"[bold red]error:[/] {terminal(str(e))}", highlight=False, soft_wrap=True)
         return e.exit_code

@@ -472,3 +472,16 @@ class SweepRecord:
     @classmethod
     def read(cls, path: str | Path) -> SweepRecord:
         return cls.from_dict(_read(Path(path), "sweep.json"), source=str(path))
+
+
+def run_record_beside(trace_or_dir: str | Path | None) -> RunRecord | None:
+    """``run.json`` of a run directory (or of the directory holding the trace), typed; None without one or when
+    it is unreadable (its readers only take optional facts from it and say what they lack)."""
+    if trace_or_dir is None:
+        return None
+    p = Path(trace_or_dir)
+    f = (p if p.is_dir() else p.parent) / "run.json"
+    try:
+        return RunRecord.read(f) if f.is_file() else None
+    except PhaseprofError:
+        return None

@@ -13,13 +13,14 @@ Fields read (Hugging Face's names, ``text_config`` overlaid as vLLM does): ``num
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from phaseprof.errors import PhaseprofError
 from phaseprof.memory.model_shape import LayerKind, load_hf_config, shape_from_hf_config, text_config
+from phaseprof.records import RunRecord, run_record_beside
 
 _MIXER = {LayerKind.ATTENTION: "attention", LayerKind.GDN: "gdn"}
 
@@ -55,18 +56,6 @@ def plan_from_config(hf_config: Mapping[str, Any], *, source: str) -> LayerPlan:
     return LayerPlan(mixers=tuple(_MIXER[k] for k in shape.layer_kinds), ffns=ffns, source=source)
 
 
-def _run_record_beside(trace_path: str | None) -> RunRecord | None:
-    """run.json of the run directory holding the trace, typed; None without one or when it is unreadable."""
-    if not trace_path:
-        return None
-    p = Path(trace_path)
-    f = (p if p.is_dir() else p.parent) / "run.json"
-    try:
-        return RunRecord.read(f) if f.is_file() else None
-    except PhaseprofError:
-        return None
-
-
 def find_plan(*, explicit: str | Path | None, records: Sequence[RunRecord | None], trace_path: str | None
               ) -> tuple[LayerPlan | None, str]:
     """(plan, where its config came from) or (None, why there is none). ``records``: the capture's records the
@@ -75,7 +64,7 @@ def find_plan(*, explicit: str | Path | None, records: Sequence[RunRecord | None
     if explicit is not None:
         cfg, label = load_hf_config(str(explicit))
         return plan_from_config(cfg, source=label), label
-    known = [r for r in (*records, _run_record_beside(trace_path)) if r is not None]
+    known = [r for r in (*records, run_record_beside(trace_path)) if r is not None]
     recorded = next((r.model_config for r in known if r.model_config), None)
     model = next((r.model for r in known if r.model.name), None)
     name = model.name if model else None

@@ -78,4 +78,4 @@ def _only_steps_in(det: StepDetection, items: pd.DataFrame, lo_ns: int, hi_ns: i
     steps = tuple(dataclasses.replace(det.steps[k], index=i) for i, k in enumerate(keep))
     items = items.assign(step=new_index[items["step"].to_numpy()])
     return StepDetection(det.method, det.detail.replace(f"{len(det.steps)} step(s)", f"{len(keep)} step(s)", 1),
-                         steps), items
+                         steps, det.notes), items

@@ -242,7 +242,7 @@ def step_timeline(src: Source, roots: Roots, step: int) -> Any:
 @st.cache_data(show_spinner=False, ttl=5)
 def _scan(runs_dir: str, uploads: str) -> tuple[list[Source], list[Path]]:
     sources, sweeps = scan(Path(runs_dir))
-    up, _ = scan(Path(uploads), prefix="upload/")
+    up, _ = scan(Path(uploads), prefix="upload/", every_file=True)
     return sources + up, sweeps
 
 

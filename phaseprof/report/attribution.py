@@ -8,6 +8,7 @@ from rich.table import Table
 from phaseprof.analysis.attribution_types import Attribution, Method, PhaseAttribution
 from phaseprof.analysis.results import Breakdown
 from phaseprof.report.fit import Col, fitted_tables
+from phaseprof.safe_text import markdown
 
 _SHORT = {Method.OP_STACK.value: "op stack", Method.MODULE_TREE.value: "modules",
           Method.GRAPH_ALIGNMENT.value: "graph align", Method.STRUCTURAL.value: "layer plan",
@@ -78,22 +79,22 @@ def attribution_markdown(bd: Breakdown, *, by_layer: bool = True) -> str:
     a = bd.attribution
     if a is None:
         return ""
-    out = ["", f"**attribution** — mode: {a.mode} ({a.mode_evidence}); "
-           f"{a.module_calls:,} nn.Module calls; graph replay: {a.graph_alignment}", "",
+    out = ["", f"**attribution** — mode: {markdown(a.mode)} ({markdown(a.mode_evidence)}); "
+           f"{a.module_calls:,} nn.Module calls; graph replay: {markdown(a.graph_alignment)}", "",
            "| phase | " + " | ".join(_SHORT.values()) + " |", "|---|" + "--:|" * len(_SHORT)]
     for pa in a.phases:
-        out.append(f"| {pa.phase} | " + " | ".join(f"{pa.coverage_pct.get(m, 0.0):.1f}%" for m in _SHORT) + " |")
+        out.append(f"| {markdown(pa.phase)} | " + " | ".join(f"{pa.coverage_pct.get(m, 0.0):.1f}%" for m in _SHORT) + " |")
     if by_layer:
         for pa in a.phases:
             if not pa.layers:
                 continue
-            out += ["", f"<details><summary>{pa.phase}: per layer (ms)</summary>", "",
+            out += ["", f"<details><summary>{markdown(pa.phase)}: per layer (ms)</summary>", "",
                     "| layer | type | ms | % | " + " | ".join(LAYER_COLUMNS) + " | rest |",
                     "|--:|---|--:|--:|" + "--:|" * (len(LAYER_COLUMNS) + 1)]
             for r in pa.layers:
                 rest = sum(v for b, v in r.by_bucket_us.items() if b not in LAYER_COLUMNS)
                 cells = [_ms(r.by_bucket_us[b]) if b in r.by_bucket_us else "-" for b in LAYER_COLUMNS]
-                out.append(f"| {r.layer} | {r.layer_type} | {_ms(r.time_us)} | {r.share_pct:.1f} | "
+                out.append(f"| {r.layer} | {markdown(r.layer_type)} | {_ms(r.time_us)} | {r.share_pct:.1f} | "
                            + " | ".join(cells) + f" | {_ms(rest)} |")
             out += ["", "</details>"]
     return "\n".join(out) + "\n"

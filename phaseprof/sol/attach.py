@@ -17,7 +17,7 @@ from phaseprof.analysis.results import Breakdown
 from phaseprof.errors import PhaseprofError
 from phaseprof.gpu_names import gpu_key
 from phaseprof.memory.model_shape import load_hf_config
-from phaseprof.records import RunRecord, SweepRecord
+from phaseprof.records import RunRecord, SweepRecord, run_record_beside
 from phaseprof.routing import read_routing
 from phaseprof.sol.analyze import NEEDS_CONFIG, sol_section, with_sol
 from phaseprof.sol.ceilings import ceiling_for, load_measured
@@ -29,16 +29,8 @@ if TYPE_CHECKING:
 
 
 def run_record_of(trace_or_dir: str | Path | None) -> RunRecord | None:
-    """``run.json`` of a run directory (or of the directory holding the trace), typed; None without one.
-    Unreadable → None: it only feeds the optional SOL section, which then says what it lacks."""
-    if trace_or_dir is None:
-        return None
-    p = Path(trace_or_dir)
-    f = (p if p.is_dir() else p.parent) / "run.json"
-    try:
-        return RunRecord.read(f) if f.is_file() else None
-    except PhaseprofError:
-        return None
+    """``run.json`` beside the trace (``records.run_record_beside``); None without one."""
+    return run_record_beside(trace_or_dir)
 
 
 def _preset_config(name: str) -> dict[str, Any] | None:

@@ -73,7 +73,9 @@ def changes_markdown(a: Breakdown, b: Breakdown) -> str:
         return ""
     out = ["", "#### Speed of light: ceilings vs efficiency", "", "| phase | bucket | A ms | B ms | speedup | "
            "ceilings | efficiency | A % of light | B % of light |", "|---|---|--:|--:|--:|--:|--:|--:|--:|"]
-    out += [f"| {c.phase} | {c.bucket} | {c.a_ms:,.2f} | {c.b_ms:,.2f} | {c.speedup:.2f}x | {c.ceilings:.2f}x | "
+    from phaseprof.safe_text import markdown  # noqa: PLC0415 - phase and bucket names come from breakdown files
+
+    out += [f"| {markdown(c.phase)} | {markdown(c.bucket)} | {c.a_ms:,.2f} | {c.b_ms:,.2f} | {c.speedup:.2f}x | {c.ceilings:.2f}x | "
             f"{c.efficiency:.2f}x | {c.a_pct_of_light:.0f} | {c.b_pct_of_light:.0f} |" for c in rows]
     return "\n".join(out) + "\n"
 

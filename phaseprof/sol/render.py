@@ -69,19 +69,22 @@ def print_sol(s: SolSection, console: Console) -> None:
 
 
 def sol_markdown(s: SolSection) -> list[str]:
-    """Markdown lines for a breakdown report."""
-    out = ["", "**Speed of light** — " + ceiling_line(s).removeprefix("speed of light").lstrip(": ")]
+    """Markdown lines for a breakdown report. Its text carries names from the trace, the breakdown and the model
+    config (GPU, model, phases, buckets, notes): each line's text goes through ``safe_text.markdown``."""
+    from phaseprof.safe_text import markdown  # noqa: PLC0415
+
+    out = ["", "**Speed of light** — " + markdown(ceiling_line(s).removeprefix("speed of light").lstrip(": "))]
     if not s.ok:
         return out
-    out += ["", model_line(s)]
+    out += ["", markdown(model_line(s))]
     for p in s.phases:
-        out += ["", f"*{phase_line(p)}*", "", "| bucket | GFLOP | GB | TFLOP/s | TB/s | bound | floor ms | ms | "
-                "% of light |", "|---|--:|--:|--:|--:|---|--:|--:|--:|"]
+        out += ["", f"*{markdown(phase_line(p))}*", "", "| bucket | GFLOP | GB | TFLOP/s | TB/s | bound | floor ms | "
+                "ms | % of light |", "|---|--:|--:|--:|--:|---|--:|--:|--:|"]
         for b in p.buckets:
-            out.append(f"| {b.bucket} | {b.flops / 1e9:,.1f} | {b.bytes / 1e9:,.2f} | {b.achieved_tflops:,.1f} | "
-                       f"{b.achieved_tbps:.2f} | {b.bound} | {b.floor_us / 1e3:,.2f} | {b.time_us / 1e3:,.2f} | "
-                       f"{_pct_flag(b)} |")
-    out += [""] + [f"- {n}" for n in s.assumptions + s.notes]
+            out.append(f"| {markdown(b.bucket)} | {b.flops / 1e9:,.1f} | {b.bytes / 1e9:,.2f} | "
+                       f"{b.achieved_tflops:,.1f} | {b.achieved_tbps:.2f} | {markdown(b.bound)} | "
+                       f"{b.floor_us / 1e3:,.2f} | {b.time_us / 1e3:,.2f} | {_pct_flag(b)} |")
+    out += [""] + [f"- {markdown(n)}" for n in s.assumptions + s.notes]
     return out
 
 

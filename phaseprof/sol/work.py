@@ -284,12 +284,13 @@ def gdn_conv(m: SolModel, t: StepTokens) -> Work:
 # ------------------------------------------------------------------------------- norms and elementwise
 def norm(m: SolModel, t: StepTokens) -> Work:
     """Bytes only. Two fused add+RMSNorms per layer plus the final one, each reading the hidden state and the
-    residual and writing both (4 × hidden); Qwen3's per-head q/k norms (read + write q and k); GDN's gated
-    RMSNorm (reads o and z, writes o)."""
+    residual and writing both (4 × hidden), except the first layer's input norm: no residual yet (vLLM's
+    ``if residual is None``), so it reads the embeddings and writes the normed state (2 × hidden); GDN's gated
+    RMSNorm (reads o and z, writes o). Qwen3's per-head q/k norms are not here: they touch the same q and k as
+    RoPE, so their minimum traffic is RoPE's (``elementwise``); under torch.compile the two run fused, in
+    kernels named ``triton_red_fused_N`` / ``triton_poi_fused_N``, classified elementwise."""
     n = t.tokens
-    nbytes = (2 * m.num_layers + 1) * 4 * n * m.hidden
-    if m.qk_norm:
-        nbytes += m.attention_layers * 2 * n * (m.heads + m.kv_heads) * m.head_dim
+    nbytes = ((2 * m.num_layers + 1) * 4 - 2) * n * m.hidden
     if m.gdn is not None:
         nbytes += m.gdn_layers * 3 * n * m.gdn.num_value_heads * m.gdn.value_head_dim
     return Work(0.0, nbytes * m.act_bytes)
@@ -297,8 +298,9 @@ def norm(m: SolModel, t: StepTokens) -> Work:
 
 def elementwise(m: SolModel, t: StepTokens) -> Work:
     """Bytes only: SiLU-and-mul of every MLP (reads 2·I, writes I per row; routed experts on ``tokens·k``
-    rows), the MoE top-k sum (reads k·hidden, writes hidden), the shared-expert gate multiply-add, RoPE (reads
-    and writes q and k), the attention output gate, and the embedding lookup."""
+    rows), the MoE top-k sum (reads k·hidden, writes hidden), the shared-expert gate multiply-add, RoPE with
+    Qwen3's q/k norms (reads and writes q and k once: the minimum for both, see ``norm``), the attention output
+    gate, and the embedding lookup."""
     n = t.tokens
     b = n * m.top_k * 3 * m.moe_intermediate * m.moe_layers
     b += n * (m.top_k + 1) * m.hidden * m.moe_layers if m.moe_layers else 0

@@ -28,7 +28,7 @@ import pandas as pd
 from phaseprof.errors import PhaseprofError, TraceError
 from phaseprof.records import RunRecord
 from phaseprof.trace.limits import (DENSE_KEPT_EVENTS, MAX_KEPT_EVENTS, MIN_BYTES_PER_KEPT_EVENT, TraceValueError,
-                                   check_times, int64_or_error)
+                                   check_metadata, check_times, int64_or_error)
 from phaseprof.trace.load import decode_trace, read_trace_bytes
 from phaseprof.trace.schema import Args, Event, TraceDoc
 from phaseprof.trace.stream import stream_trace
@@ -551,12 +551,18 @@ class TableBuilder:
         runtime_names = frames["runtime"]["name"].cat.categories  # exactly the names present
         is_rocm = doc.hip_runtime_version is not None or any(str(n).startswith("hip") for n in runtime_names)
         platform = "cpu" if gpu.empty else ("rocm" if is_rocm else "cuda")
+        for key in ("deviceProperties", "distributedInfo", "phaseprof"):  # copied into the breakdown: bounded
+            try:
+                check_metadata(getattr(doc, key), what=key)
+            except TraceValueError as e:
+                raise TraceError(str(e), path=path) from None
         props = doc.deviceProperties or []
         gpu_name = None
         if not gpu.empty and props:
             used = int(gpu["device"].mode().iloc[0]) if (gpu["device"] >= 0).any() else 0
             match = [p for p in props if p.get("id") == used] or props
             gpu_name = match[0].get("name") or None
+            gpu_name = gpu_name if isinstance(gpu_name, str) else None
             if gpu_name is None and is_rocm:
                 gpu_name = f"AMD GPU (gfx{match[0].get('computeMajor', '?')}{match[0].get('computeMinor', '')})"
         meta = TraceMeta(

@@ -8,6 +8,7 @@ import shutil
 
 import pytest
 
+from phaseprof.dashboard.charts import BUCKET_COLORS
 from phaseprof.report.json_io import load_breakdown
 from phaseprof.sol.attach import attach_sol
 from tests.conftest import REPO
@@ -42,6 +43,8 @@ def test_roofline_and_sol_table_are_the_analysis_numbers(make_app, h200_runs):
     fig = figure(at, "roofline")
     points = {t["name"]: t for t in fig["data"]}
     assert "prefill" in points and "moe" in points["prefill"]["text"]
+    # Points coloured by bucket, as in every other chart (issue 25: the roofline was all grey).
+    assert points["prefill"]["marker"]["color"] == [BUCKET_COLORS[b] for b in points["prefill"]["text"]]
 
 
 

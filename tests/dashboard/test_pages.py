@@ -36,8 +36,12 @@ def test_runs_page_lists_everything_and_reads_run_json(make_app, runs_dir):
     df = frame(at, "run", "GPU")
     gpu = dict(zip(df["run"], df["GPU"]))
     assert gpu[B200_PREFILL] == analyze_trace(runs_dir / B200_PREFILL).trace.gpu_name == "NVIDIA B200"
-    assert [shown(e.value) for e in at.error] == [analyze_error(runs_dir / "broken.json.gz")]
+    assert not at.error  # failures: one collapsed box, one line per file
+    (box,) = [e for e in at.expander if "could not be analysed" in e.label]
+    assert box.label.startswith("1 of ")
+    assert [shown(m.value) for m in box.markdown] == [f"- {analyze_error(runs_dir / 'broken.json.gz')}"]
     status = dict(zip(df["run"], df["status"]))
+    assert not df.select_dtypes(exclude="number").isna().any().any()  # not known: empty, not "None"
     assert status["broken.json.gz"] == f"error: {analyze_error(runs_dir / 'broken.json.gz')}"
     assert status[B200_PREFILL] == "ok"
 
@@ -72,13 +76,14 @@ def test_breakdown_page_shows_the_library_numbers(make_app, runs_dir, name):
     at.session_state["current_run"] = name
     ok(at.run())
     bd = analyze_trace(runs_dir / name)
-    phases = frame(at, "phase", "wall µs", "GPU busy µs")
-    assert phases["wall µs"].tolist() == [p.wall_us for p in bd.phases]
-    assert phases["GPU busy µs"].tolist() == [p.gpu_busy_us for p in bd.phases]
-    assert phases["launch overhead µs"].tolist() == [p.idle.launch_overhead_us for p in bd.phases]
+    phases = frame(at, "phase", "wall ms/step", "wall ms (total)")  # ms: per-step means first, then totals
+    assert phases["wall ms/step"].tolist() == [p.per_step["wall_us"].mean / 1e3 for p in bd.phases]
+    assert phases["GPU busy ms/step"].tolist() == [p.per_step["gpu_busy_us"].mean / 1e3 for p in bd.phases]
+    assert phases["wall ms (total)"].tolist() == [p.wall_us / 1e3 for p in bd.phases]
+    assert phases["launch overhead ms (total)"].tolist() == [p.idle.launch_overhead_us / 1e3 for p in bd.phases]
     steps = frame(at, "step", "launch calls", "allocations", "device mallocs")
-    assert steps["wall µs"].tolist() == [r.wall_us for r in bd.steps]
-    assert steps["GPU idle µs"].tolist() == [r.gpu_idle_us for r in bd.steps]
+    assert steps["wall ms"].tolist() == [r.wall_us / 1e3 for r in bd.steps]
+    assert steps["GPU idle ms"].tolist() == [r.gpu_idle_us / 1e3 for r in bd.steps]
     assert steps["kernels"].tolist() == [r.kernels for r in bd.steps]
     assert steps["launch calls"].tolist() == [r.launches.total for r in bd.steps]
     assert steps["allocations"].tolist() == [r.memory.allocations for r in bd.steps]
@@ -97,7 +102,7 @@ def test_breakdown_page_shows_the_library_numbers(make_app, runs_dir, name):
     if bd.unknown_kernels:
         unknown = frame(at, "unclassified kernel")
         assert unknown["unclassified kernel"].tolist() == [k.name for k in bd.unknown_kernels]
-        assert unknown["µs"].tolist() == [k.time_us for k in bd.unknown_kernels]
+        assert unknown["ms (total)"].tolist() == [k.time_us / 1e3 for k in bd.unknown_kernels]
         assert any("matched no rule" in w.value for w in at.warning)
     # Module view switch: the bars follow the module view.
     at.radio(key="bd_view").set_value("module").run()
@@ -236,3 +241,22 @@ def test_ranks_page_shows_the_real_tp2_capture_side_by_side(make_app, tmp_path):
                                                       for r in (0, 1)]
     spread = frame(at, "step", "slowest rank", "spread ms")
     assert spread["slowest rank"].tolist() == [s.slowest_rank for s in want.steps]
+
+
+def test_compare_opens_on_a_like_for_like_pair_named_by_what_differs(make_app, tmp_path):
+    """Committed H200 captures (eager and graph, prefill and decode): Compare opens on the eager and graph runs
+    of one workload, not the first two listed, and its legend says eager / graph, not the GPU twice (issue 25)."""
+    h200 = REPO / "traces" / "h200"
+    runs = tmp_path / "runs"
+    for mode in ("eager", "graph"):
+        for d in sorted((h200 / mode).glob("*-prefill-4096")) + sorted((h200 / mode).glob("*-decode-128in-32out")):
+            (runs / mode / d.name).mkdir(parents=True)
+            for f in ("breakdown.json", "run.json"):
+                shutil.copy(d / f, runs / mode / d.name / f)
+    at = ok(make_app("Compare", runs=runs).run())
+    a, b = at.session_state["cmp_a"], at.session_state["cmp_b"]
+    assert (a.split("/")[0], b.split("/")[0]) == ("eager", "graph") and a.endswith("prefill-4096") \
+        and b.endswith("prefill-4096"), (a, b)
+    assert [shown(w.value) for w in at.warning] == ["Not like for like: mode differs: eager (A) vs graph (B)."]
+    names = [t["name"] for t in figure(at, "cmp_bars")["data"]]
+    assert names == ["A: eager", "B: graph"], names

@@ -208,7 +208,7 @@ def test_by_layer_prints_the_layers_of_a_graph_trace(capsys):
     assert main(["analyze", str(PREFILL), "--by", "layer"]) == 0
     out = capsys.readouterr().out
     assert "layer plan" in out  # the coverage line names the method
-    assert "prefill: per layer (ms)" in out
+    assert "prefill: per layer (ms in all steps)" in out
     for line in out.splitlines():
         assert len(line) <= 80 or "│" not in line
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from phaseprof.records import RunRecord
 from phaseprof.report.json_io import load_breakdown
 from phaseprof.sol.attach import attach_sol, find_model
 from phaseprof.sol.ceilings import load_measured
@@ -17,15 +18,19 @@ REPO = Path(__file__).resolve().parents[2]
 MEASURED = REPO / "traces" / "h200" / "ceilings" / "h200-measured.json"
 
 
+def _record(quant: str) -> RunRecord:
+    return RunRecord.from_dict({"model": "qwen3.5-35b-a3b", "quant": quant})
+
+
 @pytest.fixture(scope="module")
 def sol():
     return attach_sol(load_breakdown(RUN / "breakdown.json"), source=RUN).sol
 
 
 def test_the_capture_quant_reaches_the_model() -> None:
-    model, _ = find_model({"model": "qwen3.5-35b-a3b", "quant": "fp8"})
+    model, _ = find_model([_record("fp8")])
     assert (model.quant, model.compute, model.weight_bytes, model.expert_weight_bytes) == ("fp8", "fp8", 1.0, 1.0)
-    bf16, _ = find_model({"model": "qwen3.5-35b-a3b", "quant": "bf16"})
+    bf16, _ = find_model([_record("bf16")])
     assert (bf16.quant, bf16.compute, bf16.weight_bytes) == (None, "bf16", 2.0)
 
 
@@ -46,7 +51,7 @@ def test_router_and_lm_head_stay_bf16(sol) -> None:
     BF16 peak and 2-byte weights, the other GEMMs the FP8 peak and 1-byte weights."""
     from phaseprof.sol.work import Component, StepTokens, precision, router, shared_expert
 
-    model, _ = find_model({"model": "qwen3.5-35b-a3b", "quant": "fp8"})
+    model, _ = find_model([_record("fp8")])
     assert precision(model, Component.ROUTER) == "bf16" and precision(model, Component.LM_HEAD) == "bf16"
     assert precision(model, Component.SHARED_EXPERT) == "fp8"
     t = StepTokens(prefill_lens=(1,))

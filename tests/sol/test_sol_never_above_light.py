@@ -5,6 +5,7 @@ the measured ceilings (traces/h200/ceilings) and against the datasheet."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,7 @@ import pytest
 from phaseprof.analysis.pipeline import analyze_trace
 from phaseprof.report.json_io import load_breakdown
 from phaseprof.sol.analyze import MODEL_BUG, ROUTING_ASSUMED
-from phaseprof.sol.attach import attach_sol
+from phaseprof.sol.attach import attach_sol, find_model, run_record_of
 
 H200 = Path(__file__).resolve().parents[2] / "traces" / "h200"
 #: the measured ceilings' own margin: a kernel within 2% of a roof is timing noise, not a broken floor
@@ -23,8 +24,11 @@ TRACES = sorted(p for p in H200.rglob("*.json.gz") if not (p.parent / "breakdown
 
 def _sol(source: Path, ceilings: str | None):
     bd = load_breakdown(source / "breakdown.json") if source.is_dir() else analyze_trace(source)
-    # every H200 capture ran the qwen3.5-35b-a3b preset; the vLLM-own and server traces do not name it
-    return attach_sol(bd, source=source, model_config="qwen3.5-35b-a3b", ceilings=ceilings).sol
+    # phaseprof's captures name their model (run.json): qwen3.5-35b-a3b, and qwen3-30b-a3b / llama-3.1-8b in
+    # shapes/. The vLLM-own, plain-profiler and server traces name none; their READMEs say qwen3.5-35b-a3b.
+    named, _ = find_model((run_record_of(source), bd.capture))
+    config = None if named is not None else "qwen3.5-35b-a3b"
+    return attach_sol(bd, source=source, model_config=config, ceilings=ceilings).sol
 
 
 def test_every_kind_of_capture_is_covered() -> None:
@@ -38,6 +42,9 @@ def test_every_kind_of_capture_is_covered() -> None:
 def test_no_bucket_beats_a_measured_floor(source: Path, ceilings: str | None) -> None:
     sol = _sol(source, ceilings)
     assert sol.ok, sol.status
+    run = source if source.is_dir() else source.parent
+    if (run / "run.json").is_file():  # judged against the model it ran (shapes/: qwen3-30b-a3b, llama-3.1-8b)
+        assert sol.model == json.loads((run / "run.json").read_text())["model"]["name"]
     for ph in sol.phases:
         for b in ph.buckets:
             pct = b.pct_of_light or 0.0

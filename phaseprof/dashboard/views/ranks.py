@@ -14,7 +14,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from phaseprof.scale.ranks import RankSummary, analyze_ranks, find_trace_files
-from phaseprof.dashboard import data
+from phaseprof.dashboard import data, widgets
 from phaseprof.dashboard.sources import guard
 from phaseprof.dashboard.text import code, md
 from phaseprof.errors import PhaseprofError
@@ -85,6 +85,6 @@ def render(st: Any, ctx: data.Context) -> None:
                f"{md(next(iter(s.ranks.values())).step_detection['detail'])}")
     st.dataframe(rank_table(s), hide_index=True)
     if s.steps:
-        st.plotly_chart(imbalance_figure(s))
+        widgets.chart(st, imbalance_figure(s), key="rank_imbalance")
         st.dataframe(pd.DataFrame([{"step": x.step, "slowest rank": x.slowest_rank, "spread ms": x.spread_us / 1e3,
                                     "spread %": x.spread_pct} for x in s.steps]), hide_index=True)

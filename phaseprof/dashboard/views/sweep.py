@@ -79,7 +79,7 @@ def render(st: Any, ctx: data.Context) -> None:
     if not shown:
         return
     x_title, y_title = ("prompt tokens", "TTFT ms") if phase == "prefill" else ("concurrency", "TPOT ms")
-    st.plotly_chart(charts.sweep_curves(shown, x_title=x_title, y_title=y_title), key="sweep_chart")
+    widgets.chart(st, charts.sweep_curves(shown, x_title=x_title, y_title=y_title), key="sweep_chart")
     slopes = [f"{md(c['name'])}: {c['slope_us_per_token']:,.2f} µs per prompt token" for c in shown
               if c.get("slope_us_per_token") is not None]
     if slopes:
