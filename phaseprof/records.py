@@ -289,12 +289,16 @@ class RunRecord:
     vocab_size: int | None = None  # the range prompt token ids were drawn from
     warnings: list[str] | None = None  # e.g. ranks whose traces are in no directory phaseprof could read
     rank_breakdowns: list[str] | None = None  # rank<N>.breakdown.json files, several ranks only
+    vllm_log: str | None = None  # vLLM's own output kept beside the run ("vllm.log"), in-process captures
+    # MoE routing of the profiled steps (``routing.RoutingRecord.to_dict``: routing.npz and what it holds, or why
+    # none was recorded); captures of MoE models since issue 30 only.
+    routing: dict[str, Any] | None = None
     schema_version: int = RUN_SCHEMA_VERSION
     extra: dict[str, Any] = field(default_factory=dict)  # keys this version does not know, kept as read
 
     def to_dict(self) -> dict[str, Any]:
         doc = _plain(self)
-        for key in ("parallel", *_SERVER_ONLY):
+        for key in ("parallel", "vllm_log", "routing", *_SERVER_ONLY):
             if doc[key] is None:
                 del doc[key]
         return doc

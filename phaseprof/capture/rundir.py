@@ -147,7 +147,7 @@ def analyze_into(trace: Path, run_dir: Path, *, final_trace: Path | None = None,
         capture = None
         if model_config or (routing and routing.get("file")):
             capture = RunRecord(model_config=model_config or None,
-                                extra={"routing": routing} if routing and routing.get("file") else {})
+                                routing=routing if routing and routing.get("file") else None)
         bd = reported(analyze(trace, config=AnalysisConfig(capture=capture)))
         if final_trace is not None and dataclasses.is_dataclass(getattr(bd, "trace", None)):
             bd = bd.naming_trace(str(final_trace))

@@ -261,10 +261,10 @@ def capture_phase(session: EngineSession, opts: CaptureOptions, *, console: Cons
         rec = run_record(session, opts, timing, profiled, trace, ratio, argv, serving)
         rec = replace(rec, breakdown=None if err else "breakdown.json", breakdown_error=err)
         if routing is not None:
-            rec = replace(rec, extra={**rec.extra, "routing": routing})
+            rec = replace(rec, routing=routing)
         if vllm_log is not None:
             vllm_log.copy_into(tmp)
-            rec = replace(rec, extra={**rec.extra, "vllm_log": LOG_NAME})
+            rec = replace(rec, vllm_log=LOG_NAME)
         rec.write(tmp / "run.json")
         run = rec.to_dict()
         make_readable(tmp)

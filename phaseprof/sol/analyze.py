@@ -124,8 +124,8 @@ def _phase_notes(phase: str, buckets: list[SolBucket]) -> list[str]:
     notes = []
     unseen = [b.bucket for b in buckets if not b.time_us]
     if unseen:
-        notes.append(f"{phase}: {', '.join(unseen)} has modelled work but no kernels of its own (they are "
-                     "classified under another bucket, e.g. unfused norms as elementwise)")
+        # Short enough for one line at 80 columns: e.g. unfused norms run as elementwise kernels.
+        notes.append(f"{phase}: {', '.join(unseen)} has no kernels of its own (they ran in another bucket)")
     for b in buckets:
         if b.beats_floor:
             notes.append(f"{phase}: {b.bucket} ran faster than its floor ({b.pct_of_light:.0f}% of light): "

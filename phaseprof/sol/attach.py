@@ -122,7 +122,7 @@ def sol_of(bd: Breakdown, *, source: str | Path | None = None, model_config: str
         ceilings = find_measured(source, bd.trace.gpu_name)
     measured = None if ceilings is None or str(ceilings) == SPEC else ceilings
     ceiling, warning = ceiling_for(bd.trace.gpu_name, bd.trace.gpu_properties, measured=measured)
-    recorded = next((r.extra.get("routing") for r in (capture, run) if r is not None and r.extra.get("routing")), None)
+    recorded = next((r.routing for r in (capture, run) if r is not None and r.routing), None)
     routing = read_routing(run_dir_of(source), recorded)
     return sol_section(bd, model, ceiling, model_source=where, notes=[warning] if warning else [], routing=routing)
 

@@ -90,7 +90,7 @@ def projection_for(bd: Breakdown, source: str | Path | None, target: str, model_
     if model is None or bd.sol is None or not bd.sol.ok:
         status = bd.sol.status if bd.sol is not None else "not computed"
         raise PhaseprofError(f"cannot project {source}: speed of light {status} ({where})")
-    routing = read_routing(run_dir_of(source), run.extra.get("routing") if run is not None else None) \
+    routing = read_routing(run_dir_of(source), run.routing if run is not None else None) \
         if source is not None else None
     return project(bd, model, spec_by_name(target), routing)
 

@@ -36,7 +36,7 @@ def phase_line(p: SolPhase) -> str:
 
 _SOL_COLS = (("bucket", "left"), ("GFLOP", "right"), ("GB", "right"), ("TF/s", "right"), ("TB/s", "right"),
              ("bound", "left"), ("floor", "right"), ("ms", "right"), ("%", "right"))
-SOL_CAPTION = "TF/s, TB/s achieved; bound: binding; floor: SOL ms; %: floor / ms; !: an assumption broke"
+SOL_CAPTION = "TF/s, TB/s achieved; floor: SOL ms; %: floor / ms; !: an assumption broke"
 
 
 def _pct_flag(b: SolBucket) -> str:

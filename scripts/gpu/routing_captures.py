@@ -53,7 +53,7 @@ def batch_decode(session, *, out: Path, tokens: int, output: int, batch: int, st
             request=RequestInfo(phase="decode", prompt_tokens=tokens, max_tokens=output, concurrency=batch, seed=0),
             profile={"profiled_steps": profiled.profiled_steps, "hierarchy": "hooks"}, trace=trace.to_dict(),
             breakdown=None if err else "breakdown.json", breakdown_error=err,
-            extra={"routing": routing} if routing else {})
+            routing=routing or None)
         rec.write(tmp / "run.json")
         make_readable(tmp)
     return final
