@@ -77,6 +77,10 @@ _EXTERNAL_ID, _LEGACY_ID = attrgetter("external_id"), attrgetter("external_id_le
 _KERNEL_ARG, _ARGS = attrgetter("kernel"), attrgetter("args")
 _INT_ARGS = {"correlation": (attrgetter("correlation"), -1), "device": (attrgetter("device"), -1),
              "stream": (attrgetter("stream"), -1), "bytes": (attrgetter("bytes"), 0)}  # column: (getter, default)
+#: The columns TableBuilder keeps per family, with their dtypes (the native scanner's ABI lists them in this order).
+_FAMILY_COLUMNS = (("kind", np.int8), ("name", np.int32), ("pid", np.int32), ("tid", np.int32), ("ts", np.float64),
+                   ("dur", np.float64), ("external_id", np.int64), ("launched_kernel", np.int32),
+                   ("correlation", np.int64), ("device", np.int64), ("stream", np.int64), ("bytes", np.int64))
 
 
 @dataclass(frozen=True)
@@ -257,6 +261,14 @@ class _Growing:
         self.data: np.ndarray | None = None
         self.size = 0
         self.const: np.ndarray | None = None  # the run's value, shape (1,), while ``data`` is None and size > 0
+
+    @classmethod
+    def of(cls, values: np.ndarray) -> "_Growing":
+        """A column holding ``values`` (a fresh array it takes over), as appending them to an empty one gives."""
+        g = cls()
+        if not g._extend_run(values[:1], len(values), values):
+            g.data, g.size = values, len(values)
+        return g
 
     def append(self, values: np.ndarray) -> None:
         if self._extend_run(values[:1], len(values), values):
@@ -592,31 +604,44 @@ def _gc_paused() -> Iterator[None]:
 
 
 def load_tables(path: str | Path, *, streaming: bool = True, keep: Keep | None = None,
-                origin_us: float | None = None) -> EventTables:
+                origin_us: float | None = None, native: bool | None = None) -> EventTables:
     """Read, decode and tabulate one trace file. Raises TraceError (one line, names the file) on bad input.
 
     Reads chunk by chunk (:func:`~phaseprof.trace.stream.stream_trace`); when the file is not in the shape that
     handles (or is bad input), decodes the whole document instead, which gives the same tables or the error.
     ``streaming=False`` goes straight to the whole-document path (tests compare the two). ``keep`` and
     ``origin_us``: keep only some events (``--steps``, :mod:`phaseprof.trace.select`), times from that origin.
+    The chunks are scanned by the native scanner (:mod:`phaseprof.trace.native`) where it is built and ``keep``
+    is None, else decoded by msgspec; ``native=False`` forces the pure-Python path (the reference in tests),
+    ``native=True`` the scanner (raises NativeUnsupported where it gives up, instead of falling back).
     """
+    from phaseprof.trace import native as scanner
+
+    use_native = native if native is not None else (streaming and keep is None and scanner.available())
     try:
+        if use_native:
+            try:
+                return _load_tables(path, streaming=True, keep=None, origin_us=origin_us, native=True)
+            except scanner.NativeUnsupported:
+                if native:
+                    raise
         return _load_tables(path, streaming=streaming, keep=keep, origin_us=origin_us)
     except TraceValueError as e:
         raise TraceError(str(e), path=path) from None
 
 
-def _load_tables(path: str | Path, *, streaming: bool, keep: Keep | None, origin_us: float | None) -> EventTables:
+def _load_tables(path: str | Path, *, streaming: bool, keep: Keep | None, origin_us: float | None,
+                 native: bool = False) -> EventTables:
     from phaseprof.trace.split_read import load_split, split_point  # it builds on this module's TableBuilder
 
     with _gc_paused():
         if streaming and keep is None and (at := split_point(path)) is not None:
-            tables = load_split(path, at, origin_us)
+            tables = load_split(path, at, origin_us, native=native)
             if tables is not None:
                 return tables
         if streaming:
-            builder = TableBuilder(keep)
-            streamed = stream_trace(path, builder.add)
+            builder = _builder(keep, native)
+            streamed = stream_trace(path, builder.add, chunks=builder.add_json if native else None)
             if streamed is not None:
                 return builder.finish(streamed.doc, path=str(path), sha256=streamed.sha256,
                                       decompressed_bytes=streamed.decompressed_bytes, origin_us=origin_us)
@@ -627,6 +652,15 @@ def _load_tables(path: str | Path, *, streaming: bool, keep: Keep | None, origin
         del data
         return build_tables(doc, path=str(path), sha256=sha, decompressed_bytes=size, keep=keep,
                             origin_us=origin_us)
+
+
+def _builder(keep: Keep | None, native: bool) -> TableBuilder:
+    """A TableBuilder, fed decoded events (pure Python) or chunk bytes (``native``: the native scanner's)."""
+    if not native:
+        return TableBuilder(keep)
+    from phaseprof.trace.native import NativeTableBuilder
+
+    return NativeTableBuilder()
 
 
 def labels(column: pd.Series) -> np.ndarray:
