@@ -26,20 +26,32 @@ enum Fail {
 }
 type R<T> = Result<T, Fail>;
 
-/// FNV-1a: names are short and hashed often; SipHash's DoS resistance buys nothing for one file's names.
+/// Fx-style hash, 8 bytes a step: names are hashed once per kept event (kernel names run to 1 KB); SipHash's
+/// DoS resistance buys nothing for one file's names.
 #[derive(Default)]
 struct Fnv(u64);
+impl Fnv {
+    #[inline]
+    fn mix(&mut self, w: u64) {
+        self.0 = (self.0.rotate_left(5) ^ w).wrapping_mul(0x517cc1b727220a95);
+    }
+}
 impl Hasher for Fnv {
     fn finish(&self) -> u64 {
         self.0
     }
     fn write(&mut self, bytes: &[u8]) {
-        let mut h = if self.0 == 0 { 0xcbf29ce484222325 } else { self.0 };
-        for &b in bytes {
-            h ^= b as u64;
-            h = h.wrapping_mul(0x100000001b3);
+        let mut it = bytes.chunks_exact(8);
+        for c in &mut it {
+            self.mix(u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]));
         }
-        self.0 = h;
+        let mut last = [0u8; 8];
+        let rest = it.remainder();
+        last[..rest.len()].copy_from_slice(rest);
+        self.mix(u64::from_le_bytes(last) ^ ((rest.len() as u64) << 56));
+    }
+    fn write_usize(&mut self, n: usize) {
+        self.mix(n as u64);
     }
 }
 type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<Fnv>>;
@@ -136,6 +148,7 @@ pub struct Scanner {
     names: Codes,
     /// pid/tid values: key = tag byte (b'i' int, b's' string, b'n' null) + text
     ids: Codes,
+    int_ids: FastMap<i64, i32>, // a cache over ``ids`` for integer pids/tids (cleared when a chunk fails)
     /// (str(pid), args.name) of process_name metadata events, in file order
     process_names: Vec<(Vec<u8>, Vec<u8>)>,
     blob: Vec<u8>,
@@ -236,6 +249,22 @@ impl<'a> P<'a> {
         let mut esc = false;
         let mut high = false;
         loop {
+            // 8 bytes a step while none is '"', '\\', a control byte or non-ASCII (almost all string bytes)
+            while let Some(c) = self.b.get(self.i..self.i + 8) {
+                let w = u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
+                const LO: u64 = 0x0101010101010101;
+                const HI: u64 = 0x8080808080808080;
+                let quote = w ^ (LO * b'"' as u64);
+                let slash = w ^ (LO * b'\\' as u64);
+                let special = (quote.wrapping_sub(LO) & !quote)
+                    | (slash.wrapping_sub(LO) & !slash)
+                    | w.wrapping_sub(LO * 0x20)
+                    | w;
+                if special & HI != 0 {
+                    break;
+                }
+                self.i += 8;
+            }
             let c = self.peek()?;
             match c {
                 b'"' => break,
@@ -274,7 +303,9 @@ impl<'a> P<'a> {
         Ok((raw, esc))
     }
 
-    fn number(&mut self) -> R<Num> {
+    /// A number's grammar checked, its end found: (start, end, whether it has a fraction or exponent).
+    #[inline]
+    fn number_span(&mut self) -> R<(usize, usize, bool)> {
         let start = self.i;
         let b = self.b;
         let mut j = self.i;
@@ -315,8 +346,13 @@ impl<'a> P<'a> {
             }
         }
         self.i = j;
+        Ok((start, j, float))
+    }
+
+    fn number(&mut self) -> R<Num> {
+        let (start, j, float) = self.number_span()?;
         // ASCII by construction
-        let text = unsafe { std::str::from_utf8_unchecked(&b[start..j]) };
+        let text = unsafe { std::str::from_utf8_unchecked(&self.b[start..j]) };
         if float {
             let v: f64 = text.parse().map_err(|_| Fail::Syntax)?;
             if !v.is_finite() {
@@ -393,7 +429,7 @@ impl<'a> P<'a> {
             b't' => self.literal(b"true"),
             b'f' => self.literal(b"false"),
             b'n' => self.literal(b"null"),
-            _ => self.number().map(|_| ()),
+            _ => self.number_span().map(|_| ()),
         }
     }
 
@@ -738,6 +774,7 @@ impl Scanner {
             mem: Memory::default(),
             names: Codes::default(),
             ids: Codes::default(),
+            int_ids: FastMap::default(),
             process_names: Vec::new(),
             blob: Vec::new(),
             offsets: Vec::new(),
@@ -749,8 +786,14 @@ impl Scanner {
         match v {
             Val::Null => key.push(b'n'),
             Val::Num(Num::Int(i)) => {
+                if let Some(&c) = self.int_ids.get(&i) {
+                    return c;
+                }
                 key.push(b'i');
                 key.extend_from_slice(i.to_string().as_bytes());
+                let c = self.ids.code(key);
+                self.int_ids.insert(i, c);
+                return c;
             }
             Val::Num(Num::Float(_)) => unreachable!(), // refused when parsed
             Val::Str(raw, esc) => {
@@ -777,6 +820,7 @@ impl Scanner {
                 self.mem.truncate(mem_len);
                 self.names.truncate(names_len);
                 self.ids.truncate(ids_len);
+                self.int_ids.clear();
                 self.process_names.truncate(pn_len);
                 match f {
                     Fail::Syntax => SYNTAX,
