@@ -65,6 +65,8 @@ entry()
 _LOADER_CHILD = r"""
 import sys, time, json
 t0 = time.perf_counter()
+from phaseprof.lean_process import leave_out_pyarrow
+leave_out_pyarrow()  # as the program sets up its processes
 from phaseprof.trace.tables import load_tables
 t1 = time.perf_counter()
 tables = load_tables(sys.argv[1])
