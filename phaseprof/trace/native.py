@@ -27,7 +27,8 @@ from typing import Any
 import msgspec
 import numpy as np
 
-from phaseprof.trace.limits import MAX_KEPT_EVENTS, TraceValueError
+from phaseprof.trace import tables
+from phaseprof.trace.limits import TraceValueError
 from phaseprof.trace.tables import _FAMILY_COLUMNS, TableBuilder, _Growing
 
 #: Set to "0" to read with the pure-Python loader even where the scanner is built.
@@ -145,8 +146,9 @@ class NativeTableBuilder(TableBuilder):
         events, kept = int(counts[0]), int(counts[1])
         self.event_count += events
         self._kept += kept
-        if self._kept > MAX_KEPT_EVENTS:
-            raise TraceValueError(f"more than {MAX_KEPT_EVENTS:,} kernels, runtime calls, CPU ops and allocator "
+        limit = tables.MAX_KEPT_EVENTS  # looked up now, as TableBuilder.add does (tests lower it)
+        if self._kept > limit:
+            raise TraceValueError(f"more than {limit:,} kernels, runtime calls, CPU ops and allocator "
                                   f"events; phaseprof reads at most that many (profile fewer steps)")
         return events
 
