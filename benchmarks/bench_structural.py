@@ -1,9 +1,11 @@
 """Issue 24: module + layer attribution of CUDA-graph replays from the replay alone (the model's layer plan).
 
 On the committed H200 graph traces, per phase: GPU time whose module view rests on evidence (not the kernel-name
-fallback), decoder layers found and their types against the config, and, where an eager reference with a module
-tree is committed, the (layer, module) agreement of the structural method with ``--graph-reference``'s
-alignment. Time: the analysis (``prepare`` on tables already loaded: what the method changes) with the layer
+fallback; the acceptance figure), of it the share inside decoder layers and the share with a named module (a
+component bucket or a module class such as ``LogitsProcessor``, not a kernel-view bucket such as a dense MLP's
+``gemm``, which the layer plan gives only its layer), decoder layers found and their types against the config,
+and, where an eager reference with a module tree is committed, the (layer, module) agreement of the structural
+method with ``--graph-reference``'s alignment. Time: the analysis (``prepare`` on tables already loaded: what the method changes) with the layer
 plan vs without it (today's kernel-name fallback on the same trace), rounds interleaved, CPU time of this
 process (steadier than wall on shared cores), best of ``--repeat``.
 
@@ -25,7 +27,7 @@ from phaseprof.analysis.layer_plan import find_plan  # noqa: E402
 from phaseprof.analysis.pipeline import AnalysisConfig, analyze, load_reference  # noqa: E402
 from phaseprof.analysis.prepare import prepare  # noqa: E402
 from phaseprof.classify.rules import load_rules  # noqa: E402
-from phaseprof.trace.tables import load_tables  # noqa: E402
+from phaseprof.trace.read import load_tables  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1] / "traces" / "h200"
 #: (name, graph trace, --model-config or None for run.json's, eager reference with a module tree or None)
@@ -38,7 +40,26 @@ CASES = [
      "qwen3.5-35b-a3b", ROOT / "own-eager/vllm-own-eager-prefill4096-decode1.pt.trace.json.gz"),
     ("graph capture without hooks, 128+32 decode",
      next(ROOT.glob("graph/*decode-128in-32out/trace.json.gz")), None, None),
+    ("qwen3-30b-a3b default capture 4K prefill", ROOT / "shapes/qwen3-30b-a3b-prefill-4096/trace.json.gz", None, None),
+    ("qwen3-30b-a3b default capture decode 4096+32",
+     ROOT / "shapes/qwen3-30b-a3b-decode-4096in-32out/trace.json.gz", None, None),
+    ("llama-3.1-8b default capture 4K prefill", ROOT / "shapes/llama-3.1-8b-prefill-4096/trace.json.gz", None, None),
+    ("llama-3.1-8b default capture decode 4096+32",
+     ROOT / "shapes/llama-3.1-8b-decode-4096in-32out/trace.json.gz", None, None),
 ]
+#: module-view labels that only repeat the kernel view: no module named (components and class names are)
+KERNEL_VIEW_ONLY = frozenset({"gemm", "elementwise", "quant", "memory", "other", "unknown"})
+
+
+def _shares(a, phase: str) -> tuple[float, float]:  # noqa: ANN001
+    """(% of the phase's item time inside a decoder layer, % with a named module) for one phase."""
+    steps = {s.index for s in a.breakdown.steps if s.phase == phase}
+    it = a.prepared.items
+    it = it[it["step"].isin(steps)]
+    total = float(it["share_ns"].sum()) or 1.0
+    named = ~it["module_bucket"].astype(str).isin(KERNEL_VIEW_ONLY)
+    return (round(100.0 * float(it.loc[it["layer"] >= 0, "share_ns"].sum()) / total, 2),
+            round(100.0 * float(it.loc[named, "share_ns"].sum()) / total, 2))
 
 
 def _cpu(fn) -> float:  # noqa: ANN001
@@ -52,19 +73,22 @@ def run(repeat: int) -> list[dict]:
     out = []
     for name, path, mc, ref in CASES:
         config = AnalysisConfig.with_rules(None, model_config=mc)
-        bd = analyze(path, config=config, ruleset=rules).breakdown
+        analysed = analyze(path, config=config, ruleset=rules)
+        bd = analysed.breakdown
         row: dict = {"case": name, "trace": str(path.relative_to(ROOT.parents[1])), "phases": {}}
         for pa in bd.attribution.phases:
             types = [r.layer_type for r in pa.layers]
+            in_layers, named = _shares(analysed, pa.phase)
             row["phases"][pa.phase] = {"evidence_pct": round(100.0 - pa.coverage_pct["kernel_name"], 2),
                                        "structural_pct": round(pa.coverage_pct["structural"], 2),
+                                       "in_layers_pct": in_layers, "named_module_pct": named,
                                        "layers": len(pa.layers), "types": {t: types.count(t) for t in set(types)}}
         if ref is not None:
             cfg = AnalysisConfig.with_rules(None, model_config=mc, graph_reference=ref)
             a = analyze(path, config=cfg, ruleset=rules).breakdown.attribution
             row["agreement_pct"] = a.alignment_counts.get("structural_agreement_bp", 0) / 100
         t = load_tables(path)
-        plan, _ = find_plan(explicit=mc, capture=t.meta.capture, trace_path=t.meta.path)
+        plan, _ = find_plan(explicit=mc, records=(t.meta.capture,), trace_path=t.meta.path)
         times = {"plan": [], "no plan": []}
         for _ in range(repeat):
             times["plan"].append(_cpu(lambda: prepare(t, rules, plan=plan)))
@@ -88,7 +112,8 @@ def main() -> None:
     for r in rows:
         print(f"{r['case']}  ({r['trace']})")
         for ph, p in r["phases"].items():
-            print(f"  {ph:8s} module/layer from evidence {p['evidence_pct']:6.2f}% (layer plan {p['structural_pct']:.2f}%)"
+            print(f"  {ph:8s} module/layer from evidence {p['evidence_pct']:6.2f}% (layer plan {p['structural_pct']:.2f}%"
+                  f"; in layers {p['in_layers_pct']:.2f}%, module named {p['named_module_pct']:.2f}%)"
                   f", {p['layers']} layers {p['types']}")
         if "agreement_pct" in r:
             print(f"  agreement with --graph-reference: {r['agreement_pct']:.2f}% of GPU time by (layer, module)")

@@ -9,6 +9,7 @@ from rich.console import Console
 
 from phaseprof import __version__
 from phaseprof.errors import PhaseprofError
+from phaseprof.io import inputs_guarded
 from phaseprof.lean_process import leave_out_pyarrow
 from phaseprof.safe_text import terminal
 
@@ -18,15 +19,24 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    # click's plain help: rich's help panels shrink the option-name column to fit long help words and cut names
+    # (``--gpu-memory-uti…`` at 80 columns); click moves a long option's help to the next line instead.
+    rich_markup_mode=None,
 )
 err_console = Console(stderr=True)
 
 
-@app.callback()
-def _root(version: bool = typer.Option(False, "--version", help="Print the version and exit.")) -> None:
-    if version:
+def _print_version(value: bool) -> None:
+    if value:
         typer.echo(f"phaseprof {__version__}")
         raise typer.Exit(0)
+
+
+@app.callback()
+def _root(version: bool = typer.Option(False, "--version", is_eager=True, callback=_print_version,
+                                       help="Print the version and exit.")) -> None:
+    # Eager: click runs the callback while parsing, before it asks for a command ("Missing command", exit 2).
+    pass
 
 
 def _register_all() -> None:
@@ -64,7 +74,8 @@ def _click_exceptions() -> tuple[type[BaseException], ...]:
 def main(argv: list[str] | None = None) -> int:
     """Entry point: PhaseprofError becomes one line on stderr and its exit code."""
     try:
-        rv = app(args=argv, standalone_mode=False)
+        with inputs_guarded():  # no output of this command may replace one of its inputs (phaseprof.io)
+            rv = app(args=argv, standalone_mode=False)
     except PhaseprofError as e:
         err_console.print(f"[bold red]error:[/] {terminal(str(e))}", highlight=False, soft_wrap=True)
         return e.exit_code

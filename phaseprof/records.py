@@ -5,11 +5,14 @@
   ``capture/multi_gpu.py`` (one trace per rank, ``parallel`` set) write it; diff, memory and the dashboard read it.
 - ``sweep.json`` (one sweep, ``SweepRecord``): the same "what ran" header, then one point per length or
   concurrency with its clean timing statistics.
-- the ``phaseprof`` key embedded in ``trace.json.gz``: ``RunRecord.embedded()``, a flat subset of run.json.
+- the ``phaseprof`` key embedded in ``trace.json.gz``: ``RunRecord.embedded()``, a flat subset of run.json; a
+  breakdown's ``capture`` section holds the same subset, read back with ``RunRecord.from_embedded``.
+
+Every reader takes the typed record (``Breakdown.capture`` is one): nothing downstream searches a dict for keys.
 
 Reading accepts run.json files written before this module (multi-GPU runs kept phase, tokens and parallel
 settings at the top level): ``RunRecord.from_dict`` maps them onto the same fields. Keys this module does not
-know are kept in ``extra`` and written back unchanged.
+know are kept in ``extra`` (of the record, or of the sub-record they were found in) and written back unchanged.
 """
 
 from __future__ import annotations
@@ -75,31 +78,149 @@ class ParallelInfo:
     profiler: str = "vLLM profiler_config (torch), one trace per rank"
 
 
+@dataclass(frozen=True)
+class Headline:
+    """The capture's one number: the clean (profiler-off) median of ``metric`` ("ttft" for prefill, "tpot" for
+    decode) and its spread, in ms; ``source`` says which clock measured it."""
+
+    metric: str | None = None
+    median_ms: float | None = None
+    p10_ms: float | None = None
+    p90_ms: float | None = None
+    source: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class DeviceRecord:
+    """Where the capture ran (``capture.device.DeviceInfo.to_dict()``); ``kind`` "cuda" | "cpu" | "server"."""
+
+    kind: str | None = None
+    name: str | None = None
+    memory_bytes: int | None = None
+    slug: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def gpu_name(self) -> str | None:
+        """The GPU's name, None off CUDA."""
+        return self.name if self.kind == "cuda" else None
+
+
+@dataclass(frozen=True)
+class EngineInfo:
+    """How vLLM was started: ``vllm.LLM`` kwargs, environment, why each choice (``notes``), start-up time.
+    Sweeps also keep the execution ``mode`` and ``quant`` here."""
+
+    kwargs: dict[str, Any] | None = None
+    env: dict[str, Any] | None = None
+    notes: list[str] | None = None
+    startup_s: float | None = None
+    mode: str | None = None
+    quant: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ProfileInfo:
+    """The profiled round. ``overhead_ratio``: profiled / clean time of the headline metric (how it was
+    measured: ``overhead_definition``); ``hierarchy``: how the module tree was recorded (hooks | stack | off).
+    In-process captures fill the first group, server captures the second."""
+
+    overhead_ratio: float | None = None
+    overhead_definition: str | None = None
+    hierarchy: str | None = None
+    steps: Any = None  # in-process: per profiled step; server: per rank, steps per phase
+    profiled_steps: int | None = None
+    host_ms: float | None = None
+    activities: list[str] | None = None
+    profile_memory: bool | None = None
+    record_shapes: bool | None = None
+    with_stack: bool | None = None
+    module_calls: int | None = None
+    profiler: str | None = None
+    profiled_requests: int | None = None
+    profiled_median_ms: float | None = None
+    trace_wait_s: float | None = None
+    rank_traces: list[str] | None = None
+    other_new_traces: list[str] | None = None
+    note: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class TraceFileInfo:
+    """The trace file as written (``capture.profile.TraceFile.to_dict()``); several ranks: ``files`` in
+    ``ranks_dir``."""
+
+    file: str | None = None
+    gz_bytes: int | None = None
+    events: int | None = None
+    markers: int | None = None
+    renamed_markers: dict[str, Any] | None = None
+    dropped: list[Any] | None = None
+    recompressed: str | None = None
+    max_bytes: int | None = None
+    files: list[Any] | None = None
+    ranks_dir: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ServerRecord:
+    """What a live server reported (``capture --server``): its URL, served model, vLLM version, world size."""
+
+    url: str | None = None
+    model: str | None = None
+    version: str | None = None
+    root: str | None = None
+    max_model_len: int | None = None
+    world_size: int | None = None
+    mode: str | None = None
+    parallel: Any = None
+    profiling_route: bool | None = None
+    trace_dir: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+#: Sub-records whose unknown keys are kept in their own ``extra`` (run.json and sweep.json field -> type).
+_OPEN = {"headline": Headline, "device": DeviceRecord, "engine": EngineInfo, "profile": ProfileInfo,
+         "trace": TraceFileInfo, "server": ServerRecord}
+
+
 def _known(cls: type) -> set[str]:
     return {f.name for f in dataclasses.fields(cls)}
 
 
 def _convert(cls: type, doc: dict[str, Any], source: str) -> Any:
-    """``doc`` (known keys only) as a ``cls`` record, types checked (msgspec; lenient: "1" reads as 1)."""
+    """``doc`` (known keys only) as a ``cls`` record, types checked (msgspec; lenient: "1" reads as 1); the
+    keys a sub-record (``_OPEN``) does not know are kept in its ``extra``."""
     try:
-        return msgspec.convert(doc, cls, strict=False)
+        rec = msgspec.convert(doc, cls, strict=False)
     except msgspec.ValidationError as e:
         raise PhaseprofError(f"not a valid {cls.__name__}: {e}", path=source or None) from None
+    subs = {}
+    for name, sub in _OPEN.items():
+        if isinstance(doc.get(name), dict) and isinstance(getattr(rec, name, None), sub):
+            subs[name] = dataclasses.replace(getattr(rec, name), extra={
+                k: v for k, v in doc[name].items() if k not in _known(sub) or k == "extra"})
+    return dataclasses.replace(rec, **subs) if subs else rec
 
 
 def schema(cls: type) -> dict[str, Any]:
     """JSON Schema (2020-12) of a record's file, generated from its dataclasses (``extra`` is not a key)."""
     doc = msgspec.json.schema(cls)
     doc["$schema"] = "https://json-schema.org/draft/2020-12/schema"
-    props = doc["$defs"][cls.__name__]["properties"]
-    del props["extra"]
+    for d in doc["$defs"].values():
+        d.get("properties", {}).pop("extra", None)
     return doc
 
 
 def _plain(obj: Any) -> Any:
-    """Dataclasses and tuples as JSON-ready dicts and lists."""
+    """Dataclasses and tuples as JSON-ready dicts and lists; a record's ``extra`` keys beside its fields."""
     if dataclasses.is_dataclass(obj):
-        return {f.name: _plain(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+        doc = {f.name: _plain(getattr(obj, f.name)) for f in dataclasses.fields(obj) if f.name != "extra"}
+        return {**_plain(getattr(obj, "extra", {})), **doc}
     if isinstance(obj, (list, tuple)):
         return [_plain(x) for x in obj]
     if isinstance(obj, dict):
@@ -141,22 +262,24 @@ class RunRecord:
     ttft_ms: float | None = None
     tpot_ms: float | None = None
     versions: dict[str, Any] = field(default_factory=dict)
-    device: dict[str, Any] = field(default_factory=dict)  # capture.device.DeviceInfo.to_dict()
+    device: DeviceRecord = field(default_factory=DeviceRecord)
     model: ModelInfo = field(default_factory=ModelInfo)
-    model_config: dict[str, Any] | None = None  # the model's config.json content (None when not readable)
-    engine: dict[str, Any] = field(default_factory=dict)  # kwargs, env, notes, startup_s
+    # The model's config.json content as Hugging Face writes it (None when not readable): free-form by nature,
+    # typed where it is used (``sol.model.sol_model``, ``memory.model_shape``).
+    model_config: dict[str, Any] | None = None
+    engine: EngineInfo = field(default_factory=EngineInfo)
     vllm_startup_facts: dict[str, Any] | None = None  # vllm_log.StartupFacts.to_dict()
     request: RequestInfo = field(default_factory=RequestInfo)
-    headline: dict[str, Any] | None = None  # metric, median_ms, p10_ms, p90_ms, source
-    timing: dict[str, Any] = field(default_factory=dict)
-    profile: dict[str, Any] | None = None  # profiled steps, host_ms, overhead_ratio, ...
-    trace: dict[str, Any] | None = None  # capture.profile.TraceFile.to_dict()
+    headline: Headline | None = None
+    timing: dict[str, Any] = field(default_factory=dict)  # capture.timing.PhaseTiming.to_dict()
+    profile: ProfileInfo | None = None
+    trace: TraceFileInfo | None = None
     breakdown: str | None = None  # "breakdown.json" when the analysis succeeded
     breakdown_error: str | None = None
     parallel: ParallelInfo | None = None  # multi-GPU captures only
     # Captures through a live server only (``capture --server``, capture/server.py); absent otherwise.
     source: str | None = None  # "server"
-    server: dict[str, Any] | None = None  # what the server reported (url, model, version, world size, trace_dir)
+    server: ServerRecord | None = None  # what the server reported (url, model, version, world size, trace_dir)
     requests_sent: int | None = None  # every request sent to the server, warm-up and profiled included
     vocab_size: int | None = None  # the range prompt token ids were drawn from
     warnings: list[str] | None = None  # e.g. ranks whose traces are in no directory phaseprof could read
@@ -166,32 +289,84 @@ class RunRecord:
 
     def to_dict(self) -> dict[str, Any]:
         doc = _plain(self)
-        extra = doc.pop("extra")
         for key in ("parallel", *_SERVER_ONLY):
             if doc[key] is None:
                 del doc[key]
-        return {**extra, **doc}
+        return doc
 
     @property
     def hierarchy(self) -> str | None:
         """How the capture recorded the module tree: ``hooks``, ``stack`` or ``off`` (``profile.hierarchy``);
         None for run.json files written before the option existed (those captures recorded no tree)."""
-        value = (self.profile or {}).get("hierarchy")
-        return None if value is None else str(value)
+        return None if self.profile is None or self.profile.hierarchy is None else str(self.profile.hierarchy)
+
+    @property
+    def clean_ms(self) -> dict[str, float]:
+        """The clean (profiler-off) TTFT / TPOT medians the capture measured, in ms, as ``ttft_ms`` /
+        ``tpot_ms`` (only those recorded)."""
+        return {k: float(v) for k, v in (("ttft_ms", self.ttft_ms), ("tpot_ms", self.tpot_ms)) if v is not None}
+
+    @property
+    def execution_mode(self) -> str | None:
+        """"eager" | "graph" as recorded: the capture's ``mode`` (a sweep's or server's in ``engine`` /
+        ``server``), else vLLM's ``enforce_eager`` engine argument; None when nothing says."""
+        for m in (self.mode, self.engine.mode, self.server.mode if self.server else None):
+            if m:
+                return str(m).lower()
+        eager = (self.engine.kwargs or {}).get("enforce_eager")
+        return None if eager is None else "eager" if eager is True or str(eager).lower() in ("true", "1") else "graph"
 
     def embedded(self, overhead_ratio: float | None = None) -> dict[str, Any]:
-        """The flat subset embedded in the trace itself (its top-level ``phaseprof`` key); ``overhead_ratio``
-        unrounded (run.json keeps it to 4 digits)."""
-        gpu = self.device.get("name") if self.device.get("kind") == "cuda" else None
-        return {
-            "schema_version": self.schema_version, "model": self.model.name, "phase": self.request.phase,
-            "prompt_tokens": self.request.prompt_tokens, "max_tokens": self.request.max_tokens,
-            "concurrency": self.request.concurrency, "mode": self.mode, "quant": self.quant,
-            "device": self.device.get("kind"), "gpu_name": gpu, "vllm_version": self.versions.get("vllm"),
-            "torch_version": self.versions.get("torch"), "headline": self.headline, "ttft_ms": self.ttft_ms,
-            "tpot_ms": self.tpot_ms, "profiler_overhead_ratio": overhead_ratio,
-            **({"hierarchy": self.hierarchy} if self.hierarchy is not None else {}),  # absent in older traces
+        """The flat subset embedded in the trace itself (its top-level ``phaseprof`` key) and kept as a
+        breakdown's ``capture`` section; ``overhead_ratio`` unrounded (run.json keeps it to 4 digits; default:
+        the profile's). A server capture's subset names the server and carries no engine facts."""
+        ratio = overhead_ratio if overhead_ratio is not None or self.profile is None else self.profile.overhead_ratio
+        head = None if self.headline is None else _plain(self.headline)
+        if self.source == "server":
+            if head is not None:
+                head = {k: head[k] for k in ("metric", "median_ms", "source")}
+            doc = {"schema_version": self.schema_version, "source": self.source,
+                   "server": self.server.url if self.server else None, "model": self.model.name,
+                   "phase": self.request.phase, "prompt_tokens": self.request.prompt_tokens,
+                   "max_tokens": self.request.max_tokens, "concurrency": self.request.concurrency,
+                   "vllm_version": self.versions.get("vllm"), "ttft_ms": self.ttft_ms, "tpot_ms": self.tpot_ms,
+                   "headline": head}
+        else:
+            doc = {
+                "schema_version": self.schema_version, "model": self.model.name, "phase": self.request.phase,
+                "prompt_tokens": self.request.prompt_tokens, "max_tokens": self.request.max_tokens,
+                "concurrency": self.request.concurrency, "mode": self.mode, "quant": self.quant,
+                "device": self.device.kind, "gpu_name": self.device.gpu_name,
+                "vllm_version": self.versions.get("vllm"), "torch_version": self.versions.get("torch"),
+                "headline": head, "ttft_ms": self.ttft_ms, "tpot_ms": self.tpot_ms,
+                "profiler_overhead_ratio": ratio,
+                **({"hierarchy": self.hierarchy} if self.hierarchy is not None else {}),  # absent in older traces
+            }
+        return {**doc, **self.extra}
+
+    @classmethod
+    def from_embedded(cls, doc: dict[str, Any], *, source: str = "") -> RunRecord:
+        """A record from the flat subset (``embedded``: a trace's ``phaseprof`` key, a breakdown's ``capture``
+        section); ``embedded()`` of the result gives ``doc`` back. Unknown keys are kept in ``extra``."""
+        d = dict(doc)
+        server = d.get("source") == "server"
+        device, gpu = d.pop("device", None), d.pop("gpu_name", None)
+        versions = {k: d.pop(f"{k}_version") for k in ("vllm", "torch") if f"{k}_version" in d}
+        profile = {k: d.pop(f) for k, f in (("overhead_ratio", "profiler_overhead_ratio"),
+                                             ("hierarchy", "hierarchy")) if f in d}
+        rec = {
+            "schema_version": d.pop("schema_version", RUN_SCHEMA_VERSION),
+            "model": {"name": d.pop("model", None)},
+            "request": {k: d.pop(k) for k in ("phase", "prompt_tokens", "max_tokens", "concurrency") if k in d},
+            "versions": versions,
+            "device": {k: v for k, v in (("kind", device), ("name", gpu)) if v is not None},
+            **{k: d.pop(k) for k in ("mode", "quant", "ttft_ms", "tpot_ms", "headline", "source") if k in d},
+            **({"profile": profile} if profile else {}),
+            **({"server": {"url": d.pop("server")}} if server and isinstance(d.get("server"), str) else {}),
         }
+        if rec["request"].get("concurrency") is None:
+            rec["request"].pop("concurrency", None)
+        return dataclasses.replace(_convert(cls, rec, source), extra=d)
 
     @classmethod
     def from_dict(cls, doc: dict[str, Any], *, source: str = "") -> RunRecord:
@@ -237,10 +412,10 @@ class SweepRecord:
     created_utc: str | None = None
     command: list[str] = field(default_factory=list)
     versions: dict[str, Any] = field(default_factory=dict)
-    device: dict[str, Any] = field(default_factory=dict)
+    device: DeviceRecord = field(default_factory=DeviceRecord)
     model: ModelInfo = field(default_factory=ModelInfo)
     model_config: dict[str, Any] | None = None
-    engine: dict[str, Any] = field(default_factory=dict)  # kwargs, env, notes, startup_s, mode, quant
+    engine: EngineInfo = field(default_factory=EngineInfo)  # with the sweep's mode and quant
     vllm_startup_facts: dict[str, Any] | None = None
     reps: int | None = None
     warmup: int | None = None
@@ -266,11 +441,10 @@ class SweepRecord:
 
     def to_dict(self) -> dict[str, Any]:
         doc = _plain(self)
-        extra = doc.pop("extra")
         doc[f"skipped_{'concurrency' if self.phase == 'decode' else 'lengths'}"] = doc.pop("skipped")
         if self.phase == "decode":
             del doc["slope_us_per_token"], doc["profiles"]
-        return {**extra, **doc}
+        return doc
 
     @classmethod
     def from_dict(cls, doc: dict[str, Any], *, source: str = "") -> SweepRecord:
@@ -291,3 +465,16 @@ class SweepRecord:
     @classmethod
     def read(cls, path: str | Path) -> SweepRecord:
         return cls.from_dict(_read(Path(path), "sweep.json"), source=str(path))
+
+
+def run_record_beside(trace_or_dir: str | Path | None) -> RunRecord | None:
+    """``run.json`` of a run directory (or of the directory holding the trace), typed; None without one or when
+    it is unreadable (its readers only take optional facts from it and say what they lack)."""
+    if trace_or_dir is None:
+        return None
+    p = Path(trace_or_dir)
+    f = (p if p.is_dir() else p.parent) / "run.json"
+    try:
+        return RunRecord.read(f) if f.is_file() else None
+    except PhaseprofError:
+        return None

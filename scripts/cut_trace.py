@@ -37,7 +37,7 @@ def step_window_us(path: Path, first: int, stop: int) -> tuple[float, float]:
     from phaseprof.classify.classifier import classify_kernels
     from phaseprof.classify.rules import load_rules
     from phaseprof.trace.correlate import correlate
-    from phaseprof.trace.tables import load_tables
+    from phaseprof.trace.read import load_tables
 
     t = load_tables(path)
     c = correlate(t)

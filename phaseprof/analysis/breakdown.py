@@ -10,16 +10,14 @@ import pandas as pd
 from phaseprof import __version__
 from phaseprof.analysis import intervals as iv
 from phaseprof.analysis.attribution import summarize as summarize_attribution
-from phaseprof.analysis.graph_align import Reference
 from phaseprof.analysis.phase_infer import infer_mode
-from phaseprof.analysis.prepare import Prepared, prepare
+from phaseprof.analysis.prepare import Prepared
 from phaseprof.analysis.results import (AllocCounts, BucketTime, Breakdown, IdleSplit, KernelStat, LaunchCounts,
                                         PhaseSummary, Stats, StepRow, TraceInfo)
 from phaseprof.analysis.steps import StepDetection, StepPhase, assign_to_steps
 from phaseprof.classify.buckets import Bucket
-from phaseprof.classify.rules import RuleSet
 from phaseprof.columns import EventKind
-from phaseprof.analysis.window import HostCalls, step_bounds
+from phaseprof.analysis.window import HostCalls, step_bounds_of
 from phaseprof.defaults import GRAPH_LAUNCH_APIS, SCHEMA_VERSION, TOP_KERNELS_PER_BUCKET
 from phaseprof.trace.tables import EventTables, labels
 
@@ -187,13 +185,29 @@ def _per_step_views(items: pd.DataFrame) -> dict[str, dict[int, dict[str, float]
     return out
 
 
-def _step_row(k: int, det: StepDetection, items: pd.DataFrame, ctx: _StepContext, device: str,
+class _ItemColumns:
+    """The work items' columns as arrays, and each step's rows (ascending, as ``groupby("step").indices``) from
+    one stable sort: a step reads its slice of arrays, not a DataFrame of its own (issue 22: 200k steps)."""
+
+    def __init__(self, items: pd.DataFrame):
+        self.ts, self.end = items["ts_ns"].to_numpy(), items["end_ns"].to_numpy()
+        self.launch, self.share_ns = items["launch"].to_numpy(), items["share_ns"].to_numpy()
+        kinds = labels(items["kind"])
+        self.is_kernel, self.is_memcpy = kinds == EventKind.KERNEL, kinds == EventKind.MEMCPY
+        self.is_memset, self.bytes = kinds == EventKind.MEMSET, items["bytes"].to_numpy()
+        self._by_step, self._step_sorted = _by_value(items["step"].to_numpy())
+
+    def rows(self, k: int) -> np.ndarray:
+        return _rows_of(self._by_step, self._step_sorted, k)
+
+
+def _step_row(k: int, det: StepDetection, rows_k: np.ndarray, cols: _ItemColumns, ctx: _StepContext, device: str,
               work: GpuWork, views: dict[str, dict[int, dict[str, float]]]) -> StepRow:
     sw = det.steps[k]
-    its = items
-    start, end = step_bounds(sw.host_start_ns, sw.host_end_ns, its, ctx.rt_ts)
+    start, end = step_bounds_of(sw.host_start_ns, sw.host_end_ns, cols.ts[rows_k], cols.end[rows_k],
+                                cols.launch[rows_k], ctx.rt_ts)
     wall = max(end - start, 0)
-    busy = int(round(float(its["share_ns"].sum())))  # this step's share of GPU busy (see StepRow.gpu_busy_us)
+    busy = int(round(float(cols.share_ns[rows_k].sum())))  # this step's share of GPU busy (StepRow.gpu_busy_us)
     any_busy = work.union_in(start, end) if device == "gpu" else busy
     other_steps = max(any_busy - busy, 0)
     if device == "gpu":
@@ -205,8 +219,7 @@ def _step_row(k: int, det: StepDetection, items: pd.DataFrame, ctx: _StepContext
     graph = sum(v for a, v in api_counts.items() if a in GRAPH_LAUNCH_APIS)
     m = ctx.mem_rows(k)
     mb = ctx.mem_bytes[m]
-    kinds = labels(its["kind"])
-    byts = its["bytes"].to_numpy()
+    kern, mcpy, mset, byts = cols.is_kernel[rows_k], cols.is_memcpy[rows_k], cols.is_memset[rows_k], cols.bytes[rows_k]
     return StepRow(
         index=k, label=sw.label, phase=str(sw.phase), context_tokens=sw.context_tokens,
         generation_tokens=sw.generation_tokens, start_us=float(start) * _US, wall_us=float(wall) * _US,
@@ -214,9 +227,9 @@ def _step_row(k: int, det: StepDetection, items: pd.DataFrame, ctx: _StepContext
         gpu_busy_other_steps_us=float(other_steps) * _US,
         busy_pct=100.0 * busy / wall if wall else 0.0, idle=idle,
         host_sync_us=float((ctx.rt_end[rows] - ctx.rt_ts[rows])[ctx.is_sync[rows]].sum()) * _US,
-        kernels=int((kinds == EventKind.KERNEL).sum()) if device == "gpu" else len(its),
-        memcpy_count=int((kinds == EventKind.MEMCPY).sum()), memcpy_bytes=int(byts[kinds == EventKind.MEMCPY].sum()),
-        memset_count=int((kinds == EventKind.MEMSET).sum()), memset_bytes=int(byts[kinds == EventKind.MEMSET].sum()),
+        kernels=int(kern.sum()) if device == "gpu" else int(rows_k.size),
+        memcpy_count=int(mcpy.sum()), memcpy_bytes=int(byts[mcpy].sum()),
+        memset_count=int(mset.sum()), memset_bytes=int(byts[mset].sum()),
         launches=LaunchCounts(total=int(sum(api_counts.values())), by_api=dict(api_counts.most_common()),
                               graph_launches=int(graph)),
         memory=AllocCounts(
@@ -262,23 +275,15 @@ def _phase_summary(phase: str, rows: list[StepRow], items: pd.DataFrame) -> Phas
     )
 
 
-def analyze_tables(t: EventTables, rules: RuleSet, *, reference: Reference | None = None) -> Breakdown:
-    """The whole analysis of one trace. Pure: same tables and rules give the same Breakdown. ``reference``: a
-    capture run's kernel sequences (:func:`phaseprof.analysis.pipeline.load_reference`) for graph replay."""
-    return summarize(t, prepare(t, rules, reference=reference))
-
-
 def summarize(t: EventTables, prep: Prepared) -> Breakdown:
     """Per-step rows and per-phase summaries of prepared work items (the second half of the pipeline)."""
     device, det, items = prep.device, prep.detection, prep.items
     ctx = _StepContext(t, det)
-    by_step = items.groupby("step").indices
-    empty = items.iloc[0:0]
+    cols = _ItemColumns(items)
     work = GpuWork(items)
     views = _per_step_views(items)
-    rows = [_step_row(k, det, items.iloc[by_step[k]] if k in by_step else empty, ctx, device, work, views)
-            for k in range(len(det.steps))]
-    notes = []
+    rows = [_step_row(k, det, cols.rows(k), cols, ctx, device, work, views) for k in range(len(det.steps))]
+    notes = list(det.notes)
     phases = []
     for ph in (StepPhase.PREFILL, StepPhase.MIXED, StepPhase.DECODE, StepPhase.UNKNOWN):
         sel = [r for r in rows if r.phase == ph.value]
@@ -315,7 +320,7 @@ def summarize(t: EventTables, prep: Prepared) -> Breakdown:
                 # communication kernels' union, and how much of it ran while compute kernels ran too
                 "communication_busy_us": float(comm_busy) * _US,
                 "communication_overlapped_us": float(comm_overlap) * _US},
-        phases=phases, steps=rows, unknown_kernels=unknown, notes=notes, capture=dict(t.meta.capture),
+        phases=phases, steps=rows, unknown_kernels=unknown, notes=notes, capture=t.meta.capture,
         attribution=_attribution(prep, rows, t, notes),
     )
 

@@ -34,7 +34,8 @@ import numpy as np
 import pandas as pd
 
 from phaseprof.analysis.results import Breakdown
-from phaseprof.trace.tables import EventTables, load_tables
+from phaseprof.trace.read import load_tables
+from phaseprof.trace.tables import EventTables
 
 if TYPE_CHECKING:
     from phaseprof.analysis.pipeline import AnalysedTrace

@@ -13,13 +13,14 @@ Fields read (Hugging Face's names, ``text_config`` overlaid as vLLM does): ``num
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from phaseprof.errors import PhaseprofError
 from phaseprof.memory.model_shape import LayerKind, load_hf_config, shape_from_hf_config, text_config
+from phaseprof.records import RunRecord, run_record_beside
 
 _MIXER = {LayerKind.ATTENTION: "attention", LayerKind.GDN: "gdn"}
 
@@ -55,24 +56,23 @@ def plan_from_config(hf_config: Mapping[str, Any], *, source: str) -> LayerPlan:
     return LayerPlan(mixers=tuple(_MIXER[k] for k in shape.layer_kinds), ffns=ffns, source=source)
 
 
-def find_plan(*, explicit: str | Path | None, capture: Mapping[str, Any], trace_path: str | None
+def find_plan(*, explicit: str | Path | None, records: Sequence[RunRecord | None], trace_path: str | None
               ) -> tuple[LayerPlan | None, str]:
-    """(plan, where its config came from) or (None, why there is none). A bad ``explicit`` config is an error
-    (PhaseprofError); a recorded one that does not parse only means no plan."""
+    """(plan, where its config came from) or (None, why there is none). ``records``: the capture's records the
+    caller has, first wins (run.json beside ``trace_path`` is read after them). A bad ``explicit`` config is an
+    error (PhaseprofError); a recorded one that does not parse only means no plan."""
     if explicit is not None:
         cfg, label = load_hf_config(str(explicit))
         return plan_from_config(cfg, source=label), label
-    from phaseprof.sol.attach import read_run_json
-
-    facts = {**(read_run_json(trace_path) if trace_path else {}), **capture}
-    recorded = facts.get("model_config")
-    model = facts.get("model")
-    name = model.get("name") if isinstance(model, Mapping) else model if isinstance(model, str) else None
-    kind = model.get("kind") if isinstance(model, Mapping) else "preset"
+    known = [r for r in (*records, run_record_beside(trace_path)) if r is not None]
+    recorded = next((r.model_config for r in known if r.model_config), None)
+    model = next((r.model for r in known if r.model.name), None)
+    name = model.name if model else None
+    kind = (model.kind or "preset") if model else None  # a trace names its model by preset only
     try:
-        if isinstance(recorded, Mapping) and recorded:
+        if recorded:
             return plan_from_config(recorded, source="run.json model_config"), "run.json model_config"
-        if isinstance(name, str) and name and kind == "preset":
+        if name and kind == "preset":
             from phaseprof.presets import UnknownPreset, load_preset
 
             try:

@@ -76,7 +76,7 @@ def drop_empty_steps(det: StepDetection, items: pd.DataFrame) -> tuple[StepDetec
     items = items.assign(step=new_index[items["step"].to_numpy()])
     items = items[items["step"] >= 0].copy()
     detail = f"{det.detail}; {dropped} empty step(s) dropped (no tokens or no work)"
-    return StepDetection(det.method, detail, steps), items, dropped
+    return StepDetection(det.method, detail, steps, det.notes), items, dropped
 
 
 def infer_phases(det: StepDetection, items: pd.DataFrame) -> tuple[StepDetection, list[InferredPhase]]:
@@ -106,7 +106,7 @@ def infer_phases(det: StepDetection, items: pd.DataFrame) -> tuple[StepDetection
         steps[int(k)] = dataclasses.replace(steps[int(k)], phase=phase)
         out.append(InferredPhase(step=int(k), phase=phase.value, evidence=shown))
     return StepDetection(det.method, det.detail + f"; phases of {len(out)} step(s) inferred from their kernels",
-                         tuple(steps)), out
+                         tuple(steps), det.notes), out
 
 
 def infer_mode(t: EventTables, items: pd.DataFrame, det: StepDetection, device: str) -> tuple[str, str]:

@@ -7,18 +7,19 @@
 
 ``analyze`` runs it once and returns an :class:`AnalysedTrace`; every consumer (CLI, diff, dashboard, HTA
 cross-check, rank analysis) takes that object instead of re-running parts of the pipeline. Views that only
-some consumers need (the timeline index, kernel order, the speed of light) are computed on first use and kept.
+some consumers need (the timeline index, kernel order) are computed on first use and kept; the speed of light
+is attached above the analysis (``sol.attach.analysed_sol``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from phaseprof.analysis.breakdown import analyze_tables, summarize
+from phaseprof.analysis.breakdown import summarize
 from phaseprof.analysis.invariants import checked
 from phaseprof.analysis.layer_plan import find_plan
 from phaseprof.analysis.order import KernelOrder, kernel_order_of
@@ -28,13 +29,14 @@ from phaseprof.analysis.step_range import StepRange, Windowed, load_window
 from phaseprof.analysis.graph_align import Reference
 from phaseprof.classify.rules import RuleSet, load_rules
 from phaseprof.errors import PhaseprofError
-from phaseprof.trace.tables import EventTables, load_tables
+from phaseprof.records import RunRecord
+from phaseprof.trace.read import load_tables
+from phaseprof.trace.tables import EventTables
 
 if TYPE_CHECKING:
     from phaseprof.analysis.timeline import TimelineIndex
-    from phaseprof.sol.results import SolSection
 
-__all__ = ["AnalysedTrace", "AnalysisConfig", "KernelOrder", "analyze", "analyze_tables", "analyze_trace",
+__all__ = ["AnalysedTrace", "AnalysisConfig", "KernelOrder", "analyze", "analyze_trace",
            "load_reference"]
 
 
@@ -46,17 +48,17 @@ class AnalysisConfig:
     ``model_config`` also gives the layer plan that places graph-replayed kernels without a reference
     (``analysis.structural``; default: what run.json or the trace records).
 
-    Speed of light (``AnalysedTrace.sol``): ``model_config`` is ``--model-config`` (config.json, its
+    Speed of light (``sol.attach.analysed_sol``): ``model_config`` is ``--model-config`` (config.json, its
     directory or a preset name; None = what run.json or the trace records); ``ceilings`` is ``--ceilings``
     (a measured file, "spec", or None = a ``ceilings/`` folder above the run, else the datasheet);
-    ``capture``: capture facts the caller knows that run.json does not hold yet (a capture analyses its
-    trace before writing run.json), e.g. ``{"model_config": {...}}``."""
+    ``capture``: the capture's record where the caller has it before run.json is written (a capture analyses
+    its trace first), e.g. ``RunRecord(model_config=...)``; it wins over run.json and the trace's own facts."""
 
     rules: tuple[Path, ...] = ()
     graph_reference: Path | None = None
     model_config: str | None = None
     ceilings: str | None = None
-    capture: Mapping[str, Any] = field(default_factory=dict, compare=False)
+    capture: RunRecord | None = field(default=None, compare=False)
 
     @classmethod
     def with_rules(cls, rules: Iterable[str | Path] | None, *, graph_reference: str | Path | None = None,
@@ -74,9 +76,9 @@ class AnalysisConfig:
 class AnalysedTrace:
     """One trace, analysed once: its tables, the prepared work items and the breakdown.
 
-    ``timeline``, ``kernel_order`` and ``sol`` are derived on first access and then kept (the object is
-    immutable; ``sol`` also reads the run.json and ceilings files as they were at that first access).
-    ``breakdown`` has no ``sol`` section; ``reported`` is the breakdown with it.
+    ``timeline`` and ``kernel_order`` are derived on first access and then kept (the object is immutable).
+    ``breakdown`` has no ``sol`` section: the speed of light is attached a layer up, by
+    ``sol.attach.analysed_sol`` / ``reported`` (kept per object the same way).
     """
 
     tables: EventTables
@@ -102,24 +104,6 @@ class AnalysedTrace:
         """Per phase, each work item name's median position in its step (see ``analysis.order``)."""
         return kernel_order_of(self.prepared)
 
-    @cached_property
-    def sol(self) -> SolSection:
-        """Speed of light of the steps (``sol.attach.sol_of``): the model's FLOPs and bytes per step against
-        the GPU's ceilings. Model config from ``config``, else run.json beside the trace, else the capture's
-        preset; without one (or on a CPU trace) a status saying what is missing. A bad explicit
-        ``config.model_config`` raises PhaseprofError."""
-        from phaseprof.sol.attach import sol_of
-
-        c = self.config
-        return sol_of(self.breakdown, source=self.path, model_config=c.model_config, ceilings=c.ceilings,
-                      capture=c.capture)
-
-    @cached_property
-    def reported(self) -> Breakdown:
-        """The breakdown with its ``sol`` section: what ``phaseprof analyze`` prints and writes, and what a
-        capture's breakdown.json holds."""
-        return replace(self.breakdown, sol=self.sol)
-
 
 def analyze(source: str | Path | EventTables, *, config: AnalysisConfig | None = None,
             ruleset: RuleSet | None = None, steps: StepRange | None = None) -> AnalysedTrace:
@@ -136,7 +120,7 @@ def analyze(source: str | Path | EventTables, *, config: AnalysisConfig | None =
     rules = ruleset if ruleset is not None else config.ruleset()
     ref = load_reference(config.graph_reference, rules) if config.graph_reference is not None else None
     try:
-        plan, where = find_plan(explicit=config.model_config, capture={**tables.meta.capture, **config.capture},
+        plan, where = find_plan(explicit=config.model_config, records=(config.capture, tables.meta.capture),
                                 trace_path=tables.meta.path or None)
     except PhaseprofError as e:  # a bad --model-config is reported by the speed of light, which needs it too
         plan, where = None, str(e)

@@ -1,7 +1,8 @@
 """The shared first half of every analysis: correlate, classify, find steps, build work items.
 
-``analyze_tables`` (breakdown numbers) and ``timeline.index_trace`` (the dashboard's per-step drawing) both start
-here, so the two can never disagree about which kernel belongs to which step or bucket.
+Called in one place, ``analysis.pipeline.analyze``: the breakdown numbers (``summarize``), the dashboard's
+per-step drawing (``AnalysedTrace.timeline``) and the kernel order all read the one ``Prepared`` it returns, so
+they can never disagree about which kernel belongs to which step or bucket.
 """
 
 from __future__ import annotations
@@ -77,4 +78,4 @@ def _only_steps_in(det: StepDetection, items: pd.DataFrame, lo_ns: int, hi_ns: i
     steps = tuple(dataclasses.replace(det.steps[k], index=i) for i, k in enumerate(keep))
     items = items.assign(step=new_index[items["step"].to_numpy()])
     return StepDetection(det.method, det.detail.replace(f"{len(det.steps)} step(s)", f"{len(keep)} step(s)", 1),
-                         steps), items
+                         steps, det.notes), items

@@ -10,7 +10,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from phaseprof.analysis.attribution_types import Attribution
-from phaseprof.sol.results import SolSection
+from phaseprof.analysis.sol_results import SolSection
+from phaseprof.analysis.verdict_types import Verdicts
+from phaseprof.records import RunRecord
 
 
 @dataclass(frozen=True)
@@ -149,9 +151,12 @@ class Breakdown:
     steps: list[StepRow]
     unknown_kernels: list[KernelStat]
     notes: list[str] = field(default_factory=list)
-    capture: dict[str, Any] = field(default_factory=dict)
+    # What the capture recorded: the trace's embedded facts, or a run directory's whole run.json where a reader
+    # has one (diff, dashboard). Written to JSON as the embedded subset (``RunRecord.embedded``), {} when None.
+    capture: RunRecord | None = None
     sol: SolSection | None = None  # speed of light (schema 1.1): needs a model config, see phaseprof.sol
     attribution: Attribution | None = None  # module/layer attribution, coverage, inferred phases and mode
+    verdicts: Verdicts | None = None  # one line per phase and noise warnings (schema 1.2, analysis.verdict)
 
     def naming_trace(self, path: str) -> Breakdown:
         """This breakdown with ``trace.path`` = ``path`` (e.g. where a run directory's copy lives once renamed)."""

@@ -17,7 +17,8 @@ from phaseprof.analysis.phase_infer import _is_empty
 from phaseprof.analysis.steps import StepWindow, marker_steps
 from phaseprof.errors import PhaseprofError
 from phaseprof.trace.select import EventWindow, Scan
-from phaseprof.trace.tables import EventTables, load_tables, scan_trace
+from phaseprof.trace.read import load_tables
+from phaseprof.trace.tables import EventTables, scan_trace
 
 _SPEC = re.compile(r"^([0-9]{0,9}):([0-9]{0,9})$")
 

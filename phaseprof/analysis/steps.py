@@ -54,6 +54,7 @@ class StepDetection:
     method: str  # "markers:phaseprof" | "markers:vllm" | "markers:profiler_step" | "inferred:..." | "whole-trace"
     detail: str  # one sentence for humans: how the steps were found
     steps: tuple[StepWindow, ...]
+    notes: tuple[str, ...] = ()  # what was done to the evidence (duplicate markers merged, ...): the breakdown's notes
 
 
 #: The name this type had before ``capture.options.Phase`` (a request's phase) made it ambiguous.
@@ -83,19 +84,49 @@ def _from_markers(ops: pd.DataFrame) -> StepDetection | None:
         wanted = [n for n, m in parsed.items() if m.source == source]
         if not wanted:
             continue
-        rows = ops[ops["name"].isin(wanted)].sort_values("ts_ns")
+        rows = ops[ops["name"].isin(wanted)]
+        starts, ends, names, notes = _disjoint(rows["ts_ns"].to_numpy(np.int64), rows["end_ns"].to_numpy(np.int64),
+                                               labels(rows["name"]))
         steps = []
-        for i, r in enumerate(rows.itertuples(index=False)):
-            m = parsed[r.name]
+        for i, (s, e, name) in enumerate(zip(starts.tolist(), ends.tolist(), names.tolist())):
+            m = parsed[name]
             steps.append(StepWindow(
-                index=i, host_start_ns=int(r.ts_ns), host_end_ns=int(r.end_ns),
-                phase=phase_of(m.context_tokens, m.generation_tokens), label=str(r.name),
+                index=i, host_start_ns=s, host_end_ns=e,
+                phase=phase_of(m.context_tokens, m.generation_tokens), label=name,
                 context_requests=m.context_requests, context_tokens=m.context_tokens,
                 generation_requests=m.generation_requests, generation_tokens=m.generation_tokens))
         what = {"phaseprof": "phaseprof capture step markers", "vllm": "vLLM execute_context annotations",
                 "profiler_step": "torch.profiler ProfilerStep#N annotations"}[source]
-        return StepDetection(f"markers:{source}", f"{len(steps)} step(s) from {what}", tuple(steps))
+        return StepDetection(f"markers:{source}", f"{len(steps)} step(s) from {what}", tuple(steps), notes)
     return None
+
+
+def _disjoint(starts: np.ndarray, ends: np.ndarray, names: np.ndarray
+              ) -> tuple[np.ndarray, np.ndarray, np.ndarray, tuple[str, ...]]:
+    """Step markers as disjoint host windows, by start, and notes saying what was changed. One engine step runs at
+    a time on the host, so markers that share time are not several steps: an exact duplicate is merged into the
+    first, a marker inside an earlier one is dropped, and one that starts before the previous ends starts where
+    it ended. Without this, six copies of a marker gave its phase six times the trace's wall time."""
+    if starts.size == 0:
+        return starts, ends, names, ()
+    order = np.lexsort((-ends, starts))  # by start, the longest first among equal starts
+    starts, ends, names = starts[order], ends[order], names[order]
+    prev_end = np.r_[np.iinfo(np.int64).min, np.maximum.accumulate(ends)[:-1]]
+    same = np.r_[False, (starts[1:] == starts[:-1]) & (ends[1:] == ends[:-1])]
+    inside = (ends <= prev_end) & ~same
+    keep = ~(same | inside)
+    trimmed = keep & (starts < prev_end)
+    notes = []
+    if same.any():
+        notes.append(f"{int(same.sum())} duplicate step marker(s) (same start and end as another) merged: each step "
+                     "counted once")
+    if inside.any():
+        notes.append(f"{int(inside.sum())} step marker(s) inside another step marker dropped (steps do not nest)")
+    if trimmed.any():
+        notes.append(f"{int(trimmed.sum())} step marker(s) overlapping the previous one start where it ended: no "
+                     "wall time counted twice")
+    starts = np.where(trimmed, prev_end, starts)
+    return starts[keep], ends[keep], names[keep], tuple(notes)
 
 
 def marker_steps(ops: pd.DataFrame) -> StepDetection | None:

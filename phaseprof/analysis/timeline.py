@@ -1,7 +1,7 @@
 """One step laid out in time: its GPU activities per stream, the host API calls beneath, idle gaps by cause.
 
 Pure functions over the trace tables, no plotting (the dashboard's Timeline page draws what they return).
-``index_trace`` does the per-trace work once (correlation, steps, classification, work items);
+``index_prepared`` indexes a trace's prepared work items once (``AnalysedTrace.timeline``);
 ``step_timeline`` then cuts one step out of it cheaply.
 
 The step window and the idle causes are the ones the breakdown uses (``phaseprof.analysis.breakdown``):
@@ -19,10 +19,9 @@ import pandas as pd
 
 from phaseprof.analysis import intervals as iv
 from phaseprof.analysis.breakdown import GpuWork
-from phaseprof.analysis.prepare import Prepared, prepare
+from phaseprof.analysis.prepare import Prepared
 from phaseprof.analysis.steps import StepDetection, StepWindow, assign_to_steps
 from phaseprof.analysis.window import HostCallKind, HostCalls, step_bounds
-from phaseprof.classify.rules import RuleSet
 from phaseprof.errors import PhaseprofError
 from phaseprof.trace.tables import EventTables, labels
 
@@ -37,7 +36,7 @@ class IdleCause(StrEnum):
 
 @dataclass(frozen=True)
 class TimelineIndex:
-    """Per-trace inputs of ``step_timeline``, computed once by ``index_trace``.
+    """Per-trace inputs of ``step_timeline``, computed once by ``index_prepared``.
 
     ``items``: the breakdown's work items (GPU activities, or CPU ops on CPU-only traces) with their step,
     buckets and time share; ``host_step``: the step of every runtime/driver call (-1 outside steps).
@@ -89,12 +88,6 @@ class StepTimeline:
         """Total idle ns per cause (every cause present, zero when absent)."""
         sums = (self.idle["end_ns"] - self.idle["ts_ns"]).groupby(self.idle["cause"]).sum()
         return {c.value: int(sums.get(c.value, 0)) for c in IdleCause}
-
-
-def index_trace(tables: EventTables, rules: RuleSet) -> TimelineIndex:
-    """Correlate, find steps, classify and build work items once, as ``analyze_tables`` does. (With an
-    ``AnalysedTrace`` at hand, its ``timeline`` property gives the same index without redoing that.)"""
-    return index_prepared(tables, prepare(tables, rules))
 
 
 def index_prepared(tables: EventTables, prep: Prepared) -> TimelineIndex:

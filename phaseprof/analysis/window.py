@@ -35,11 +35,17 @@ def step_bounds(host_start_ns: int, host_end_ns: int, items: pd.DataFrame, rt_ts
     work item's start or launch call, whichever is earlier), and extended to the end of its last work item
     (work launched in a step may run after the host moved on). ``items``: the step's work items (``ts_ns``,
     ``end_ns``, ``launch`` columns); ``rt_ts``: start ns of every runtime row."""
-    launch = items["launch"].to_numpy()
+    return step_bounds_of(host_start_ns, host_end_ns, items["ts_ns"].to_numpy(), items["end_ns"].to_numpy(),
+                          items["launch"].to_numpy(), rt_ts)
+
+
+def step_bounds_of(host_start_ns: int, host_end_ns: int, ts: np.ndarray, end: np.ndarray, launch: np.ndarray,
+                   rt_ts: np.ndarray) -> tuple[int, int]:
+    """:func:`step_bounds` on the step's item columns as arrays (no DataFrame per step: 200k steps)."""
     first_launch = int(rt_ts[launch[launch >= 0]].min()) if (launch >= 0).any() else None
-    lo = [x for x in (int(items["ts_ns"].min()) if len(items) else None, first_launch) if x is not None]
+    lo = [x for x in (int(ts.min()) if ts.size else None, first_launch) if x is not None]
     start = host_start_ns if not is_open_start(host_start_ns) else (min(lo) if lo else 0)
-    hi = [int(items["end_ns"].max())] if len(items) else []
+    hi = [int(end.max())] if end.size else []
     if not is_open_end(host_end_ns):
         hi.append(host_end_ns)
     return int(start), int(max(hi) if hi else start)

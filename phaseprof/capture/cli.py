@@ -61,7 +61,7 @@ def _positive(name: str, value: int) -> int:
 
 
 def _capture_parallel(opts, cap, tp: int, ep: bool, console: Console, argv: list[str]) -> None:  # noqa: ANN001
-    from phaseprof.analysis.ranks import analyze_ranks, find_trace_files  # noqa: PLC0415
+    from phaseprof.scale.ranks import analyze_ranks, find_trace_files  # noqa: PLC0415
     from phaseprof.capture.multi_gpu import capture_parallel  # noqa: PLC0415
     from phaseprof.report.json_io import write_breakdown  # noqa: PLC0415
     from phaseprof.report.table import print_rank_summary  # noqa: PLC0415
@@ -263,14 +263,14 @@ def _show_sweeps(paths: list[Path], console: Console) -> None:
 
     for p in paths:
         f = p / "sweep.json" if p.is_dir() else p
-        doc = SweepRecord.read(f).to_dict()  # the one reader of sweep.json (PhaseprofError naming the file)
-        console.print(f"[dim]{f}[/] ({doc.get('engine', {}).get('mode', '?')} mode, reps {doc.get('reps')})")
-        print_sweep(doc, console)
-        if doc.get("slope_us_per_token") is not None:
-            console.print(f"slope {doc['slope_us_per_token']:.2f} µs per prompt token (least squares)")
+        rec = SweepRecord.read(f)  # the one reader of sweep.json (PhaseprofError naming the file)
+        console.print(f"[dim]{f}[/] ({rec.engine.mode or '?'} mode, reps {rec.reps})")
+        print_sweep(rec.to_dict(), console)
+        if rec.slope_us_per_token is not None:
+            console.print(f"slope {rec.slope_us_per_token:.2f} µs per prompt token (least squares)")
         from phaseprof.sol.sweep import print_sweep_sol  # noqa: PLC0415
 
-        print_sweep_sol(doc, console, source=f)
+        print_sweep_sol(rec, console, source=f)
 
 
 def sweep(

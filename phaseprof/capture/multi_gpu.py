@@ -34,7 +34,7 @@ from phaseprof.capture.rundir import (
 from phaseprof.capture.steps import random_prompt
 from phaseprof.capture.timing import summarize
 from phaseprof.errors import EnvironmentProblem, PhaseprofError
-from phaseprof.records import ModelInfo, ParallelInfo, RequestInfo, RunRecord
+from phaseprof.records import DeviceRecord, EngineInfo, ModelInfo, ParallelInfo, ProfileInfo, RequestInfo, RunRecord
 
 MULTICAST_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 FLUSH_WAIT_S = 5.0  # workers write their traces asynchronously after stop_profile()
@@ -137,12 +137,14 @@ def capture_parallel(opts: EngineOptions, cap: CaptureOptions, *, tp: int, ep: b
             created_utc=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), command=list(argv),
             mode=opts.mode.value, quant=str(opts.quant), ttft_ms=first.median_ms,
             tpot_ms=timing["tpot"]["median_ms"] if "tpot" in timing else None, versions=versions(),
-            device=device.to_dict(), model=ModelInfo.of_source(source), model_config=source.hf_config,
-            engine={"kwargs": {k: v for k, v in kw.items() if k != "profiler_config"}, "env": plan.env,
-                    "notes": list(plan.notes), "startup_s": round(startup_s, 3)},
+            device=DeviceRecord(**device.to_dict()), model=ModelInfo.of_source(source),
+            model_config=source.hf_config,
+            engine=EngineInfo(kwargs={k: v for k, v in kw.items() if k != "profiler_config"}, env=plan.env,
+                              notes=list(plan.notes), startup_s=round(startup_s, 3)),
             request=RequestInfo(phase=cap.phase.value, prompt_tokens=cap.tokens, max_tokens=n_out, seed=cap.seed),
-            timing=timing, profile={"overhead_ratio": profiled_s / clean_s if clean_s > 0 else None,
-                                    "overhead_definition": "profiled / unprofiled host-clock time of llm.generate"},
+            timing=timing, profile=ProfileInfo(overhead_ratio=profiled_s / clean_s if clean_s > 0 else None,
+                                               overhead_definition="profiled / unprofiled host-clock time of "
+                                                                   "llm.generate"),
             parallel=ParallelInfo(tensor_parallel_size=tp, expert_parallel=ep, rank_traces=tuple(traces)),
         ).write(tmp / "run.json")
         del llm

@@ -18,6 +18,7 @@ import orjson
 
 from phaseprof.capture.module_scopes import ModuleScopes
 from phaseprof.capture.options import Hierarchy, Phase
+from phaseprof.capture.routing_hook import RoutingRecorder
 from phaseprof.capture.steps import DriveResult, StepCounts, StepRecord, drive_requests, random_prompt
 from phaseprof.capture.timing import host_ttft_s
 from phaseprof.capture.trim import drop_deepest_levels, drop_loops
@@ -46,16 +47,21 @@ class ProfiledRun:
     raw_trace: Path
     hierarchy: Hierarchy = Hierarchy.OFF
     module_calls: int = 0
+    routing: RoutingRecorder | None = None  # MoE routing of the profiled steps (None: not recorded)
 
 
 def profile_request(session: Any, *, phase: Phase, prompt_tokens: int, output_tokens: int, seed: int,
                     profile_decode_steps: int | None, workdir: Path,
-                    hierarchy: Hierarchy = Hierarchy.OFF) -> ProfiledRun:
+                    hierarchy: Hierarchy = Hierarchy.OFF, record_routing: bool = True,
+                    concurrency: int = 1) -> ProfiledRun:
     """Run the capture's request once under torch.profiler; export the Chrome trace into ``workdir``.
 
     For decode, ``profile_decode_steps`` = k stops the profiler after k decode steps (the prefill step is always
     profiled); the request still runs to completion unprofiled, so the engine is left clean. ``hierarchy``: how
     the module tree is recorded (``Hierarchy``; off by default here, ``CaptureOptions`` picks the capture's).
+    ``record_routing``: hook MoE routers for the profiled steps (``capture.routing_hook``; a dense model has none).
+    ``concurrency``: requests added at once (prompt ``i`` seeded ``seed + i``; the engine's ``max_num_seqs`` must
+    admit them), e.g. a decode batch of 64 for the routing of a batched decode step.
     """
     import torch  # noqa: PLC0415
     from torch.profiler import ProfilerActivity, profile, record_function  # noqa: PLC0415
@@ -63,15 +69,21 @@ def profile_request(session: Any, *, phase: Phase, prompt_tokens: int, output_to
     cuda = session.device.kind == "cuda"
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
     max_tokens = 1 if phase is Phase.PREFILL else output_tokens
-    prompt = random_prompt(prompt_tokens, vocab_size=session.vocab_size, seed=seed)
+    prompts = [random_prompt(prompt_tokens, vocab_size=session.vocab_size, seed=seed + i)
+               for i in range(max(concurrency, 1))]
     prof = profile(activities=activities, profile_memory=True, record_shapes=False,
                    with_stack=hierarchy is Hierarchy.STACK)
     scopes = ModuleScopes()
     limit = profile_decode_steps if phase is Phase.DECODE and profile_decode_steps is not None else None
     state = {"on": False, "profiled": 0, "decode": 0}
+    routing = RoutingRecorder() if record_routing else None
+    if routing is not None and not routing.install(session.llm):
+        routing = None
 
     def stop() -> None:
         scopes.remove()  # first: no hook may outlive the recording (also after an exception)
+        if routing is not None:
+            routing.remove()
         if state["on"]:
             if cuda:
                 torch.cuda.synchronize()
@@ -82,9 +94,13 @@ def profile_request(session: Any, *, phase: Phase, prompt_tokens: int, output_to
         if not state["on"]:
             return contextlib.nullcontext()
         state["profiled"] += 1
+        if routing is not None:
+            routing.begin(i)
         return record_function(predicted.marker(i))
 
     def after_step(step: StepRecord) -> None:
+        if routing is not None:
+            routing.end()
         if step.counts.context_tokens == 0:
             state["decode"] += 1
         if limit is not None and state["decode"] >= limit:
@@ -95,7 +111,7 @@ def profile_request(session: Any, *, phase: Phase, prompt_tokens: int, output_to
     try:
         if hierarchy is Hierarchy.HOOKS:
             scopes.install()
-        drive = drive_requests(session, [prompt], max_tokens, step_context=step_context, prefix="p",
+        drive = drive_requests(session, prompts, max_tokens, step_context=step_context, prefix="p",
                                after_step=after_step)
     finally:
         stop()
@@ -107,7 +123,7 @@ def profile_request(session: Any, *, phase: Phase, prompt_tokens: int, output_to
         decode = [s for s in drive.steps[: state["profiled"]] if s.counts.context_tokens == 0]
         host = sum(s.host_s for s in decode) / len(decode) if decode else None
     return ProfiledRun(drive=drive, profiled_steps=state["profiled"], host_s=host, raw_trace=raw,
-                       hierarchy=hierarchy, module_calls=scopes.calls)
+                       hierarchy=hierarchy, module_calls=scopes.calls, routing=routing)
 
 
 @dataclass(frozen=True)

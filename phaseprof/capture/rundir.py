@@ -20,7 +20,7 @@ from rich.console import Console
 
 from phaseprof.errors import PhaseprofError
 from phaseprof.io import atomic_directory, atomic_write_bytes
-from phaseprof.records import RUN_SCHEMA_VERSION  # noqa: F401 - kept importable from here
+from phaseprof.records import RUN_SCHEMA_VERSION, RunRecord  # noqa: F401 - RUN_SCHEMA_VERSION kept importable from here
 
 
 def utc_stamp(now: dt.datetime | None = None) -> str:
@@ -111,7 +111,7 @@ def command_line(argv: list[str] | None = None) -> list[str]:
 
 
 def in_final_place(summary: Any, tmp: Path, final: Path) -> Any:
-    """A multi-rank summary (``analysis.ranks.RankSummary``) of traces analysed inside the run directory being
+    """A multi-rank summary (``scale.ranks.RankSummary``) of traces analysed inside the run directory being
     written (``tmp``) with their paths where they will be once it is renamed to ``final``: trace paths of
     files elsewhere (other nodes') are left as they are."""
     prefix = str(tmp).rstrip("/") + "/"
@@ -124,13 +124,15 @@ def in_final_place(summary: Any, tmp: Path, final: Path) -> Any:
 
 
 def analyze_into(trace: Path, run_dir: Path, *, final_trace: Path | None = None,
-                 model_config: dict[str, Any] | None = None) -> tuple[Any | None, str | None]:
+                 model_config: dict[str, Any] | None = None,
+                 routing: dict[str, Any] | None = None) -> tuple[Any | None, str | None]:
     """Run phaseprof's analysis on ``trace`` and write ``run_dir/breakdown.json`` (with its speed-of-light
     section).
 
     ``final_trace``: where the trace will live once the run directory is renamed into place (the breakdown
     names that path, not the temporary one). ``model_config``: the model's config.json content, as run.json
-    will record it (it is written after the analysis); it gives the speed of light its model.
+    will record it (it is written after the analysis); it gives the speed of light its model. ``routing``:
+    run.json's ``routing`` value (``routing.npz`` already in ``run_dir``): the MoE floor reads measured experts.
 
     Returns (Breakdown, None), or (None, reason) when the analysis is not available or fails; a capture still
     succeeds without a breakdown (the trace is the primary artefact) and run.json records the reason.
@@ -138,11 +140,15 @@ def analyze_into(trace: Path, run_dir: Path, *, final_trace: Path | None = None,
     try:
         from phaseprof.analysis.pipeline import AnalysisConfig, analyze  # noqa: PLC0415
         from phaseprof.report.json_io import write_breakdown  # noqa: PLC0415
+        from phaseprof.sol.attach import reported  # noqa: PLC0415
     except ImportError as e:
         return None, f"analysis not available: {e}"
     try:
-        capture = {"model_config": model_config} if model_config else {}
-        bd = analyze(trace, config=AnalysisConfig(capture=capture)).reported
+        capture = None
+        if model_config or (routing and routing.get("file")):
+            capture = RunRecord(model_config=model_config or None,
+                                extra={"routing": routing} if routing and routing.get("file") else {})
+        bd = reported(analyze(trace, config=AnalysisConfig(capture=capture)))
         if final_trace is not None and dataclasses.is_dataclass(getattr(bd, "trace", None)):
             bd = bd.naming_trace(str(final_trace))
         write_breakdown(bd, run_dir / "breakdown.json")

@@ -11,6 +11,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+import msgspec
 from rich.console import Console
 
 from phaseprof.capture.device import detect_device
@@ -18,6 +19,7 @@ from phaseprof.capture.engine import EngineSession, require_vllm, start_engine
 from phaseprof.capture.models import check_device, check_tokens, default_model_name, resolve_model
 from phaseprof.capture.options import CaptureOptions, EngineOptions, Hierarchy, Phase
 from phaseprof.capture.profile import DEFAULT_MAX_TRACE_BYTES, ProfiledRun, TraceFile, finalize_trace, profile_request
+from phaseprof.capture.routing_hook import METHOD
 from phaseprof.capture.rundir import (
     analyze_into,
     command_line,
@@ -32,7 +34,9 @@ from phaseprof.capture.progress import Stages, quiet_stages
 from phaseprof.capture.quiet import LOG_NAME, VllmOutput
 from phaseprof.capture.start_notice import start_notice
 from phaseprof.capture.timing import PhaseTiming, time_phase
-from phaseprof.records import ModelInfo, RequestInfo, RunRecord
+from phaseprof.records import (DeviceRecord, EngineInfo, Headline, ModelInfo, ProfileInfo, RequestInfo, RunRecord,
+                               TraceFileInfo)
+from phaseprof.routing import RoutingRecord, write_routing
 
 
 @dataclass(frozen=True)
@@ -99,66 +103,76 @@ def _steps_json(profiled: ProfiledRun) -> list[dict[str, Any]]:
     return out
 
 
+def _headline(opts: CaptureOptions, timing: PhaseTiming) -> Headline:
+    head = timing.headline
+    return Headline(metric="tpot" if opts.phase is Phase.DECODE else "ttft", median_ms=head.median_ms,
+                    p10_ms=head.p10_ms, p90_ms=head.p90_ms, source=timing.source)
+
+
 def run_record(session: EngineSession, opts: CaptureOptions, timing: PhaseTiming, profiled: ProfiledRun,
                trace: TraceFile, ratio: float | None, argv: list[str] | None) -> RunRecord:
     """Everything needed to reproduce and interpret the capture (see docs/capture.md for each field); the
     breakdown fields are set once the analysis ran."""
     src = session.source
-    head = timing.headline
     return RunRecord(
         created_utc=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         command=command_line(argv),
         mode=str(session.options.mode), quant=str(session.options.quant),
         # Clean (profiler-off) medians as plain top-level numbers, the names `phaseprof diff` and the dashboard read.
         ttft_ms=timing.ttft.median_ms, tpot_ms=timing.tpot.median_ms if timing.tpot else None,
-        versions=session.versions, device=session.device.to_dict(),
+        versions=session.versions, device=DeviceRecord(**session.device.to_dict()),
         model=ModelInfo.of_source(src), model_config=src.hf_config,
-        engine={"kwargs": session.plan.kwargs, "env": session.plan.env, "notes": list(session.plan.notes),
-                "startup_s": round(session.startup_s, 3)},
+        engine=EngineInfo(kwargs=session.plan.kwargs, env=session.plan.env, notes=list(session.plan.notes),
+                          startup_s=round(session.startup_s, 3)),
         vllm_startup_facts=session.facts.to_dict(),
         request=RequestInfo(phase=str(opts.phase), prompt_tokens=opts.tokens, max_tokens=opts.max_tokens,
                             concurrency=1, seed=opts.seed),
-        headline={"metric": "tpot" if opts.phase is Phase.DECODE else "ttft", "median_ms": head.median_ms,
-                  "p10_ms": head.p10_ms, "p90_ms": head.p90_ms, "source": timing.source},
+        headline=_headline(opts, timing),
         timing=timing.to_dict(),
-        profile={
-            "profiled_steps": profiled.profiled_steps,
-            "host_ms": None if profiled.host_s is None else round(profiled.host_s * 1e3, 4),
-            "overhead_ratio": None if ratio is None else round(ratio, 4),
-            "overhead_definition": "profiled / unprofiled host-clock time: TTFT (prefill) or mean decode-step "
-                                   "time vs host TPOT median (decode)",
-            "activities": ["cpu", "cuda"] if session.device.kind == "cuda" else ["cpu"],
-            "profile_memory": True, "record_shapes": False,
-            "hierarchy": str(profiled.hierarchy), "with_stack": profiled.hierarchy is Hierarchy.STACK,
-            "module_calls": profiled.module_calls,
-            "steps": _steps_json(profiled),
-        },
-        trace=trace.to_dict(),
+        profile=ProfileInfo(
+            profiled_steps=profiled.profiled_steps,
+            host_ms=None if profiled.host_s is None else round(profiled.host_s * 1e3, 4),
+            overhead_ratio=None if ratio is None else round(ratio, 4),
+            overhead_definition="profiled / unprofiled host-clock time: TTFT (prefill) or mean decode-step "
+                                "time vs host TPOT median (decode)",
+            activities=["cpu", "cuda"] if session.device.kind == "cuda" else ["cpu"],
+            profile_memory=True, record_shapes=False,
+            hierarchy=str(profiled.hierarchy), with_stack=profiled.hierarchy is Hierarchy.STACK,
+            module_calls=profiled.module_calls,
+            steps=_steps_json(profiled),
+        ),
+        trace=TraceFileInfo(**trace.to_dict()),
     )
-
-
-def run_json(session: EngineSession, opts: CaptureOptions, timing: PhaseTiming, profiled: ProfiledRun,
-             trace: TraceFile, ratio: float | None, breakdown_error: str | None, argv: list[str] | None) -> dict:
-    """run.json content (``RunRecord.to_dict``)."""
-    rec = run_record(session, opts, timing, profiled, trace, ratio, argv)
-    return replace(rec, breakdown=None if breakdown_error else "breakdown.json",
-                   breakdown_error=breakdown_error).to_dict()
 
 
 def trace_metadata(session: EngineSession, opts: CaptureOptions, timing: PhaseTiming,
                    ratio: float | None) -> dict[str, Any]:
     """What the trace itself says about its capture (top-level ``phaseprof`` key of trace.json.gz):
     ``RunRecord.embedded``."""
-    head = timing.headline
     rec = RunRecord(
         mode=str(session.options.mode), quant=str(session.options.quant), versions=session.versions,
-        device=session.device.to_dict(), model=ModelInfo(name=session.source.name),
+        device=DeviceRecord(**session.device.to_dict()), model=ModelInfo(name=session.source.name),
         request=RequestInfo(phase=str(opts.phase), prompt_tokens=opts.tokens, max_tokens=opts.max_tokens),
-        headline={"metric": "tpot" if opts.phase is Phase.DECODE else "ttft", "median_ms": head.median_ms,
-                  "p10_ms": head.p10_ms, "p90_ms": head.p90_ms, "source": timing.source},
+        headline=_headline(opts, timing),
         ttft_ms=timing.ttft.median_ms, tpot_ms=timing.tpot.median_ms if timing.tpot else None,
-        profile={"hierarchy": str(opts.hierarchy)})
+        profile=ProfileInfo(hierarchy=str(opts.hierarchy)))
     return rec.embedded(ratio)
+
+
+def write_routing_of(profiled: ProfiledRun, run_dir: Path) -> dict[str, Any] | None:
+    """Write the profiled steps' MoE routing (``routing.npz``) into ``run_dir``; run.json's ``routing`` value
+    (a ``RoutingRecord``, or one saying why no step was recorded), None for models without MoE routers."""
+    rec = profiled.routing
+    if rec is None:
+        return None
+    per_step = rec.steps()
+    base = RoutingRecord(method=METHOD, num_experts=rec.num_experts, top_k=rec.top_k, moe_layers=rec.layers,
+                         steps=sorted(per_step), tokens=[int(per_step[s].shape[1]) for s in sorted(per_step)])
+    if not per_step:
+        return msgspec.structs.replace(base, file=None, why_not=(
+            "no profiled step called the routers from Python (CUDA-graph replays do not): capture with "
+            "--mode eager to record routing")).to_dict()
+    return write_routing(run_dir, base, [per_step[s] for s in sorted(per_step)]).to_dict()
 
 
 def capture_phase(session: EngineSession, opts: CaptureOptions, *, console: Console,
@@ -188,11 +202,14 @@ def capture_phase(session: EngineSession, opts: CaptureOptions, *, console: Cons
             trace = finalize_trace(profiled.raw_trace, tmp / "trace.json.gz",
                                    corrections=profiled.drive.corrections(),
                                    metadata=trace_metadata(session, opts, timing, ratio), max_bytes=max_trace_bytes)
+        routing = write_routing_of(profiled, tmp)
         with stages.stage("analysis"):
             bd, err = analyze_into(tmp / "trace.json.gz", tmp, final_trace=final / "trace.json.gz",
-                                   model_config=session.source.hf_config)
+                                   model_config=session.source.hf_config, routing=routing)
         rec = run_record(session, opts, timing, profiled, trace, ratio, argv)
         rec = replace(rec, breakdown=None if err else "breakdown.json", breakdown_error=err)
+        if routing is not None:
+            rec = replace(rec, extra={**rec.extra, "routing": routing})
         if vllm_log is not None:
             vllm_log.copy_into(tmp)
             rec = replace(rec, extra={**rec.extra, "vllm_log": LOG_NAME})

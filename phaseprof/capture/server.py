@@ -53,6 +53,7 @@ from phaseprof.capture.server_requests import CLIENT_CLOCK, RequestPlan, run_rou
 from phaseprof.capture.server_traces import (
     Collected,
     ProfileWindow,
+    RankTraces,
     missing_ranks,
     missing_ranks_message,
     snapshot,
@@ -61,7 +62,7 @@ from phaseprof.capture.server_traces import (
 )
 from phaseprof.capture.timing import PhaseTiming
 from phaseprof.errors import PhaseprofError
-from phaseprof.records import RunRecord
+from phaseprof.records import Headline, ModelInfo, RequestInfo, RunRecord, ServerRecord
 
 #: Requests one capture may send in all (warm-up + reps + profiled rounds, times concurrency).
 MAX_REQUESTS = 1000
@@ -104,7 +105,7 @@ class ServerCaptureResult:
     breakdown_error: str | None
     warnings: tuple[str, ...]
     run: dict[str, Any]
-    rank_summary: Any = None  # analysis.ranks.RankSummary when several ranks were analysed (multirank.json's)
+    rank_summary: Any = None  # scale.ranks.RankSummary when several ranks were analysed (multirank.json's)
 
 
 def connect(url: str, *, timeout_s: float, max_requests: int = MAX_REQUESTS) -> tuple[ServerClient, ServerInfo]:
@@ -189,11 +190,13 @@ def capture_from_server(req: ServerCapture, *, console: Console, argv: list[str]
     ratio = prof_ms / clean_ms if prof_ms is not None and clean_ms > 0 else None
     final = unique_run_dir(c.out, run_dir_name(device_slug="server", model_slug=info.model_slug,
                                                phase=str(c.phase), tokens=label, stamp=utc_stamp()))
-    meta = {"schema_version": RUN_SCHEMA_VERSION, "source": "server", "server": info.url, "model": info.model_id,
-            "phase": str(c.phase), "prompt_tokens": c.tokens, "max_tokens": c.max_tokens,
-            "concurrency": req.concurrency, "vllm_version": info.version, "ttft_ms": timing.ttft.median_ms,
-            "tpot_ms": timing.tpot.median_ms if timing.tpot else None,
-            "headline": {"metric": _metric(c.phase), "median_ms": clean_ms, "source": CLIENT_CLOCK}}
+    meta = RunRecord(  # what the traces embed: RunRecord.embedded, the server's subset
+        source="server", server=ServerRecord(url=info.url), model=ModelInfo(name=info.model_id),
+        request=RequestInfo(phase=str(c.phase), prompt_tokens=c.tokens, max_tokens=c.max_tokens,
+                            concurrency=req.concurrency),
+        versions={"vllm": info.version}, ttft_ms=timing.ttft.median_ms,
+        tpot_ms=timing.tpot.median_ms if timing.tpot else None,
+        headline=Headline(metric=_metric(c.phase), median_ms=clean_ms, source=CLIENT_CLOCK)).embedded()
     with run_directory(final) as tmp:
         with console.status("Analyzing the rank traces"):
             if collect.remote_ranks():
@@ -278,19 +281,6 @@ class _Collector:
         return dataclasses.replace(ranks, trace_doc={**ranks.trace_doc, "rank_locations": locs})
 
 
-@dataclass(frozen=True)
-class RankTraces:
-    """The analysed traces of one profiled round: breakdown per rank (empty when the analysis failed, then
-    ``error`` says why), the run.json ``trace`` entry, warnings (ranks missing from the directory) and, with
-    several ranks, their cross-rank summary (``analysis.ranks.RankSummary``, written as ``multirank.json``)."""
-
-    breakdowns: dict[int, Any]
-    error: str | None
-    trace_doc: dict[str, Any]
-    warnings: tuple[str, ...]
-    summary: Any = None
-
-
 def write_rank_traces(tmp: Path, final: Path, rank_files: list[tuple[int, Path]], *, world_size: int | None,
                       trace_dir: Path, metadata: dict[str, Any],
                       max_trace_bytes: int = DEFAULT_MAX_TRACE_BYTES,
@@ -337,8 +327,8 @@ def _analyze_ranks(rank_files: list[tuple[int, Path]], tmp: Path, final: Path) -
     """Copy the rank traces into ``tmp/ranks`` and analyse them as ``phaseprof analyze`` does: the summary
     (None and why on failure), naming the traces under ``final``; each rank's breakdown and
     ``multirank.json`` written into ``tmp``."""
-    from phaseprof.analysis.ranks import analyze_ranks, find_trace_files  # noqa: PLC0415
-    from phaseprof.scale.cli import write_rank_outputs  # noqa: PLC0415
+    from phaseprof.scale.ranks import analyze_ranks, find_trace_files  # noqa: PLC0415
+    from phaseprof.scale.report import write_rank_outputs  # noqa: PLC0415
 
     ranks_dir = tmp / "ranks"
     ranks_dir.mkdir()

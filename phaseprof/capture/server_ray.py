@@ -19,11 +19,12 @@ import socket
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from phaseprof.capture.server_traces import (
     Collected,
     ProfileWindow,
+    RankTraces,
     Snapshot,
     check_one_per_rank,
     ends_properly,
@@ -46,8 +47,6 @@ from phaseprof.scale.ray_run import (
 )
 from phaseprof.scale.rank_task import RankResult, analyze_rank
 
-if TYPE_CHECKING:
-    from phaseprof.capture.server import RankTraces
 
 
 @dataclass(frozen=True)
@@ -193,9 +192,8 @@ def write_cluster_rank_traces(tmp: Path, final: Path, rank_files: list[tuple[int
     """The run directory's rank part when traces sit on several nodes: ``ranks/`` (this node's traces, copied),
     ``rank<N>.breakdown.json`` for every rank wherever analysed, ``multirank.json`` (the report ``phaseprof
     analyze`` gives for the same files); the ``trace`` entry of run.json records where each rank's trace is."""
-    from phaseprof.analysis.ranks import summarize_ranks  # noqa: PLC0415
-    from phaseprof.capture.server import RankTraces  # noqa: PLC0415
-    from phaseprof.scale.cli import write_rank_outputs  # noqa: PLC0415
+    from phaseprof.scale.ranks import summarize_ranks  # noqa: PLC0415
+    from phaseprof.scale.report import write_rank_outputs  # noqa: PLC0415
 
     warnings: list[str] = []
     err = None

@@ -22,7 +22,7 @@ import zlib
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from phaseprof.errors import PhaseprofError
 
@@ -231,3 +231,16 @@ def missing_ranks_message(missing: list[int], world_size: int, directory: Path) 
             "workers run on other nodes and wrote there: run `phaseprof analyze` on those nodes' "
             "torch_profiler_dir (or collect the files here); the breakdown below covers "
             f"{world_size - len(missing)} of {world_size} ranks")
+
+
+@dataclass(frozen=True)
+class RankTraces:
+    """The analysed traces of one profiled round: breakdown per rank (empty when the analysis failed, then
+    ``error`` says why), the run.json ``trace`` entry, warnings (ranks missing from the directory) and, with
+    several ranks, their cross-rank summary (``scale.ranks.RankSummary``, written as ``multirank.json``)."""
+
+    breakdowns: dict[int, Any]
+    error: str | None
+    trace_doc: dict[str, Any]
+    warnings: tuple[str, ...]
+    summary: Any = None

@@ -66,7 +66,7 @@ def start_estimate(*, device_kind: str, mode: str, model: str) -> StartEstimate:
 def _span(lo: float, hi: float) -> str:
     if hi < 120:
         return f"{lo:.0f}-{hi:.0f} s"
-    return f"{lo / 60:.0f}-{hi / 60:.0f} min" if lo >= 60 else f"{lo:.0f} s-{hi / 60:.0f} min"
+    return f"{lo / 60:.0f}-{hi / 60:.0f} min" if lo >= 120 else f"{lo:.0f} s-{hi / 60:.0f} min"
 
 
 def compile_cache_dir() -> Path:

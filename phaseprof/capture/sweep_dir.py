@@ -34,7 +34,7 @@ from phaseprof.capture.sweep import (
     slope_us_per_token,
     write_plot,
 )
-from phaseprof.records import ModelInfo, SweepRecord
+from phaseprof.records import DeviceRecord, EngineInfo, ModelInfo, SweepRecord
 
 
 @dataclass(frozen=True)
@@ -51,11 +51,11 @@ def _header(session: EngineSession, req: SweepRequest, argv: list[str] | None) -
     sp = req.spec
     return SweepRecord(
         phase=str(sp.phase), created_utc=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        command=command_line(argv), versions=session.versions, device=session.device.to_dict(),
+        command=command_line(argv), versions=session.versions, device=DeviceRecord(**session.device.to_dict()),
         model=ModelInfo.of_source(session.source), model_config=session.source.hf_config,
-        engine={"kwargs": session.plan.kwargs, "env": session.plan.env, "notes": list(session.plan.notes),
-                "startup_s": round(session.startup_s, 3), "mode": str(session.options.mode),
-                "quant": str(session.options.quant)},
+        engine=EngineInfo(kwargs=session.plan.kwargs, env=session.plan.env, notes=list(session.plan.notes),
+                          startup_s=round(session.startup_s, 3), mode=str(session.options.mode),
+                          quant=str(session.options.quant)),
         vllm_startup_facts=session.facts.to_dict(), reps=sp.reps, warmup=sp.warmup, seed=sp.seed)
 
 

@@ -62,11 +62,11 @@ def phase_buckets(bd: Breakdown, *, view: str, unit: str = "ms") -> go.Figure:
 
 #: Per-step metrics charted on the Breakdown page: label -> (getter, axis).
 STEP_METRICS: dict[str, tuple[Any, str]] = {
-    "wall µs": (lambda r: r.wall_us, "µs"),
-    "GPU busy µs": (lambda r: r.gpu_busy_us, "µs"),
-    "GPU idle µs": (lambda r: r.gpu_idle_us, "µs"),
-    "launch overhead µs": (lambda r: r.idle.launch_overhead_us, "µs"),
-    "host work µs": (lambda r: r.idle.host_work_us, "µs"),
+    "wall ms": (lambda r: r.wall_us / 1e3, "ms"),
+    "GPU busy ms": (lambda r: r.gpu_busy_us / 1e3, "ms"),
+    "GPU idle ms": (lambda r: r.gpu_idle_us / 1e3, "ms"),
+    "launch overhead ms": (lambda r: r.idle.launch_overhead_us / 1e3, "ms"),
+    "host work ms": (lambda r: r.idle.host_work_us / 1e3, "ms"),
     "kernels": (lambda r: r.kernels, "count"),
     "launch calls": (lambda r: r.launches.total, "count"),
     "allocations": (lambda r: r.memory.allocations, "count"),
@@ -77,12 +77,12 @@ STEP_METRICS: dict[str, tuple[Any, str]] = {
 def per_step(rows: Sequence[StepRow], metrics: Sequence[str], *, title: str) -> go.Figure:
     """Lines per step (x = step index): times on the top axis, counts on the bottom one."""
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08,
-                        subplot_titles=("time per step (µs)", "counts per step"))
+                        subplot_titles=("time per step (ms)", "counts per step"))
     x = [r.index for r in rows]
     for m in metrics:
         get, axis = STEP_METRICS[m]
-        fig.add_scatter(x=x, y=[get(r) for r in rows], name=m, mode="lines+markers",
-                        row=1 if axis == "µs" else 2, col=1)
+        fig.add_scatter(x=x, y=[get(r) for r in rows], name=plot(m), mode="lines+markers",
+                        row=1 if axis == "ms" else 2, col=1)
     fig.update_xaxes(title_text="step", row=2, col=1)
     return _layout(fig, title=title, height=520)
 
@@ -94,8 +94,11 @@ def compare_buckets(deltas: Sequence[Any], *, labels: tuple[str, str], view: str
     for side, label, pattern in (("a", labels[0], ""), ("b", labels[1], "/")):
         vals = [getattr(d.time_ms, side) for d in deltas]
         shares = [getattr(d.share, side) for d in deltas]
+        # The hatch gets its own colour: left to default, plotly.js reads the per-bar colour array as one colour
+        # ("Invalid color specifier: Array(N)" in the console).
+        hatch = dict(shape=pattern, fgcolor="#333333", solidity=0.3) if pattern else None
         fig.add_bar(x=[plot(n) for n in names], y=vals, name=plot(label), marker_color=[color(n) for n in names],
-                    marker_pattern_shape=pattern, opacity=1.0 if side == "a" else 0.65,
+                    marker_pattern=hatch, opacity=1.0 if side == "a" else 0.65,
                     hovertext=[f"{plot(label)}: {v:,.3f} ms/step · {s:.1f}%" for v, s in zip(vals, shares)],
                     hoverinfo="text")
     fig.update_layout(barmode="group", yaxis_title="ms per step", xaxis_title="bucket")
@@ -112,7 +115,7 @@ def _bars(fig: go.Figure, df: Any, *, t0: int, lane: str, group: str, colors: di
         start = (sub["ts_ns"] - t0) / 1e3
         dur = (sub["end_ns"] - sub["ts_ns"]) / 1e3
         text = [f"{plot(n)}<br>{d:,.2f} µs at +{s:,.2f} µs" for n, d, s in zip(sub[hover].astype(str), dur, start)]
-        fig.add_bar(base=start, x=dur.clip(lower=1e-3), y=sub[lane], orientation="h",
+        fig.add_bar(base=start, x=dur.clip(lower=1e-3), y=[plot(v) for v in sub[lane]], orientation="h",
                     name=plot((labels or {}).get(g, g)),
                     marker_color=colors.get(str(g), "#aaaaaa"), hovertext=text, hoverinfo="text",
                     legendgroup=str(g), width=0.8)
@@ -148,7 +151,7 @@ def timeline(tl: Any, *, color_by: str = "kernel_bucket", window_us: tuple[float
         fig.add_vrect(x0=(g.ts_ns - t0) / 1e3, x1=(g.end_ns - t0) / 1e3, fillcolor=IDLE_COLORS[g.cause],
                       opacity=0.15, line_width=0, **label)
     lanes = _lane_order(tl)
-    fig.update_yaxes(categoryorder="array", categoryarray=lanes[::-1], title_text="")
+    fig.update_yaxes(categoryorder="array", categoryarray=[plot(v) for v in lanes[::-1]], title_text="")
     title = f"step {tl.step} ({plot(tl.phase)}): {plot(tl.label[:70])}"
     _layout(fig, title=title, height=max(420, 200 + 34 * len(lanes)))
     fig.update_layout(barmode="overlay", xaxis_title="µs since step start", bargap=0.1,
@@ -182,5 +185,8 @@ def sweep_curves(curves: Sequence[dict[str, Any]], *, x_title: str, y_title: str
                             opacity=0.2, showlegend=False, hoverinfo="skip", legendgroup=c["name"])
         fig.add_scatter(x=c["x"], y=c["y"], name=plot(c["name"]), mode="lines+markers", line=dict(color=col),
                         legendgroup=c["name"])
-    fig.update_layout(xaxis_title=x_title, yaxis_title=y_title)
-    return _layout(fig, title=f"{y_title} vs {x_title}")
+    _layout(fig, title=f"{y_title} vs {x_title}", height=420 + 22 * len(curves))
+    # Under the chart: beside it, long run names took two thirds of the width (issue 25).
+    fig.update_layout(xaxis_title=x_title, yaxis_title=y_title, margin=dict(b=60 + 22 * len(curves)),
+                      legend=dict(orientation="h", yanchor="top", y=-0.18, x=0))
+    return fig

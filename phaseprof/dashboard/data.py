@@ -19,10 +19,11 @@ from typing import Any
 import streamlit as st
 
 from phaseprof.analysis.results import Breakdown
-from phaseprof.dashboard.sources import (ADDED_PATHS, Kind, Roots, Source, added_key, file_source, first_of, guard,
+from phaseprof.dashboard.sources import (ADDED_PATHS, Kind, Roots, Source, added_key, file_source, guard,
                                          guard_members, iso_time, scan)
 from phaseprof.dashboard.text import md
 from phaseprof.errors import PhaseprofError
+from phaseprof.records import RunRecord
 
 #: Traces at least this big show a step-by-step progress box while they are analysed.
 BIG_TRACE_BYTES = 100 * 1024 * 1024
@@ -83,7 +84,7 @@ class _Failed:
 
 @st.cache_resource(show_spinner=False, max_entries=2)
 def _tables(sha: str, path: str) -> Any:
-    from phaseprof.trace.tables import load_tables
+    from phaseprof.trace.read import load_tables
 
     try:
         return load_tables(path)
@@ -121,11 +122,9 @@ def _stored_breakdown(key: str, path: str) -> Breakdown | _Failed:
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
-def _run_json(sha: str, path: str) -> dict[str, Any] | _Failed:
-    from phaseprof.records import RunRecord
-
+def _run_json(sha: str, path: str) -> RunRecord | _Failed:
     try:
-        return RunRecord.read(Path(path)).to_dict()
+        return RunRecord.read(Path(path))
     except PhaseprofError as e:
         return _Failed(str(e))
 
@@ -201,7 +200,7 @@ def breakdown(src: Source, roots: Roots) -> Breakdown:
         raise PhaseprofError(result.message)
     bd = result
     if src.kind == Kind.RUN and src.breakdown is None and src.run_json is not None:
-        bd = replace(bd, capture={**bd.capture, **run_json(src, roots)})  # as `phaseprof diff` reads run dirs
+        bd = replace(bd, capture=run_json(src, roots))  # as `phaseprof diff` reads run dirs
     reg[key] = bd
     return bd
 
@@ -216,9 +215,10 @@ def cached_breakdown(src: Source) -> Breakdown | str | None:
     return hit.message if isinstance(hit, _Failed) else hit
 
 
-def run_json(src: Source, roots: Roots) -> dict[str, Any]:
+def run_json(src: Source, roots: Roots) -> RunRecord | None:
+    """The run directory's run.json, typed; None without one."""
     if src.run_json is None:
-        return {}
+        return None
     path = guard(src.run_json, roots)
     return _raise(_run_json(sha256_of(path), str(path)))
 
@@ -242,7 +242,7 @@ def step_timeline(src: Source, roots: Roots, step: int) -> Any:
 @st.cache_data(show_spinner=False, ttl=5)
 def _scan(runs_dir: str, uploads: str) -> tuple[list[Source], list[Path]]:
     sources, sweeps = scan(Path(runs_dir))
-    up, _ = scan(Path(uploads), prefix="upload/")
+    up, _ = scan(Path(uploads), prefix="upload/", every_file=True)
     return sources + up, sweeps
 
 
@@ -267,43 +267,20 @@ def sweeps(ctx: Context) -> list[Path]:
     return _scan(str(ctx.runs_dir), str(ctx.roots.upload_dir))[1]
 
 
-#: Where run.json (``phaseprof capture``) and embedded capture info keep what the Runs table shows.
-FACT_PATHS: dict[str, tuple[str, ...]] = {
-    "gpu": ("device.name", "gpu", "gpu_name"),
-    "model": ("model.name", "model", "model_name", "preset"),
-    "phase": ("request.phase", "timing.phase", "phase"),
-    "tokens": ("request.prompt_tokens", "timing.prompt_tokens", "prompt_tokens", "tokens"),
-    "output_tokens": ("request.max_tokens", "timing.output_tokens", "output_tokens"),
-    "mode": ("mode", "engine.mode", "request.mode"),
-    "eager": ("engine.kwargs.enforce_eager", "enforce_eager"),
-    "date": ("created_utc", "created", "created_at", "started_at", "timestamp"),
-    "ttft_ms": ("timing.ttft.median_ms", "ttft.median_ms"),
-    "tpot_ms": ("timing.tpot.median_ms", "tpot.median_ms"),
-}
-
-
-def facts(src: Source, bd: Breakdown | None, run: dict[str, Any]) -> dict[str, Any]:
-    """One row of the Runs table: what the run is (from run.json / capture info / the breakdown). TTFT and
-    TPOT are the clean (profiler-off) medians the capture measured, as ``phaseprof diff`` reads them."""
-    from phaseprof.report.diff import clean_timings
-
-    cap = {**(bd.capture if bd else {}), **run}
-
-    def get(name: str) -> Any:
-        return first_of(cap, FACT_PATHS[name])
-
-    timings = clean_timings(cap)
-    mode = get("mode")
-    if mode is None and get("eager") is not None:
-        mode = "eager" if str(get("eager")).lower() in ("true", "1") else "graph"
-    date = get("date")
+def facts(src: Source, bd: Breakdown | None, run: RunRecord | None) -> dict[str, Any]:
+    """One row of the Runs table: what the run is, from run.json, else the capture facts the trace embedded
+    (``bd.capture``), else the breakdown. TTFT and TPOT are the clean (profiler-off) medians the capture
+    measured, as ``phaseprof diff`` reads them."""
+    rec = run or (bd.capture if bd else None)
+    phase = rec.request.phase if rec else None
+    date = rec.created_utc if rec else None
     return {
         "run": src.key, "kind": src.kind,
-        "GPU": (bd.trace.gpu_name or bd.trace.platform) if bd else get("gpu"),
-        "model": get("model"),
-        "phase": get("phase") or (", ".join(p.phase for p in bd.phases) if bd else None),
-        "tokens": get("tokens"), "mode": mode,
-        "TTFT ms": timings.get("ttft_ms", get("ttft_ms")), "TPOT ms": timings.get("tpot_ms", get("tpot_ms")),
+        "GPU": (bd.trace.gpu_name or bd.trace.platform) if bd else rec.device.name if rec else None,
+        "model": rec.model.name if rec else None,
+        "phase": phase or (", ".join(p.phase for p in bd.phases) if bd else None),
+        "tokens": rec.request.prompt_tokens if rec else None, "mode": rec.execution_mode if rec else None,
+        "TTFT ms": rec.ttft_ms if rec else None, "TPOT ms": rec.tpot_ms if rec else None,
         "steps": ", ".join(f"{p.phase} ×{p.steps}" for p in bd.phases) if bd else None,
         "date": str(date) if date is not None else iso_time(src.mtime),
         "size MB": round(src.size_bytes / 1e6, 1), "what": src.description or None,
@@ -321,10 +298,12 @@ def step_export(src: Source, roots: Roots, step: int, window_us: tuple[float, fl
 
 @st.cache_data(show_spinner=False, max_entries=64)
 def _speed_of_light(key: str, sha: str, path: str) -> Any:
-    """The analysed trace's own ``sol`` (``AnalysedTrace.sol``). The section also reads run.json beside the
+    """The analysed trace's own ``sol`` (``sol.attach.analysed_sol``). The section also reads run.json beside the
     trace, as it was when this server first analysed the trace (a capture writes both at once)."""
     try:
-        return _raise(_analysed_trace(sha, path)).sol
+        from phaseprof.sol.attach import analysed_sol
+
+        return analysed_sol(_raise(_analysed_trace(sha, path)))
     except PhaseprofError as e:
         return _Failed(str(e))
 

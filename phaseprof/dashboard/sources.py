@@ -15,11 +15,10 @@ import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
 
 
 from phaseprof.errors import PhaseprofError
-from phaseprof.inputs import is_breakdown_json
+from phaseprof.inputs import is_breakdown_json, looks_like_trace
 
 RUN_MARKERS = ("run.json", "breakdown.json", "trace.json.gz", "trace.json")
 TRACE_NAMES = ("trace.json.gz", "trace.json")
@@ -33,6 +32,9 @@ MAX_UPLOAD_NAME = 120
 #: Longest path the "Add path" box accepts (Linux PATH_MAX).
 MAX_PATH_CHARS = 4096
 _CONTROL = re.compile("[\x00-\x1f\x7f]")
+#: A breakdown names its writer near its start (``"tool": {"name": "phaseprof"``); other phaseprof records with
+#: a ``schema_version`` (ceilings, startup facts) do not.
+_BREAKDOWN_TOOL = re.compile(rb'"tool"\s*:\s*\{\s*"name"\s*:\s*"phaseprof"')
 #: Session-state key of the files added by path on the Runs page.
 ADDED_PATHS = "added_paths"
 
@@ -132,6 +134,19 @@ def looks_like_breakdown(path: Path) -> bool:
         return False
 
 
+def listed_kind(path: Path) -> str | None:
+    """What a loose JSON file under the runs directory is, from its first 4 KiB: ``Kind.BREAKDOWN`` (phaseprof's
+    breakdown), ``Kind.TRACE`` (a Kineto trace), or None for anything else (a run's ``startup.json``,
+    ``summary.json``, ``result.json``, a ceilings file), which the Runs page does not list."""
+    try:
+        if looks_like_breakdown(path):
+            with path.open("rb") as f:
+                return Kind.BREAKDOWN if _BREAKDOWN_TOOL.search(f.read(4096)) else None
+        return Kind.TRACE if looks_like_trace(path) else None
+    except OSError:
+        return None
+
+
 def _manifest(d: Path, root: Path) -> dict[str, str]:
     """``file -> what`` from a MANIFEST.tsv in ``d`` (the public trace directory carries one)."""
     m = d / "MANIFEST.tsv"
@@ -178,11 +193,12 @@ def file_source(f: Path, key: str, description: str = "") -> Source:
                   size_bytes=st.st_size, mtime=st.st_mtime)
 
 
-def scan(root: Path, *, prefix: str = "") -> tuple[list[Source], list[Path]]:
+def scan(root: Path, *, prefix: str = "", every_file: bool = False) -> tuple[list[Source], list[Path]]:
     """Run directories, loose traces and breakdowns under ``root``, and the sweep files there.
 
     A directory holding any of ``RUN_MARKERS`` is one run (not descended into). Hidden entries and symlinks
-    leading outside ``root`` are skipped.
+    leading outside ``root`` are skipped, and so are JSON files that are neither trace nor breakdown
+    (``listed_kind``) unless ``every_file`` (the uploads: each one the user chose, listed with its error).
     """
     root = root.resolve()
     if not root.is_dir():
@@ -212,6 +228,8 @@ def scan(root: Path, *, prefix: str = "") -> tuple[list[Source], list[Path]]:
             if manifest is None:
                 manifest = _manifest(d, root)
             key = prefix + (n if d == root else f"{rel}/{n}")
+            if not every_file and listed_kind(f) is None:  # uploads are all listed: the user chose them
+                continue
             try:
                 sources.append(file_source(f, key, manifest.get(n, "")))
             except OSError:
@@ -234,19 +252,6 @@ def save_upload(name: str, data: bytes, upload_dir: Path) -> Path:
         tmp.write_bytes(data)
         os.replace(tmp, dest)
     return dest
-
-
-def first_of(doc: Any, paths: tuple[str, ...]) -> Any:
-    """The first dotted key path (``"request.prompt_tokens"``) that leads to a plain scalar, else None."""
-    for path in paths:
-        v = doc
-        for part in path.split("."):
-            v = v.get(part) if isinstance(v, dict) else None
-        if isinstance(v, (str, int, float)) and not isinstance(v, bool) and v != "":
-            return v
-        if isinstance(v, bool):
-            return v
-    return None
 
 
 def iso_time(ts: float) -> str:

@@ -2,21 +2,20 @@
 
 Streamlit renders markdown in ``st.markdown``/``st.write``, titles, captions, alert boxes, widget and expander
 labels and ``st.table`` cells: an image (``![x](http://host/track.png)``) there makes the browser fetch the URL,
-a link becomes clickable, ``$...$`` becomes LaTeX, ``:red[...]`` colours text. Every string that comes from a
-trace, a run directory or the user passes through :func:`md` (or :func:`code`) before it reaches one of them.
+a link becomes clickable (a bare ``http://``, ``www.`` or ``a@b`` too: GFM autolinks), ``$...$`` becomes LaTeX,
+``:red[...]`` colours text. Every string that comes from a trace, a run directory or the user passes through
+:func:`md` (or :func:`code`) before it reaches one of them, and through :func:`plot` before it reaches a plotly
+figure; every figure reaches the page through ``widgets.chart`` (``safe_text.plotly_figure``, the net behind it).
 No Streamlit here: plain functions, tested directly.
 """
 
 from __future__ import annotations
 
-import html
 import re
 from typing import Any
 
-#: The ASCII punctuation that starts or ends markdown syntax (emphasis, code, links and images, headings, lists,
-#: quotes, tables, HTML and autolinks, entities, LaTeX ``$``, ``:directive[...]``/``:emoji:``): CommonMark
-#: makes any backslash-escaped ASCII punctuation literal. Commas, quotes, ``/`` etc. are left alone.
-_PUNCT = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:&=^@])")
+from phaseprof import safe_text
+
 #: C0/C1 control characters and line/paragraph separators: a newline would start a block (a heading, a list).
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
@@ -36,8 +35,9 @@ def short(value: Any, limit: int = 120) -> str:
 
 
 def md(value: Any) -> str:
-    """``value`` as literal markdown text: markdown punctuation backslash-escaped, on one line."""
-    return _PUNCT.sub(r"\\\1", plain(value))
+    """``value`` as literal markdown text (``safe_text.page_markdown``): markdown punctuation backslash-escaped,
+    autolinks (``http://``, ``www.``, ``a@b``) broken by an invisible WORD JOINER, on one line."""
+    return safe_text.page_markdown(plain(value))
 
 
 def code(value: Any) -> str:
@@ -53,7 +53,7 @@ def plot(value: Any) -> str:
     """``value`` for a plotly label or hover text, which plotly reads as pseudo-HTML (``<a href>``, ``<span
     style>``, ``<br>``): ``<``, ``>`` and ``&`` become entities, which plotly shows as the characters. Kernel
     names such as ``void gemm<float, 128>(...)`` then show whole instead of losing their template part."""
-    return html.escape(plain(value), quote=False)
+    return safe_text.plotly_text(plain(value))
 
 
 def md_frame(df: Any) -> Any:

@@ -12,6 +12,7 @@ from phaseprof.dashboard import data
 from phaseprof.dashboard.sources import Roots, Source
 from phaseprof.dashboard.text import code, md
 from phaseprof.errors import PhaseprofError
+from phaseprof.safe_text import plotly_figure
 
 ENV_RUNS_DIR = "PHASEPROF_RUNS_DIR"
 ENV_MAX_UPLOAD_MB = "PHASEPROF_MAX_UPLOAD_MB"
@@ -96,10 +97,21 @@ def current(st: Any, ctx: data.Context, *, need_trace: bool = False) -> Source |
 
 
 def table(st: Any, df: Any, *, key: str) -> None:
-    """A sortable table; numbers keep their stored values and are only displayed with thousands separators."""
-    cfg = {c: st.column_config.NumberColumn(format="localized") for c in df.columns
-           if str(df[c].dtype).startswith(("float", "int"))}
+    """A sortable table; numbers keep their values and are only displayed: times (columns in ms) with 2
+    decimals, other numbers with thousands separators."""
+    cfg = {c: st.column_config.NumberColumn(format="%.2f" if " ms" in f" {c}" and str(df[c].dtype).startswith(
+        "float") else "localized") for c in df.columns if str(df[c].dtype).startswith(("float", "int"))}
     st.dataframe(df, hide_index=True, width="stretch", key=key, column_config=cfg)
+
+
+def chart(st: Any, fig: Any, *, key: str) -> None:
+    """The one way a plotly figure reaches the page: names in it were escaped with ``text.plot`` when it was
+    built, and ``safe_text.plotly_figure`` turns any ``<`` left outside the builders' own ``<br>`` and
+    ``<extra></extra>`` into text (a name a builder missed shows as written instead of becoming a link, bold
+    text or a styled span that fetches a URL)."""
+    import plotly.graph_objects as go
+
+    st.plotly_chart(go.Figure(plotly_figure(fig.to_plotly_json())), key=key)
 
 
 def source_line(src: Source, bd: Any) -> str:

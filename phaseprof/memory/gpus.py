@@ -9,10 +9,10 @@ else ``None`` and the planner falls back to ``stated_bytes`` and says so. vLLM's
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from phaseprof.errors import PhaseprofError
+from phaseprof.gpu_names import gpu_key
 from phaseprof.memory.defaults import GIB
 
 
@@ -82,14 +82,10 @@ KNOWN_GPUS: tuple[GpuSpec, ...] = (
 )
 
 
-def _norm(name: str) -> str:
-    return re.sub(r"[\s_\-]+", "", name).upper()
-
-
 _INDEX: dict[str, GpuSpec] = {}
 for _g in KNOWN_GPUS:
     for _key in (_g.name, *_g.aliases):
-        _INDEX[_norm(_key)] = _g
+        _INDEX[gpu_key(_key)] = _g
 
 
 def known_gpu_names() -> list[str]:
@@ -98,7 +94,7 @@ def known_gpu_names() -> list[str]:
 
 def lookup_gpu(name: str) -> GpuSpec:
     """Exact name or alias, case/space/dash/underscore-insensitive. Unknown → PhaseprofError listing all."""
-    spec = _INDEX.get(_norm(name))
+    spec = _INDEX.get(gpu_key(name))
     if spec is None:
         raise PhaseprofError(
             f"unknown GPU {name!r}; known: {', '.join(known_gpu_names())} (or give --gpu-memory GiB)"

@@ -89,31 +89,46 @@ class MemoryPlan:
 
 
 _MAX_GIB = 1 << 20  # 1 PiB: beyond any GPU or node
+_MAX_TOKENS = 1 << 32  # 4G tokens: 4,000 times the longest context served today; 1e20 printed numbers past 2^64
+# flag -> largest value: every integer option is bounded, so no derived byte count leaves int64.
+_INT_LIMITS = {"--max-model-len": _MAX_TOKENS, "--tokens": _MAX_TOKENS, "--max-num-batched-tokens": _MAX_TOKENS,
+               "--cudagraph-max-size": 1 << 20, "--tp": 1 << 16, "--block-size": 1 << 20, "--max-num-seqs": 1 << 24}
+_MAX_SPECULATIVE_TOKENS = 1 << 10
 
 
 def validate_inputs(i: MemoryInputs) -> None:
-    """Nonsense numbers → one PhaseprofError naming the flag (exit 2)."""
+    """Nonsense numbers → one PhaseprofError naming the flag (exit 2). Every numeric option has a lower and an
+    upper bound, and GiB amounts must be finite (inf or 1e308 GiB overflowed the byte arithmetic)."""
     positive_ints = {"--max-model-len": i.max_model_len, "--cudagraph-max-size": i.cudagraph_max_size, "--tp": i.tp,
                      "--tokens": i.tokens, "--block-size": i.block_size, "--max-num-seqs": i.max_num_seqs,
                      "--max-num-batched-tokens": i.max_num_batched_tokens}
     for flag, v in positive_ints.items():
         if v is not None and v <= 0:
             raise PhaseprofError(f"{flag} must be a positive integer, got {v}")
+        if v is not None and v > _INT_LIMITS[flag]:
+            raise PhaseprofError(f"{flag} must be at most {_INT_LIMITS[flag]:,}, got {_short(v)}")
     for flag, g in {"--gpu-memory": i.gpu_memory_gib, "--kv-budget-gib": i.kv_budget_gib}.items():
         if g is not None and not g > 0:
             raise PhaseprofError(f"{flag} must be a positive number of GiB, got {g}")
-        if g is not None and g > _MAX_GIB:  # 1e308 GiB overflowed the byte arithmetic
+        if g is not None and not g <= _MAX_GIB:  # 1e308 GiB overflowed the byte arithmetic
             raise PhaseprofError(f"{flag} must be at most {_MAX_GIB:,} GiB, got {g}")
     known = {"--activation-peak-gib": i.activation_peak_gib, "--cudagraph-pool-gib": i.cudagraph_pool_gib}
     for flag, g in known.items():
-        if g is not None and not g >= 0:
-            raise PhaseprofError(f"{flag} must be >= 0 GiB, got {g}")
+        if g is not None and not 0 <= g <= _MAX_GIB:
+            raise PhaseprofError(f"{flag} must be between 0 and {_MAX_GIB:,} GiB, got {g}")
     if not 0 < i.gpu_memory_utilization <= 1:
         raise PhaseprofError(f"--gpu-memory-utilization must be in (0, 1], got {i.gpu_memory_utilization}")
-    if i.num_speculative_tokens < 0:
-        raise PhaseprofError(f"--num-speculative-tokens must be >= 0, got {i.num_speculative_tokens}")
+    if not 0 <= i.num_speculative_tokens <= _MAX_SPECULATIVE_TOKENS:
+        raise PhaseprofError(f"--num-speculative-tokens must be between 0 and {_MAX_SPECULATIVE_TOKENS}, got "
+                             f"{_short(i.num_speculative_tokens)}")
     if i.gpu is not None and i.gpu_memory_gib is not None:
         raise PhaseprofError("give --gpu NAME or --gpu-memory GiB, not both")
+
+
+def _short(v: int) -> str:
+    """An integer option as given, cut to 24 digits (a 10^1000 must not fill the error line)."""
+    text = str(v)
+    return text if len(text) <= 24 else f"{text[:12]}...({len(text)} digits)"
 
 
 def _gib(x: float | None) -> int | None:

@@ -49,6 +49,8 @@ def check_hf_config(hf_config: Any, source: str) -> None:
             raise fail(f"{field} must be an integer, got {_show(v)}")
         if not lo <= v <= hi:
             raise fail(f"{field} must be between {lo:,} and {hi:,}, got {_show(v)}")
+    if (problem := _inconsistency(cfg)) is not None:
+        raise fail(problem)
     for field in _STRINGS:
         if cfg.get(field) is not None and not isinstance(cfg[field], str):
             raise fail(f"{field} must be a string, got {_show(cfg[field])}")
@@ -67,6 +69,32 @@ def check_hf_config(hf_config: Any, source: str) -> None:
         for where in (hf_config, cfg):
             if where.get(key) is not None and not isinstance(where[key], dict):
                 raise fail(f"{key} must be an object, got {_show(where[key])}")
+
+
+def _inconsistency(cfg: dict[str, Any]) -> str | None:
+    """The first pair of fields that cannot both hold in one model (each within its range), or None. A plan built
+    on them would size a KV cache for a model that does not exist (1000 KV heads of 32 attention heads)."""
+    def n(field: str) -> int | None:
+        v = cfg.get(field)
+        return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+    heads, kv, hidden = n("num_attention_heads"), n("num_key_value_heads"), n("hidden_size")
+    if heads is not None and kv is not None:
+        if kv > heads:
+            return f"num_key_value_heads ({kv}) is more than num_attention_heads ({heads})"
+        if heads % kv:
+            return f"num_attention_heads ({heads}) is not a multiple of num_key_value_heads ({kv})"
+    if heads is not None and hidden is not None and n("head_dim") is None and hidden % heads:
+        return (f"hidden_size ({hidden}) is not a multiple of num_attention_heads ({heads}) and no head_dim is "
+                "given")
+    experts = n("num_experts") or n("num_local_experts")
+    top_k = n("num_experts_per_tok")
+    if experts is not None and top_k is not None and top_k > experts:
+        return f"num_experts_per_tok ({top_k}) is more than the {experts} experts"
+    lk, lv = n("linear_num_key_heads"), n("linear_num_value_heads")
+    if lk is not None and lv is not None and lv % lk:
+        return f"linear_num_value_heads ({lv}) is not a multiple of linear_num_key_heads ({lk})"
+    return None
 
 
 def _show(v: Any) -> str:

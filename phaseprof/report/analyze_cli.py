@@ -10,7 +10,9 @@ import typer
 from rich.console import Console
 
 from phaseprof.errors import PhaseprofError
+from phaseprof.io import protect_inputs, refuse_input
 from phaseprof.safe_text import for_markdown, for_terminal, terminal
+from phaseprof.sol.attach import reported
 
 
 class OutputFormat(str, Enum):
@@ -41,6 +43,8 @@ def analyze(
     ceilings: str | None = typer.Option(None, "--ceilings", help="Measured ceilings JSON (phaseprof ceilings "
                                         "--out) instead of the GPU's datasheet figures, or 'spec' for the "
                                         "datasheet (default: a ceilings/ folder above the run, else datasheet)."),
+    full_names: bool = typer.Option(False, "--full-names", help="Print kernel names whole (default: short, "
+                                    "Nsight-style; JSON always keeps them whole)."),
     jobs: int | None = typer.Option(None, "--jobs", "-j", min=1, help="Worker processes for the rank files of a "
                                     "rank directory (default: all cores)."),
     steps: str | None = typer.Option(None, "--steps", metavar="FIRST:LAST", help="Analyse only these steps of "
@@ -65,6 +69,7 @@ def analyze(
         raise PhaseprofError(f"unknown --by {by!r} (supported: layer)")
 
     step_range = _step_range(steps, traces, ray)
+    protect_inputs(*traces, *rules, graph_reference, model_config, ceilings)  # never overwritten by --json
     console = Console()
     if ray is not None:
         from phaseprof.scale.cli import analyze_on_ray
@@ -72,29 +77,40 @@ def analyze(
         analyze_on_ray([str(t) for t in traces], address=None if ray == "local" else ray, rules=list(rules),
                        fmt=fmt.value, json_out=json_out, console=console)
         return
-    traces = _expand(traces, rules, console, json_out, fmt=fmt.value, jobs=jobs)
+    # -f json prints one document: the breakdown (or multi-rank report) of one input; for several inputs, a JSON
+    # array of them in the order given, printed once all are done (a failure leaves stdout empty).
+    documents: list[bytes] = []
+    several = len(traces) > 1
+    traces = _expand(traces, rules, console, json_out, fmt=fmt.value, jobs=jobs,
+                     documents=documents if fmt == OutputFormat.json else None)
     if not traces:
+        _print_json(documents, several=several)
         return
     if json_out is not None and len(traces) > 1 and json_out.suffix == ".json":
         raise PhaseprofError("--json must be a directory when several traces are given", path=json_out)
+    for dest in [json_out, *(_dest(json_out, tr, len(traces)) for tr in traces)] if json_out is not None else []:
+        refuse_input(dest)  # before the slow part: nothing analysed or written
     config = AnalysisConfig.with_rules(rules, graph_reference=graph_reference, model_config=model_config,
                                        ceilings=ceilings)
     ruleset = config.ruleset()
     for tr in traces:
         with console.status(f"analysing {terminal(str(tr))} ...", spinner="dots") if fmt == OutputFormat.table else nullcontext():
             analysed = run_pipeline(tr, config=config, ruleset=ruleset, steps=step_range)
-        bd = analysed.reported  # with its speed-of-light section
+        bd = reported(analysed)  # with its speed-of-light section
         if json_out is not None:
-            dest = json_out if len(traces) == 1 and json_out.suffix == ".json" else \
-                json_out / (tr.name.split(".json")[0] + ".breakdown.json")
+            dest = _dest(json_out, tr, len(traces))
             write_breakdown(bd, dest)
             console.print(f"[dim]wrote {terminal(str(dest))}[/]") if fmt == OutputFormat.table else None
         if fmt == OutputFormat.table:
-            print_breakdown(for_terminal(bd), console)
+            print_breakdown(for_terminal(bd), console, full_names=full_names)
             if by == "layer":
                 print_layers(for_terminal(bd), console)
+                if bd.sol is not None:
+                    from phaseprof.sol.render import print_moe_layers  # noqa: PLC0415
+
+                    print_moe_layers(bd.sol, console)
         elif fmt == OutputFormat.json:
-            typer.echo(dumps(bd).decode())
+            documents.append(dumps(bd))
         else:
             typer.echo(breakdown_markdown(for_markdown(bd), by_layer=by == "layer"))
         if cross_check == "shapes":
@@ -111,10 +127,24 @@ def analyze(
             # On stderr when stdout carries JSON or markdown, so piped output stays parseable.
             print_cross_check(for_terminal(cross_check_hta(analysed)), console if fmt == OutputFormat.table else Console(stderr=True))
         del analysed  # this trace's tables go before the next trace is loaded
+    _print_json(documents, several=several)
+
+
+def _print_json(documents: list[bytes], *, several: bool) -> None:
+    """stdout's one JSON document: the only one as it is, or (several inputs) an array of them (docs/README)."""
+    if documents:
+        typer.echo((documents[0] if len(documents) == 1 and not several else
+                    b"[\n" + b",\n".join(documents) + b"\n]").decode())
+
+
+def _dest(json_out: Path, trace: Path, n_traces: int) -> Path:
+    """Where ``--json`` puts this trace's breakdown: the file itself (one trace) or a file in that directory."""
+    return json_out if n_traces == 1 and json_out.suffix == ".json" else \
+        json_out / (trace.name.split(".json")[0] + ".breakdown.json")
 
 
 def _expand(paths: list[Path], rules: list[Path], console: Console, json_out: Path | None, *, fmt: str = "table",
-            jobs: int | None = None) -> list[Path]:
+            jobs: int | None = None, documents: list[bytes] | None = None) -> list[Path]:
     """The traces to analyse one by one (``inputs.resolve``): a trace, a run directory's trace; a directory of
     rank traces is analysed here, together (``--jobs`` processes; per-rank breakdowns and the multi-rank report)."""
     from phaseprof.inputs import InputKind, resolve, scan_traces
@@ -126,9 +156,10 @@ def _expand(paths: list[Path], rules: list[Path], console: Console, json_out: Pa
             out.append(p)
             continue
         got = resolve(p)
+        protect_inputs(got.trace, *got.rank_traces)
         if got.kind == InputKind.RANKS:
             analyze_rank_dir(list(got.rank_traces), rules=list(rules), jobs=jobs, fmt=fmt, json_out=json_out,
-                             console=console)
+                             console=console, documents=documents)
         elif got.kind == InputKind.BREAKDOWN:
             raise PhaseprofError("a breakdown JSON, not a trace: analyze reads traces (phaseprof diff and the "
                                  "dashboard read breakdowns)", path=p)

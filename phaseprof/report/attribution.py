@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from rich import box
 from rich.console import Console
 from rich.table import Table
 
 from phaseprof.analysis.attribution_types import Attribution, Method, PhaseAttribution
 from phaseprof.analysis.results import Breakdown
+from phaseprof.report.fit import Col, fitted_tables
+from phaseprof.safe_text import markdown
 
 _SHORT = {Method.OP_STACK.value: "op stack", Method.MODULE_TREE.value: "modules",
           Method.GRAPH_ALIGNMENT.value: "graph align", Method.STRUCTURAL.value: "layer plan",
@@ -27,17 +28,19 @@ def coverage_line(pa: PhaseAttribution) -> str:
     return f"{pa.phase} module view from: " + (", ".join(parts) or "-")
 
 
-def layer_table(pa: PhaseAttribution) -> Table:
-    """Layers x buckets (ms summed over the phase's steps); fits 80 columns."""
-    t = Table(title=f"{pa.phase}: per layer (ms)", title_justify="left", box=box.SIMPLE_HEAD)
-    for col in ("layer", "type", "ms", "%", *LAYER_COLUMNS, "rest"):
-        t.add_column(col, justify="left" if col == "type" else "right", no_wrap=True)
+_LAYER_COLS = (Col("layer"), Col("type", "left"), Col("ms"), Col("%"), *(Col(b) for b in LAYER_COLUMNS), Col("rest"))
+
+
+def layer_tables(pa: PhaseAttribution, *, width: int = 80) -> list[Table]:
+    """Layers x buckets (ms summed over the phase's steps), as wide as ``width`` allows: split into parts
+    (layer and type repeated) rather than cut."""
+    rows = []
     for r in pa.layers:
         rest = sum(v for b, v in r.by_bucket_us.items() if b not in LAYER_COLUMNS)
-        t.add_row(str(r.layer), r.layer_type.replace("attention", "attn"), _ms(r.time_us), f"{r.share_pct:.1f}",
-                  *(_ms(r.by_bucket_us[b]) if b in r.by_bucket_us else "-" for b in LAYER_COLUMNS), _ms(rest))
-    t.caption = f"outside decoder layers: {_ms(pa.outside_layers_us)} ms"
-    return t
+        rows.append([str(r.layer), r.layer_type.replace("attention", "attn"), _ms(r.time_us), f"{r.share_pct:.1f}",
+                     *(_ms(r.by_bucket_us[b]) if b in r.by_bucket_us else "-" for b in LAYER_COLUMNS), _ms(rest)])
+    return fitted_tables(f"{pa.phase}: per layer (ms in all steps)", _LAYER_COLS, rows, width=width, keys=2,
+                         caption=f"outside decoder layers: {_ms(pa.outside_layers_us)} ms", compact=True)
 
 
 def print_attribution(bd: Breakdown, console: Console, *, by_layer: bool = False) -> None:
@@ -51,7 +54,8 @@ def print_attribution(bd: Breakdown, console: Console, *, by_layer: bool = False
     if len(a.inferred_phases) > 8:
         console.print(f"[dim]... {len(a.inferred_phases) - 8} more inferred steps[/]")
     modules = f"{a.module_calls:,} nn.Module calls" if a.module_calls else "no nn.Module events (no with_stack)"
-    console.print(f"attribution: {modules}; graph replay: {a.graph_alignment}")
+    replay = "" if a.graph_alignment.startswith("no graph-replayed") else f"; graph replay: {a.graph_alignment}"
+    console.print(f"attribution: {modules}{replay}")
     for pa in a.phases:
         console.print(coverage_line(pa))
     if by_layer:
@@ -66,8 +70,8 @@ def print_layers(bd: Breakdown, console: Console) -> None:
             console.print("[yellow]no per-layer view: the trace has no decoder-layer nn.Module events "
                           "(record it with_stack, e.g. vLLM's own profiler)[/]")
         for pa in a.phases:
-            if pa.layers:
-                console.print(layer_table(pa))
+            for t in layer_tables(pa, width=console.width) if pa.layers else ():
+                console.print(t)
 
 
 def attribution_markdown(bd: Breakdown, *, by_layer: bool = True) -> str:
@@ -75,22 +79,22 @@ def attribution_markdown(bd: Breakdown, *, by_layer: bool = True) -> str:
     a = bd.attribution
     if a is None:
         return ""
-    out = ["", f"**attribution** — mode: {a.mode} ({a.mode_evidence}); "
-           f"{a.module_calls:,} nn.Module calls; graph replay: {a.graph_alignment}", "",
+    out = ["", f"**attribution** — mode: {markdown(a.mode)} ({markdown(a.mode_evidence)}); "
+           f"{a.module_calls:,} nn.Module calls; graph replay: {markdown(a.graph_alignment)}", "",
            "| phase | " + " | ".join(_SHORT.values()) + " |", "|---|" + "--:|" * len(_SHORT)]
     for pa in a.phases:
-        out.append(f"| {pa.phase} | " + " | ".join(f"{pa.coverage_pct.get(m, 0.0):.1f}%" for m in _SHORT) + " |")
+        out.append(f"| {markdown(pa.phase)} | " + " | ".join(f"{pa.coverage_pct.get(m, 0.0):.1f}%" for m in _SHORT) + " |")
     if by_layer:
         for pa in a.phases:
             if not pa.layers:
                 continue
-            out += ["", f"<details><summary>{pa.phase}: per layer (ms)</summary>", "",
+            out += ["", f"<details><summary>{markdown(pa.phase)}: per layer (ms)</summary>", "",
                     "| layer | type | ms | % | " + " | ".join(LAYER_COLUMNS) + " | rest |",
                     "|--:|---|--:|--:|" + "--:|" * (len(LAYER_COLUMNS) + 1)]
             for r in pa.layers:
                 rest = sum(v for b, v in r.by_bucket_us.items() if b not in LAYER_COLUMNS)
                 cells = [_ms(r.by_bucket_us[b]) if b in r.by_bucket_us else "-" for b in LAYER_COLUMNS]
-                out.append(f"| {r.layer} | {r.layer_type} | {_ms(r.time_us)} | {r.share_pct:.1f} | "
+                out.append(f"| {r.layer} | {markdown(r.layer_type)} | {_ms(r.time_us)} | {r.share_pct:.1f} | "
                            + " | ".join(cells) + f" | {_ms(rest)} |")
             out += ["", "</details>"]
     return "\n".join(out) + "\n"

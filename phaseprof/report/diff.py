@@ -18,10 +18,10 @@ raw traces (analysed on the fly).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from phaseprof.analysis.results import Breakdown, KernelStat, PhaseSummary
 from phaseprof.errors import PhaseprofError
@@ -31,8 +31,6 @@ from phaseprof.report.json_io import load_breakdown
 
 if TYPE_CHECKING:  # the analysis (pandas) is imported only when a raw trace is diffed: `phaseprof --help` stays fast
     from phaseprof.analysis.order import KernelOrder
-    from phaseprof.classify.rules import RuleSet
-    from phaseprof.trace.tables import EventTables
 
 #: Per-step phase metrics: diff name -> (key in ``PhaseSummary.per_step``, unit, scale from the stored unit).
 PHASE_METRICS: dict[str, tuple[str, str, float]] = {
@@ -191,8 +189,9 @@ def load_side(path: str | Path, *, rules: list[Path] | None = None, model_config
     """Read one diff input (``inputs.resolve``): a breakdown JSON, a run directory (``breakdown.json`` / trace /
     ``run.json``; a rank directory counts as its first rank) or a raw trace. A run directory's
     ``breakdown.json`` is used as is unless ``rules`` are given and the trace is there (then the trace is
-    re-analysed); its ``run.json`` fills ``capture``. ``model_config``: for a trace analysed here, the config
-    whose layer plan places graph-replayed kernels (``analysis.structural``; default: what run.json records)."""
+    re-analysed); its ``run.json`` is the breakdown's ``capture``. ``model_config``: for a trace analysed here,
+    the config whose layer plan places graph-replayed kernels (``analysis.structural``; default: what run.json
+    records)."""
     got = resolve(path)
     if got.kind == InputKind.BREAKDOWN:
         return Loaded(load_breakdown(got.path), None, "breakdown")
@@ -208,9 +207,7 @@ def load_side(path: str | Path, *, rules: list[Path] | None = None, model_config
     else:
         raise PhaseprofError("not a run directory (no breakdown.json and no trace)", path=got.path)
     if got.run_json is not None:
-        run = RunRecord.read(got.run_json).to_dict()
-        bd = loaded.breakdown
-        loaded = replace(loaded, breakdown=replace(bd, capture={**bd.capture, **run}))
+        loaded = replace(loaded, breakdown=replace(loaded.breakdown, capture=RunRecord.read(got.run_json)))
     return loaded
 
 
@@ -226,74 +223,14 @@ def _analyze(trace: Path, rules: list[Path] | None, model_config: str | None = N
     return Loaded(at.breakdown, at.kernel_order, "trace")
 
 
-def kernel_order(tables: EventTables, rules: RuleSet) -> KernelOrder:
-    """Per phase, each work item name's median position of first occurrence in its step (see
-    ``analysis.order``). Prefer ``AnalysedTrace.kernel_order`` when the trace is analysed anyway."""
-    from phaseprof.analysis.order import kernel_order_of
-    from phaseprof.analysis.prepare import prepare
-
-    return kernel_order_of(prepare(tables, rules))
-
-
 # ------------------------------------------------------------------------------------------- comparing
-def _leaves(d: Mapping[str, Any], prefix: str = "") -> Iterator[tuple[str, Any]]:
-    for k, v in d.items():
-        key = f"{prefix}.{k}" if prefix else str(k)
-        if isinstance(v, Mapping):
-            yield from _leaves(v, key)
-        else:
-            yield key, v
-
-
-def clean_timings(capture: Mapping[str, Any]) -> dict[str, float]:
-    """Clean TTFT / TPOT in ms from capture info (``run.json`` or embedded): the first key path naming
-    ``ttft`` / ``tpot`` with a number, preferring a plain value, then ``mean``, then ``p50``/``median``; the
-    unit comes from the name (``_us``, ``_s``, else ms). Profiled timings (paths with "profil") are skipped."""
-    found: dict[str, tuple[int, int, float]] = {}
-    stat_rank = {"mean": 1, "avg": 1, "p50": 2, "median": 2}
-    for path, v in _leaves(capture):
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-            continue
-        parts = path.lower().split(".")
-        if any("profil" in x for x in parts):
-            continue
-        for what in ("ttft", "tpot"):
-            named = [x for x in parts if what in x]
-            if not named:
-                continue
-            leaf = parts[-1]
-            rank = 0 if what in leaf else stat_rank.get(leaf)
-            if rank is None:
-                continue
-            unit = named[-1]
-            scale = 1e-3 if unit.endswith("_us") else 1e3 if unit.endswith("_s") else 1.0
-            cand = (rank, len(parts), float(v) * scale)
-            if what not in found or cand[:2] < found[what][:2]:
-                found[what] = cand
-    return {f"{k}_ms": v[2] for k, v in found.items()}
-
-
-def capture_field(capture: Mapping[str, Any], names: tuple[str, ...]) -> str | None:
-    """The shallowest scalar whose key (at any depth of the capture info / run.json) is one of ``names``
-    (shallowest, so a top-level ``mode`` wins over e.g. ``compilation_config.mode``)."""
-    hits = [(path.count("."), str(v).lower() if isinstance(v, bool) else str(v)) for path, v in _leaves(capture)
-            if path.lower().rsplit(".", 1)[-1] in names and isinstance(v, (str, int, float))]
-    return min(hits, key=lambda h: h[0])[1] if hits else None
-
-
-def capture_mode(capture: Mapping[str, Any]) -> str | None:
-    """Execution mode recorded by the capture: its ``mode`` key, else "eager"/"graph" from ``enforce_eager``."""
-    m = capture_field(capture, ("mode",))
-    if m:
-        return m.lower()
-    eager = capture_field(capture, ("enforce_eager",))
-    if eager is not None:
-        return "eager" if eager.lower() in ("true", "1") else "graph"
-    return None
+def clean_timings(capture: RunRecord | None) -> dict[str, float]:
+    """Clean (profiler-off) TTFT / TPOT medians in ms the capture recorded (``RunRecord.clean_ms``)."""
+    return {} if capture is None else {k: v for k, v in capture.clean_ms.items() if math.isfinite(v)}
 
 
 def _mode(bd: Breakdown) -> str | None:
-    m = capture_mode(bd.capture)
+    m = bd.capture.execution_mode if bd.capture else None
     if m or not bd.steps or bd.trace.device != "gpu":
         return m
     return "graph (inferred)" if any(s.launches.graph_launches for s in bd.steps) else "eager (inferred)"
@@ -316,22 +253,11 @@ def attribution_basis(bd: Breakdown) -> str | None:
     return "kernel names"
 
 
-def _model_name(capture: Mapping[str, Any]) -> str | None:
-    """The model as the user named it (preset or repo id): run.json's ``model.name`` or the trace's embedded
-    ``model``; only then any deeper ``model`` key (e.g. the engine's materialised config path)."""
-    top = capture.get("model")
-    if isinstance(top, Mapping) and top.get("name"):
-        return str(top["name"])
-    if isinstance(top, str) and top:
-        return top
-    return capture_field(capture, ("model", "model_name", "model_id"))
-
-
 def _side(bd: Breakdown, label: str | None) -> Side:
     tr = bd.trace
     return Side(label=label or Path(tr.path).name, path=tr.path, gpu=tr.gpu_name or tr.platform,
                 platform=tr.platform, device=tr.device,
-                model=_model_name(bd.capture), mode=_mode(bd),
+                model=bd.capture.model.name if bd.capture else None, mode=_mode(bd),
                 phases={p.phase: p.steps for p in bd.phases})
 
 
@@ -345,7 +271,7 @@ def _tokens(bd: Breakdown) -> str | None:
             per_phase[ph.phase] = f"{ph.phase} {ctx:g}+{gen:g}"
     if per_phase:
         return ", ".join(per_phase.values()) + " tokens/step (context+generation)"
-    t = capture_field(bd.capture, ("tokens", "num_tokens", "prompt_tokens"))
+    t = bd.capture.request.prompt_tokens if bd.capture else None
     return f"{t} tokens" if t else None
 
 

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 from phaseprof.report.diff import BreakdownDiff, BucketDelta, Delta, KernelMatch, KernelSide, PhaseDiff
 from phaseprof.report.fail_on import CheckResult, describe
-from phaseprof.safe_text import markdown
+from phaseprof.safe_text import code_span, markdown
 
 #: GitHub rejects comments over 65,536 characters; stay clearly below.
 MAX_CHARS = 65_000
@@ -62,17 +62,18 @@ def fmt_rel(d: Delta) -> str:
 
 
 def cell(text: str) -> str:
-    """Make text safe inside a GFM table cell."""
-    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+    """Text from a breakdown (bucket, phase, module names) safe in running text or a GFM table cell:
+    ``safe_text.markdown``, the one markdown escaper (links, images, raw HTML and autolinks stay text)."""
+    return markdown(text)
 
 
 def kernel_cell(k: KernelSide | None) -> str:
     if k is None:
         return "—"
-    name = k.name.replace("`", "'").replace("\n", " ")
+    name = k.name
     if len(name) > KERNEL_NAME_CHARS:
         name = name[: KERNEL_NAME_CHARS - 1] + "…"
-    return "`" + name.replace("|", "\\|") + "`"
+    return code_span(name)
 
 
 def _row(cells: Sequence[str]) -> str:
@@ -93,18 +94,19 @@ def _shifts(ph: PhaseDiff) -> str:
 
 def _headline(d: BreakdownDiff, checks: Sequence[CheckResult]) -> list[str]:
     a, b = d.a, d.b
-    out = [f"### phaseprof diff: `{cell(a.label)}` → `{cell(b.label)}`", "",
-           f"**A** {markdown(a.gpu)} ({a.platform}, {a.mode or 'mode unknown'}) · "
-           f"**B** {markdown(b.gpu)} ({b.platform}, {b.mode or 'mode unknown'}) · changes are B − A, per step", ""]
+    out = [f"### phaseprof diff: {code_span(a.label, table_cell=False)} → {code_span(b.label, table_cell=False)}",
+           "", f"**A** {cell(a.gpu)} ({cell(a.platform)}, {cell(a.mode or 'mode unknown')}) · "
+           f"**B** {cell(b.gpu)} ({cell(b.platform)}, {cell(b.mode or 'mode unknown')}) · changes are B − A, per step",
+           ""]
     if d.warnings:
         out += ["> ⚠️ **Not like for like:** " + markdown("; ".join(d.warnings)) + ".", ""]
     unknown = [c.aspect for c in d.comparability if c.status == "unknown"]
     if unknown:
-        out += [f"_Not recorded on both sides, so not checked: {', '.join(unknown)}._", ""]
+        out += [f"_Not recorded on both sides, so not checked: {cell(', '.join(unknown))}._", ""]
     out += [f"_{markdown(n)}._" for n in d.notes] + ([""] if d.notes else [])
     if d.only_in_a or d.only_in_b:
-        out += [f"_Phases only in A: {', '.join(d.only_in_a) or 'none'}; only in B: "
-                f"{', '.join(d.only_in_b) or 'none'} (not compared)._", ""]
+        out += [f"_Phases only in A: {cell(', '.join(d.only_in_a)) or 'none'}; only in B: "
+                f"{cell(', '.join(d.only_in_b)) or 'none'} (not compared)._", ""]
     if checks:
         failed = [c for c in checks if c.failed]
         out += [f"**--fail-on: {len(failed)} of {len(checks)} check(s) failed**", ""]
@@ -117,7 +119,7 @@ def _headline(d: BreakdownDiff, checks: Sequence[CheckResult]) -> list[str]:
         out += _metric_rows(rows, prefix=f"{ph.phase} · ")
     out.append("")
     for ph in d.phases:
-        out.append(f"- **{ph.phase}** biggest share shifts (kernel view, % of GPU busy): {_shifts(ph)}")
+        out.append(f"- **{cell(ph.phase)}** biggest share shifts (kernel view, % of GPU busy): {_shifts(ph)}")
     if not d.phases:
         out.append("_No phase in common: nothing to compare._")
     return out
@@ -150,10 +152,10 @@ def _kernel_table(rows: Sequence[KernelMatch]) -> list[str]:
 
 def _details(d: BreakdownDiff) -> list[str]:
     out = ["**Comparability**", "", "| aspect | A | B | |", "|---|---|---|---|"]
-    out += [_row([c.aspect, cell(c.a), cell(c.b), {"same": "✅", "differs": "⚠️"}.get(c.status, "?")])
+    out += [_row([cell(c.aspect), cell(c.a), cell(c.b), {"same": "✅", "differs": "⚠️"}.get(c.status, "?")])
             for c in d.comparability]
     for ph in d.phases:
-        out += ["", f"#### {ph.phase} (A {ph.a_steps} steps, B {ph.b_steps} steps)", "",
+        out += ["", f"#### {cell(ph.phase)} (A {ph.a_steps} steps, B {ph.b_steps} steps)", "",
                 "| per step | A | B | Δ | Δ % |", "|---|--:|--:|--:|--:|"]
         out += _metric_rows(ph.metrics)
         out += [""] + _bucket_table(ph.kernel_view, "kernel") + [""] + _bucket_table(ph.module_view, "module")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ from phaseprof.analysis.results import Breakdown
 from phaseprof.defaults import SCHEMA_VERSION
 from phaseprof.errors import PhaseprofError
 from phaseprof.io import atomic_write_bytes
+from phaseprof.records import RunRecord
 from phaseprof.trace.limits import require_regular_file
 
 SCHEMA_PATH = Path(__file__).with_name("breakdown.schema.json")
@@ -22,7 +24,11 @@ _MAX_BREAKDOWN_BYTES = 256 << 20  # a breakdown is ~100 KB; far bigger is not on
 
 
 def breakdown_to_dict(bd: Breakdown) -> dict[str, Any]:
-    return dataclasses.asdict(bd)
+    """The JSON document; ``capture`` as the flat subset a capture embeds in its trace (``RunRecord.embedded``),
+    {} when the breakdown has none."""
+    doc = dataclasses.asdict(replace(bd, capture=None))
+    doc["capture"] = {} if bd.capture is None else bd.capture.embedded()
+    return doc
 
 
 def dumps(bd: Breakdown) -> bytes:
@@ -56,10 +62,15 @@ def load_breakdown(path: str | Path) -> Breakdown:
     if not _readable_schema(raw["schema_version"]):
         raise PhaseprofError(f"breakdown schema {str(raw['schema_version'])[:20]!r} is not supported "
                              f"(this phaseprof reads {SCHEMA_VERSION} and older {_MAJOR}.x)", path=p)
+    capture = raw.pop("capture", None)
+    if capture is not None and not isinstance(capture, dict):
+        raise PhaseprofError(f"malformed breakdown (capture is a JSON {type(capture).__name__}, expected an object)",
+                             path=p)
     try:
-        return msgspec.convert(raw, Breakdown, strict=False)
+        bd = msgspec.convert(raw, Breakdown, strict=False)
     except msgspec.ValidationError as e:
         raise PhaseprofError(f"malformed breakdown ({e})", path=p) from None
+    return replace(bd, capture=RunRecord.from_embedded(capture, source=f"{p}: capture") if capture else None)
 
 
 def _readable_schema(version: object) -> bool:
@@ -71,6 +82,21 @@ def _readable_schema(version: object) -> bool:
 def json_schema() -> dict[str, Any]:
     """JSON Schema (2020-12) of the breakdown document, generated from the result dataclasses."""
     schema = msgspec.json.schema(Breakdown)
+    # ``capture`` is written as the embedded subset (an object of capture facts), not as a whole RunRecord.
+    schema["$defs"]["Breakdown"]["properties"]["capture"] = {"type": "object", "default": {}}
+    reachable = _reachable(schema["$defs"], "Breakdown")
+    schema["$defs"] = {k: v for k, v in schema["$defs"].items() if k in reachable}
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["title"] = f"phaseprof breakdown, schema_version {SCHEMA_VERSION}"
     return schema
+
+
+def _reachable(defs: dict[str, Any], root: str) -> set[str]:
+    """The ``$defs`` entries ``root`` refers to, directly or not."""
+    seen, todo = set(), [root]
+    while todo:
+        name = todo.pop()
+        if name not in seen:
+            seen.add(name)
+            todo += re.findall(r'"#/\$defs/([^"]+)"', orjson.dumps(defs[name]).decode())
+    return seen

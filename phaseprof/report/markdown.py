@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from phaseprof.analysis.results import Breakdown
-from phaseprof.safe_text import markdown
+from phaseprof.safe_text import code_span, markdown
 
 
 def _ms(us: float) -> str:
@@ -12,33 +12,40 @@ def _ms(us: float) -> str:
 
 def breakdown_markdown(bd: Breakdown, *, top: int = 5, by_layer: bool = True) -> str:
     tr = bd.trace
-    out = [f"### phaseprof breakdown: `{tr.path.rsplit('/', 1)[-1]}`", "",
-           f"{markdown(tr.gpu_name or tr.platform)} · {tr.device} trace · steps: "
+    # Every string here came from the trace (names, GPU, notes): through safe_text's markdown or code_span.
+    out = [f"### phaseprof breakdown: {code_span(tr.path.rsplit('/', 1)[-1], table_cell=False)}", "",
+           f"{markdown(tr.gpu_name or tr.platform)} · {markdown(tr.device)} trace · steps: "
            f"{markdown(bd.step_detection['detail'])}", ""]
-    out += ["| phase | steps | wall ms | busy ms | busy % | launch ovh ms | host work ms | kernels/step | "
-            "launch calls/step | allocs/step |", "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|"]
+    if bd.verdicts is not None:
+        out += [f"- **{markdown(v.line)}**" for v in bd.verdicts.phases]
+        out += [f"- ⚠️ {markdown(n)}" for n in bd.verdicts.noise]
+        out.append("")
+    out += ["Means per step; the phase's total wall time in the last column.", "",
+            "| phase | steps | wall ms | busy ms | busy % | launch ovh ms | host work ms | kernels | "
+            "launch calls | allocs | wall ms, total |", "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|"]
     for ph in bd.phases:
         s = ph.per_step
         pct = 100 * ph.gpu_busy_us / ph.wall_us if ph.wall_us else 0.0
-        out.append(f"| {ph.phase} | {ph.steps} | {_ms(ph.wall_us)} | {_ms(ph.gpu_busy_us)} | {pct:.1f} | "
-                   f"{_ms(ph.idle.launch_overhead_us)} | {_ms(ph.idle.host_work_us)} | {s['kernels'].mean:,.0f} | "
-                   f"{s['launch_calls'].mean:,.0f} | {s['allocations'].mean:,.0f} |")
+        out.append(f"| {markdown(ph.phase)} | {ph.steps} | {_ms(s['wall_us'].mean)} | {_ms(s['gpu_busy_us'].mean)} | "
+                   f"{pct:.1f} | {_ms(s['launch_overhead_us'].mean)} | {_ms(s['host_work_us'].mean)} | "
+                   f"{s['kernels'].mean:,.0f} | {s['launch_calls'].mean:,.0f} | {s['allocations'].mean:,.0f} | "
+                   f"{_ms(ph.wall_us)} |")
     for ph in bd.phases:
-        out += ["", f"**{ph.phase}** — kernel view / module view (ms, % of GPU busy)", "",
+        out += ["", f"**{markdown(ph.phase)}** — kernel view / module view (ms in all {ph.steps} step(s), % of GPU "
+                "busy)", "",
                 "| bucket | kernel ms | kernel % | module ms | module % |", "|---|--:|--:|--:|--:|"]
         mod = {b.bucket: b for b in ph.module_view}
         names = [b.bucket for b in ph.kernel_view] + [b for b in mod if b not in {x.bucket for x in ph.kernel_view}]
         kv = {b.bucket: b for b in ph.kernel_view}
         for n in names:
             k, m = kv.get(n), mod.get(n)
-            out.append(f"| {n} | {_ms(k.time_us) if k else '-'} | {f'{k.share_pct:.1f}' if k else '-'} | "
+            out.append(f"| {markdown(n)} | {_ms(k.time_us) if k else '-'} | {f'{k.share_pct:.1f}' if k else '-'} | "
                        f"{_ms(m.time_us) if m else '-'} | {f'{m.share_pct:.1f}' if m else '-'} |")
         out += ["", "<details><summary>top kernels</summary>", "", "| bucket | kernel | count | ms | % |",
                 "|---|---|--:|--:|--:|"]
         for b in ph.kernel_view:
             for k in ph.top_kernels.get(b.bucket, [])[:top]:
-                name = k.name.replace("|", "\\|")[:120]
-                out.append(f"| {b.bucket} | `{name}` | {k.count} | {_ms(k.time_us)} | {k.share_pct:.1f} |")
+                out.append(f"| {markdown(b.bucket)} | {code_span(k.name[:120])} | {k.count} | {_ms(k.time_us)} | {k.share_pct:.1f} |")
         out += ["", "</details>"]
     if bd.unknown_kernels:
         out += ["", f"⚠️ {len(bd.unknown_kernels)} unclassified kernel name(s), "

@@ -1,111 +1,168 @@
-"""Rich terminal rendering of a Breakdown (rendering only: every number comes from the Breakdown).
+"""Rich terminal rendering of a Breakdown (rendering only: every number comes from the Breakdown and
+``analysis.digest``), meant to be read in a minute: verdicts first, per-step means, short kernel names.
 
 Every table fits the console width with headers and numbers whole (``phaseprof.report.fit``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
+from phaseprof.analysis.digest import per_step, top_kernels
 from phaseprof.analysis.results import Breakdown, PhaseSummary
-from phaseprof.report.fit import Col, fitted_tables, print_fitted
+from phaseprof.report.fit import Col, cell_len, fitted_tables, print_fitted
+from phaseprof.report.short_names import MAX_CHARS, short_names
 
 
 def _ms(us: float) -> str:
     return f"{us / 1000:,.2f}"
 
 
-def phase_rows(ph: PhaseSummary, *, view: str = "kernel", device: str = "gpu") -> list[list[str]]:
-    """Bucket rows of one view, then the total (GPU busy, or CPU op time on a CPU trace)."""
-    rows = [[b.bucket, _ms(b.time_us), f"{b.share_pct:.1f}", f"{b.count:,}"]
-            for b in (ph.kernel_view if view == "kernel" else ph.module_view)]
-    total = "GPU busy" if device == "gpu" else "CPU op time"
-    rows.append([f"[bold]{total}[/]", f"[bold]{_ms(ph.gpu_busy_us)}[/]", "100.0", f"{ph.kernels:,}"])
+def _busy_label(device: str) -> str:
+    return "GPU busy" if device == "gpu" else "CPU op time"
+
+
+def phase_rows(ph: PhaseSummary, *, device: str = "gpu") -> list[list[str]]:
+    """Buckets of both views side by side (ms per step, % of busy), then the total (GPU busy, or CPU op time)."""
+    kv = {b.bucket: b for b in ph.kernel_view}
+    mv = {b.bucket: b for b in ph.module_view}
+    names = list(kv) + [b for b in mv if b not in kv]
+    rows = []
+    for n in names:
+        k, m = kv.get(n), mv.get(n)
+        rows.append([n, _ms(per_step(ph, k.time_us)) if k else "-", f"{k.share_pct:.1f}" if k else "-",
+                     _ms(per_step(ph, m.time_us)) if m else "-", f"{m.share_pct:.1f}" if m else "-"])
+    busy = _ms(per_step(ph, ph.gpu_busy_us))
+    rows.append([f"[bold]{_busy_label(device)}[/]", f"[bold]{busy}[/]", "100.0", f"[bold]{busy}[/]", "100.0"])
     return rows
 
 
-_BUCKET_COLS = (Col("bucket", "left"), Col("ms"), Col("share %"), Col("items"))
+_BUCKET_COLS = (Col("bucket", "left"), Col("kernel ms"), Col("%"), Col("module ms"), Col("%"))
 
 
-def phase_table(ph: PhaseSummary, *, view: str = "kernel", device: str = "gpu", width: int = 80) -> list[Table]:
-    """One phase's buckets in one view (split only if ``width`` is below the four columns' need)."""
-    rows = phase_rows(ph, view=view, device=device)
-    return fitted_tables(f"{ph.phase}: {ph.steps} step(s), {view} view", _BUCKET_COLS, rows, width=width,
-                         sections=(len(rows) - 2,))
+def phase_table(ph: PhaseSummary, *, device: str = "gpu", width: int = 80) -> list[Table]:
+    """One phase's buckets in the kernel view (what ran) beside the module view (what it ran for), per step."""
+    rows = phase_rows(ph, device=device)
+    cols = _BUCKET_COLS if device == "gpu" else (Col("bucket", "left"), Col("op ms"), Col("%"), Col("module ms"),
+                                                  Col("%"))
+    return fitted_tables(f"{ph.phase}: buckets (ms/step, % of {'busy' if device == 'gpu' else 'op time'})",
+                         cols, rows, width=width, compact=True)
 
 
-#: Rows of the per-phase summary: label, then how to read the value off a PhaseSummary.
-_TIMELINE_ROWS: tuple[tuple[str, Callable[[PhaseSummary], str]], ...] = (
-    ("steps", lambda ph: str(ph.steps)),
-    ("wall ms", lambda ph: _ms(ph.wall_us)),
-    ("busy ms", lambda ph: _ms(ph.gpu_busy_us)),
-    ("busy % of wall", lambda ph: f"{100 * ph.gpu_busy_us / ph.wall_us:.1f}" if ph.wall_us else "-"),
-    ("idle ms", lambda ph: _ms(ph.gpu_idle_us)),
-    ("  in launch ms", lambda ph: _ms(ph.idle.launch_overhead_us)),
-    ("  host work ms", lambda ph: _ms(ph.idle.host_work_us)),
-    ("  other ms", lambda ph: _ms(ph.idle.other_us)),
-    ("kernels/step", lambda ph: f"{ph.per_step['kernels'].mean:,.0f}"),
-    ("launch calls/step", lambda ph: f"{ph.per_step['launch_calls'].mean:,.0f}"),
-    ("allocations/step", lambda ph: f"{ph.per_step['allocations'].mean:,.0f}"),
-    ("dev. mallocs/step", lambda ph: f"{ph.per_step['device_mallocs'].mean:,.1f}"),
+#: Rows of the per-phase summary: label, how to read the value off a PhaseSummary, and whether the row means
+#: anything on a CPU-only trace (launch calls, device mallocs and the launch share of idle do not).
+_TIMELINE_ROWS: tuple[tuple[str, Callable[[PhaseSummary], str], bool], ...] = (
+    ("steps", lambda ph: str(ph.steps), True),
+    ("wall ms", lambda ph: _ms(ph.per_step["wall_us"].mean), True),
+    ("busy ms", lambda ph: _ms(ph.per_step["gpu_busy_us"].mean), True),
+    ("busy % of wall", lambda ph: f"{100 * ph.gpu_busy_us / ph.wall_us:.1f}" if ph.wall_us else "-", True),
+    ("idle ms", lambda ph: _ms(ph.per_step["gpu_idle_us"].mean), True),
+    ("  in launch ms", lambda ph: _ms(ph.per_step["launch_overhead_us"].mean), False),
+    ("  host work ms", lambda ph: _ms(ph.per_step["host_work_us"].mean), False),
+    ("  queued/tail ms", lambda ph: _ms(per_step(ph, ph.idle.other_us)), False),
+    ("kernels", lambda ph: f"{ph.per_step['kernels'].mean:,.0f}", True),
+    ("launch calls", lambda ph: f"{ph.per_step['launch_calls'].mean:,.0f}", False),
+    ("allocations", lambda ph: f"{ph.per_step['allocations'].mean:,.0f}", True),
+    ("dev. mallocs", lambda ph: f"{ph.per_step['device_mallocs'].mean:,.1f}", False),
+    ("wall ms, total", lambda ph: _ms(ph.wall_us), True),
 )
+_CPU_LABELS = {"busy ms": "CPU op ms", "busy % of wall": "ops % of wall", "idle ms": "between ops ms",
+               "kernels": "ops"}
 
-
-TIMELINE_NOTE = ("ms summed over steps, counts per step (mean). busy = union of kernel/memcpy/memset time; idle "
-                 "= wall - busy, split into launch (host inside launch calls), host (host doing other work) and "
-                 "other (queued, dependencies, tail)")
+TIMELINE_NOTE = ("means per step. busy: kernels+copies+sets; idle: launch = host in launch calls, host work = "
+                 "host elsewhere, queued/tail = launched, not started")
+CPU_TIMELINE_NOTE = "means per step; CPU op ms = self time of CPU ops; between ops = host code outside any op"
 
 
 def timeline_table(bd: Breakdown, *, width: int = 80) -> list[Table]:
-    """Per phase (a column each): wall/busy/idle summed over steps, plus per-step means of the counts
-    (``TIMELINE_NOTE`` says so; it is printed under the table at full width, not squeezed into a caption).
+    """Per phase (a column each): per-step means of wall, busy, idle and the counts, and the phase's wall total
+    (``TIMELINE_NOTE`` says so; printed under the table at full width, not squeezed into a caption).
 
     Metrics are rows so the table is as narrow as its phases; with many phases it splits into parts.
     """
-    cols = [Col("metric", "left")] + [Col(ph.phase) for ph in bd.phases]
-    rows = [[label] + [get(ph) for ph in bd.phases] for label, get in _TIMELINE_ROWS]
-    return fitted_tables("per phase", cols, rows, width=width, sections=(0, 7))
+    gpu = bd.trace.device == "gpu"
+    shown = [(label if gpu else _CPU_LABELS.get(label, label), get) for label, get, on_cpu in _TIMELINE_ROWS
+             if gpu or on_cpu]
+    cols = [Col("per step", "left")] + [Col(ph.phase) for ph in bd.phases]
+    rows = [[label] + [get(ph) for ph in bd.phases] for label, get in shown]
+    return fitted_tables("", cols, rows, width=width, compact=True)  # the header row says it all
 
 
-def top_kernels_table(ph: PhaseSummary, *, top: int = 3, width: int = 80) -> list[Table]:
-    """The ``top`` kernels of each bucket, grouped under a bucket row; full names, folded when long."""
-    cols = (Col("bucket / kernel", "left", fold=True), Col("count"), Col("ms"), Col("share %"))
+def _short(names: Iterable[str], *, max_chars: int = MAX_CHARS) -> dict[str, str]:
+    """Short names of names already made terminal-safe (``safe_text.for_terminal``): shortened as the reader
+    sees them (markup escapes undone), then escaped again, so a cut never leaves a ``[`` without its escape."""
+    raw = {n: Text.from_markup(n).plain for n in names}
+    short = short_names(raw.values(), max_chars=max_chars)
+    return {n: escape(short[r]) for n, r in raw.items()}
+
+
+def top_kernels_table(ph: PhaseSummary, *, full_names: bool = False, width: int = 80,
+                      device: str = "gpu") -> list[Table]:
+    """The phase's kernels of at least ``MIN_KERNEL_SHARE_PCT`` of its busy time, by bucket (buckets largest
+    first; the bucket named on its first row), and one row summing the rest; counts and ms per step. Short
+    names, unique in the table and as wide as the other columns leave room for, unless ``full_names``: whole
+    names, folded."""
+    top = top_kernels(ph)
     rows: list[list[str]] = []
-    sections: list[int] = []
     for b in ph.kernel_view:
-        kernels = ph.top_kernels.get(b.bucket, [])[:top]
-        if not kernels:
-            continue
-        rows.append([f"[bold]{b.bucket}[/]", "", "", ""])
-        rows += [[k.name, f"{k.count:,}", _ms(k.time_us), f"{k.share_pct:.1f}"] for k in kernels]
-        sections.append(len(rows) - 1)
-    return fitted_tables(f"{ph.phase}: top kernels per bucket", cols, rows, width=width, sections=sections[:-1])
+        ks = [k for k in top.kernels if k.bucket == b.bucket]
+        rows += [[b.bucket if i == 0 else "", k.name, f"{per_step(ph, k.count):,.0f}",
+                  _ms(per_step(ph, k.time_us)), f"{k.share_pct:.1f}"] for i, k in enumerate(ks)]
+    if top.rest_count:
+        rows.append(["", f"the rest, each < {top.min_share_pct:g}%", f"{per_step(ph, top.rest_count):,.0f}",
+                     _ms(per_step(ph, top.rest_time_us)), f"{top.rest_share_pct:.1f}"])
+    item = "kernel" if device == "gpu" else "CPU op"
+    cols = (Col("bucket", "left"), Col(item, "left", fold=True), Col("n"), Col("ms"), Col("%"))
+    if not full_names:
+        # a compact table costs 3 cells per column but 1 at its edges: what is left is the name's
+        room = width - (3 * len(cols) - 1) - sum(max(len(c.header), *(cell_len(r[i]) for r in rows))
+                                                 for i, c in enumerate(cols) if i != 1) if rows else width
+        names = _short((k.name for k in top.kernels), max_chars=room)
+        if any("#" in n for n in names.values()):  # leave room for the "#n" of alike names
+            names = _short((k.name for k in top.kernels), max_chars=room - 2)
+        rows = [[r[0], names.get(r[1], r[1]), *r[2:]] for r in rows]
+    of = "busy" if device == "gpu" else "op time"
+    return fitted_tables(f"{ph.phase}: top {item}s (n and ms per step, % of {of})", cols, rows, width=width,
+                         compact=True)
 
 
-def print_breakdown(bd: Breakdown, console: Console, *, top: int = 3) -> None:
-    """Print the headline, per-phase timeline and bucket tables, top kernels and unknowns."""
+def print_breakdown(bd: Breakdown, console: Console, *, full_names: bool = False) -> None:
+    """Print the headline and verdicts, the per-phase timeline, bucket tables, top kernels, unknowns, notes,
+    attribution and speed of light. Every number comes from the breakdown (``verdicts``, ``analysis.digest``)."""
     tr = bd.trace
     w = console.width
     console.print(f"[bold]{tr.path}[/]  {tr.gpu_name or tr.platform}  ({tr.device} trace, "
                   f"{tr.event_count:,} events)")
     console.print(f"steps: {bd.step_detection['detail']}")
+    verdicts = bd.verdicts
+    for v in verdicts.phases if verdicts else ():
+        console.print(f"[bold]{v.line}[/]")
+    for n in verdicts.noise if verdicts else ():
+        console.print(f"[yellow]warning: {n}[/]")
     for t in timeline_table(bd, width=w):
         console.print(t)
-    console.print(f"[dim]{TIMELINE_NOTE}[/]")
+    console.print(f"[dim]{TIMELINE_NOTE if tr.device == 'gpu' else CPU_TIMELINE_NOTE}[/]")
+    views = {v.phase: v.views for v in verdicts.phases} if verdicts else {}
     for ph in bd.phases:
-        for t in (*phase_table(ph, view="kernel", device=tr.device, width=w),
-                  *phase_table(ph, view="module", device=tr.device, width=w),
-                  *top_kernels_table(ph, top=top, width=w)):
+        for t in phase_table(ph, device=tr.device, width=w):
+            console.print(t)
+        for n in views.get(ph.phase, ()):
+            console.print(f"[dim]{n}[/]")
+        for t in top_kernels_table(ph, full_names=full_names, width=w, device=tr.device):
             console.print(t)
     if bd.unknown_kernels:
         total = sum(k.time_us for k in bd.unknown_kernels)
-        console.print(f"[yellow]{len(bd.unknown_kernels)} unclassified kernel name(s), {_ms(total)} ms "
-                      f"(bucket 'unknown'; add a rule with --rules):[/]")
-        for k in bd.unknown_kernels[:10]:
-            console.print(f"  {_ms(k.time_us):>10} ms  x{k.count:<6} {k.name}")
+        console.print(f"[yellow]{len(bd.unknown_kernels)} unclassified kernel name(s), {_ms(total)} ms in all "
+                      f"steps (bucket 'unknown'; add a rule with --rules):[/]")
+        shown = bd.unknown_kernels[:10]
+        names = {k.name: k.name for k in shown} if full_names else _short(k.name for k in shown)
+        for k in shown:
+            console.print(f"  {_ms(k.time_us):>10} ms  x{k.count:<6} {names[k.name]}")
     for n in bd.notes:
         console.print(f"[dim]note: {n}[/]")
     from phaseprof.report.attribution import print_attribution  # noqa: PLC0415

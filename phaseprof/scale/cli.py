@@ -9,25 +9,15 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from phaseprof.analysis.ranks import RankSummary, summarize_ranks
+from phaseprof.scale.ranks import RankSummary, summarize_ranks
 from phaseprof.safe_text import for_terminal, terminal
-from phaseprof.scale.local import analyze_rank_files, default_jobs
+from phaseprof.scale.local import analyze_rank_files, clamp_jobs, default_jobs
+from phaseprof.scale.report import write_rank_outputs  # noqa: F401 - kept importable from here
 
 
 def _progress(console: Console) -> Progress:
     return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                     console=Console(stderr=True), transient=True, disable=not console.is_terminal)
-
-
-def write_rank_outputs(summary: RankSummary, directory: Path) -> Path:
-    """``rank<N>.breakdown.json`` per rank and ``multirank.json`` into ``directory``; the report's path."""
-    from phaseprof.report.json_io import write_breakdown
-    from phaseprof.scale.report import build_report, write_report
-
-    directory.mkdir(parents=True, exist_ok=True)
-    for r, bd in summary.ranks.items():
-        write_breakdown(bd, directory / f"rank{r}.breakdown.json")
-    return write_report(build_report(summary), directory / "multirank.json")
 
 
 def print_multirank(summary: RankSummary, console: Console) -> None:
@@ -40,13 +30,18 @@ def print_multirank(summary: RankSummary, console: Console) -> None:
     print_collectives(build_report(summary), console)
 
 
-def _emit(summary: RankSummary, *, fmt: str, json_out: Path | None, console: Console) -> None:
+def _emit(summary: RankSummary, *, fmt: str, json_out: Path | None, console: Console,
+          documents: list[bytes] | None = None) -> None:
+    """Write (--json DIR) and render the report; with ``documents``, its JSON goes there instead of stdout (the
+    caller prints one document for all its inputs)."""
     from phaseprof.scale.render import collectives_markdown
     from phaseprof.scale.report import build_report, dumps
 
     if json_out is not None:
         write_rank_outputs(summary, json_out)
-    if fmt == "json":
+    if fmt == "json" and documents is not None:
+        documents.append(dumps(build_report(summary)))
+    elif fmt == "json":
         typer.echo(dumps(build_report(summary)).decode())
     elif fmt == "markdown":
         typer.echo(collectives_markdown(build_report(summary)))
@@ -57,15 +52,19 @@ def _emit(summary: RankSummary, *, fmt: str, json_out: Path | None, console: Con
 
 
 def analyze_rank_dir(files: list[Path], *, rules: list[Path], jobs: int | None, fmt: str, json_out: Path | None,
-                     console: Console) -> RankSummary:
-    jobs = jobs or default_jobs()
+                     console: Console, documents: list[bytes] | None = None) -> RankSummary:
+    used = clamp_jobs(jobs, len(files))
+    if jobs is not None and used < jobs:  # on stderr: stdout may carry JSON or markdown
+        Console(stderr=True).print(f"[dim]--jobs {jobs} clamped to {used} ({default_jobs()} usable core(s), "
+                                   f"{len(files)} rank file(s))[/]", highlight=False)
+    jobs = used
     with _progress(console) as prog:
-        task = prog.add_task(f"analysing {len(files)} rank traces ({min(jobs, len(files))} processes)",
+        task = prog.add_task(f"analysing {len(files)} rank traces ({jobs} processes)",
                              total=len(files))
         results = analyze_rank_files(files, jobs=jobs, rule_files=rules or None,
                                      on_done=lambda _p: prog.advance(task))
     summary = summarize_ranks(results)
-    _emit(summary, fmt=fmt, json_out=json_out, console=console)
+    _emit(summary, fmt=fmt, json_out=json_out, console=console, documents=documents)
     return summary
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.markup import escape
 
-from phaseprof.report.fit import Col, print_fitted
+from phaseprof.render.fit import Col, print_fitted
 from phaseprof.scale.expert_parallel import CombineTracking, ExpertParallelReport
 from phaseprof.scale.report import MultiRankReport
 
@@ -98,9 +98,11 @@ def print_collectives(report: MultiRankReport, console: Console) -> None:
 
 
 def collectives_markdown(report: MultiRankReport) -> str:
+    from phaseprof.safe_text import markdown  # noqa: PLC0415 - warnings and notes name files and kernels
+
     out = [f"# Multi-rank report (world size {report.world_size})", ""]
     for w in report.warnings:
-        out.append(f"- warning: {w}")
+        out.append(f"- warning: {markdown(w)}")
     if report.collectives is None:
         out.append("No collective kernel ran on every rank.")
         return "\n".join(out) + "\n"
@@ -108,7 +110,7 @@ def collectives_markdown(report: MultiRankReport) -> str:
     for cols, rows in ((_RANK_COLS, ranks), (_STEP_COLS, steps)):
         out += ["", "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
         out += ["| " + " | ".join(r) + " |" for r in rows]
-    out += ["", report.collectives.clock]
+    out += ["", markdown(report.collectives.clock)]
     ep = report.collectives.expert_parallel
     if ep is not None:
         out += ["", "## Expert parallel", "", _ep_head(ep)]
@@ -117,5 +119,5 @@ def collectives_markdown(report: MultiRankReport) -> str:
             out += ["| " + " | ".join(r) + " |" for r in _ep_rows(ep)]
             if ep.tracking is not None:
                 out += [""] + [f"- {line}" for line in _tracking_lines(ep.tracking)]
-        out += [f"- {n}" for n in ep.notes]
+        out += [f"- {markdown(n)}" for n in ep.notes]
     return "\n".join(out) + "\n"

@@ -12,7 +12,7 @@ import msgspec
 import orjson
 
 from phaseprof import __version__
-from phaseprof.analysis.ranks import RankSummary, StepImbalance
+from phaseprof.scale.ranks import RankSummary, StepImbalance
 from phaseprof.io import atomic_write_bytes
 from phaseprof.scale.collectives import CollectiveReport
 
@@ -79,3 +79,13 @@ def json_schema() -> dict[str, Any]:
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["title"] = f"phaseprof multi-rank report, schema_version {MULTIRANK_SCHEMA_VERSION}"
     return schema
+
+
+def write_rank_outputs(summary: RankSummary, directory: Path) -> Path:
+    """``rank<N>.breakdown.json`` per rank and ``multirank.json`` into ``directory``; the report's path."""
+    from phaseprof.report.json_io import write_breakdown
+
+    directory.mkdir(parents=True, exist_ok=True)
+    for r, bd in summary.ranks.items():
+        write_breakdown(bd, directory / f"rank{r}.breakdown.json")
+    return write_report(build_report(summary), directory / "multirank.json")

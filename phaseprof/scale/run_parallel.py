@@ -46,7 +46,7 @@ def _run_json(path: Path) -> bool | None:
         return None
     if rec.parallel is not None:
         return rec.parallel.expert_parallel
-    return _get(rec.extra, "server", "parallel", "enable_expert_parallel")
+    return _get(rec.server.parallel, "enable_expert_parallel") if rec.server is not None else None
 
 
 def _said(d: Path) -> bool | None:

@@ -7,19 +7,27 @@ no prefill) and grows by one token per decode step.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Mapping
 
 from phaseprof.analysis.results import Breakdown, StepRow
+from phaseprof.records import RunRecord
+from phaseprof.routing import Routing
 from phaseprof.sol.ceilings import Ceiling
+from phaseprof.sol.imbalance import floor_us, moe_layers
 from phaseprof.sol.model import SolModel
 from phaseprof.sol.results import SolBucket, SolCeiling, SolPhase, SolSection, SolStep
-from phaseprof.sol.work import COMPONENT_BUCKET, StepTokens, Work, step_work
+from phaseprof.sol.work import COMPONENT_BUCKET, StepTokens, Work, precision, step_work
 from phaseprof.trace.markers import parse_step_marker
 
 NEEDS_CONFIG = "needs --model-config"
+#: The MoE floor's routing input, when no routing was recorded (foreign traces, captures before routing.npz).
+ROUTING_ASSUMED = "MoE routing uniform (assumed): distinct experts per step = E*(1-(1-k/E)^tokens), weights read once"
+ROUTING_MEASURED = "MoE routing measured (routing.npz): each layer reads the weights of the experts it touched"
+#: What a bucket faster than its floor means when none of its inputs was assumed.
+MODEL_BUG = "work model or ceiling: every input was measured, so the floor is wrong (a bug to report)"
 ASSUMPTIONS = [
-    "MoE routing uniform (dummy weights): distinct experts per step = E*(1-(1-k/E)^tokens), weights read once",
+    ROUTING_ASSUMED,
     "prefill requests start from an empty KV cache; prefill tokens split evenly over a step's requests",
     "bytes = minimum HBM traffic (weights once, activations in/out once, KV/state); no tiling re-reads",
     "norm and elementwise work is bytes only; a component's floor = max(FLOPs/peak, bytes/bandwidth)",
@@ -31,17 +39,15 @@ def _split(total: int, parts: int) -> tuple[int, ...]:
     return tuple(base + (1 if i < extra else 0) for i in range(parts))
 
 
-def _prompt_tokens(capture: Mapping[str, Any]) -> int | None:
-    for src in (capture, capture.get("request") or {}):
-        v = src.get("prompt_tokens") if isinstance(src, Mapping) else None
-        if isinstance(v, int) and not isinstance(v, bool) and v > 0:
-            return v
-    return None
-
-
-def step_tokens(steps: list[StepRow], capture: Mapping[str, Any]) -> tuple[list[StepTokens | None], list[str]]:
-    """Each step's batch from its marker; None for steps whose marker carries no token counts."""
+def step_tokens(steps: list[StepRow], capture: RunRecord | None,
+                routing: Mapping[int, tuple[int, tuple[int, ...]]] | None = None,
+                ) -> tuple[list[StepTokens | None], list[str]]:
+    """Each step's batch from its marker; None for steps whose marker carries no token counts. ``routing``:
+    marker step index -> (tokens, distinct experts per MoE layer) measured by the capture; a step gets its
+    ``experts_touched`` when the recorded tokens equal the marker's."""
     notes: list[str] = []
+    routing = routing or {}
+    mismatched = 0
     seq_len: float | None = None
     out: list[StepTokens | None] = []
     for row in sorted(steps, key=lambda r: r.index):
@@ -55,22 +61,25 @@ def step_tokens(steps: list[StepRow], capture: Mapping[str, Any]) -> tuple[list[
         decode: tuple[int, ...] = ()
         if gr:
             if seq_len is None:
-                seq_len = float(_prompt_tokens(capture) or 0)
+                seq_len = float((capture.request.prompt_tokens if capture else None) or 0)
                 notes.append(f"decode KV length starts at {seq_len:g} tokens "
                              + ("(capture's prompt_tokens)" if seq_len else "(unknown: no prefill in the trace)"))
             decode = (int(round(seq_len)) + 1,) * gr
             seq_len += 1
         if prefill:
             seq_len = float(sum(prefill)) / len(prefill)
-        out.append(StepTokens(prefill, decode))
+        touched = None
+        if m.index is not None and m.index in routing:
+            n, experts = routing[m.index]
+            if n == sum(prefill) + len(decode):
+                touched = experts
+            else:
+                mismatched += 1
+        out.append(StepTokens(prefill, decode, touched))
+    if mismatched:
+        notes.append(f"{mismatched} step(s) recorded routing for a different token count than their marker: "
+                     "uniform routing assumed there")
     return out, notes
-
-
-def _floor_us(w: Work, c: Ceiling, precision: str) -> tuple[float, bool]:
-    """(floor in us, compute-bound?)."""
-    t_flops = w.flops / (c.tflops(precision) * 1e12)
-    t_bytes = w.bytes / (c.hbm_tbps * 1e12)
-    return max(t_flops, t_bytes) * 1e6, t_flops >= t_bytes
 
 
 def _pct(floor: float, measured: float) -> float | None:
@@ -102,22 +111,32 @@ class _BucketSum:
             floor_us=self.floor_us, pct_of_light=_pct(self.floor_us, t), components=dict(self.components))
 
 
+def _judged(b: SolBucket, assumed: list[str]) -> SolBucket:
+    """``b`` with the inputs its floor assumed, and — when it ran faster than its floor — the assumption that
+    broke (or ``MODEL_BUG`` when nothing was assumed): a point above a roof is never left unexplained."""
+    beats = None
+    if b.pct_of_light is not None and b.pct_of_light > 100:
+        beats = "; ".join(assumed) if assumed else MODEL_BUG
+    return replace(b, assumed=list(assumed), beats_floor=beats)
+
+
 def _phase_notes(phase: str, buckets: list[SolBucket]) -> list[str]:
     notes = []
     unseen = [b.bucket for b in buckets if not b.time_us]
     if unseen:
         notes.append(f"{phase}: {', '.join(unseen)} has modelled work but no kernels of its own (they are "
                      "classified under another bucket, e.g. unfused norms as elementwise)")
-    fast = [b.bucket for b in buckets if b.pct_of_light is not None and b.pct_of_light > 100]
-    if fast:
-        notes.append(f"{phase}: {', '.join(fast)} ran faster than its floor: the work model overestimates it "
-                     "there (e.g. routing touched fewer experts than uniform routing predicts)")
+    for b in buckets:
+        if b.beats_floor:
+            notes.append(f"{phase}: {b.bucket} ran faster than its floor ({b.pct_of_light:.0f}% of light): "
+                         f"assumption broken: {b.beats_floor}")
     return notes
 
 
 def sol_section(bd: Breakdown, model: SolModel, ceiling: Ceiling | None, *, model_source: str = "",
-                notes: list[str] | None = None) -> SolSection:
-    """The ``sol`` section of a breakdown. Pure."""
+                notes: list[str] | None = None, routing: Routing | None = None) -> SolSection:
+    """The ``sol`` section of a breakdown. Pure. ``routing``: the capture's measured MoE routing (its steps'
+    floors then read the experts really touched; per-layer imbalance in ``moe_layers``)."""
     notes = list(notes or [])
     if ceiling is None:
         return SolSection(status=f"no ceilings for {bd.trace.gpu_name or bd.trace.platform}", model=model.name,
@@ -127,7 +146,8 @@ def sol_section(bd: Breakdown, model: SolModel, ceiling: Ceiling | None, *, mode
                       tflops=ceiling.tflops(prec), hbm_tbps=ceiling.hbm_tbps, ridge_flop_per_byte=ceiling.ridge(prec))
     if prec != "bf16" and ceiling.tflops(prec) == ceiling.bf16_tflops:
         notes.append(f"{ceiling.gpu} has no {prec} peak listed: BF16 peak used")
-    tokens, tok_notes = step_tokens(bd.steps, bd.capture)
+    measured = _measured_routing(routing, model, notes)
+    tokens, tok_notes = step_tokens(bd.steps, bd.capture, measured)
     notes += tok_notes
     world = bd.trace.distributed.get("world_size") if isinstance(bd.trace.distributed, dict) else None
     share = 1.0 / world if isinstance(world, int) and world > 1 else 1.0
@@ -141,14 +161,18 @@ def sol_section(bd: Breakdown, model: SolModel, ceiling: Ceiling | None, *, mode
         total, floor = Work(), 0.0
         for comp, w in step_work(model, tok).items():
             w = w.scaled(share)
-            f, compute = _floor_us(w, ceiling, prec)
+            f, compute = floor_us(w, ceiling, precision(model, comp))
             sums.setdefault(row.phase, {}).setdefault(str(COMPONENT_BUCKET[comp]), _BucketSum()).add(
                 str(comp), w, f, compute)
             total += w
             floor += f
+        touched = tok.experts_touched
         steps.append(SolStep(index=row.index, phase=row.phase, tokens=tok.tokens, flops=total.flops,
                              bytes=total.bytes, floor_us=floor, gpu_busy_us=row.gpu_busy_us, wall_us=row.wall_us,
-                             pct_of_light_wall=_pct(floor, row.wall_us)))
+                             pct_of_light_wall=_pct(floor, row.wall_us),
+                             routing=None if not model.moe_layers else
+                             "measured" if touched is not None else "uniform (assumed)",
+                             moe_experts=list(touched) if touched is not None else None))
     skipped = sum(t is None for t in tokens)
     if skipped:
         notes.append(f"{skipped} step(s) without token counts in their marker have no SOL numbers")
@@ -157,17 +181,45 @@ def sol_section(bd: Breakdown, model: SolModel, ceiling: Ceiling | None, *, mode
         if ph.phase not in sums:
             continue
         times = {b.bucket: b.time_us for b in ph.kernel_view}
-        buckets = sorted((acc.result(name, times.get(name, 0.0)) for name, acc in sums[ph.phase].items()),
-                         key=lambda b: -b.floor_us)
-        notes += _phase_notes(ph.phase, buckets)
         sel = [s for s in steps if s.phase == ph.phase]
+        uniform = model.moe_layers and any(s.moe_experts is None for s in sel)
+        assumed = {"moe": [ROUTING_ASSUMED]} if uniform else {}
+        buckets = sorted((_judged(acc.result(name, times.get(name, 0.0)), assumed.get(name, []))
+                          for name, acc in sums[ph.phase].items()), key=lambda b: -b.floor_us)
+        notes += _phase_notes(ph.phase, buckets)
         floor = sum(s.floor_us for s in sel)
         busy, wall = sum(s.gpu_busy_us for s in sel), sum(s.wall_us for s in sel)
         phases.append(SolPhase(phase=ph.phase, steps=len(sel), floor_us=floor, gpu_busy_us=busy, wall_us=wall,
                                pct_of_light_busy=_pct(floor, busy), pct_of_light_wall=_pct(floor, wall),
                                buckets=buckets))
+    all_measured = bool(steps) and all(s.moe_experts is not None for s in steps)
+    assumptions = list(ASSUMPTIONS)
+    if model.moe_layers and all_measured:
+        assumptions[0] = ROUTING_MEASURED
+    if not model.moe_layers:
+        assumptions = assumptions[1:]
+    if model.quant:
+        assumptions.append(f"{model.quant} quantization: quantized GEMMs and experts at the {prec} peak with "
+                           f"{model.weight_bytes:g}-byte weights; router, shared-expert gate and lm_head in BF16")
+    layers = moe_layers(bd, model, ceiling, tokens, share, routing) if routing is not None else []
     return SolSection(status="ok", model=model.name, model_source=model_source, ceiling=used, phases=phases,
-                      steps=steps, assumptions=list(ASSUMPTIONS), notes=notes)
+                      steps=steps, assumptions=assumptions, notes=notes,
+                      routing=None if not model.moe_layers else
+                      ("measured (routing.npz)" if all_measured else "uniform (assumed)"), moe_layers=layers)
+
+
+def _measured_routing(routing: Routing | None, model: SolModel,
+                      notes: list[str]) -> dict[int, tuple[int, tuple[int, ...]]]:
+    """Marker step index -> (tokens, distinct experts per MoE layer) from ``routing``, when it fits the model."""
+    if routing is None or not model.moe_layers:
+        return {}
+    shape = routing.counts.shape
+    if shape[1:] != (model.moe_layers, model.num_experts):
+        notes.append(f"routing.npz has {shape[1]} layers x {shape[2]} experts, the model {model.moe_layers} x "
+                     f"{model.num_experts}: not used, uniform routing assumed")
+        return {}
+    touched = routing.distinct()
+    return {int(s): (int(n), touched[int(s)]) for s, n in zip(routing.steps, routing.tokens)}
 
 
 def with_sol(bd: Breakdown, section: SolSection) -> Breakdown:
@@ -175,4 +227,5 @@ def with_sol(bd: Breakdown, section: SolSection) -> Breakdown:
     return replace(bd, sol=section)
 
 
-__all__ = ["ASSUMPTIONS", "NEEDS_CONFIG", "sol_section", "step_tokens", "with_sol"]
+__all__ = ["ASSUMPTIONS", "MODEL_BUG", "NEEDS_CONFIG", "ROUTING_ASSUMED", "ROUTING_MEASURED", "sol_section",
+           "step_tokens", "with_sol"]

@@ -9,31 +9,28 @@ file given with ``--ceilings``, else the datasheet entry matching the trace's GP
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Mapping
-
-import orjson
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+from weakref import WeakKeyDictionary
 
 from phaseprof.analysis.results import Breakdown
 from phaseprof.errors import PhaseprofError
+from phaseprof.gpu_names import gpu_key
 from phaseprof.memory.model_shape import load_hf_config
+from phaseprof.records import RunRecord, SweepRecord, run_record_beside
+from phaseprof.routing import read_routing
 from phaseprof.sol.analyze import NEEDS_CONFIG, sol_section, with_sol
 from phaseprof.sol.ceilings import ceiling_for, load_measured
 from phaseprof.sol.model import SolModel, sol_model
 from phaseprof.sol.results import SolSection
 
+if TYPE_CHECKING:
+    from phaseprof.analysis.pipeline import AnalysedTrace
 
-def read_run_json(trace_or_dir: str | Path | None) -> dict[str, Any]:
-    """``run.json`` of a run directory (or of the directory holding the trace), else {}. Unreadable → {}: it
-    only feeds the optional SOL section, which then says what it lacks."""
-    if trace_or_dir is None:
-        return {}
-    p = Path(trace_or_dir)
-    f = (p if p.is_dir() else p.parent) / "run.json"
-    try:
-        doc = orjson.loads(f.read_bytes()) if f.is_file() else {}
-    except (OSError, orjson.JSONDecodeError):
-        return {}
-    return doc if isinstance(doc, dict) else {}
+
+def run_record_of(trace_or_dir: str | Path | None) -> RunRecord | None:
+    """``run.json`` beside the trace (``records.run_record_beside``); None without one."""
+    return run_record_beside(trace_or_dir)
 
 
 def _preset_config(name: str) -> dict[str, Any] | None:
@@ -45,33 +42,39 @@ def _preset_config(name: str) -> dict[str, Any] | None:
         return None
 
 
-def _read(cfg: dict[str, Any], name: str, label: str) -> SolModel:
+def _read(cfg: dict[str, Any], name: str, label: str, quant: str | None = None) -> SolModel:
     try:
-        return sol_model(cfg, name=name)
+        return sol_model(cfg, name=name, quant=quant)
     except PhaseprofError as e:
         raise PhaseprofError(f"{label}: not usable for the speed of light: {e}") from None
     except (KeyError, ValueError, TypeError) as e:
         raise PhaseprofError(f"{label}: not usable for the speed of light: bad or missing field {e}") from None
 
 
-def find_model(capture: Mapping[str, Any], explicit: str | Path | None = None) -> tuple[SolModel | None, str]:
-    """(model, where its config came from), or (None, why not). A bad ``explicit`` config is an error; a bad
-    recorded one only means no SOL numbers (the breakdown itself stays)."""
+def find_model(records: Sequence[RunRecord | SweepRecord | None], explicit: str | Path | None = None
+               ) -> tuple[SolModel | None, str]:
+    """(model, where its config came from), or (None, why not). ``records``: what the capture recorded, first
+    wins (a model config, else the model's name). A bad ``explicit`` config is an error; a bad recorded one only
+    means no SOL numbers (the breakdown itself stays). The capture's ``quant`` (vLLM's online ``quantization``,
+    e.g. fp8 from bf16 weights) applies to any config without a ``quantization_config``: an FP8 capture's GEMMs
+    run on FP8 tensor cores, so a BF16 floor would sit above what they measure."""
+    known = [r for r in records if r is not None]
+    quant = next((r.quant for r in known if isinstance(getattr(r, "quant", None), str) and r.quant), None)
     if explicit is not None:
         cfg, label = load_hf_config(str(explicit))
         name = Path(str(explicit)).stem if label != f"preset {explicit}" else str(explicit)
-        return _read(cfg, name, label), label
-    recorded = capture.get("model_config")
-    model = capture.get("model")
-    name = model.get("name") if isinstance(model, Mapping) else model if isinstance(model, str) else None
+        return _read(cfg, name, label, quant), label
+    recorded = next((r.model_config for r in known if r.model_config is not None), None)
+    model = next((r.model for r in known if r.model.name), None)
+    name = model.name if model else None
     try:
-        if isinstance(recorded, Mapping) and recorded:
-            return _read(dict(recorded), str(name or ""), "run.json model_config"), "run.json model_config"
-        kind = model.get("kind") if isinstance(model, Mapping) else "preset"
-        if isinstance(name, str) and name and kind == "preset":
+        if recorded:
+            return _read(dict(recorded), str(name or ""), "run.json model_config", quant), "run.json model_config"
+        kind = model.kind or "preset" if model else None  # a trace names its model by preset only
+        if name and kind == "preset":
             cfg = _preset_config(name)
             if cfg is not None:
-                return _read(cfg, name, f"preset {name}"), f"preset {name} (named by the capture)"
+                return _read(cfg, name, f"preset {name}", quant), f"preset {name} (named by the capture)"
             return None, f"model {name!r} is not a built-in preset"
     except PhaseprofError as e:
         return None, str(e)
@@ -97,13 +100,13 @@ def find_measured(source: str | Path | None, gpu_name: str | None) -> Path | Non
                 doc = load_measured(f)
             except PhaseprofError:
                 continue
-            if doc["gpu_name"].replace(" ", "").upper() == gpu_name.replace(" ", "").upper():
+            if gpu_key(doc["gpu_name"]) == gpu_key(gpu_name):
                 return f
     return None
 
 
 def sol_of(bd: Breakdown, *, source: str | Path | None = None, model_config: str | Path | None = None,
-           ceilings: str | Path | None = None, capture: Mapping[str, Any] | None = None) -> SolSection:
+           ceilings: str | Path | None = None, capture: RunRecord | None = None) -> SolSection:
     """``bd``'s ``sol`` section: numbers when a model config and a ceiling are found, else a status saying
     what is missing. ``source``: the trace or run directory (its ``run.json`` is read). ``capture``: facts
     the caller knows beyond the breakdown's and run.json's (a capture analyses its trace before it writes
@@ -111,28 +114,70 @@ def sol_of(bd: Breakdown, *, source: str | Path | None = None, model_config: str
     found by ``find_measured``, else the datasheet. A bad ``model_config`` raises PhaseprofError."""
     if bd.trace.device != "gpu":
         return SolSection(status="not for CPU-only traces")
-    model, where = find_model({**bd.capture, **read_run_json(source), **(capture or {})}, model_config)
+    run = run_record_of(source)
+    model, where = find_model((capture, run, bd.capture), model_config)
     if model is None:
         return SolSection(status=NEEDS_CONFIG, notes=[where])
     if ceilings is None:
         ceilings = find_measured(source, bd.trace.gpu_name)
     measured = None if ceilings is None or str(ceilings) == SPEC else ceilings
     ceiling, warning = ceiling_for(bd.trace.gpu_name, bd.trace.gpu_properties, measured=measured)
-    return sol_section(bd, model, ceiling, model_source=where, notes=[warning] if warning else [])
+    recorded = next((r.extra.get("routing") for r in (capture, run) if r is not None and r.extra.get("routing")), None)
+    routing = read_routing(run_dir_of(source), recorded)
+    return sol_section(bd, model, ceiling, model_source=where, notes=[warning] if warning else [], routing=routing)
+
+
+def run_dir_of(source: str | Path | None) -> Path:
+    """The run directory of a trace or run directory (where run.json and routing.npz live)."""
+    p = Path(source) if source is not None else Path(".")
+    return p if p.is_dir() else p.parent
+
+
+#: Each analysed trace's section, computed on first request and kept as long as the trace object lives.
+_ANALYSED: WeakKeyDictionary[AnalysedTrace, SolSection] = WeakKeyDictionary()
+
+
+def analysed_sol(at: AnalysedTrace) -> SolSection:
+    """The analysed trace's speed of light (``sol_of`` with its config: ``--model-config``, ``--ceilings``, the
+    capture's record), computed once per trace object: run.json and the ceilings files are read as they were at
+    the first request. Without a model config (or on a CPU trace) a status saying what is missing. A bad
+    explicit ``config.model_config`` raises PhaseprofError."""
+    if at not in _ANALYSED:
+        c = at.config
+        _ANALYSED[at] = sol_of(at.breakdown, source=at.path, model_config=c.model_config, ceilings=c.ceilings,
+                               capture=c.capture)
+    return _ANALYSED[at]
+
+
+def reported(at: AnalysedTrace) -> Breakdown:
+    """The breakdown with its ``sol`` and ``verdicts`` sections: what ``phaseprof analyze`` prints and writes,
+    and what a capture's breakdown.json holds. The verdicts' noise warnings read the capture's run.json (beside
+    the trace) when there is one, else the record the caller passed (``config.capture``)."""
+    from dataclasses import replace
+
+    from phaseprof.analysis.verdict import verdicts_of
+
+    bd = with_sol(at.breakdown, analysed_sol(at))
+    return replace(bd, verdicts=verdicts_of(bd, run=run_record_of(at.path) or at.config.capture))
 
 
 def attach_sol(bd: Breakdown, *, source: str | Path | None = None, model_config: str | Path | None = None,
                ceilings: str | Path | None = None) -> Breakdown:
-    """``bd`` with its ``sol`` section (``sol_of``). For breakdowns read from JSON; an analysed trace has
-    its own (``AnalysedTrace.sol``)."""
-    return with_sol(bd, sol_of(bd, source=source, model_config=model_config, ceilings=ceilings))
+    """``bd`` with its ``sol`` section (``sol_of``) and the verdicts read off it (``analysis.verdict``). For
+    breakdowns read from JSON; an analysed trace has its own (``reported``)."""
+    from dataclasses import replace
+
+    from phaseprof.analysis.verdict import verdicts_of
+
+    bd = with_sol(bd, sol_of(bd, source=source, model_config=model_config, ceilings=ceilings))
+    return replace(bd, verdicts=verdicts_of(bd, run=run_record_of(source)))
 
 
 def shape_check(trace: str | Path, bd: Breakdown, model_config: str | Path | None = None):  # noqa: ANN201
     """The Input-Dims cross-check of ``trace`` (see ``sol.shapes``): (ShapeCheck or None, why not)."""
     from phaseprof.sol.shapes import check_shapes
 
-    model, where = find_model({**bd.capture, **read_run_json(trace)}, model_config)
+    model, where = find_model((run_record_of(trace), bd.capture), model_config)
     if model is None:
         return None, f"needs --model-config ({where})"
     world = bd.trace.distributed.get("world_size") if isinstance(bd.trace.distributed, dict) else None

@@ -20,6 +20,7 @@ except ModuleNotFoundError:  # Python 3.10
 
 from phaseprof.classify.rules import check_keys
 from phaseprof.errors import PhaseprofError
+from phaseprof.gpu_names import gpu_key
 
 SPEC_PATH = Path(__file__).with_name("ceilings.toml")
 PRECISIONS = ("bf16", "fp8", "fp4")
@@ -157,9 +158,8 @@ def spec_for(gpu_name: str | None, props: Mapping[str, Any] | None = None, *,
 def spec_by_name(name: str, *, path: str | Path = SPEC_PATH) -> Ceiling:
     """A datasheet ceiling by table name (``B200``) or by a device name that matches an entry."""
     entries = load_spec(path)
-    norm = re.sub(r"[\s_\-]+", "", name).upper()
     for e in entries:
-        if re.sub(r"[\s_\-]+", "", e.ceiling.gpu).upper() == norm:
+        if gpu_key(e.ceiling.gpu) == gpu_key(name):
             return e.ceiling
     for e in entries:
         if e.match(name):
@@ -221,14 +221,10 @@ def ceiling_for(gpu_name: str | None, props: Mapping[str, Any] | None = None, *,
         doc = load_measured(measured)
         c = measured_ceiling(doc, source=f"measured: {_shown(measured)} ({doc.get('measured_at', '?')})")
         warn = None
-        if gpu_name and _norm(gpu_name) != _norm(c.gpu):
+        if gpu_name and gpu_key(gpu_name) != gpu_key(c.gpu):
             warn = f"ceilings measured on {c.gpu!r}, trace ran on {gpu_name!r}"
         return c, warn
     return spec_for(gpu_name, props), None
-
-
-def _norm(name: str) -> str:
-    return re.sub(r"[\s_\-]+", "", name).upper()
 
 
 def _shown(path: str | Path) -> str:

@@ -14,7 +14,8 @@ from rich.markup import escape
 from rich.table import Table
 
 from phaseprof.analysis.results import Breakdown
-from phaseprof.sol.attach import attach_sol, find_model, read_run_json
+from phaseprof.routing import read_routing
+from phaseprof.sol.attach import attach_sol, find_model, run_dir_of, run_record_of
 from phaseprof.sol.ceilings import spec_by_name
 from phaseprof.sol.project import BucketChange, Projection, explain, project, sentence
 
@@ -72,7 +73,9 @@ def changes_markdown(a: Breakdown, b: Breakdown) -> str:
         return ""
     out = ["", "#### Speed of light: ceilings vs efficiency", "", "| phase | bucket | A ms | B ms | speedup | "
            "ceilings | efficiency | A % of light | B % of light |", "|---|---|--:|--:|--:|--:|--:|--:|--:|"]
-    out += [f"| {c.phase} | {c.bucket} | {c.a_ms:,.2f} | {c.b_ms:,.2f} | {c.speedup:.2f}x | {c.ceilings:.2f}x | "
+    from phaseprof.safe_text import markdown  # noqa: PLC0415 - phase and bucket names come from breakdown files
+
+    out += [f"| {markdown(c.phase)} | {markdown(c.bucket)} | {c.a_ms:,.2f} | {c.b_ms:,.2f} | {c.speedup:.2f}x | {c.ceilings:.2f}x | "
             f"{c.efficiency:.2f}x | {c.a_pct_of_light:.0f} | {c.b_pct_of_light:.0f} |" for c in rows]
     return "\n".join(out) + "\n"
 
@@ -82,11 +85,14 @@ def projection_for(bd: Breakdown, source: str | Path | None, target: str, model_
     from phaseprof.errors import PhaseprofError
 
     bd = with_sol(bd, source, model_config)
-    model, where = find_model({**bd.capture, **read_run_json(source)}, model_config)
+    run = run_record_of(source)
+    model, where = find_model((run, bd.capture), model_config)
     if model is None or bd.sol is None or not bd.sol.ok:
         status = bd.sol.status if bd.sol is not None else "not computed"
         raise PhaseprofError(f"cannot project {source}: speed of light {status} ({where})")
-    return project(bd, model, spec_by_name(target))
+    routing = read_routing(run_dir_of(source), run.extra.get("routing") if run is not None else None) \
+        if source is not None else None
+    return project(bd, model, spec_by_name(target), routing)
 
 
 def projection_table(p: Projection) -> Table:

@@ -114,8 +114,21 @@ def _quant(hf_config: dict[str, Any]) -> str | None:
     raise PhaseprofError(f"config: quantization {method!r} is not modelled (known: {', '.join(QUANT_WEIGHT_BYTES)})")
 
 
-def sol_model(hf_config: dict[str, Any], *, name: str = "") -> SolModel:
-    """Read a Hugging Face config dict (``config.json`` content). Missing fields → PhaseprofError naming them."""
+def _online(quant: str | None) -> str | None:
+    """The engine's online quantization as a modelled method (None: the checkpoint's precision)."""
+    q = (quant or "").lower()
+    if q in ("", "none", "bf16", "bfloat16", "fp16", "float16", "auto"):
+        return None
+    if q not in QUANT_WEIGHT_BYTES:
+        raise PhaseprofError(f"quantization {q!r} is not modelled (known: {', '.join(QUANT_WEIGHT_BYTES)})")
+    return q
+
+
+def sol_model(hf_config: dict[str, Any], *, name: str = "", quant: str | None = None) -> SolModel:
+    """Read a Hugging Face config dict (``config.json`` content). Missing fields → PhaseprofError naming them.
+
+    ``quant``: the engine's own quantization (vLLM's ``quantization="fp8"``, online from bf16 weights: run.json
+    ``quant``), for a config that carries no ``quantization_config``; the config's own method wins."""
     cfg = text_config(hf_config)
     if "first_k_dense_replace" in cfg or "kv_lora_rank" in cfg:
         # DeepSeek names its experts differently; give model_shape the names it reads.
@@ -130,7 +143,7 @@ def sol_model(hf_config: dict[str, Any], *, name: str = "") -> SolModel:
     if cfg.get("kv_lora_rank"):
         mla = MlaShape(int(cfg.get("q_lora_rank") or 0), int(cfg["kv_lora_rank"]), int(cfg["qk_nope_head_dim"]),
                        int(cfg["qk_rope_head_dim"]), int(cfg["v_head_dim"]))
-    quant = _quant(hf_config)
+    quant = _quant(hf_config) or _online(quant)
     act = float(_DTYPE_BYTES.get(shape.model_dtype, 2))
     qbytes = QUANT_WEIGHT_BYTES.get(quant or "", act)
     # gpt-oss's MXFP4 covers the experts only; the other methods here quantize every linear layer.

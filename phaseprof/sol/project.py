@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from phaseprof.analysis.results import Breakdown
 from phaseprof.errors import PhaseprofError
+from phaseprof.routing import Routing
 from phaseprof.sol.analyze import sol_section
 from phaseprof.sol.ceilings import Ceiling
 from phaseprof.sol.model import SolModel
@@ -82,12 +83,13 @@ class Projection:
     projected_busy_ms: dict[str, float]  # phase -> estimate per step
 
 
-def project(bd: Breakdown, model: SolModel, target: Ceiling) -> Projection:
-    """Project a breakdown (with an ok sol section, computed for ``model``) onto ``target`` at equal efficiency."""
+def project(bd: Breakdown, model: SolModel, target: Ceiling, routing: Routing | None = None) -> Projection:
+    """Project a breakdown (with an ok sol section, computed for ``model`` and ``routing``) onto ``target`` at
+    equal efficiency (the same measured routing on both sides)."""
     src = bd.sol
     if src is None or not src.ok:
         raise PhaseprofError(f"cannot project: speed of light {src.status if src else 'not computed'}")
-    there = sol_section(bd, model, target)
+    there = sol_section(bd, model, target, routing=routing)
     buckets = []
     busy, proj = {}, {}
     for ph in src.phases:

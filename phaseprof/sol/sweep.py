@@ -7,16 +7,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from rich import box
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from phaseprof.records import SweepRecord
 from phaseprof.sol.ceilings import Ceiling, ceiling_for
 from phaseprof.sol.model import SolModel
-from phaseprof.sol.work import StepTokens, Work, step_work
+from phaseprof.sol.work import StepTokens, step_work
 
 
 @dataclass(frozen=True)
@@ -35,14 +36,10 @@ def step_floor_ms(model: SolModel, tokens: StepTokens, ceiling: Ceiling) -> floa
     return total * 1e3
 
 
-def step_total(model: SolModel, tokens: StepTokens) -> Work:
-    return sum(step_work(model, tokens).values(), Work())
-
-
-def sweep_floors(doc: Mapping[str, Any], model: SolModel, ceiling: Ceiling) -> list[SweepFloor]:
+def sweep_floors(rec: SweepRecord, model: SolModel, ceiling: Ceiling) -> list[SweepFloor]:
     out = []
-    for p in doc.get("points", []):
-        if doc.get("phase") == "prefill":
+    for p in rec.points:
+        if rec.phase == "prefill":
             x, tok, measured = p["prompt_tokens"], StepTokens((int(p["prompt_tokens"]),)), p["ttft"]["median_ms"]
         else:
             kv = int(p["prompt_tokens"]) + int(p["output_tokens"]) // 2
@@ -53,14 +50,14 @@ def sweep_floors(doc: Mapping[str, Any], model: SolModel, ceiling: Ceiling) -> l
     return out
 
 
-def print_sweep_sol(doc: Mapping[str, Any], console: Console, *, model_config: str | None = None,
+def print_sweep_sol(rec: SweepRecord, console: Console, *, model_config: str | None = None,
                     ceilings: str | Path | None = None, source: str | Path | None = None) -> None:
     """The floor table of a sweep, or one dim line saying what is missing. ``source``: the sweep's directory
     (a measured ceilings file above it is used, as for breakdowns)."""
     from phaseprof.sol.attach import SPEC, find_measured, find_model
 
-    model, where = find_model(doc, model_config)
-    gpu = (doc.get("device") or {}).get("name")
+    model, where = find_model((rec,), model_config)
+    gpu = rec.device.name
     if ceilings is None:
         ceilings = find_measured(source, gpu)
     ceiling, warn = ceiling_for(gpu, measured=None if ceilings is None or str(ceilings) == SPEC else ceilings)
@@ -68,12 +65,12 @@ def print_sweep_sol(doc: Mapping[str, Any], console: Console, *, model_config: s
         why = "needs --model-config" if model is None else f"no ceilings for {gpu}"
         console.print(f"[dim]speed of light: {escape(why)}[/]")
         return
-    prefill = doc.get("phase") == "prefill"
+    prefill = rec.phase == "prefill"
     t = Table(title=f"speed of light vs measured {'TTFT' if prefill else 'TPOT'}", title_justify="left",
               box=box.SIMPLE_HEAD, pad_edge=False)
     for col in ("prompt tokens" if prefill else "concurrency", "floor ms", "measured ms", "% of light"):
         t.add_column(col, justify="right", no_wrap=True)
-    for f in sweep_floors(doc, model, ceiling):
+    for f in sweep_floors(rec, model, ceiling):
         t.add_row(str(f.x), f"{f.floor_ms:,.2f}", f"{f.measured_ms:,.2f}", f"{f.pct_of_light:.0f}")
     t.caption = f"model {model.name} ({where})" + (f"; {warn}" if warn else "")
     console.print(t)

@@ -48,10 +48,12 @@ ZERO = Work()
 @dataclass(frozen=True)
 class StepTokens:
     """One step's batch. ``prefill_lens``: new tokens of each prefill request (no cached prefix assumed);
-    ``decode_kv_lens``: for each decode request, the tokens in its KV cache/state including the new one."""
+    ``decode_kv_lens``: for each decode request, the tokens in its KV cache/state including the new one;
+    ``experts_touched``: measured routing, the distinct experts each MoE layer read (None = assume uniform)."""
 
     prefill_lens: tuple[int, ...] = ()
     decode_kv_lens: tuple[int, ...] = ()
+    experts_touched: tuple[int, ...] | None = None
 
     @property
     def tokens(self) -> int:
@@ -86,13 +88,26 @@ COMPONENT_BUCKET: dict[Component, Bucket] = {
 }
 
 
+#: Components that stay in the model dtype under quantization: vLLM builds the MoE router (``gate``) with
+#: ``quant_config=None`` (Qwen2/3-MoE, Qwen3-Next), and the lm_head is a ``ParallelLMHead`` (an embedding, not a
+#: ``LinearBase``), which FP8/AWQ/GPTQ leave alone. Their weights are read at ``act_bytes`` and their FLOPs run at
+#: the BF16 peak.
+UNQUANTIZED = frozenset({Component.ROUTER, Component.LM_HEAD})
+
+
+def precision(m: SolModel, component: Component) -> str:
+    """The peak a component's GEMMs can reach: the model's quantized ``compute``, or BF16 where unquantized."""
+    return "bf16" if component in UNQUANTIZED else m.compute
+
+
 def linear(tokens: float, d_in: int, d_out: int, *, weight_bytes: float, act_bytes: float) -> Work:
     """One ``tokens × d_in`` by ``d_in × d_out`` GEMM: weights read once, input read, output written."""
     return Work(2.0 * tokens * d_in * d_out, d_in * d_out * weight_bytes + tokens * (d_in + d_out) * act_bytes)
 
 
-def _lin(m: SolModel, tokens: float, d_in: int, d_out: int) -> Work:
-    return linear(tokens, d_in, d_out, weight_bytes=m.weight_bytes, act_bytes=m.act_bytes) if tokens else ZERO
+def _lin(m: SolModel, tokens: float, d_in: int, d_out: int, *, quantized: bool = True) -> Work:
+    w = m.weight_bytes if quantized else m.act_bytes
+    return linear(tokens, d_in, d_out, weight_bytes=w, act_bytes=m.act_bytes) if tokens else ZERO
 
 
 def distinct_experts(num_experts: int, top_k: int, tokens: int) -> float:
@@ -105,21 +120,34 @@ def distinct_experts(num_experts: int, top_k: int, tokens: int) -> float:
 # ---------------------------------------------------------------------------------------------- MoE / MLP
 def router(m: SolModel, t: StepTokens) -> Work:
     """The gate GEMM ``hidden → num_experts`` of every MoE layer (top-k selection itself is negligible)."""
-    return _lin(m, t.tokens, m.hidden, m.num_experts).scaled(m.moe_layers)
+    return _lin(m, t.tokens, m.hidden, m.num_experts, quantized=False).scaled(m.moe_layers)
 
 
 def routed_experts(m: SolModel, t: StepTokens) -> Work:
     """Top-k experts' gate_up (``hidden → 2·I``) and down (``I → hidden``) GEMMs over ``tokens·k`` rows.
-    Bytes: the distinct experts' weights once; the tokens' hidden states read once (the kernel gathers rows
-    by index), the ``tokens·k`` rows of gate_up output written, of down input read and of down output written."""
+    Bytes: the distinct experts' weights once (measured per layer when ``t.experts_touched`` is given, else the
+    uniform expectation); the tokens' hidden states read once (the kernel gathers rows by index), the
+    ``tokens·k`` rows of gate_up output written, of down input read and of down output written."""
     b, k, h, i = t.tokens, m.top_k, m.hidden, m.moe_intermediate
     if not (b and m.moe_layers):
         return ZERO
     rows = b * k
     flops = 2.0 * rows * (h * 2 * i + i * h)
-    weights = distinct_experts(m.num_experts, k, b) * 3 * h * i * m.expert_weight_bytes
     acts = (b * h + rows * (2 * i + i + h)) * m.act_bytes
+    expert = 3 * h * i * m.expert_weight_bytes
+    if t.experts_touched is not None:
+        return Work(flops * m.moe_layers, sum(t.experts_touched) * expert + acts * m.moe_layers)
+    weights = distinct_experts(m.num_experts, k, b) * expert
     return Work(flops, weights + acts).scaled(m.moe_layers)
+
+
+def moe_layer(m: SolModel, tokens: int, experts: float) -> Work:
+    """One MoE layer's routed experts for ``tokens`` tokens reading ``experts`` distinct experts' weights."""
+    rows = tokens * m.top_k
+    h, i = m.hidden, m.moe_intermediate
+    flops = 2.0 * rows * (h * 2 * i + i * h)
+    acts = (tokens * h + rows * (2 * i + i + h)) * m.act_bytes
+    return Work(flops, experts * 3 * h * i * m.expert_weight_bytes + acts)
 
 
 def shared_expert(m: SolModel, t: StepTokens) -> Work:
@@ -128,8 +156,8 @@ def shared_expert(m: SolModel, t: StepTokens) -> Work:
     if not (s and m.moe_layers):
         return ZERO
     w = _lin(m, t.tokens, m.hidden, 2 * s) + _lin(m, t.tokens, s, m.hidden)
-    if m.shared_gate:
-        w = w + _lin(m, t.tokens, m.hidden, 1)
+    if m.shared_gate:  # built with quant_config=None, like the router
+        w = w + _lin(m, t.tokens, m.hidden, 1, quantized=False)
     return w.scaled(m.moe_layers)
 
 
@@ -172,7 +200,7 @@ def gdn_proj(m: SolModel, t: StepTokens) -> Work:
 
 def lm_head(m: SolModel, t: StepTokens) -> Work:
     """``hidden → vocab`` for the sampled positions: one per prefill request, one per decode request."""
-    return _lin(m, t.sequences, m.hidden, m.vocab)
+    return _lin(m, t.sequences, m.hidden, m.vocab, quantized=False)
 
 
 # ----------------------------------------------------------------------------------- attention and GDN
@@ -256,12 +284,13 @@ def gdn_conv(m: SolModel, t: StepTokens) -> Work:
 # ------------------------------------------------------------------------------- norms and elementwise
 def norm(m: SolModel, t: StepTokens) -> Work:
     """Bytes only. Two fused add+RMSNorms per layer plus the final one, each reading the hidden state and the
-    residual and writing both (4 × hidden); Qwen3's per-head q/k norms (read + write q and k); GDN's gated
-    RMSNorm (reads o and z, writes o)."""
+    residual and writing both (4 × hidden), except the first layer's input norm: no residual yet (vLLM's
+    ``if residual is None``), so it reads the embeddings and writes the normed state (2 × hidden); GDN's gated
+    RMSNorm (reads o and z, writes o). Qwen3's per-head q/k norms are not here: they touch the same q and k as
+    RoPE, so their minimum traffic is RoPE's (``elementwise``); under torch.compile the two run fused, in
+    kernels named ``triton_red_fused_N`` / ``triton_poi_fused_N``, classified elementwise."""
     n = t.tokens
-    nbytes = (2 * m.num_layers + 1) * 4 * n * m.hidden
-    if m.qk_norm:
-        nbytes += m.attention_layers * 2 * n * (m.heads + m.kv_heads) * m.head_dim
+    nbytes = ((2 * m.num_layers + 1) * 4 - 2) * n * m.hidden
     if m.gdn is not None:
         nbytes += m.gdn_layers * 3 * n * m.gdn.num_value_heads * m.gdn.value_head_dim
     return Work(0.0, nbytes * m.act_bytes)
@@ -269,8 +298,9 @@ def norm(m: SolModel, t: StepTokens) -> Work:
 
 def elementwise(m: SolModel, t: StepTokens) -> Work:
     """Bytes only: SiLU-and-mul of every MLP (reads 2·I, writes I per row; routed experts on ``tokens·k``
-    rows), the MoE top-k sum (reads k·hidden, writes hidden), the shared-expert gate multiply-add, RoPE (reads
-    and writes q and k), the attention output gate, and the embedding lookup."""
+    rows), the MoE top-k sum (reads k·hidden, writes hidden), the shared-expert gate multiply-add, RoPE with
+    Qwen3's q/k norms (reads and writes q and k once: the minimum for both, see ``norm``), the attention output
+    gate, and the embedding lookup."""
     n = t.tokens
     b = n * m.top_k * 3 * m.moe_intermediate * m.moe_layers
     b += n * (m.top_k + 1) * m.hidden * m.moe_layers if m.moe_layers else 0

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import math
 import os
 import stat
 import sys
@@ -188,6 +189,32 @@ def int64_or_error(value: object, *, what: str) -> None:
         text = f"{value:.6g}" if isinstance(value, float) else \
             str(value) if not isinstance(value, int) or value.bit_length() < 128 else f"2^{value.bit_length() - 1}+"
         raise TraceValueError(f"{what} value {text[:40]} is beyond the 64-bit integer range")
+
+
+#: Deepest nesting of a trace's top-level metadata (deviceProperties, distributedInfo, ...): real ones are 2-3 deep.
+MAX_METADATA_DEPTH = 32
+
+
+def check_metadata(value: object, *, what: str, _depth: int = 0) -> None:
+    """Raise TraceValueError unless every number in ``value`` (a top-level key of a trace: ``deviceProperties``,
+    ``distributedInfo``, ...) is an int64 or a finite float, nested at most :data:`MAX_METADATA_DEPTH` deep. The
+    metadata is copied into the breakdown, whose JSON writer stops at the first integer past 64 bits
+    (``numSms: 2**70``) and whose readers do arithmetic on them."""
+    if _depth > MAX_METADATA_DEPTH:
+        raise TraceValueError(f"{what} is nested more than {MAX_METADATA_DEPTH} levels deep")
+    if isinstance(value, bool) or value is None or isinstance(value, str):
+        return
+    if isinstance(value, int):
+        int64_or_error(value, what=what)
+    elif isinstance(value, float):
+        if not math.isfinite(value):
+            raise TraceValueError(f"{what} value {value} is not a finite number")
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            check_metadata(v, what=f"{what}.{str(k)[:40]}", _depth=_depth + 1)
+    elif isinstance(value, (list, tuple)):
+        for i, v in enumerate(value):
+            check_metadata(v, what=f"{what}[{i}]", _depth=_depth + 1)
 
 
 def check_times(ts_us: "np.ndarray", dur_us: "np.ndarray", origin_us: float, *, what: str) -> None:

@@ -25,9 +25,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from phaseprof.errors import TraceError
+from phaseprof.errors import PhaseprofError, TraceError
+from phaseprof.records import RunRecord
 from phaseprof.trace.limits import (DENSE_KEPT_EVENTS, MAX_KEPT_EVENTS, MIN_BYTES_PER_KEPT_EVENT, TraceValueError,
-                                   check_times, int64_or_error)
+                                   check_metadata, check_times, int64_or_error)
 from phaseprof.trace.load import decode_trace, read_trace_bytes
 from phaseprof.trace.schema import Args, Event, TraceDoc
 from phaseprof.trace.stream import stream_trace
@@ -99,7 +100,7 @@ class TraceMeta:
     origin_us: float  # trace-clock time of ts_ns == 0, in the file's microseconds
     has_memory_events: bool
     process_names: dict[str, str] = field(default_factory=dict)
-    capture: dict[str, Any] = field(default_factory=dict)  # phaseprof capture metadata if embedded
+    capture: RunRecord | None = None  # what phaseprof capture embedded (its ``phaseprof`` key), if readable
 
 
 @dataclass(frozen=True)
@@ -133,6 +134,17 @@ class EventTables:
 
 _INT_TEXT = re.compile(r"-?[0-9]+")  # ASCII only: int() would also take Unicode digits, "_" and spaces
 
+
+
+def _embedded_capture(doc: dict[str, Any] | None, path: str) -> RunRecord | None:
+    """The capture facts phaseprof embedded in the trace, typed; None without them. The facts only label the
+    analysis, so a key of the wrong type drops them rather than the trace."""
+    if not doc:
+        return None
+    try:
+        return RunRecord.from_embedded(doc, source=path)
+    except PhaseprofError:
+        return None
 
 def _to_int(v: object, default: int, what: str) -> int:
     """An int64 from a trace value: ints and whole floats as they are, ASCII integer strings parsed; other
@@ -551,12 +563,18 @@ class TableBuilder:
         runtime_names = frames["runtime"]["name"].cat.categories  # exactly the names present
         is_rocm = doc.hip_runtime_version is not None or any(str(n).startswith("hip") for n in runtime_names)
         platform = "cpu" if gpu.empty else ("rocm" if is_rocm else "cuda")
+        for key in ("deviceProperties", "distributedInfo", "phaseprof"):  # copied into the breakdown: bounded
+            try:
+                check_metadata(getattr(doc, key), what=key)
+            except TraceValueError as e:
+                raise TraceError(str(e), path=path) from None
         props = doc.deviceProperties or []
         gpu_name = None
         if not gpu.empty and props:
             used = int(gpu["device"].mode().iloc[0]) if (gpu["device"] >= 0).any() else 0
             match = [p for p in props if p.get("id") == used] or props
             gpu_name = match[0].get("name") or None
+            gpu_name = gpu_name if isinstance(gpu_name, str) else None
             if gpu_name is None and is_rocm:
                 gpu_name = f"AMD GPU (gfx{match[0].get('computeMajor', '?')}{match[0].get('computeMinor', '')})"
         meta = TraceMeta(
@@ -564,7 +582,7 @@ class TableBuilder:
             event_count=self.event_count, platform=platform, gpu_name=gpu_name,
             device_properties=props, distributed=doc.distributedInfo or {}, versions=_versions(doc),
             origin_us=origin, has_memory_events=bool(memory_ts.size), process_names=self._process_names,
-            capture=doc.phaseprof or {},
+            capture=_embedded_capture(doc.phaseprof, path),
         )
         return EventTables(meta=meta, gpu=gpu, runtime=frames["runtime"], ops=frames["ops"],
                            gpu_annotations=frames["gpu_annotations"], memory=self._memory_frame(origin, path),
@@ -591,7 +609,7 @@ def build_tables(doc: TraceDoc, *, path: str, sha256: str, decompressed_bytes: i
 
 
 @contextmanager
-def _gc_paused() -> Iterator[None]:
+def gc_paused() -> Iterator[None]:
     """Pause the cyclic garbage collector: decoding allocates ~2 objects per event, none in a cycle, and each
     allocation burst would otherwise trigger collections that rescan every event decoded so far."""
     was_enabled = gc.isenabled()
@@ -601,66 +619,6 @@ def _gc_paused() -> Iterator[None]:
     finally:
         if was_enabled:
             gc.enable()
-
-
-def load_tables(path: str | Path, *, streaming: bool = True, keep: Keep | None = None,
-                origin_us: float | None = None, native: bool | None = None) -> EventTables:
-    """Read, decode and tabulate one trace file. Raises TraceError (one line, names the file) on bad input.
-
-    Reads chunk by chunk (:func:`~phaseprof.trace.stream.stream_trace`); when the file is not in the shape that
-    handles (or is bad input), decodes the whole document instead, which gives the same tables or the error.
-    ``streaming=False`` goes straight to the whole-document path (tests compare the two). ``keep`` and
-    ``origin_us``: keep only some events (``--steps``, :mod:`phaseprof.trace.select`), times from that origin.
-    The chunks are scanned by the native scanner (:mod:`phaseprof.trace.native`) where it is built and ``keep``
-    is None, else decoded by msgspec; ``native=False`` forces the pure-Python path (the reference in tests),
-    ``native=True`` the scanner (raises NativeUnsupported where it gives up, instead of falling back).
-    """
-    from phaseprof.trace import native as scanner
-
-    use_native = native if native is not None else (streaming and keep is None and scanner.available())
-    try:
-        if use_native:
-            try:
-                return _load_tables(path, streaming=True, keep=None, origin_us=origin_us, native=True)
-            except scanner.NativeUnsupported:
-                if native:
-                    raise
-        return _load_tables(path, streaming=streaming, keep=keep, origin_us=origin_us)
-    except TraceValueError as e:
-        raise TraceError(str(e), path=path) from None
-
-
-def _load_tables(path: str | Path, *, streaming: bool, keep: Keep | None, origin_us: float | None,
-                 native: bool = False) -> EventTables:
-    from phaseprof.trace.split_read import load_split, split_point  # it builds on this module's TableBuilder
-
-    with _gc_paused():
-        if streaming and keep is None and (at := split_point(path)) is not None:
-            tables = load_split(path, at, origin_us, native=native)
-            if tables is not None:
-                return tables
-        if streaming:
-            builder = _builder(keep, native)
-            streamed = stream_trace(path, builder.add, chunks=builder.add_json if native else None)
-            if streamed is not None:
-                return builder.finish(streamed.doc, path=str(path), sha256=streamed.sha256,
-                                      decompressed_bytes=streamed.decompressed_bytes, origin_us=origin_us)
-            del builder
-        data, sha = read_trace_bytes(path)
-        doc = decode_trace(data, path)
-        size = len(data)
-        del data
-        return build_tables(doc, path=str(path), sha256=sha, decompressed_bytes=size, keep=keep,
-                            origin_us=origin_us)
-
-
-def _builder(keep: Keep | None, native: bool) -> TableBuilder:
-    """A TableBuilder, fed decoded events (pure Python) or chunk bytes (``native``: the native scanner's)."""
-    if not native:
-        return TableBuilder(keep)
-    from phaseprof.trace.native import NativeTableBuilder
-
-    return NativeTableBuilder()
 
 
 def labels(column: pd.Series) -> np.ndarray:
@@ -678,7 +636,7 @@ def scan_trace(path: str | Path, make_keep: Callable[[], Keep]) -> Keep:
     """Stream every event of ``path`` through a filter that records what it needs and keeps nothing (pass 1 of
     ``--steps``); the filter of the pass that completed (the whole-document fallback starts a fresh one)."""
     try:
-        with _gc_paused():
+        with gc_paused():
             keep = make_keep()
             if stream_trace(path, TableBuilder(keep).add) is None:
                 data, _ = read_trace_bytes(path)
@@ -689,3 +647,12 @@ def scan_trace(path: str | Path, make_keep: Callable[[], Keep]) -> Keep:
             return keep
     except TraceValueError as e:
         raise TraceError(str(e), path=path) from None
+
+
+def _builder(keep: Keep | None, native: bool) -> TableBuilder:
+    """A TableBuilder, fed decoded events (pure Python) or chunk bytes (``native``: the native scanner's)."""
+    if not native:
+        return TableBuilder(keep)
+    from phaseprof.trace.native import NativeTableBuilder  # it builds on this module's TableBuilder
+
+    return NativeTableBuilder()

@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from phaseprof.capture.options import DEFAULT_HIERARCHY
@@ -83,7 +84,8 @@ def decode_run(multi_capture: tuple[list[Path], subprocess.CompletedProcess]) ->
 
 def test_prefill_run_directory(prefill_run: Path) -> None:
     assert prefill_run.name.endswith("-cpu-tiny-hybrid-prefill-128")
-    assert {p.name for p in prefill_run.iterdir()} == {"trace.json.gz", "breakdown.json", "run.json", "vllm.log"}
+    assert {p.name for p in prefill_run.iterdir()} == {"trace.json.gz", "breakdown.json", "run.json", "vllm.log",
+                                                       "routing.npz"}
     run = json.loads((prefill_run / "run.json").read_text())
     # the size bound is enforced by trimming (what went is listed), not assumed from one CPU's op count
     assert run["trace"]["max_bytes"] == MIB and (prefill_run / "trace.json.gz").stat().st_size <= MIB
@@ -158,6 +160,63 @@ def test_decode_trace_steps_and_phases(decode_run: Path) -> None:
     assert [(p["phase"], p["steps"]) for p in bd["phases"]] == [("prefill", 1), ("decode", 7)]
     b = _buckets(decode_run, "decode")
     assert b.get("moe", 0) > 0 and b.get("gdn", 0) > 0
+
+
+def _routing_by_hand(run_dir: Path) -> tuple[dict, dict[int, np.ndarray]]:
+    """run.json's routing and, from the raw recorded ids alone, each step's tokens per expert (layers x E)."""
+    rec = json.loads((run_dir / "run.json").read_text())["routing"]
+    with np.load(run_dir / rec["file"]) as z:
+        ids = {int(k[4:]): z[k] for k in z.files if k.startswith("ids_")}
+    per_step = {s: np.array([[int((layer == e).sum()) for e in range(rec["num_experts"])] for layer in a])
+                for s, a in ids.items()}
+    return rec, per_step
+
+
+@pytest.mark.parametrize("which", ["prefill", "decode"])
+def test_routing_recorded_for_the_profiled_steps(which: str, prefill_run: Path, decode_run: Path) -> None:
+    """tiny-hybrid (Qwen3-Next: 4 MoE layers of 8 experts, top-2): every profiled step's routing, the ids
+    kept, and the stats phaseprof reports equal a hand count from the raw ids."""
+    from phaseprof.routing import read_routing, routing_stats
+
+    run_dir = prefill_run if which == "prefill" else decode_run
+    run = json.loads((run_dir / "run.json").read_text())
+    rec, by_hand = _routing_by_hand(run_dir)
+    assert (rec["num_experts"], rec["top_k"], rec["moe_layers"], rec["ids_kept"]) == (8, 2, 4, True)
+    profiled = [s for s in run["profile"]["steps"] if s["profiled"]]
+    assert rec["steps"] == [s["index"] for s in profiled] == sorted(by_hand)
+    assert rec["tokens"] == [s["context_tokens"] + s["generation_tokens"] for s in profiled]
+    routing = read_routing(run_dir, rec)
+    for st in routing_stats(routing):
+        c = by_hand[st.step][st.layer]
+        assert c.sum() == 2 * st.tokens  # every token chose top-k = 2 experts
+        assert st.distinct_experts == int((c > 0).sum()) and st.max_tokens_per_expert == int(c.max())
+        assert st.mean_tokens_per_expert == pytest.approx(c.sum() / 8)
+        assert st.hottest[0] in np.flatnonzero(c == c.max())
+
+
+def test_sol_floor_with_measured_routing(decode_run: Path) -> None:
+    """The MoE floor reads the experts the hand count says each layer touched; floors stay under the measured
+    times (against the only ceilings there are, a GPU's: a CPU has no tensor-core roofline here)."""
+    from phaseprof.report.json_io import load_breakdown
+    from phaseprof.routing import read_routing
+    from phaseprof.sol.analyze import ROUTING_MEASURED, sol_section
+    from phaseprof.sol.attach import find_model
+    from phaseprof.sol.ceilings import ceiling_for
+
+    run = json.loads((decode_run / "run.json").read_text())
+    rec, by_hand = _routing_by_hand(decode_run)
+    model, _ = find_model(run)
+    ceiling, _ = ceiling_for("NVIDIA H200")
+    sol = sol_section(load_breakdown(decode_run / "breakdown.json"), model, ceiling,
+                      routing=read_routing(decode_run, rec))
+    assert sol.routing == "measured (routing.npz)" and sol.assumptions[0] == ROUTING_MEASURED
+    assert len(sol.steps) == len(by_hand)
+    for step, s in zip(sorted(by_hand), sol.steps):
+        assert s.routing == "measured" and s.moe_experts == [int((c > 0).sum()) for c in by_hand[step]]
+    for ph in sol.phases:
+        for b in ph.buckets:
+            assert b.assumed == [] and (b.pct_of_light or 0) <= 100, (ph.phase, b.bucket)
+    assert {r.phase for r in sol.moe_layers} == {"prefill", "decode"} and len(sol.moe_layers) == 8
 
 
 def test_one_engine_many_run_directories(multi_capture: tuple[list[Path], subprocess.CompletedProcess]) -> None:

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from phaseprof.capture.options import DEFAULT_HIERARCHY, Hierarchy
-from phaseprof.records import RunRecord
-from phaseprof.trace.tables import load_tables
+from phaseprof.records import ProfileInfo, RunRecord
+from phaseprof.trace.read import load_tables
 
 ROOT = Path(__file__).resolve().parents[2]
 OLD_RUN = ROOT / "traces/cpu/tiny-hybrid-prefill128-decode8"  # captured before --hierarchy existed
@@ -14,14 +14,15 @@ OLD_RUN = ROOT / "traces/cpu/tiny-hybrid-prefill128-decode8"  # captured before 
 
 def test_a_run_json_from_before_the_option_reads_as_unknown() -> None:
     rec = RunRecord.read(OLD_RUN / "run.json")
-    assert rec.profile is not None and "hierarchy" not in rec.profile and rec.hierarchy is None
+    assert rec.profile is not None and rec.profile.hierarchy is None and rec.hierarchy is None
     assert "hierarchy" not in rec.embedded(1.0)
-    assert "hierarchy" not in load_tables(OLD_RUN / "trace.json.gz").meta.capture
+    embedded = load_tables(OLD_RUN / "trace.json.gz").meta.capture
+    assert embedded is not None and embedded.hierarchy is None and "hierarchy" not in embedded.embedded()
     assert RunRecord.from_dict(rec.to_dict()) == rec  # read, written, read: unchanged
 
 
 def test_a_new_record_carries_it_in_profile_and_embedded() -> None:
-    rec = RunRecord(profile={"hierarchy": str(Hierarchy.STACK), "with_stack": True})
+    rec = RunRecord(profile=ProfileInfo(hierarchy=str(Hierarchy.STACK), with_stack=True))
     assert rec.hierarchy == "stack" and rec.embedded()["hierarchy"] == "stack"
     assert RunRecord.from_dict(rec.to_dict()).hierarchy == "stack"
     assert str(DEFAULT_HIERARCHY) == "hooks" and [str(h) for h in Hierarchy] == ["hooks", "stack", "off"]

@@ -16,7 +16,8 @@ import pytest
 from phaseprof.analysis.modules import build_module_tree, module_names
 from phaseprof.capture.module_scopes import ModuleScopes
 from phaseprof.classify.rules import load_rules
-from phaseprof.trace.tables import MODULE_PREFIX, load_tables
+from phaseprof.trace.read import load_tables
+from phaseprof.trace.tables import MODULE_PREFIX
 
 torch = pytest.importorskip("torch")
 nn = torch.nn

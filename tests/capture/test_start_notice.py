@@ -28,6 +28,9 @@ def test_estimates_come_from_measured_runs() -> None:
     graph = start_estimate(device_kind="cuda", mode="graph", model="qwen3.5-35b-a3b")
     assert graph.cold_s == (254.0, 343.0) and graph.warm_s == 28
     assert start_estimate(device_kind="cpu", mode="eager", model="tiny-hybrid").cold_s[0] == 6.0
+    # Under two minutes in seconds: the eager 35B start (90-235 s) is "90 s-4 min", not "2-4 min".
+    assert "a cold start took 90 s-4 min" in start_notice(device_kind="cuda", device_name="NVIDIA H200",
+                                                          mode="eager", model="qwen3.5-35b-a3b")
     assert start_estimate(device_kind="cuda", mode="graph", model="llama-3.1-8b").what  # catch-all
 
 

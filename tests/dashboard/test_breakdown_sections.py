@@ -8,6 +8,7 @@ import shutil
 
 import pytest
 
+from phaseprof.dashboard.charts import BUCKET_COLORS
 from phaseprof.report.json_io import load_breakdown
 from phaseprof.sol.attach import attach_sol
 from tests.conftest import REPO
@@ -42,6 +43,8 @@ def test_roofline_and_sol_table_are_the_analysis_numbers(make_app, h200_runs):
     fig = figure(at, "roofline")
     points = {t["name"]: t for t in fig["data"]}
     assert "prefill" in points and "moe" in points["prefill"]["text"]
+    # Points coloured by bucket, as in every other chart (issue 25: the roofline was all grey).
+    assert points["prefill"]["marker"]["color"] == [BUCKET_COLORS[b] for b in points["prefill"]["text"]]
 
 
 
@@ -49,12 +52,13 @@ def test_a_run_without_breakdown_shows_its_analysed_traces_sol(make_app, h200_ru
     """Only the trace and run.json: the page shows the section of the trace's AnalysedTrace, the one
     ``phaseprof analyze`` of the same directory prints (measured ceilings found above the run)."""
     from phaseprof.analysis.pipeline import analyze
+    from phaseprof.sol.attach import analysed_sol
 
     (h200_runs / RUN.name / "breakdown.json").unlink()
     at = make_app("Breakdown", runs=h200_runs)
     at.session_state["current_run"] = RUN.name
     ok(at.run())
-    sol = analyze(h200_runs / RUN.name / "trace.json.gz").sol
+    sol = analysed_sol(analyze(h200_runs / RUN.name / "trace.json.gz"))
     assert sol.ok and sol.ceiling.kind == "measured"
     df = frame(at, "bucket", "% of light", "floor ms")
     expected = [b for ph in sol.phases for b in ph.buckets]

@@ -128,6 +128,8 @@ def _visit(page: object, url: str, name: str, *, query: str = "", shot: Path | N
 
 def test_every_page_in_headless_chromium(browser: object, server: str, runs_dir: Path) -> None:
     page = browser.new_page(viewport={"width": 1400, "height": 2000})  # type: ignore[attr-defined]
+    errors: list[str] = []  # the browser console's errors (issue 25: "Invalid color specifier" on Compare)
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)  # type: ignore[attr-defined]
     text = _visit(page, server, "Runs")
     n = len(list(runs_dir.glob("*.json.gz"))) + 1  # loose traces and the run directory (the table is a canvas)
     assert f"{n} of {n} under" in text
@@ -142,6 +144,7 @@ def test_every_page_in_headless_chromium(browser: object, server: str, runs_dir:
     _visit(page, server, "Sweep")
     _visit(page, server, "Memory")
     _visit(page, server, "Ranks")
+    assert not errors, errors[:10]
     page.close()
 
 

@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from phaseprof.analysis.pipeline import analyze_trace
+from phaseprof.analysis.pipeline import analyze, analyze_trace
 from phaseprof.analysis.step_export import export_name, export_step, export_window_ns
-from phaseprof.analysis.timeline import index_trace, step_timeline
+from phaseprof.analysis.timeline import step_timeline
 from phaseprof.classify.rules import load_rules
 from phaseprof.errors import PhaseprofError
-from phaseprof.trace.tables import load_tables
+from phaseprof.trace.read import load_tables
 from tests.conftest import PUBLIC_CUT_DIR, REPO
 
 from .conftest import H100_DECODE, figure, ok
@@ -28,7 +28,7 @@ CPU_RUN = REPO / "traces/cpu/tiny-hybrid-prefill128-decode8/trace.json.gz"
 
 def _export(path: Path, step: int, tmp_path: Path, window_us=None):
     tables = load_tables(path)
-    index = index_trace(tables, load_rules())
+    index = analyze(tables, ruleset=load_rules()).timeline
     ex = export_step(path, index, step, window_us=window_us)
     out = tmp_path / ex.file_name
     out.write_bytes(ex.data)
@@ -101,7 +101,7 @@ def test_timeline_page_zooms_and_offers_the_export(make_app, runs_dir):
     at = make_app("Timeline", step="1")
     at.session_state["current_run"] = H100_DECODE
     ok(at.run())
-    tl = step_timeline(index_trace(load_tables(runs_dir / H100_DECODE), load_rules()), step=1)
+    tl = step_timeline(analyze(load_tables(runs_dir / H100_DECODE), ruleset=load_rules()).timeline, step=1)
     whole = figure(at, "timeline")
     assert "range" not in whole["layout"]["xaxis"] or whole["layout"]["xaxis"].get("autorange") is not False
     (button,) = [b for b in at.get("download_button") if "tl_export" in b.proto.id]

@@ -234,14 +234,15 @@ def test_compare_shows_the_preset_name_and_the_config_path_only_as_detail(make_a
 
 def test_a_side_that_recorded_only_the_config_directory_is_named_by_its_preset():
     from phaseprof.dashboard.views.compare import model_label
+    from phaseprof.records import ModelInfo, RunRecord
 
     d = "/tmp/phaseprof-presets/qwen3.5-35b-a3b-56af00d1e451"
-    assert model_label(d, {}) == ("qwen3.5-35b-a3b", d)
-    assert model_label("qwen3.5-35b-a3b", {"model": {"name": "qwen3.5-35b-a3b", "path": d}}) == (
-        "qwen3.5-35b-a3b", d)
-    assert model_label("/models/my-llama/", {}) == ("my-llama", "/models/my-llama/")
-    assert model_label("meta-llama/Llama-3.1-8B", {}) == ("meta-llama/Llama-3.1-8B", None)  # a repo id
-    assert model_label(None, {}) == (None, None)
+    assert model_label(d, None) == ("qwen3.5-35b-a3b", d)
+    rec = RunRecord(model=ModelInfo(name="qwen3.5-35b-a3b", path=d))
+    assert model_label("qwen3.5-35b-a3b", rec) == ("qwen3.5-35b-a3b", d)
+    assert model_label("/models/my-llama/", None) == ("my-llama", "/models/my-llama/")
+    assert model_label("meta-llama/Llama-3.1-8B", None) == ("meta-llama/Llama-3.1-8B", None)  # a repo id
+    assert model_label(None, None) == (None, None)
 
 
 def test_kernel_names_reach_plotly_as_text_not_pseudo_html(runs_dir):
@@ -249,15 +250,16 @@ def test_kernel_names_reach_plotly_as_text_not_pseudo_html(runs_dir):
     templated kernel name shows whole and a hostile one draws no tag."""
     import re as _re
 
-    from phaseprof.analysis.timeline import index_trace, step_timeline
+    from phaseprof.analysis.pipeline import analyze
+    from phaseprof.analysis.timeline import step_timeline
     from phaseprof.classify.rules import load_rules
     from phaseprof.dashboard import charts
     from phaseprof.dashboard.text import plot
-    from phaseprof.trace.tables import load_tables
+    from phaseprof.trace.read import load_tables
 
     assert plot('void k<float, 8>(a&b) <a href="http://x">') == (
         'void k&lt;float, 8&gt;(a&amp;b) &lt;a href="http://x"&gt;')
-    tl = step_timeline(index_trace(load_tables(runs_dir / H100_DECODE), load_rules()), step=1)
+    tl = step_timeline(analyze(load_tables(runs_dir / H100_DECODE), ruleset=load_rules()).timeline, step=1)
     templated = [n for n in tl.activities["name"] if "<" in n]
     assert templated  # real CUDA kernel names carry template arguments
     fig = charts.timeline(tl)

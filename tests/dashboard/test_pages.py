@@ -7,13 +7,12 @@ import shutil
 
 import pytest
 
-from phaseprof.analysis.breakdown import analyze_tables
-from phaseprof.analysis.pipeline import analyze_trace
-from phaseprof.analysis.timeline import index_trace, step_timeline
+from phaseprof.analysis.pipeline import analyze, analyze_trace
+from phaseprof.analysis.timeline import step_timeline
 from phaseprof.classify.rules import load_rules
 from phaseprof.report.json_io import load_breakdown
 from phaseprof.report.markdown import breakdown_markdown
-from phaseprof.trace.tables import load_tables
+from phaseprof.trace.read import load_tables
 from tests.conftest import REPO
 
 from .conftest import (B200_PREFILL, DECODE_SWEEP_JSON, H100_DECODE, RUN_JSON, RUN_NAME, SWEEP_JSON, figure, frame,
@@ -37,8 +36,12 @@ def test_runs_page_lists_everything_and_reads_run_json(make_app, runs_dir):
     df = frame(at, "run", "GPU")
     gpu = dict(zip(df["run"], df["GPU"]))
     assert gpu[B200_PREFILL] == analyze_trace(runs_dir / B200_PREFILL).trace.gpu_name == "NVIDIA B200"
-    assert [shown(e.value) for e in at.error] == [analyze_error(runs_dir / "broken.json.gz")]
+    assert not at.error  # failures: one collapsed box, one line per file
+    (box,) = [e for e in at.expander if "could not be analysed" in e.label]
+    assert box.label.startswith("1 of ")
+    assert [shown(m.value) for m in box.markdown] == [f"- {analyze_error(runs_dir / 'broken.json.gz')}"]
     status = dict(zip(df["run"], df["status"]))
+    assert not df.select_dtypes(exclude="number").isna().any().any()  # not known: empty, not "None"
     assert status["broken.json.gz"] == f"error: {analyze_error(runs_dir / 'broken.json.gz')}"
     assert status[B200_PREFILL] == "ok"
 
@@ -73,13 +76,14 @@ def test_breakdown_page_shows_the_library_numbers(make_app, runs_dir, name):
     at.session_state["current_run"] = name
     ok(at.run())
     bd = analyze_trace(runs_dir / name)
-    phases = frame(at, "phase", "wall µs", "GPU busy µs")
-    assert phases["wall µs"].tolist() == [p.wall_us for p in bd.phases]
-    assert phases["GPU busy µs"].tolist() == [p.gpu_busy_us for p in bd.phases]
-    assert phases["launch overhead µs"].tolist() == [p.idle.launch_overhead_us for p in bd.phases]
+    phases = frame(at, "phase", "wall ms/step", "wall ms (total)")  # ms: per-step means first, then totals
+    assert phases["wall ms/step"].tolist() == [p.per_step["wall_us"].mean / 1e3 for p in bd.phases]
+    assert phases["GPU busy ms/step"].tolist() == [p.per_step["gpu_busy_us"].mean / 1e3 for p in bd.phases]
+    assert phases["wall ms (total)"].tolist() == [p.wall_us / 1e3 for p in bd.phases]
+    assert phases["launch overhead ms (total)"].tolist() == [p.idle.launch_overhead_us / 1e3 for p in bd.phases]
     steps = frame(at, "step", "launch calls", "allocations", "device mallocs")
-    assert steps["wall µs"].tolist() == [r.wall_us for r in bd.steps]
-    assert steps["GPU idle µs"].tolist() == [r.gpu_idle_us for r in bd.steps]
+    assert steps["wall ms"].tolist() == [r.wall_us / 1e3 for r in bd.steps]
+    assert steps["GPU idle ms"].tolist() == [r.gpu_idle_us / 1e3 for r in bd.steps]
     assert steps["kernels"].tolist() == [r.kernels for r in bd.steps]
     assert steps["launch calls"].tolist() == [r.launches.total for r in bd.steps]
     assert steps["allocations"].tolist() == [r.memory.allocations for r in bd.steps]
@@ -98,7 +102,7 @@ def test_breakdown_page_shows_the_library_numbers(make_app, runs_dir, name):
     if bd.unknown_kernels:
         unknown = frame(at, "unclassified kernel")
         assert unknown["unclassified kernel"].tolist() == [k.name for k in bd.unknown_kernels]
-        assert unknown["µs"].tolist() == [k.time_us for k in bd.unknown_kernels]
+        assert unknown["ms (total)"].tolist() == [k.time_us / 1e3 for k in bd.unknown_kernels]
         assert any("matched no rule" in w.value for w in at.warning)
     # Module view switch: the bars follow the module view.
     at.radio(key="bd_view").set_value("module").run()
@@ -123,8 +127,8 @@ def test_timeline_page_draws_the_step_the_library_cuts(make_app, runs_dir):
     at.session_state["current_run"] = H100_DECODE
     ok(at.run())
     t = load_tables(runs_dir / H100_DECODE)
-    bd = analyze_tables(t, load_rules())
-    tl = step_timeline(index_trace(t, load_rules()), step=1)
+    analysed = analyze(t, ruleset=load_rules())
+    bd, tl = analysed.breakdown, step_timeline(analysed.timeline, step=1)
     row = bd.steps[1]
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["wall µs"] == f"{row.wall_us:,.1f}"
@@ -199,7 +203,7 @@ def test_memory_page_mounts(make_app):
 def test_a_trace_is_parsed_once_with_progress_then_served_from_cache(make_app, runs_dir, tmp_path, monkeypatch):
     import gzip
 
-    import phaseprof.trace.tables as tables
+    import phaseprof.trace.read as tables
 
     runs = tmp_path / "fresh"
     runs.mkdir()
@@ -223,7 +227,7 @@ def test_a_trace_is_parsed_once_with_progress_then_served_from_cache(make_app, r
 
 def test_ranks_page_shows_the_real_tp2_capture_side_by_side(make_app, tmp_path):
     """The two H200 rank traces of traces/h200x2, as `phaseprof analyze DIR` reports them."""
-    from phaseprof.analysis.ranks import analyze_ranks, find_trace_files
+    from phaseprof.scale.ranks import analyze_ranks, find_trace_files
 
     src = REPO / "traces/h200x2/tp2-eager-prefill4096-decode8"
     runs = tmp_path / "runs"
@@ -237,3 +241,22 @@ def test_ranks_page_shows_the_real_tp2_capture_side_by_side(make_app, tmp_path):
                                                       for r in (0, 1)]
     spread = frame(at, "step", "slowest rank", "spread ms")
     assert spread["slowest rank"].tolist() == [s.slowest_rank for s in want.steps]
+
+
+def test_compare_opens_on_a_like_for_like_pair_named_by_what_differs(make_app, tmp_path):
+    """Committed H200 captures (eager and graph, prefill and decode): Compare opens on the eager and graph runs
+    of one workload, not the first two listed, and its legend says eager / graph, not the GPU twice (issue 25)."""
+    h200 = REPO / "traces" / "h200"
+    runs = tmp_path / "runs"
+    for mode in ("eager", "graph"):
+        for d in sorted((h200 / mode).glob("*-prefill-4096")) + sorted((h200 / mode).glob("*-decode-128in-32out")):
+            (runs / mode / d.name).mkdir(parents=True)
+            for f in ("breakdown.json", "run.json"):
+                shutil.copy(d / f, runs / mode / d.name / f)
+    at = ok(make_app("Compare", runs=runs).run())
+    a, b = at.session_state["cmp_a"], at.session_state["cmp_b"]
+    assert (a.split("/")[0], b.split("/")[0]) == ("eager", "graph") and a.endswith("prefill-4096") \
+        and b.endswith("prefill-4096"), (a, b)
+    assert [shown(w.value) for w in at.warning] == ["Not like for like: mode differs: eager (A) vs graph (B)."]
+    names = [t["name"] for t in figure(at, "cmp_bars")["data"]]
+    assert names == ["A: eager", "B: graph"], names

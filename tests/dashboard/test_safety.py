@@ -197,3 +197,19 @@ def test_the_checkout_entry_only_calls_the_packaged_app(runs_dir, tmp_path, monk
     at = ok(AppTest.from_file(str(entry), default_timeout=120).run())
     assert at.title[0].value == "Runs" and at.sidebar.radio(key="page").options == [
         "Runs", "Breakdown", "Timeline", "Compare", "Sweep", "Ranks", "Memory"]
+
+
+def test_runs_page_lists_only_traces_and_breakdowns_among_loose_json(tmp_path):
+    """A capture folder's other JSON files (startup facts, summaries, timing, results, a ceilings file) are no
+    input to analyse: listing them as traces gave a wall of errors (issue 25)."""
+    h200 = REPO / "traces" / "h200"
+    eager = h200 / "eager"
+    for f in (eager / "startup.json", eager / "summary.json", eager / "timing-benchmark.json",
+              h200 / "own-eager" / "result.json", h200 / "ceilings" / "h200-measured.json"):
+        shutil.copy(f, tmp_path / f"{f.parent.name}-{f.name}")
+    shutil.copy(h200 / "hooks" / "graph-prefill-4096" / "breakdown.json", tmp_path / "a.breakdown.json")
+    shutil.copy(PUBLIC_CUT_DIR / B200_PREFILL, tmp_path / B200_PREFILL)
+    shutil.copy(PUBLIC_CUT_DIR / B200_PREFILL, tmp_path / "b.json.gz")
+    (tmp_path / "b.json.gz").write_bytes((tmp_path / "b.json.gz").read_bytes()[:300])  # a cut trace: listed, fails
+    listed = {s.key: s.kind for s in scan(tmp_path)[0]}
+    assert listed == {"a.breakdown.json": Kind.BREAKDOWN, B200_PREFILL: Kind.TRACE, "b.json.gz": Kind.TRACE}

@@ -5,12 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from phaseprof.analysis.breakdown import analyze_tables
-from phaseprof.analysis.timeline import IdleCause, idle_segments, index_trace, step_timeline
+from phaseprof.analysis.pipeline import analyze
+from phaseprof.analysis.timeline import IdleCause, idle_segments, step_timeline
 from phaseprof.classify.rules import load_rules
 from phaseprof.errors import PhaseprofError
 from phaseprof.trace.markers import phaseprof_step_name
-from phaseprof.trace.tables import load_tables
+from phaseprof.trace.read import load_tables
 from tests.conftest import REPO
 from tests.unit.builders import TraceBuilder
 
@@ -50,7 +50,7 @@ def test_step_timeline_on_an_inline_trace(tmp_path):
     b.launch(GEMM, host_ts=0, host_dur=10, gpu_ts=12, gpu_dur=8)                 # gap [0,12)
     b.launch(GEMM, host_ts=30, host_dur=10, gpu_ts=41, gpu_dur=9, stream=13)     # gap [20,41); tail [50,100)
     t = load_tables(b.write(tmp_path / "t.json"))
-    tl = step_timeline(index_trace(t, load_rules()), step=0)
+    tl = step_timeline(analyze(t, ruleset=load_rules()).timeline, step=0)
     assert (tl.start_ns, tl.end_ns, tl.busy_ns) == (0, 100_000, 17_000)
     assert tl.activities[["lane", "kernel_bucket", "ts_ns", "launch_api"]].values.tolist() == [
         ["stream 7", "gemm", 12_000, "cudaLaunchKernel"], ["stream 13", "gemm", 41_000, "cudaLaunchKernel"]]
@@ -62,15 +62,15 @@ def test_step_timeline_on_an_inline_trace(tmp_path):
     assert tl.idle_ns_by_cause() == {LO: 20_000, HW: 10_000, OT: 53_000}
     assert tl.gaps["cause"].tolist() == [LO, LO, OT]
     with pytest.raises(PhaseprofError, match="step 1 does not exist"):
-        step_timeline(index_trace(t, load_rules()), step=1)
+        step_timeline(analyze(t, ruleset=load_rules()).timeline, step=1)
 
 
 def _check_against_breakdown(path):
     """Every step's window, busy time and idle causes equal the breakdown's step row."""
     t = load_tables(path)
     rules = load_rules()
-    bd = analyze_tables(t, rules)
-    ix = index_trace(t, rules)
+    at = analyze(t, ruleset=rules)
+    bd, ix = at.breakdown, at.timeline
     assert len(ix.steps) == len(bd.steps)
     for row in bd.steps:
         tl = step_timeline(ix, step=row.index)
@@ -104,7 +104,7 @@ def test_cpu_only_trace_lays_ops_out_per_thread(tmp_path):
     b.op("aten::mm", 10, 30, tid=1)
     b.op("aten::add", 60, 10, tid=2)
     t = load_tables(b.write(tmp_path / "cpu.json"))
-    tl = step_timeline(index_trace(t, load_rules()), step=0)
+    tl = step_timeline(analyze(t, ruleset=load_rules()).timeline, step=0)
     assert tl.activities[["lane", "name", "ts_ns"]].values.tolist() == [
         ["thread 1", "aten::mm", 10_000], ["thread 2", "aten::add", 60_000]]
     assert tl.host_calls.empty

@@ -7,10 +7,10 @@ the recorded traces (test_real_pairs.py).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from phaseprof.analysis.results import (AllocCounts, Breakdown, BucketTime, IdleSplit, KernelStat, LaunchCounts,
                                         PhaseSummary, Stats, StepRow, TraceInfo)
+from phaseprof.records import RunRecord
 
 REPO = Path(__file__).resolve().parents[2]
 PUBLIC = REPO.parent / "shared/traces/public"
@@ -73,7 +73,7 @@ def phase(name: str = "decode", *, steps: int = 2, kernels: list[KernelStat] = (
 
 
 def breakdown(*phases: tuple[PhaseSummary, list[StepRow]], gpu: str = "NVIDIA H100 80GB HBM3",
-              platform: str = "cuda", capture: dict[str, Any] | None = None, world_size: int = 1,
+              platform: str = "cuda", capture: RunRecord | None = None, world_size: int = 1,
               path: str = "a.pt.trace.json.gz") -> Breakdown:
     rows = [r for _, rs in phases for r in rs]
     return Breakdown(
@@ -82,4 +82,4 @@ def breakdown(*phases: tuple[PhaseSummary, list[StepRow]], gpu: str = "NVIDIA H1
                         device="gpu", gpu_name=gpu, gpu_properties={}, versions={},
                         distributed={"world_size": world_size}),
         step_detection={"method": "markers:phaseprof", "detail": "test"}, totals={},
-        phases=[p for p, _ in phases], steps=rows, unknown_kernels=[], notes=[], capture=capture or {})
+        phases=[p for p, _ in phases], steps=rows, unknown_kernels=[], notes=[], capture=capture)

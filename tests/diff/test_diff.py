@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from phaseprof.errors import PhaseprofError
+from phaseprof.records import ModelInfo, RunRecord
 from phaseprof.report.diff import clean_timings, diff_breakdowns, load_comparable, load_side
 from phaseprof.report.json_io import write_breakdown
 
@@ -97,8 +98,9 @@ def test_order_in_step_breaks_ties_and_unlike_kernels_stay_unmatched():
 
 
 def test_comparability_says_which_aspects_differ():
-    a = breakdown(phase(tokens=(0, 8)), capture={"model": "llama-3.1-8b", "mode": "eager"})
-    b = breakdown(phase(tokens=(0, 32)), capture={"model": "qwen3-8b", "mode": "graph"}, gpu="NVIDIA B200",
+    a = breakdown(phase(tokens=(0, 8)), capture=RunRecord(model=ModelInfo(name="llama-3.1-8b"), mode="eager"))
+    b = breakdown(phase(tokens=(0, 32)), capture=RunRecord(model=ModelInfo(name="qwen3-8b"), mode="graph"),
+                  gpu="NVIDIA B200",
                   world_size=2)
     w = " | ".join(diff_breakdowns(a, b).warnings)
     for aspect in ("model differs: llama-3.1-8b (A) vs qwen3-8b (B)", "tokens differs", "mode differs",
@@ -117,20 +119,19 @@ def test_phases_only_on_one_side_are_reported_not_compared():
 
 
 @pytest.mark.parametrize("capture, expected", [
-    ({"timing": {"ttft_ms": 41.5}}, {"ttft_ms": 41.5}),
-    ({"timing": {"ttft_ms": {"mean": 40.0, "p90": 55.0}, "tpot_us": {"p50": 9000}}},
-     {"ttft_ms": 40.0, "tpot_ms": 9.0}),
-    ({"clean": {"ttft_s": 0.25}, "profiled": {"ttft_ms": 400.0}}, {"ttft_ms": 250.0}),
-    ({"timing": {"ttft_ms": {"p90": 55.0}}}, {}),
-    ({}, {}),
+    (RunRecord(ttft_ms=41.5), {"ttft_ms": 41.5}),
+    (RunRecord(ttft_ms=40.0, tpot_ms=9.0), {"ttft_ms": 40.0, "tpot_ms": 9.0}),
+    (RunRecord(ttft_ms=float("nan")), {}),
+    (RunRecord(), {}),
+    (None, {}),
 ])
-def test_clean_timings_from_capture_info(capture, expected):
+def test_clean_timings_are_the_records_medians(capture, expected):
     assert clean_timings(capture) == pytest.approx(expected)
 
 
 def test_timings_delta_when_inputs_carry_them():
-    a = breakdown(phase(), capture={"timing": {"tpot_ms": 10.0}})
-    b = breakdown(phase(), capture={"timing": {"tpot_ms": 12.5}})
+    a = breakdown(phase(), capture=RunRecord(tpot_ms=10.0))
+    b = breakdown(phase(), capture=RunRecord(tpot_ms=12.5))
     (t,) = diff_breakdowns(a, b).timings
     assert (t.metric, t.change, t.rel_pct) == ("tpot_ms", 2.5, 25.0)
 
@@ -141,10 +142,11 @@ def test_load_breakdown_json_and_run_directory(tmp_path):
     assert load_comparable(tmp_path / "x.json") == bd
     run = tmp_path / "run1"
     write_breakdown(bd, run / "breakdown.json")
-    (run / "run.json").write_text(json.dumps({"model": "llama-3.1-8b", "timing": {"ttft_ms": 12.0}}))
+    (run / "run.json").write_text(json.dumps({"model": "llama-3.1-8b", "ttft_ms": 12.0}))
     side = load_side(run)
     assert side.source == "run-dir" and side.order is None
     assert clean_timings(side.breakdown.capture) == {"ttft_ms": 12.0}
+    assert side.breakdown.capture.model.name == "llama-3.1-8b"
 
 
 def test_load_errors_are_one_clear_line(tmp_path):

@@ -8,6 +8,7 @@ import pytest
 
 from phaseprof.cli import main
 from phaseprof.errors import PhaseprofError
+from phaseprof.records import RunRecord
 from phaseprof.report.diff import diff_breakdowns
 from phaseprof.report.fail_on import Threshold, evaluate, parse_threshold
 from phaseprof.report.json_io import write_breakdown
@@ -57,9 +58,9 @@ def test_bad_expressions_say_what_is_wrong(text, says):
 
 def _pair():
     a = breakdown(phase("decode", kernels=[K("nvjet", "gemm", 20, 800.0), K("fa3", "attention", 20, 200.0)],
-                        launches=100), capture={"timing": {"ttft_ms": 50.0}})
+                        launches=100), capture=RunRecord(ttft_ms=50.0))
     b = breakdown(phase("decode", kernels=[K("nvjet", "gemm", 20, 700.0), K("fa3", "attention", 20, 300.0)],
-                        launches=115), capture={"timing": {"ttft_ms": 48.0}})
+                        launches=115), capture=RunRecord(ttft_ms=48.0))
     return diff_breakdowns(a, b)
 
 

@@ -15,8 +15,8 @@ import pytest
 from markdown_it import MarkdownIt
 
 from phaseprof.cli import main
-from phaseprof.report.diff import (BreakdownDiff, KernelMatch, capture_field, capture_mode, diff_breakdowns,
-                                   load_side)
+from phaseprof.records import RunRecord
+from phaseprof.report.diff import BreakdownDiff, KernelMatch, diff_breakdowns, load_side
 from phaseprof.report.diff_markdown import MAX_CHARS, diff_markdown
 from phaseprof.report.json_io import write_breakdown
 
@@ -113,13 +113,10 @@ def _runs(root: Path) -> list[tuple[str, str, Path]]:
     else from the directory name."""
     out = []
     for run in sorted(p.parent for p in root.rglob("run.json")):
-        try:
-            info = json.loads((run / "run.json").read_text())
-        except (OSError, ValueError):
-            info = {}
+        rec = RunRecord.read(run / "run.json")
         name = run.name.lower()
-        mode = capture_mode(info) or next((m for m in ("eager", "graph") if m in name), "")
-        phase = (capture_field(info, ("phase",)) or ("decode" if "decode" in name else "")).lower()
+        mode = rec.execution_mode or next((m for m in ("eager", "graph") if m in name), "")
+        phase = (rec.request.phase or ("decode" if "decode" in name else "")).lower()
         out.append((mode, phase, run))
     return out
 

@@ -1,10 +1,12 @@
 """Issue 24: module + layer attribution of CUDA-graph replays from the replay alone, the model's layer plan (its
 config) in place of an eager reference run (``analysis/structural.py``).
 
-On the committed H200 traces of the 35B-A3B hybrid (40 layers: every fourth full attention, MoE in all):
-phaseprof's default capture (``traces/h200/hooks/graph-*``: config in run.json) and vLLM's own profiler on a graph
-run (``traces/h200/own-graph/``: no run.json, ``--model-config``). Cross-checked against the eager-reference
-alignment (``--graph-reference``) and against the kernels each layer must hold.
+On the committed H200 graph traces: the 35B-A3B hybrid (40 layers: every fourth full attention, MoE in all) from
+phaseprof's default capture (``traces/h200/hooks/graph-*``: config in run.json) and from vLLM's own profiler on a
+graph run (``traces/h200/own-graph/``: no run.json, ``--model-config``); qwen3-30b-a3b (48 attention + MoE layers)
+and llama-3.1-8b (32 dense layers) from the default capture (``traces/h200/shapes/``). Cross-checked against the
+model config read here independently of phaseprof, against the eager-reference alignment (``--graph-reference``)
+and against the kernels each layer must hold.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from phaseprof.analysis.prepare import prepare
 from phaseprof.classify.rules import load_rules
 from phaseprof.cli import main
 from phaseprof.presets import load_preset
-from phaseprof.trace.tables import load_tables
+from phaseprof.trace.read import load_tables
 
 REPO = Path(__file__).resolve().parents[2]
 H200 = REPO / "traces/h200"
@@ -34,7 +36,18 @@ DECODE = H200 / "hooks/graph-decode-4096in-32out-steps1-4/trace.json.gz"
 EAGER = H200 / "hooks/eager-prefill-4096/trace.json.gz"
 OWN = H200 / "own-graph/vllm-own-graph-prefill4096-decode1.pt.trace.json.gz"
 OWN_EAGER = H200 / "own-eager/vllm-own-eager-prefill4096-decode1.pt.trace.json.gz"
+SHAPES = H200 / "shapes"
 ATTENTION_LAYERS = list(range(3, 40, 4))  # full_attention_interval 4
+#: graph captures with the config in run.json: trace, and a kernel each layer runs once per step in its
+#: feed-forward (MoE: its two expert GEMMs; dense: the fused SiLU-and-mul between gate_up and down)
+DEFAULT_CAPTURES = {
+    "35b-prefill": (PREFILL, "fused_moe_kernel", 2),
+    "35b-decode": (DECODE, "fused_moe_kernel", 2),
+    "qwen3-30b-prefill": (SHAPES / "qwen3-30b-a3b-prefill-4096/trace.json.gz", "fused_moe_kernel", 2),
+    "qwen3-30b-decode": (SHAPES / "qwen3-30b-a3b-decode-4096in-32out/trace.json.gz", "fused_moe_kernel", 2),
+    "llama-8b-prefill": (SHAPES / "llama-3.1-8b-prefill-4096/trace.json.gz", "mul_silu", 1),
+    "llama-8b-decode": (SHAPES / "llama-3.1-8b-decode-4096in-32out/trace.json.gz", "mul_silu", 1),
+}
 
 
 def _analyse(path: Path, **kw):
@@ -45,10 +58,29 @@ def _evidence_pct(pa) -> float:
     return 100.0 - pa.coverage_pct[Method.KERNEL_NAME.value]
 
 
-def _check_layers(pa) -> None:
-    assert [r.layer for r in pa.layers] == list(range(40))
-    assert [r.layer for r in pa.layers if r.layer_type == "attention+moe"] == ATTENTION_LAYERS
-    assert Counter(r.layer_type for r in pa.layers) == {"gdn+moe": 30, "attention+moe": 10}
+def _types_from_config(cfg: dict) -> list[str]:
+    """Each layer's type read from the raw Hugging Face config here, not through phaseprof's layer plan."""
+    cfg = {**cfg, **cfg.get("text_config", {})}
+    n = cfg["num_hidden_layers"]
+    kinds = cfg.get("layer_types") or ["full_attention"] * n
+    mixer = {"full_attention": "attention", "linear_attention": "gdn"}
+    experts = cfg.get("num_experts") or cfg.get("num_local_experts") or 0
+    step, dense = cfg.get("decoder_sparse_step") or 1, set(cfg.get("mlp_only_layers") or ())
+    return [f"{mixer[kinds[i]]}+{'moe' if experts and i not in dense and (i + 1) % step == 0 else 'dense'}"
+            for i in range(n)]
+
+
+def _run_config(path: Path) -> dict:
+    return json.loads((path.parent / "run.json").read_text())["model_config"]
+
+
+def _check_layers(pa, cfg: dict) -> None:
+    """All decoder layers found, each with the type the config gives it (phaseprof's plan and this test's reading)."""
+    want = _types_from_config(cfg)
+    plan = plan_from_config(cfg, source="test")
+    assert [plan.layer_type(i) for i in range(plan.num_layers)] == want
+    assert [r.layer for r in pa.layers] == list(range(len(want)))
+    assert [r.layer_type for r in pa.layers] == want
 
 
 def _kernels_per_layer(items: pd.DataFrame, step: int, needle: str) -> Counter:
@@ -56,26 +88,38 @@ def _kernels_per_layer(items: pd.DataFrame, step: int, needle: str) -> Counter:
     return Counter(sub["layer"].tolist())
 
 
-@pytest.mark.parametrize("path", [PREFILL, DECODE], ids=["prefill", "decode"])
-def test_default_capture_gets_module_and_layer_from_the_config(path):
+@pytest.mark.parametrize("path,ffn_kernel,per_layer", DEFAULT_CAPTURES.values(), ids=DEFAULT_CAPTURES.keys())
+def test_default_capture_gets_module_and_layer_from_the_config(path, ffn_kernel, per_layer):
     a = _analyse(path)
     att = a.breakdown.attribution
-    assert "layer plan from run.json model_config: 40 layers" in att.graph_alignment
+    cfg = _run_config(path)
+    types = _types_from_config(cfg)
+    n = len(types)
+    assert f"layer plan from run.json model_config: {n} layers" in att.graph_alignment
+    assert att.phases
     for pa in att.phases:
         assert _evidence_pct(pa) >= 95.0, pa.coverage_pct
         assert pa.coverage_pct[Method.STRUCTURAL.value] > 50.0
-        _check_layers(pa)
+        _check_layers(pa, cfg)
     items = a.prepared.items
-    for step in sorted(set(items["step"]) - {-1}):
-        # the cut is right, not off by one: each layer holds its own MoE (two expert GEMMs) and its mixer
-        assert _kernels_per_layer(items, step, "fused_moe_kernel") == {i: 2 for i in range(40)}
+    steps = sorted(set(items["step"]) - {-1})
+    assert steps
+    attention = [i for i, t in enumerate(types) if t.startswith("attention+")]
+    for step in steps:
+        # the cut is right, not off by one: each layer holds its own feed-forward and its mixer
+        assert _kernels_per_layer(items, step, ffn_kernel) == {i: per_layer for i in range(n)}
         attn = _kernels_per_layer(items, step, "FlashAttnFwdSm90")
         gdn = _kernels_per_layer(items, step, "gated_delta_rule")
-        assert sorted(attn) == ATTENTION_LAYERS and sorted(gdn) == [i for i in range(40) if i not in ATTENTION_LAYERS]
+        assert sorted(attn) == attention and sorted(gdn) == [i for i in range(n) if i not in attention]
     placed = items[items["attribution"] == Method.STRUCTURAL.value]
     assert (placed["layer"] >= 0).all()
     # a kernel whose name says it is a component keeps it: no FlashAttention kernel is filed under moe
     assert not ((placed["kernel_bucket"] == "attention") & (placed["module_bucket"] != "attention")).any()
+    ffn = placed[placed["name"].astype(str).str.contains(ffn_kernel, regex=False)]
+    if all(t.endswith("+dense") for t in types):  # a dense MLP gets its layer, and no module is invented for it
+        assert set(zip(ffn["kernel_bucket"].astype(str), ffn["module_bucket"].astype(str))) == {("elementwise",) * 2}
+    else:
+        assert set(ffn["module_bucket"]) == {"moe"}
 
 
 def test_vllm_own_profiler_trace_with_model_config():
@@ -86,7 +130,7 @@ def test_vllm_own_profiler_trace_with_model_config():
     assert [pa.phase for pa in bd.attribution.phases] == ["prefill", "decode"]
     for pa in bd.attribution.phases:
         assert _evidence_pct(pa) >= 95.0, pa.coverage_pct
-        _check_layers(pa)
+        _check_layers(pa, load_preset("qwen3.5-35b-a3b").config_dict())
 
 
 @pytest.mark.parametrize("graph,eager,config", [(PREFILL, EAGER, None), (OWN, OWN_EAGER, "qwen3.5-35b-a3b")],
@@ -148,11 +192,15 @@ def test_plans_of_the_presets():
 
 
 def test_where_the_plan_comes_from(tmp_path):
-    assert find_plan(explicit=None, capture={}, trace_path=str(PREFILL))[1] == "run.json model_config"
-    assert find_plan(explicit=None, capture={}, trace_path=str(OWN)) == (None, "no model config (run.json, "
-                                                                             "--model-config)")
-    assert find_plan(explicit=None, capture={"model": "qwen3-30b-a3b"}, trace_path=None)[0].num_layers == 48
-    plan, why = find_plan(explicit=None, capture={"model_config": {"num_hidden_layers": 4}}, trace_path=None)
+    from phaseprof.records import ModelInfo, RunRecord
+
+    assert find_plan(explicit=None, records=(), trace_path=str(PREFILL))[1] == "run.json model_config"
+    assert find_plan(explicit=None, records=(), trace_path=str(OWN)) == (None, "no model config (run.json, "
+                                                                         "--model-config)")
+    named = RunRecord(model=ModelInfo(name="qwen3-30b-a3b"))
+    assert find_plan(explicit=None, records=(named,), trace_path=None)[0].num_layers == 48
+    plan, why = find_plan(explicit=None, records=(RunRecord(model_config={"num_hidden_layers": 4}),),
+                          trace_path=None)
     assert plan is None and "not usable for the layer plan" in why
 
 
@@ -160,7 +208,7 @@ def test_by_layer_prints_the_layers_of_a_graph_trace(capsys):
     assert main(["analyze", str(PREFILL), "--by", "layer"]) == 0
     out = capsys.readouterr().out
     assert "layer plan" in out  # the coverage line names the method
-    assert "prefill: per layer (ms)" in out
+    assert "prefill: per layer (ms in all steps)" in out
     for line in out.splitlines():
         assert len(line) <= 80 or "│" not in line
 

@@ -44,12 +44,24 @@ def hostile_trace(tmp_path: Path) -> Path:
 
 
 def test_table_output_is_verbatim_and_inert(hostile_trace: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["analyze", str(hostile_trace)]) == 0
+    assert main(["analyze", str(hostile_trace), "--full-names"]) == 0
     out, err = capsys.readouterr()
     text = " ".join(out.split())  # tables wrap long cells; compare with whitespace folded
     assert "\x1b" not in out + err and "\u202e" not in out
     assert "[with T = float]" in text and "[/]" in text and "[link=file:///etc/passwd]click[/link]" in text
     assert "[bold]H200[/]" in text  # the GPU name, markup shown as text
+
+
+def test_short_names_stay_inert(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Short names are cut from what the reader sees: a cut never drops the escape of a ``[`` it keeps (a long
+    name ending in markup printed it live, or crashed rich on ``[/]``)."""
+    long_tail = "k" * 80 + "[/]" + "[bold]x[/bold]"
+    assert main(["analyze", str(_trace(tmp_path / "t.json", [*HOSTILE, long_tail]))]) == 0
+    out, err = capsys.readouterr()
+    text = " ".join(out.split())
+    assert "\x1b" not in out + err and "\u202e" not in out
+    assert "axpy‹…›" in text  # the C++ name, short
+    assert "k‹…›][bold]x[/bold]" in text  # the long name's head and tail around the cut, markup as text
 
 
 def test_markdown_output_has_no_control_and_no_live_image(hostile_trace: Path,

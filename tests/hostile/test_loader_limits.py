@@ -17,7 +17,7 @@ import pytest
 
 from phaseprof.cli import main
 from phaseprof.trace import limits
-from phaseprof.trace.tables import load_tables
+from phaseprof.trace.read import load_tables
 
 _KERNEL = {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 10, "dur": 5,
            "args": {"correlation": 1, "stream": 7, "device": 0}}

@@ -41,3 +41,11 @@ def test_importing_the_command_pulls_in_neither_torch_nor_vllm():
             "print(sorted(m for m in ('torch', 'vllm', 'streamlit', 'plotly') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_table_header_counts_attention_and_gdn_layers(capsys):
+    """The header is rendered from the terminal-safe copy of the plan: its layer kinds must stay LayerKind
+    members (a plain-str copy counted "40 layers = 0 attention" for the 35B-A3B preset)."""
+    assert main(["memory", "--model", "qwen3.5-35b-a3b"]) == 0
+    head = capsys.readouterr().out.splitlines()[0]
+    assert "40 layers = 10 attention + 30 GDN" in head, head

@@ -8,26 +8,14 @@ import numpy as np
 import pytest
 
 from phaseprof.analysis import intervals as iv
-from phaseprof.analysis.ranks import analyze_ranks, find_trace_files
 from phaseprof.scale.collectives import match_collectives
 from phaseprof.scale.families import FALLBACK, collective_family, families
-from phaseprof.scale.rank_task import RankCollectives
+from phaseprof.scale.ranks import analyze_ranks, find_trace_files
+
+from .rank_builders import rank as _rank
 
 ROOT = Path(__file__).resolve().parents[2]
 TP2 = ROOT / "traces/h200x2/tp2-eager-prefill4096-decode8"
-
-
-def _rank(colls, compute=(), launches=(), *, moe_before=None, moe_after=None, moe_by_step=None, ep=None):
-    """colls: (family, step, start, end) in ns; compute/launches: (start, end); moe_*: us per collective."""
-    a = lambda xs, i: np.asarray([x[i] for x in xs], dtype=np.int64)  # noqa: E731
-    zeros = np.zeros(len(colls))
-    return RankCollectives(
-        family=np.asarray([c[0] for c in colls], dtype=object), step=a(colls, 1), start_ns=a(colls, 2),
-        end_ns=a(colls, 3), compute_start_ns=a(compute, 0), compute_end_ns=a(compute, 1),
-        launch_start_ns=a(launches, 0), launch_end_ns=a(launches, 1),
-        moe_before_us=zeros if moe_before is None else np.asarray(moe_before, dtype=float),
-        moe_after_us=zeros if moe_after is None else np.asarray(moe_after, dtype=float),
-        moe_us_by_step=moe_by_step or {}, expert_parallel=ep)
 
 
 def test_split_of_one_all_reduce():

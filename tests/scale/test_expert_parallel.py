@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from rich.console import Console
 
-from phaseprof.analysis.ranks import analyze_ranks, find_trace_files
+from phaseprof.scale.ranks import analyze_ranks, find_trace_files
 from phaseprof.scale.collectives import match_collectives
 from phaseprof.scale.expert_parallel import NONE_FOUND
 from phaseprof.scale.families import context_rules, families
@@ -22,7 +22,7 @@ from phaseprof.scale.render import collectives_markdown, print_collectives, prin
 from phaseprof.scale.report import build_report
 from phaseprof.scale.run_parallel import declared_expert_parallel
 
-from .test_collectives import _rank
+from .rank_builders import rank as _rank
 
 ROOT = Path(__file__).resolve().parents[2]
 TP2 = ROOT / "traces/h200x2/tp2-eager-prefill4096-decode8"

@@ -9,7 +9,7 @@ from pathlib import Path
 import jsonschema
 import orjson
 
-from phaseprof.analysis.ranks import analyze_ranks, find_trace_files
+from phaseprof.scale.ranks import analyze_ranks, find_trace_files
 from phaseprof.cli import main
 from phaseprof.scale.report import SCHEMA_PATH, build_report, dumps, json_schema, load_report
 

@@ -15,8 +15,8 @@ import pytest
 
 ray = pytest.importorskip("ray", reason="the ray extra is installed by scripts/install.sh; CI has it")
 
-from phaseprof.analysis.ranks import analyze_ranks, find_trace_files  # noqa: E402
-from phaseprof.analysis.ranks import summarize_ranks  # noqa: E402
+from phaseprof.scale.ranks import analyze_ranks, find_trace_files  # noqa: E402
+from phaseprof.scale.ranks import summarize_ranks  # noqa: E402
 from phaseprof.scale.ray_run import analyze_on_cluster  # noqa: E402
 from phaseprof.scale.report import build_report, dumps  # noqa: E402
 from tests.scale.ray_cluster import two_node_cluster  # noqa: E402

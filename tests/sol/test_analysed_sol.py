@@ -1,4 +1,4 @@
-"""The speed of light lives on the analysed trace (``AnalysedTrace.sol``): the analyze CLI, the dashboard and a
+"""The speed of light lives on the analysed trace (``sol.attach.analysed_sol``): the analyze CLI, the dashboard and a
 capture's breakdown.json all read that one section, and it equals what ``attach_sol`` computes for the same
 breakdown and run directory. On the committed H200 decode capture (traces/h200/graph, qwen3.5-35b-a3b)."""
 
@@ -16,7 +16,7 @@ from phaseprof.errors import PhaseprofError
 from phaseprof.presets import load_preset
 from phaseprof.report.json_io import load_breakdown
 from phaseprof.sol.analyze import NEEDS_CONFIG
-from phaseprof.sol.attach import attach_sol
+from phaseprof.sol.attach import analysed_sol, attach_sol, reported
 
 REPO = Path(__file__).resolve().parents[2]
 (RUN,) = (REPO / "traces" / "h200" / "graph").glob("*-h200-qwen3.5-35b-a3b-decode-128in-32out")
@@ -30,28 +30,28 @@ def analysed():
 
 def test_sol_is_computed_once_on_the_analysed_trace(analysed) -> None:
     assert analysed.breakdown.sol is None  # the plain breakdown stays as it was
-    sol = analysed.sol
+    sol = analysed_sol(analysed)
     assert sol.ok and sol.model_source == "preset qwen3.5-35b-a3b (named by the capture)"
     assert sol.ceiling.kind == "measured"  # traces/h200/ceilings/ above the run is found from the trace's path
-    assert analysed.sol is sol and analysed.reported.sol is sol
-    assert analysed.reported == attach_sol(analysed.breakdown, source=RUN)  # the stored-breakdown path agrees
+    assert analysed_sol(analysed) is sol and reported(analysed).sol is sol
+    assert reported(analysed) == attach_sol(analysed.breakdown, source=RUN)  # the stored-breakdown path agrees
 
 
 def test_config_carries_model_config_and_ceilings(analysed) -> None:
     spec = analyze(analysed.tables, config=AnalysisConfig.with_rules(None, ceilings="spec"))
-    assert spec.sol.ceiling.kind == "spec"
-    assert spec.sol == attach_sol(analysed.breakdown, source=RUN, ceilings="spec").sol
+    assert analysed_sol(spec).ceiling.kind == "spec"
+    assert analysed_sol(spec) == attach_sol(analysed.breakdown, source=RUN, ceilings="spec").sol
     named = analyze(analysed.tables, config=AnalysisConfig.with_rules(None, model_config="qwen3.5-35b-a3b"))
-    assert named.sol.ok and named.sol.model_source == "preset qwen3.5-35b-a3b"
+    assert analysed_sol(named).ok and analysed_sol(named).model_source == "preset qwen3.5-35b-a3b"
     bad = analyze(analysed.tables, config=AnalysisConfig.with_rules(None, model_config="no-such-model"))
     with pytest.raises(PhaseprofError):
-        bad.sol  # noqa: B018 - an explicit bad config is an error, raised where the section is read
+        analysed_sol(bad)  # noqa: B018 - an explicit bad config is an error, raised where the section is read
 
 
 def test_analyze_cli_writes_the_analysed_section(analysed, tmp_path: Path) -> None:
     out = tmp_path / "bd.json"
     assert main(["analyze", str(TRACE), "--json", str(out), "-f", "json"]) == 0
-    assert load_breakdown(out) == analysed.reported
+    assert load_breakdown(out) == reported(analysed)
 
 
 def test_capture_breakdown_carries_sol_as_a_later_analyze_computes_it(tmp_path: Path) -> None:
@@ -69,11 +69,11 @@ def test_capture_breakdown_carries_sol_as_a_later_analyze_computes_it(tmp_path: 
     assert load_breakdown(run / "breakdown.json").sol == bd.sol
     recorded = orjson.loads((RUN / "run.json").read_bytes())  # this older run.json predates model_config
     (run / "run.json").write_bytes(orjson.dumps({**recorded, "model_config": config}))
-    assert analyze(run / "trace.json.gz").sol == bd.sol
+    assert analysed_sol(analyze(run / "trace.json.gz")) == bd.sol
 
 
 def test_cpu_trace_and_missing_config_say_why() -> None:
     cpu = analyze(REPO / "traces" / "cpu" / "tiny-hybrid-prefill128-decode8" / "trace.json.gz")
-    assert cpu.sol.status == "not for CPU-only traces" and cpu.reported.sol == cpu.sol
+    assert analysed_sol(cpu).status == "not for CPU-only traces" and reported(cpu).sol == analysed_sol(cpu)
     foreign = analyze(REPO / "traces" / "public-cut" / "mi300x_sglang_qwen3_8b_decode.json.gz")
-    assert foreign.sol.status == NEEDS_CONFIG and foreign.sol.notes
+    assert analysed_sol(foreign).status == NEEDS_CONFIG and analysed_sol(foreign).notes

@@ -13,6 +13,7 @@ import pytest
 
 from phaseprof.analysis.pipeline import analyze_trace
 from phaseprof.cli import main
+from phaseprof.records import SweepRecord
 from phaseprof.sol.analyze import NEEDS_CONFIG, step_tokens
 from phaseprof.sol.attach import attach_sol, find_model
 from tests.h200.rawtrace import read
@@ -126,19 +127,19 @@ def test_sweep_floors_agree_with_the_traced_step(prefill, capsys):
     from phaseprof.sol.sweep import floor_figure, sweep_floors
 
     (sweep_dir,) = GRAPH.glob("*-sweep-prefill-128-8192")
-    doc = orjson.loads((sweep_dir / "sweep.json").read_bytes())
-    model, _ = find_model(doc)
-    floors = {f.x: f for f in sweep_floors(doc, model, spec_by_name("H200"))}
+    rec = SweepRecord.read(sweep_dir / "sweep.json")
+    model, _ = find_model((rec,))
+    floors = {f.x: f for f in sweep_floors(rec, model, spec_by_name("H200"))}
     # the 4096 point's floor is the traced 4096-token prefill step's floor (same work, same ceiling)
     _, _, bd = prefill
     assert floors[4096].floor_ms == pytest.approx(bd.sol.phase("prefill").floor_us / 1e3)
-    assert floors[4096].measured_ms == doc["points"][[p["prompt_tokens"] for p in doc["points"]].index(4096)][
+    assert floors[4096].measured_ms == rec.points[[p["prompt_tokens"] for p in rec.points].index(4096)][
         "ttft"]["median_ms"]
     xs = sorted(floors)
     assert all(floors[a].floor_ms < floors[b].floor_ms for a, b in zip(xs, xs[1:]))  # more tokens, more work
     fig = floor_figure(list(floors.values()), phase="prefill")
     assert list(fig.data[1].y) == [f.floor_ms for f in floors.values()]
-    assert list(fig.data[0].y) == [p["ttft"]["median_ms"] for p in doc["points"]]
+    assert list(fig.data[0].y) == [p["ttft"]["median_ms"] for p in rec.points]
     assert main(["sweep", "--show", str(sweep_dir)]) == 0
     out = capsys.readouterr().out  # datasheet ceilings, or traces/h200/ceilings/ once that file is committed
     assert "speed of light vs measured TTFT" in out

@@ -18,8 +18,8 @@ import pytest
 from phaseprof.presets import load_preset
 from phaseprof.sol.model import sol_model
 from phaseprof.sol.work import (Component, StepTokens, attention, attn_proj, bucket_work, dense_mlp,
-                                distinct_experts, gdn, gdn_conv, gdn_proj, lm_head, router, routed_experts,
-                                shared_expert, step_work)
+                                distinct_experts, elementwise, gdn, gdn_conv, gdn_proj, lm_head, norm, router,
+                                routed_experts, shared_expert, step_work)
 
 PREFILL = StepTokens(prefill_lens=(4096,))
 DECODE = StepTokens(decode_kv_lens=(129,))  # one sequence, 128 prompt tokens + the new one
@@ -151,6 +151,20 @@ def test_qwen3_30b(q30):
     assert shared_expert(q30, PREFILL).flops == 0
     assert attn_proj(q30, DECODE).flops == (2 * 2048 * (4096 + 1024) + 2 * 4096 * 2048) * 48
     assert attention(q30, PREFILL).flops == 2 * 32 * 256 * (4096 * 4097 // 2) * 48
+
+
+def test_qwen3_30b_norm_and_elementwise_bytes(q30, llama):
+    """Issue 30: the H200 qwen3-30b-a3b 4K prefill's norm bucket ran at 126% of a floor that counted the
+    per-head q/k norms as their own pass (their torch.compile kernels are classified elementwise, fused with
+    RoPE). Norm: 48·2 + 1 = 97 RMSNorms of 4096 × 2048, the first (no residual yet) reads + writes 2 × hidden,
+    the other 96 read hidden + residual and write both (4 × hidden); bf16."""
+    assert norm(q30, PREFILL).bytes == (96 * 4 + 2) * 4096 * 2048 * 2
+    assert norm(llama, PREFILL).bytes == (64 * 4 + 2) * 4096 * 4096 * 2  # 32·2 + 1 norms of 4096 × 4096
+    # q/k norm + RoPE: q (32 × 128) and k (4 × 128) read and written once per attention layer
+    qk = 48 * 2 * 4096 * (32 + 4) * 128 * 2
+    silu = 4096 * 8 * 3 * 768 * 48 * 2  # routed experts' SiLU-and-mul over 4096 × top-8 rows
+    topk_sum = 4096 * 9 * 2048 * 48 * 2  # reads 8 expert outputs, writes one hidden state
+    assert elementwise(q30, PREFILL).bytes == silu + topk_sum + qk + 2 * 4096 * 2048 * 2  # + embedding lookup
 
 
 # ------------------------------------------------------------------ other families (public config.json)

@@ -23,7 +23,7 @@ from phaseprof.analysis.modules import build_module_tree, load_layer_rules
 from phaseprof.analysis.phase_infer import load_phase_evidence
 from phaseprof.analysis.pipeline import analyze_trace
 from phaseprof.classify.rules import load_rules
-from phaseprof.trace.tables import load_tables
+from phaseprof.trace.read import load_tables
 from tests.unit.builders import TraceBuilder
 
 REPO = Path(__file__).resolve().parents[2]
@@ -170,12 +170,9 @@ def _graph_pair(tmp_path: Path) -> tuple[Path, Path]:
 
 def test_alignment_by_name_and_order_skips_what_the_capture_lacks(tmp_path):
     cap, rep = _graph_pair(tmp_path)
-    from phaseprof.analysis.pipeline import load_reference
-    from phaseprof.analysis.prepare import prepare
+    from phaseprof.analysis.pipeline import AnalysisConfig, analyze
 
-    rules = load_rules()
-    prep = prepare(load_tables(rep), rules, reference=load_reference(cap, rules))
-    items = prep.items.sort_values("ts_ns")
+    items = analyze(rep, config=AnalysisConfig(graph_reference=cap)).prepared.items.sort_values("ts_ns")
     assert items["kernel_bucket"].tolist() == ["elementwise"] * 3 + ["gemm", "elementwise", "moe"]
     # the two the capture lacks are bracketed: the one between the norm and the MoE block (two blocks, no boundary
     # kernel between them) takes layer 0 but keeps its kernel view; the one between two kernels of the MoE block of
@@ -267,10 +264,22 @@ def test_by_layer_prints_the_layer_table_within_80_columns(capsys, monkeypatch):
     monkeypatch.setenv("COLUMNS", "80")
     assert main(["analyze", str(CPU_STACK), "--by", "layer"]) in (0, None)
     out = capsys.readouterr().out
-    assert "decode: per layer (ms)" in out and "attn+moe" in out and "gdn+moe" in out
+    assert "decode: per layer (ms in all steps)" in out and "attn+moe" in out and "gdn+moe" in out
     assert "decode module view from: op stack" in out
     table = out[out.index("decode: per layer"):].splitlines()
     assert max(len(line) for line in table) <= 80
+
+
+def test_by_layer_splits_rather_than_cuts_when_narrow(capsys, monkeypatch):
+    from phaseprof.cli import main
+
+    monkeypatch.setenv("COLUMNS", "50")
+    assert main(["analyze", str(CPU_STACK), "--by", "layer"]) in (0, None)
+    table = capsys.readouterr().out
+    table = table[table.index("decode: per layer"):].splitlines()
+    assert max(len(line) for line in table) <= 50
+    assert not any("…" in line for line in table)  # rich's cut mark
+    assert re.search(r"part\s+2/", " ".join(table))  # the bucket columns went to a second part (title may wrap)
 
 
 def test_pairing_is_anchored_so_a_fused_layer_does_not_shift_the_next_ones():

@@ -367,7 +367,7 @@ def test_one_search_per_rule_matches_as_pattern_by_pattern():
     import re2
 
     from phaseprof.classify.rules import Rule, RuleSet, _RE2_OPTIONS
-    from phaseprof.trace.tables import load_tables
+    from phaseprof.trace.read import load_tables
 
     rules = load_rules()
     names = {e for r in rules.kernel + rules.module for e in r.examples}

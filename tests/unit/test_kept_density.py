@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from phaseprof.trace import limits, tables
-from phaseprof.trace.tables import load_tables
+from phaseprof.trace.read import load_tables
 
 from ..conftest import REPO
 from ..hostile.helpers import one_line_error

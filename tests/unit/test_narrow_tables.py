@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -24,7 +25,8 @@ GRAPH = ROOT / "traces/h200/graph/20261130T094743Z-h200-qwen3.5-35b-a3b-decode-1
 TP2 = ROOT / "traces/h200x2/tp2-eager-prefill4096-decode8"
 
 TIMELINE_LABELS = ("wall ms", "busy ms", "busy % of wall", "idle ms", "in launch ms", "host work ms",
-                   "kernels/step", "launch calls/step", "allocations/step", "dev. mallocs/step")
+                   "queued/tail ms", "kernels", "launch calls", "allocations", "dev. mallocs", "wall ms, total")
+CPU_LABELS = ("wall ms", "CPU op ms", "ops % of wall", "between ops ms", "ops", "allocations", "wall ms, total")
 
 
 def _run(argv: list[str], columns: int, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> str:
@@ -34,18 +36,25 @@ def _run(argv: list[str], columns: int, capsys: pytest.CaptureFixture[str], monk
 
 
 def _assert_fits(out: str, columns: int) -> None:
-    assert "…" not in out, next(line for line in out.splitlines() if "…" in line)
+    """No cell cut by rich (its ``…``; short kernel names elide with ``‹…›``) and no line wider than the terminal."""
+    cut = [line for line in out.splitlines() if "…" in line.replace("‹…›", "")]
+    assert not cut, cut[0]
     too_wide = [line for line in out.splitlines() if len(line) > columns]
     assert not too_wide, too_wide[0]
 
 
 def _bucket_rows(out: str) -> dict[str, list[str]]:
-    """Cells of table rows whose first cell is a name, e.g. ``│ moe │ 13.28 │ 61.3 │ 200 │``."""
+    """Cells of table rows by their first cell, e.g. ``│ moe │ 13.28 │ 61.3 │`` or `` moe    13.28    61.3``
+    (compact tables separate cells by spaces); the first row of a name wins."""
     rows: dict[str, list[str]] = {}
     for line in out.splitlines():
         if line.startswith("│"):
             cells = [c.strip() for c in line.strip("│").split("│")]
-            rows.setdefault(cells[0], cells[1:])
+        elif line.startswith(" ") and "  " in line.strip():
+            cells = re.split(r"\s{2,}", line.strip())
+        else:
+            continue
+        rows.setdefault(cells[0], cells[1:])
     return rows
 
 
@@ -54,11 +63,14 @@ def test_analyze_cpu_trace_fits(columns: int, capsys, monkeypatch) -> None:
     out = _run(["analyze", str(CPU_TRACE)], columns, capsys, monkeypatch)
     _assert_fits(out, columns)
     rows = _bucket_rows(out)
-    for label in TIMELINE_LABELS:
+    for label in CPU_LABELS:
         assert label in rows, label
     # phases are columns: one whole value per phase in every metric row
     assert rows["steps"] == ["1", "8"]
-    assert "CPU op time" in rows and "bucket" in out and "share %" in out
+    assert "CPU op time" in rows and "bucket" in out
+    # CPU words on a CPU trace: nothing about a GPU, launches or device mallocs
+    for gpu_word in ("GPU busy", "launch calls", "dev. mallocs", "in launch ms", "kernels"):
+        assert gpu_word not in rows, gpu_word
 
 
 @pytest.mark.parametrize("columns", [80, 60])
@@ -68,15 +80,33 @@ def test_analyze_gpu_trace_fits_with_numbers_whole(columns: int, capsys, monkeyp
     bd = json.loads((EAGER / "breakdown.json").read_text())
     decode = next(p for p in bd["phases"] if p["phase"] == "decode")
     rows = _bucket_rows(out)
-    assert rows["wall ms"][1] == f"{decode['wall_us'] / 1000:,.2f}"
-    # the first table row named after a bucket is in the prefill kernel view: ms, share and count all whole
+    for label in TIMELINE_LABELS:
+        assert label in rows, label
+    # per-step means by default, the phase's total labelled as such
+    assert rows["wall ms"][1] == f"{decode['per_step']['wall_us']['mean'] / 1000:,.2f}"
+    assert rows["wall ms, total"][1] == f"{decode['wall_us'] / 1000:,.2f}"
+    # the first row named after a bucket is in the prefill bucket table: both views, ms per step and share
     prefill = next(p for p in bd["phases"] if p["phase"] == "prefill")
+    module = {b["bucket"]: b for b in prefill["module_view"]}
     for b in prefill["kernel_view"]:
-        assert rows[b["bucket"]] == [f"{b['time_us'] / 1000:,.2f}", f"{b['share_pct']:.1f}", f"{b['count']:,}"]
-    # kernel names are never cut: the longest top kernel name is there in full once line breaks are removed
-    flat = "".join(line.split("│")[1] for line in out.splitlines() if line.startswith("│")).replace(" ", "")
-    longest = max((k["name"] for ks in decode["top_kernels"].values() for k in ks), key=len)
-    assert longest.replace(" ", "") in flat
+        m = module[b["bucket"]]
+        assert rows[b["bucket"]][:4] == [f"{b['time_us'] / 1000:,.2f}", f"{b['share_pct']:.1f}",
+                                         f"{m['time_us'] / 1000:,.2f}", f"{m['share_pct']:.1f}"]
+
+
+def test_full_names_prints_kernel_names_whole(capsys, monkeypatch) -> None:
+    out = _run(["analyze", str(EAGER / "trace.json.gz"), "--full-names"], 80, capsys, monkeypatch)
+    _assert_fits(out, 80)
+    bd = json.loads((EAGER / "breakdown.json").read_text())
+    decode = next(p for p in bd["phases"] if p["phase"] == "decode")
+    shown = [k for ks in decode["top_kernels"].values() for k in ks if k["share_pct"] >= 0.5]
+    longest = max((k["name"] for k in shown), key=len)
+    # folded in its cell: whole once the cells of the name column are joined again
+    lines = out.splitlines()
+    head = next(i for i, x in enumerate(lines) if x.startswith(" bucket") and " kernel " in x)
+    start = lines[head].index(" kernel ") + 1
+    cells = [re.sub(r"\s+[\d,]+\s+[\d.,]+\s+[\d.]+\s*$", "", x)[start:] for x in lines[head + 2:]]
+    assert longest.replace(" ", "") in "".join(cells).replace(" ", "")
 
 
 @pytest.mark.parametrize("columns", [80, 60])
@@ -103,7 +133,7 @@ def test_pipe_output_fits_80_columns() -> None:
     res = subprocess.run([sys.executable, "-m", "phaseprof.cli", "analyze", str(CPU_TRACE)], capture_output=True,
                          text=True, env=env, check=True, cwd=ROOT)
     _assert_fits(res.stdout, 80)
-    assert "busy % of wall" in res.stdout
+    assert "ops % of wall" in res.stdout
 
 
 def test_split_columns_packs_in_order_and_repeats_keys() -> None:
@@ -113,21 +143,3 @@ def test_split_columns_packs_in_order_and_repeats_keys() -> None:
     # a column wider than the width beside the keys still gets a part of its own
     assert split_columns([10, 100, 7], keys=1, width=40) == [[1], [2]]
     assert split_columns([10], keys=1, width=40) == [[]]
-
-
-def test_command_list_wraps_to_the_terminal() -> None:
-    """``phaseprof --help`` at 80 columns: every command's summary fills its lines (the docstrings' own line
-    breaks used to cut them short mid-sentence) and nothing is wider than the terminal."""
-    env = {**os.environ, "COLUMNS": "80", "PYTHONPATH": str(ROOT)}
-    out = subprocess.run([sys.executable, "-m", "phaseprof.cli", "--help"], capture_output=True, text=True, env=env,
-                         check=True, cwd=ROOT).stdout
-    _assert_fits(out, 80)
-    lines = out.splitlines()
-    panel = lines[next(i for i, x in enumerate(lines) if "Commands" in x) + 1:]
-    panel = panel[:next(i for i, x in enumerate(panel) if x.startswith("╰"))]
-    col = min(len(x) - len(x[1:].lstrip()) for x in panel if x[1:].startswith("   "))  # descriptions start here
-    width = len(panel[0]) - 2 - col  # up to the right border and its padding
-    ragged = [(a, b) for a, b in zip(panel, panel[1:]) if not b[1:col].strip()  # b continues a's description
-              and len(a[col:-1].rstrip()) + 1 + len(b[col:].split()[0]) <= width]
-    assert not ragged, ragged
-    assert len(panel) >= 7  # every command listed

@@ -12,7 +12,7 @@ import pytest
 from phaseprof.analysis.items import op_modules
 from phaseprof.classify.rules import load_rules
 from phaseprof.trace.correlate import _innermost_ops, _op_parents
-from phaseprof.trace.tables import load_tables
+from phaseprof.trace.read import load_tables
 
 ROOT = Path(__file__).resolve().parents[2]
 PUBLIC = ROOT.parent / "shared" / "traces" / "public"

@@ -9,13 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from phaseprof.analysis.breakdown import analyze_tables
 from phaseprof.analysis.pipeline import AnalysedTrace, AnalysisConfig, analyze, analyze_trace
-from phaseprof.analysis.ranks import analyze_ranks
-from phaseprof.analysis.timeline import index_trace, step_timeline
+from phaseprof.scale.ranks import analyze_ranks
+from phaseprof.analysis.timeline import step_timeline
 from phaseprof.classify.rules import load_rules
-from phaseprof.report.diff import kernel_order, load_side
-from phaseprof.trace.tables import load_tables
+from phaseprof.report.diff import load_side
+from phaseprof.trace.read import load_tables
 
 REPO = Path(__file__).resolve().parents[2]
 CPU = REPO / "traces/cpu/tiny-hybrid-prefill128-decode8/trace.json.gz"
@@ -27,12 +26,12 @@ TP2 = REPO / "traces/h200x2/tp2-eager-prefill4096-decode8"
 def test_one_object_matches_every_separate_entry_point(trace: Path) -> None:
     at = analyze(trace)
     tables, rules = load_tables(trace), load_rules()
-    assert at.breakdown == analyze_tables(tables, rules) == analyze_trace(trace)
-    assert at.kernel_order == kernel_order(tables, rules) and at.kernel_order  # real order, not empty
+    again = analyze(tables, ruleset=rules)  # tables already loaded, rules already read
+    assert at.breakdown == again.breakdown == analyze_trace(trace)
+    assert at.kernel_order == again.kernel_order and at.kernel_order  # real order, not empty
     assert at.timeline is at.timeline  # derived once, then kept
-    fresh = index_trace(tables, rules)
     for k in range(min(3, len(at.breakdown.steps))):
-        a, b = step_timeline(at.timeline, step=k), step_timeline(fresh, step=k)
+        a, b = step_timeline(at.timeline, step=k), step_timeline(again.timeline, step=k)
         assert (a.start_ns, a.end_ns, a.busy_ns) == (b.start_ns, b.end_ns, b.busy_ns)
         assert a.activities.equals(b.activities) and a.idle.equals(b.idle)
     # Kernel order never adds columns to the shared items table.

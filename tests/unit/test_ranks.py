@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from phaseprof.analysis.ranks import analyze_ranks, find_trace_files
+from phaseprof.scale.ranks import analyze_ranks, find_trace_files
 from phaseprof.cli import main
 from phaseprof.errors import PhaseprofError
 

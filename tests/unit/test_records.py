@@ -10,8 +10,9 @@ from typing import Any
 import pytest
 
 from phaseprof.errors import PhaseprofError
-from phaseprof.records import RUN_SCHEMA_PATH, SWEEP_SCHEMA_PATH, RunRecord, SweepRecord, schema
-from phaseprof.trace.tables import load_tables
+from phaseprof.records import (RUN_SCHEMA_PATH, SWEEP_SCHEMA_PATH, DeviceRecord, EngineInfo, Headline, ProfileInfo,
+                               RunRecord, SweepRecord, TraceFileInfo, schema)
+from phaseprof.trace.read import load_tables
 
 REPO = Path(__file__).resolve().parents[2]
 RUNS = sorted((REPO / "traces").rglob("run.json"))
@@ -37,6 +38,26 @@ def test_every_committed_run_json_reads_back_whole(path: Path) -> None:
     assert _values(rec.to_dict()) == _values(doc) and rec.extra == {}
 
 
+@pytest.mark.parametrize("path", RUNS, ids=lambda p: f"{p.parents[1].name}-{p.parent.name}")
+def test_every_committed_run_json_is_typed_through(path: Path) -> None:
+    """Each sub-record a reader needs is typed (no reader looks a key up), whatever layout wrote the file."""
+    doc = json.loads(path.read_text())
+    rec = RunRecord.read(path)
+    assert isinstance(rec.device, DeviceRecord) and rec.device.name == doc["device"]["name"]
+    assert isinstance(rec.engine, EngineInfo)
+    assert rec.clean_ms["ttft_ms"] == doc["ttft_ms"] > 0
+    if doc.get("headline") is not None:
+        assert isinstance(rec.headline, Headline) and rec.headline.median_ms == doc["headline"]["median_ms"]
+        assert rec.headline.metric == ("tpot" if rec.request.phase == "decode" else "ttft")
+    if doc.get("profile") is not None:
+        assert isinstance(rec.profile, ProfileInfo) and rec.profile.extra == {}
+    if doc.get("trace") is not None:
+        assert isinstance(rec.trace, TraceFileInfo) and rec.trace.extra == {}
+    if doc.get("source") == "server":
+        assert rec.server is not None and rec.server.url == doc["server"]["url"] and rec.server.extra == {}
+    assert rec.execution_mode in ("eager", "graph", None)
+
+
 @pytest.mark.parametrize("path", SWEEPS, ids=lambda p: f"{p.parents[1].name}-{p.parent.name}")
 def test_every_committed_sweep_json_reads_back_whole(path: Path) -> None:
     doc = json.loads(path.read_text())
@@ -50,8 +71,8 @@ def test_the_old_multi_gpu_layout_lands_in_the_same_fields() -> None:
     rec = RunRecord.read(TP2)
     assert (rec.request.phase, rec.request.prompt_tokens, rec.request.max_tokens) == ("decode", 2048, 4)
     assert rec.parallel is not None and rec.parallel.tensor_parallel_size == 2 and not rec.parallel.expert_parallel
-    assert len(rec.parallel.rank_traces) == 2 and rec.engine["startup_s"] > 0
-    assert rec.profile == {"overhead_ratio": json.loads(TP2.read_text())["profiler_overhead"]}
+    assert len(rec.parallel.rank_traces) == 2 and rec.engine.startup_s > 0
+    assert rec.profile == ProfileInfo(overhead_ratio=json.loads(TP2.read_text())["profiler_overhead"])
     assert rec.extra == {"gpus": 2}
     again = RunRecord.from_dict(rec.to_dict())  # written in the new layout, read back the same
     assert again == rec
@@ -61,9 +82,9 @@ def test_the_trace_embeds_the_records_flat_subset() -> None:
     """What capture embedded in the committed CPU trace is exactly ``RunRecord.embedded`` of its run.json."""
     rec = RunRecord.read(CPU_RUN / "run.json")
     embedded = load_tables(CPU_RUN / "trace.json.gz").meta.capture
-    ratio = embedded["profiler_overhead_ratio"]
-    assert ratio == pytest.approx(rec.profile["overhead_ratio"], abs=1e-4)
-    assert rec.embedded(ratio) == embedded
+    ratio = embedded.profile.overhead_ratio
+    assert ratio == pytest.approx(rec.profile.overhead_ratio, abs=1e-4)
+    assert rec.embedded(ratio) == embedded.embedded()
 
 
 @pytest.mark.parametrize("content, says", [
@@ -94,3 +115,28 @@ def test_committed_schemas_are_the_records() -> None:
         assert json.loads(path.read_text()) == json.loads(json.dumps(schema(cls))), path.name
     props = schema(RunRecord)["$defs"]["RunRecord"]["properties"]
     assert "model_config" in props and "extra" not in props
+
+
+def test_unknown_keys_of_a_sub_record_are_kept_in_its_extra() -> None:
+    rec = RunRecord.from_dict({"engine": {"startup_s": 2.5, "new_key": [1]}, "headline": {"metric": "ttft", "x": 1}})
+    assert rec.engine.startup_s == 2.5 and rec.engine.extra == {"new_key": [1]} and rec.headline.extra == {"x": 1}
+    again = rec.to_dict()
+    assert again["engine"]["new_key"] == [1] and again["headline"]["x"] == 1
+
+
+BREAKDOWNS = sorted((REPO / "traces").rglob("*breakdown.json"))
+
+
+@pytest.mark.parametrize("path", BREAKDOWNS, ids=lambda p: f"{p.parent.name}-{p.name}")
+def test_every_committed_breakdowns_capture_reads_typed_and_writes_back_the_same(path: Path) -> None:
+    """A breakdown's ``capture`` section is the trace's embedded subset: typed on read, the same keys, values
+    and order on write (committed breakdown JSON stays byte-identical)."""
+    from phaseprof.report.json_io import breakdown_to_dict, load_breakdown
+
+    section = json.loads(path.read_text())["capture"]
+    bd = load_breakdown(path)
+    assert (bd.capture is None) == (section == {})
+    assert list(breakdown_to_dict(bd)["capture"].items()) == list(section.items())
+    if bd.capture is not None:
+        assert bd.capture.request.phase == section["phase"] and bd.capture.model.name == section["model"]
+        assert bd.capture.clean_ms.get("ttft_ms") == section["ttft_ms"]

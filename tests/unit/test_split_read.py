@@ -16,7 +16,8 @@ import pytest
 from phaseprof.errors import TraceError
 from phaseprof.lean_process import SPLIT_ENV
 from phaseprof.trace import split_read, stream
-from phaseprof.trace.tables import EventTables, load_tables
+from phaseprof.trace.read import load_tables
+from phaseprof.trace.tables import EventTables
 
 from ..conftest import PUBLIC_CUT_DIR, PUBLIC_DIR, REPO
 from .test_bad_input import CASES as BAD_INPUTS

@@ -20,7 +20,8 @@ import pytest
 from phaseprof.errors import TraceError
 from phaseprof.trace import stream
 from phaseprof.trace.stream import stream_trace
-from phaseprof.trace.tables import EventTables, TableBuilder, load_tables
+from phaseprof.trace.read import load_tables
+from phaseprof.trace.tables import EventTables, TableBuilder
 
 from ..conftest import PUBLIC_CUT_DIR, REPO
 from .test_bad_input import CASES as BAD_INPUTS

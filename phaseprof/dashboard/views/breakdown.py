@@ -8,36 +8,42 @@ import pandas as pd
 
 from phaseprof.analysis.results import Breakdown, KernelStat, PhaseSummary, StepRow
 from phaseprof.dashboard import charts, data, widgets
-from phaseprof.dashboard.text import md
+from phaseprof.dashboard.text import md, plot
+from phaseprof.safe_text import deep
 
-DEFAULT_STEP_METRICS = ("wall µs", "GPU busy µs", "launch overhead µs", "kernels", "launch calls")
+DEFAULT_STEP_METRICS = ("wall ms", "GPU busy ms", "launch overhead ms", "kernels", "launch calls")
 
 
 def phase_table(bd: Breakdown) -> pd.DataFrame:
-    """Per phase: sums over its steps and per-step means (``PhaseSummary`` fields as stored)."""
+    """Per phase: per-step means first, then totals over its steps (``PhaseSummary`` fields as stored; ms)."""
     rows = []
     for ph in bd.phases:
         s = ph.per_step
         rows.append({
-            "phase": ph.phase, "steps": ph.steps, "wall µs": ph.wall_us, "GPU busy µs": ph.gpu_busy_us,
-            "GPU idle µs": ph.gpu_idle_us, "launch overhead µs": ph.idle.launch_overhead_us,
-            "host work µs": ph.idle.host_work_us, "other idle µs": ph.idle.other_us, "kernels": ph.kernels,
-            "busy % (mean/step)": s["busy_pct"].mean, "launch calls/step": s["launch_calls"].mean,
+            "phase": ph.phase, "steps": ph.steps, "wall ms/step": s["wall_us"].mean / 1e3,
+            "GPU busy ms/step": s["gpu_busy_us"].mean / 1e3, "GPU idle ms/step": s["gpu_idle_us"].mean / 1e3,
+            "launch overhead ms/step": s["launch_overhead_us"].mean / 1e3,
+            "host work ms/step": s["host_work_us"].mean / 1e3, "busy % (mean/step)": s["busy_pct"].mean,
+            "kernels/step": s["kernels"].mean, "launch calls/step": s["launch_calls"].mean,
             "allocations/step": s["allocations"].mean, "device mallocs/step": s["device_mallocs"].mean,
+            "wall ms (total)": ph.wall_us / 1e3, "GPU busy ms (total)": ph.gpu_busy_us / 1e3,
+            "GPU idle ms (total)": ph.gpu_idle_us / 1e3, "launch overhead ms (total)": ph.idle.launch_overhead_us / 1e3,
+            "host work ms (total)": ph.idle.host_work_us / 1e3, "other idle ms (total)": ph.idle.other_us / 1e3,
         })
     return pd.DataFrame(rows)
 
 
 def step_table(rows: list[StepRow]) -> pd.DataFrame:
-    """One row per step, every count and time exactly as in the breakdown's step rows (µs)."""
+    """One row per step, every count and time as in the breakdown's step rows (times in ms)."""
     apis = sorted({a for r in rows for a in r.launches.by_api})
     out = []
     for r in rows:
         out.append({
             "step": r.index, "phase": r.phase, "context tokens": r.context_tokens,
-            "generation tokens": r.generation_tokens, "wall µs": r.wall_us, "GPU busy µs": r.gpu_busy_us,
-            "GPU idle µs": r.gpu_idle_us, "busy %": r.busy_pct, "launch overhead µs": r.idle.launch_overhead_us,
-            "host work µs": r.idle.host_work_us, "other idle µs": r.idle.other_us, "kernels": r.kernels,
+            "generation tokens": r.generation_tokens, "wall ms": r.wall_us / 1e3, "GPU busy ms": r.gpu_busy_us / 1e3,
+            "GPU idle ms": r.gpu_idle_us / 1e3, "busy %": r.busy_pct,
+            "launch overhead ms": r.idle.launch_overhead_us / 1e3,
+            "host work ms": r.idle.host_work_us / 1e3, "other idle ms": r.idle.other_us / 1e3, "kernels": r.kernels,
             "launch calls": r.launches.total, **{a: r.launches.by_api.get(a, 0) for a in apis},
             "graph launches": r.launches.graph_launches, "allocations": r.memory.allocations,
             "GPU allocations": r.memory.gpu_allocations, "device mallocs": r.memory.device_mallocs,
@@ -48,13 +54,13 @@ def step_table(rows: list[StepRow]) -> pd.DataFrame:
 
 def bucket_table(ph: PhaseSummary, view: str) -> pd.DataFrame:
     rows = ph.kernel_view if view == "kernel" else ph.module_view
-    return pd.DataFrame([{"bucket": b.bucket, "µs": b.time_us, "share %": b.share_pct, "items": b.count}
+    return pd.DataFrame([{"bucket": b.bucket, "ms (total)": b.time_us / 1e3, "share %": b.share_pct, "items": b.count}
                          for b in rows])
 
 
 def kernel_table(ks: list[KernelStat]) -> pd.DataFrame:
     return pd.DataFrame([{"kernel": k.name, "bucket": k.bucket, "module": k.module, "count": k.count,
-                          "µs": k.time_us, "share %": k.share_pct} for k in ks])
+                          "ms (total)": k.time_us / 1e3, "share %": k.share_pct} for k in ks])
 
 
 def _top_kernels(st: Any, ph: PhaseSummary) -> None:
@@ -110,11 +116,11 @@ def layer_heatmap(layers: pd.DataFrame, phase: str) -> Any:
     import plotly.graph_objects as go
 
     cols = [c for c in layers.columns if c.endswith(" ms") and c != "ms"]
-    fig = go.Figure(go.Heatmap(z=layers[cols].to_numpy(), x=[c[:-3] for c in cols],
-                               y=[f"{int(r.layer)} {r.type}" for r in layers.itertuples()],
+    fig = go.Figure(go.Heatmap(z=layers[cols].to_numpy(), x=[plot(c[:-3]) for c in cols],
+                               y=[plot(f"{int(r.layer)} {r.type}") for r in layers.itertuples()],
                                colorscale="Viridis", colorbar=dict(title="ms"),
                                hovertemplate="layer %{y}<br>%{x}: %{z:.3f} ms<extra></extra>"))
-    fig.update_layout(title=f"{phase}: time per decoder layer and bucket (ms)", height=max(300, 18 * len(layers)),
+    fig.update_layout(title=f"{plot(phase)}: time per decoder layer and bucket (ms)", height=max(300, 18 * len(layers)),
                       yaxis=dict(autorange="reversed", type="category"))
     return fig
 
@@ -130,7 +136,7 @@ def _attribution(st: Any, bd: Breakdown, phase: str) -> None:
     if layers.empty:
         st.caption("no per-layer view: the trace has no nn.Module events (record it with_stack)")
         return
-    st.plotly_chart(layer_heatmap(layers, phase), key="layer_heatmap")
+    widgets.chart(st, layer_heatmap(layers, phase), key="layer_heatmap")
     widgets.table(st, layers, key="layer_table")
 
 
@@ -147,7 +153,7 @@ def _speed_of_light(st: Any, src: Any, bd: Breakdown, roots: Any) -> None:
         st.caption(f"no speed-of-light numbers: {md(sol.status)} ({md('; '.join(sol.notes))})")
         return
     st.caption(md(ceiling_line(sol)))
-    st.plotly_chart(roofline_figure(sol), key="roofline")
+    widgets.chart(st, roofline_figure(deep(sol, plot), colors=charts.BUCKET_COLORS), key="roofline")
     widgets.table(st, sol_table(sol), key="sol_table")
 
 
@@ -174,7 +180,7 @@ def render(st: Any, ctx: data.Context) -> None:
                     help="kernel: what each kernel is; module: which model component launched it")
     unit = c2.radio("Bar height", ["ms", "%"], horizontal=True, key="bd_unit",
                     format_func=lambda u: "ms (sum over steps)" if u == "ms" else "% of GPU busy")
-    st.plotly_chart(charts.phase_buckets(bd, view=view, unit=unit), key="phase_buckets")
+    widgets.chart(st, charts.phase_buckets(bd, view=view, unit=unit), key="phase_buckets")
     phases = [p.phase for p in bd.phases]
     default = "decode" if "decode" in phases else phases[0]
     ph_name = st.selectbox("Phase", phases, index=phases.index(default), key="bd_phase")
@@ -186,7 +192,7 @@ def render(st: Any, ctx: data.Context) -> None:
     metrics = st.multiselect("Per-step chart", list(charts.STEP_METRICS), default=list(DEFAULT_STEP_METRICS),
                              key="bd_metrics")
     if metrics:
-        st.plotly_chart(charts.per_step(rows, metrics, title=f"{ph_name} steps"), key="per_step")
+        widgets.chart(st, charts.per_step(rows, metrics, title=f"{plot(ph_name)} steps"), key="per_step")
     _top_kernels(st, ph)
     _attribution(st, bd, ph_name)
     _speed_of_light(st, src, bd, ctx.roots)

@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from phaseprof.dashboard import charts, data, widgets
-from phaseprof.dashboard.sources import Source, first_of
+from phaseprof.dashboard.sources import Source
 from phaseprof.dashboard.text import code, md
+from phaseprof.errors import PhaseprofError
 from phaseprof.presets import preset_of_dir
+from phaseprof.records import RunRecord
 
 
 def cli_label(src: Source) -> str:
@@ -20,16 +21,53 @@ def cli_label(src: Source) -> str:
     return p.name if p.name not in ("breakdown.json", "trace.json.gz") else f"{p.parent.name}/{p.name}"
 
 
-def model_label(model: str | None, capture: Mapping[str, Any]) -> tuple[str | None, str | None]:
+def model_label(model: str | None, capture: RunRecord | None) -> tuple[str | None, str | None]:
     """The model as the user named it (a preset, a repo id) and, only as detail, the local config directory
     the engine loaded (run.json's ``model.path``, e.g. ``/tmp/phaseprof-presets/<preset>-<digest>``). A side
     that recorded only that directory is named by the preset it materializes, else by its last part."""
-    path = first_of(capture, ("model.path",))
+    path = capture.model.path if capture else None
     name = model
     if name and name.startswith(("/", "~", "./", "../")):  # a directory, not a name (repo ids have no leading /)
         path = path or name
         name = preset_of_dir(name) or Path(name.rstrip("/")).name or name
     return name, (str(path) if path and path != name else None)
+
+
+#: What a like-for-like pair shares (from each run's record or breakdown, as the Runs table shows it).
+PAIR_KEYS = ("model", "phase", "tokens")
+#: Aspects that name a side in the chart's legend when they differ, in this order (the first differing ones).
+NAMING_ASPECTS = ("mode", "GPU", "model", "tokens")
+
+
+def like_for_like(rows: list[dict[str, Any]]) -> tuple[str, str] | None:
+    """The default pair (run keys) among Runs-table rows: two runs of the same model, phase and tokens, on the
+    same GPU when there is such a pair, differing in mode when they can (eager vs graph: the question a pair of
+    captures usually answers); None when no two rows share model, phase and tokens."""
+    best: tuple[int, int, int] | None = None
+    pair = None
+    for i, a in enumerate(rows):
+        for j in range(i + 1, len(rows)):
+            b = rows[j]
+            if any(a.get(k) is None or a.get(k) != b.get(k) for k in PAIR_KEYS):
+                continue
+            score = (int(a.get("GPU") == b.get("GPU")), int(a.get("mode") != b.get("mode")), -j)
+            if best is None or score > best:
+                best, pair = score, (a["run"], b["run"])
+    if pair is None:
+        return None
+    a, b = (r for r in rows if r["run"] in pair)
+    if str(b.get("mode")).startswith("eager") and not str(a.get("mode")).startswith("eager"):
+        a, b = b, a  # eager is the baseline, graph the candidate
+    return a["run"], b["run"]
+
+
+def side_labels(d: Any, a: Source, b: Source) -> tuple[str, str]:
+    """Legend names that say what differs: the values of the first differing aspects among ``NAMING_ASPECTS``
+    ("A: eager" / "B: graph"), else the inputs' names."""
+    differs = [c for asp in NAMING_ASPECTS for c in d.comparability if c.aspect == asp and c.status == "differs"]
+    if differs:
+        return (f"A: {' · '.join(c.a for c in differs[:2])}", f"B: {' · '.join(c.b for c in differs[:2])}")
+    return f"A: {cli_label(a)}", f"B: {cli_label(b)}"
 
 
 def side_table(d: Any, a: Source, b: Source, models: tuple[str | None, str | None] = (None, None)) -> pd.DataFrame:
@@ -94,6 +132,21 @@ def _what(st: Any, d: Any, a: Source, b: Source, models: tuple[tuple[str | None,
         widgets.table(st, side_table(d, a, b, (models[0][0], models[1][0])), key="cmp_sides")
 
 
+def _default_pair(srcs: list[Source], ctx: data.Context) -> tuple[str | None, str | None]:
+    """``like_for_like`` among the sources whose breakdown needs no analysis (stored, or analysed already)."""
+    rows = []
+    for s in srcs:
+        bd = data.cached_breakdown(s)
+        try:
+            if bd is None and s.breakdown is not None:
+                bd = data.breakdown(s, ctx.roots)
+            if bd is not None and not isinstance(bd, str):
+                rows.append(data.facts(s, bd, data.run_json(s, ctx.roots)))
+        except PhaseprofError:
+            continue
+    return like_for_like(rows) or (None, None)
+
+
 def render(st: Any, ctx: data.Context) -> None:
     st.title("Compare")
     srcs = data.sources(ctx)
@@ -101,9 +154,10 @@ def render(st: Any, ctx: data.Context) -> None:
         st.info("Compare needs two runs, traces or breakdowns (add them on the Runs page).")
         return
     qp = st.query_params
+    pair = (None, None) if qp.get("a") or "cmp_a" in st.session_state else _default_pair(srcs, ctx)
     c1, c2 = st.columns(2)
-    a = widgets.pick(st, srcs, title="A (baseline)", state="cmp_a", default=qp.get("a"), where=c1)
-    rest_default = qp.get("b") or next((s.key for s in srcs if s.key != a.key), None)
+    a = widgets.pick(st, srcs, title="A (baseline)", state="cmp_a", default=qp.get("a") or pair[0], where=c1)
+    rest_default = qp.get("b") or pair[1] or next((s.key for s in srcs if s.key != a.key), None)
     b = widgets.pick(st, srcs, title="B (candidate)", state="cmp_b", default=rest_default, where=c2)
     from phaseprof.report.diff import diff_breakdowns
 
@@ -126,7 +180,7 @@ def render(st: Any, ctx: data.Context) -> None:
         rows = ph.kernel_view if view == "kernel" else ph.module_view
         st.caption(f"{md(ph_name)}: A has {ph.a_steps} step(s), B {ph.b_steps}; times are per step (mean), shares "
                    "are % of the phase's GPU busy time.")
-        st.plotly_chart(charts.compare_buckets(rows, labels=(f"A: {d.a.gpu}", f"B: {d.b.gpu}"), view=view,
+        widgets.chart(st, charts.compare_buckets(rows, labels=side_labels(d, a, b), view=view,
                                                phase=ph_name), key="cmp_bars")
         st.subheader("Delta by bucket")
         widgets.table(st, bucket_delta_table(rows), key="cmp_buckets")
@@ -146,7 +200,7 @@ def render(st: Any, ctx: data.Context) -> None:
     except ImportError:
         st.info("The diff markdown renderer is not in this checkout yet.")
         return
-    st.subheader("Markdown for a PR (same as `phaseprof diff A B --format markdown`)")
     report = diff_markdown(d)
-    st.code(report, language="markdown")
+    with st.expander("Markdown for a PR (same as `phaseprof diff A B --format markdown`)"):  # long: folded
+        st.code(report, language="markdown", wrap_lines=True)
     st.download_button("Download markdown", report, file_name="phaseprof-diff.md", mime="text/markdown", key="dl_md")

@@ -13,7 +13,8 @@ from typing import Any
 
 import pandas as pd
 
-from phaseprof.dashboard.text import md, md_frame
+from phaseprof.dashboard import widgets
+from phaseprof.dashboard.text import md, md_frame, plot
 from phaseprof.errors import PhaseprofError
 from phaseprof.memory import defaults as D
 from phaseprof.memory.dtypes import KV_CACHE_DTYPES, MAMBA_DTYPES
@@ -84,14 +85,15 @@ def budget_figure(plan: MemoryPlan) -> Any:
         segments += [("KV cache" + (" (upper bound)" if b.kv_is_upper_bound else ""), b.kv_cache_bytes),
                      ("outside gpu_memory_utilization", b.total_bytes - b.requested_bytes)]
         for name, n in segments:
-            fig.add_bar(name=name, x=[n / D.GIB], y=["budget"], orientation="h")
+            fig.add_bar(name=plot(name), x=[n / D.GIB], y=["budget"], orientation="h")
     sc = plan.scratch
     if sc.applies and sc.free_bytes is not None:
         fig.add_bar(name="free at capture", x=[sc.free_bytes / D.GIB], y=["scratch check"], orientation="h")
         fig.add_bar(name="CUDA-graph scratch" + (" (OOM)" if sc.exceeds_free else ""),
                     x=[sc.scratch_bytes / D.GIB], y=["scratch vs free"], orientation="h")
-    fig.update_layout(barmode="stack", xaxis_title="GiB", height=320, legend_orientation="h",
-                      title=f"{plan.budget.gpu_name if b else 'no GPU given'}: where memory goes")
+    fig.update_layout(barmode="stack", xaxis_title="GiB", height=380,  # legend under the axis, not on it
+                      legend=dict(orientation="h", yanchor="top", y=-0.35, x=0),
+                      title=f"{plot(plan.budget.gpu_name) if b else 'no GPU given'}: where memory goes")
     return fig
 
 
@@ -111,7 +113,7 @@ def show_plan(st: Any, plan: MemoryPlan) -> None:
         st.subheader("vLLM should log")
         st.code("\n".join(plan.layout.predicted_log_lines), language="text")
     if plan.budget is not None or plan.scratch.free_bytes is not None:
-        st.plotly_chart(budget_figure(plan))
+        widgets.chart(st, budget_figure(plan), key="memory_budget")
 
 
 def _guarded(inputs: MemoryInputs, roots: Any) -> MemoryInputs:

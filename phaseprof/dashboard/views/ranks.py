@@ -1,7 +1,7 @@
 """The "Ranks" page: a multi-GPU run's rank traces side by side (``phaseprof analyze DIR`` as a page).
 
 A rank set is a directory under the runs directory holding two or more trace files (vLLM's profiler writes one
-per TP/EP rank). Numbers come from ``phaseprof.analysis.ranks.analyze_ranks``, the function the CLI calls.
+per TP/EP rank). Numbers come from ``phaseprof.scale.ranks.analyze_ranks``, the function the CLI calls.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from typing import Any
 import pandas as pd
 import plotly.graph_objects as go
 
-from phaseprof.analysis.ranks import RankSummary, analyze_ranks, find_trace_files
-from phaseprof.dashboard import data
+from phaseprof.scale.ranks import RankSummary, analyze_ranks, find_trace_files
+from phaseprof.dashboard import data, widgets
 from phaseprof.dashboard.sources import guard
 from phaseprof.dashboard.text import code, md
 from phaseprof.errors import PhaseprofError
@@ -85,6 +85,6 @@ def render(st: Any, ctx: data.Context) -> None:
                f"{md(next(iter(s.ranks.values())).step_detection['detail'])}")
     st.dataframe(rank_table(s), hide_index=True)
     if s.steps:
-        st.plotly_chart(imbalance_figure(s))
+        widgets.chart(st, imbalance_figure(s), key="rank_imbalance")
         st.dataframe(pd.DataFrame([{"step": x.step, "slowest rank": x.slowest_rank, "spread ms": x.spread_us / 1e3,
                                     "spread %": x.spread_pct} for x in s.steps]), hide_index=True)

@@ -12,13 +12,15 @@ from phaseprof.dashboard.text import code, md, short
 from phaseprof.errors import PhaseprofError
 
 FILTERS = ("GPU", "model", "phase", "mode", "kind")
+#: The runs table shows every row up to this height (px; Streamlit's default shows about 10 rows).
+TABLE_ROW_PX, TABLE_MAX_PX = 35, 1200
 
 
 def _row(src: Source, ctx: data.Context) -> dict[str, Any]:
     """A Runs-table row. Stored breakdowns are read (cheap); raw traces only once analysed."""
     status = "ok"
     bd = data.cached_breakdown(src)
-    run: dict[str, Any] = {}
+    run = None
     if isinstance(bd, str):
         status, bd = f"error: {bd}", None
     try:
@@ -94,12 +96,16 @@ def render(st: Any, ctx: data.Context) -> None:
     todo = [s for s in srcs if s.breakdown is None and data.cached_breakdown(s) is None]
     if todo and st.button(f"Analyse the {len(todo)} trace(s) not analysed yet", key="analyse_all"):
         bar = st.progress(0.0, text="analysing…")
+        failed = []
         for i, s in enumerate(todo, 1):
             try:
                 data.breakdown(s, ctx.roots)
             except PhaseprofError as e:
-                st.error(md(widgets.one_line(e)))
+                failed.append(md(widgets.one_line(e)))  # the message names the file
             bar.progress(i / len(todo), text=f"{i}/{len(todo)}: {md(s.key)}")
+        if failed:  # one box, one line per file (the table's status column says it too)
+            with st.expander(f"{len(failed)} of {len(todo)} could not be analysed", expanded=False):
+                st.markdown("\n".join(f"- {line}" for line in failed))
     df = pd.DataFrame([_row(s, ctx) for s in srcs])
     cols = st.columns(len(FILTERS) + 1)
     mask = pd.Series(True, index=df.index)
@@ -115,10 +121,12 @@ def render(st: Any, ctx: data.Context) -> None:
     st.session_state["_runs_table_keys"] = shown["run"].tolist()
     st.caption(f"{len(shown)} of {len(df)} under {code(ctx.runs_dir)} · click a column to sort, a row to make it "
                "the current run")
-    st.dataframe(shown, hide_index=True, width="stretch", on_select=lambda: _select(st),
+    text_cols = [c for c in shown.columns if not pd.api.types.is_numeric_dtype(shown[c])]
+    st.dataframe(shown.fillna({c: "" for c in text_cols}), hide_index=True, width="stretch",  # no "None" cells
+                 height=min(TABLE_ROW_PX * (len(shown) + 1) + 3, TABLE_MAX_PX), on_select=lambda: _select(st),
                  selection_mode="single-row", key="runs_table",
                  column_config={"TTFT ms": st.column_config.NumberColumn(format="%.2f"),
-                                "TPOT ms": st.column_config.NumberColumn(format="%.3f")})
+                                "TPOT ms": st.column_config.NumberColumn(format="%.2f")})
     cur = widgets.pick(st, srcs, title="Current run", state="current_run")
     c1, c2, c3 = st.columns(3)
     if c1.button("Open in Breakdown", key="open_breakdown"):

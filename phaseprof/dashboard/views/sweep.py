@@ -41,7 +41,7 @@ def curve(rec: SweepRecord, name: str) -> dict[str, Any] | None:
 
 def _name(path: Path, ctx: data.Context, rec: SweepRecord) -> str:
     rel = path.parent.relative_to(ctx.runs_dir).as_posix() if path.parent != ctx.runs_dir else path.name
-    extra = " · ".join(str(v) for v in (rec.device.get("name"), rec.model.name, rec.engine.get("mode")) if v)
+    extra = " · ".join(str(v) for v in (rec.device.name, rec.model.name, rec.engine.mode) if v)
     return f"{rel} ({extra})" if extra else rel
 
 
@@ -79,7 +79,7 @@ def render(st: Any, ctx: data.Context) -> None:
     if not shown:
         return
     x_title, y_title = ("prompt tokens", "TTFT ms") if phase == "prefill" else ("concurrency", "TPOT ms")
-    st.plotly_chart(charts.sweep_curves(shown, x_title=x_title, y_title=y_title), key="sweep_chart")
+    widgets.chart(st, charts.sweep_curves(shown, x_title=x_title, y_title=y_title), key="sweep_chart")
     slopes = [f"{md(c['name'])}: {c['slope_us_per_token']:,.2f} µs per prompt token" for c in shown
               if c.get("slope_us_per_token") is not None]
     if slopes:

@@ -88,7 +88,7 @@ def render(st: Any, ctx: data.Context) -> None:
     if max(len(tl.activities), len(tl.host_calls), len(tl.idle)) > charts.MAX_TIMELINE_BARS:
         st.caption(f"Large step: only the {charts.MAX_TIMELINE_BARS:,} longest bars of each layer (in the zoom "
                    "window) are drawn.")
-    st.plotly_chart(charts.timeline(tl, color_by=color_by, window_us=window), key="timeline")
+    widgets.chart(st, charts.timeline(tl, color_by=color_by, window_us=window), key="timeline")
     what = f"µs {window[0]:,.0f} to {window[1]:,.0f} of step {step}" if window else f"step {step}"
     st.download_button(f"Export {what} as a trace file", data=lambda: data.step_export(src, ctx.roots, step,
                                                                                         window).data,

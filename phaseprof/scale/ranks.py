@@ -64,10 +64,18 @@ def find_trace_files(directory: Path) -> list[Path]:
 
 
 def _rank_of(bd: Breakdown, path: Path) -> tuple[int, int]:
+    """The trace's (rank, world_size) from its distributedInfo: whole numbers with 0 <= rank < world_size, else a
+    one-line error (a rank outside the world would be counted as covering a rank that has no trace)."""
     dist = bd.trace.distributed or {}
     rank, world = dist.get("rank"), dist.get("world_size")
     if rank is None or world is None:
         raise PhaseprofError("trace has no distributedInfo rank/world_size: cannot place it among ranks", path=path)
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in (rank, world)):
+        raise PhaseprofError(f"distributedInfo rank {str(rank)[:20]!r} / world_size {str(world)[:20]!r} are not "
+                             "whole numbers: cannot place it among ranks", path=path)
+    if world < 1 or not 0 <= rank < world:
+        raise PhaseprofError(f"distributedInfo rank {rank} is outside [0, world_size {world}): not a rank of this "
+                             "run", path=path)
     return int(rank), int(world)
 
 
