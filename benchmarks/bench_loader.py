@@ -67,7 +67,7 @@ import sys, time, json
 t0 = time.perf_counter()
 from phaseprof.lean_process import leave_out_pyarrow
 leave_out_pyarrow()  # as the program sets up its processes
-from phaseprof.trace.tables import load_tables
+from phaseprof.trace.read import load_tables
 t1 = time.perf_counter()
 tables = load_tables(sys.argv[1])
 t2 = time.perf_counter()

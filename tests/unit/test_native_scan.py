@@ -20,7 +20,8 @@ import pytest
 from phaseprof.errors import TraceError
 from phaseprof.trace import native
 from phaseprof.trace.stream import stream_trace
-from phaseprof.trace.tables import EventTables, load_tables
+from phaseprof.trace.read import load_tables
+from phaseprof.trace.tables import EventTables
 
 from ..conftest import REPO
 from .test_stream_loader import assert_same_tables
