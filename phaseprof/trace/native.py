@@ -219,3 +219,8 @@ if __name__ == "__main__":
         print(f"native trace scanner not built ({problem}); phaseprof reads traces with its pure-Python loader",
               file=sys.stderr)
     sys.exit(0)
+
+
+def builder_for(keep: tables.Keep | None, native: bool) -> TableBuilder:
+    """A TableBuilder, fed decoded events (pure Python) or chunk bytes (``native``: this scanner's)."""
+    return NativeTableBuilder() if native else TableBuilder(keep)

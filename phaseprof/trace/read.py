@@ -15,7 +15,8 @@ from phaseprof.trace.limits import TraceValueError
 from phaseprof.trace.load import decode_trace, read_trace_bytes
 from phaseprof.trace.split_read import load_split, split_point
 from phaseprof.trace.stream import stream_trace
-from phaseprof.trace.tables import EventTables, Keep, _builder, build_tables, gc_paused
+from phaseprof.trace.native import builder_for
+from phaseprof.trace.tables import EventTables, Keep, build_tables, gc_paused
 
 
 def load_tables(path: str | Path, *, streaming: bool = True, keep: Keep | None = None,
@@ -53,7 +54,7 @@ def _load_tables(path: str | Path, *, streaming: bool, keep: Keep | None, origin
             if tables is not None:
                 return tables
         if streaming:
-            builder = _builder(keep, native)
+            builder = builder_for(keep, native)
             streamed = stream_trace(path, builder.add, chunks=builder.add_json if native else None)
             if streamed is not None:
                 return builder.finish(streamed.doc, path=str(path), sha256=streamed.sha256,

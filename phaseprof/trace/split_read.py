@@ -20,7 +20,8 @@ from typing import Any, BinaryIO
 
 from phaseprof.lean_process import SPLIT_ENV
 from phaseprof.trace.stream import merged_halves, stream_half
-from phaseprof.trace.tables import EventTables, TableBuilder, _builder
+from phaseprof.trace.native import builder_for
+from phaseprof.trace.tables import EventTables, TableBuilder
 
 #: Traces that decompress to at least this many bytes (gzip's recorded size, else the file's) are read by two
 #: processes at once on Linux with 2+ CPUs: this one decodes the first half of the events, a forked child the
@@ -92,7 +93,7 @@ def load_split(path: str | Path, at: int, origin_us: float | None, *, native: bo
     os.close(w)
     done = False
     try:
-        builder = _builder(None, native)
+        builder = builder_for(None, native)
         try:
             first = stream_half(path, builder.add, at, second=False, chunks=builder.add_json if native else None)
         except NativeUnsupported:
@@ -175,7 +176,7 @@ def _receive(f: BinaryIO) -> dict[str, Any] | None:
 
 def _second_half(path: str | Path, at: int, native: bool = False) -> dict[str, Any] | None:
     """In the child: the second half's stream facts and its builder's rows (``TableBuilder.exported``)."""
-    builder = _builder(None, native)
+    builder = builder_for(None, native)
     half = stream_half(path, builder.add, at, second=True, chunks=builder.add_json if native else None)
     if half is None:
         return None

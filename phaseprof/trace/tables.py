@@ -647,12 +647,3 @@ def scan_trace(path: str | Path, make_keep: Callable[[], Keep]) -> Keep:
             return keep
     except TraceValueError as e:
         raise TraceError(str(e), path=path) from None
-
-
-def _builder(keep: Keep | None, native: bool) -> TableBuilder:
-    """A TableBuilder, fed decoded events (pure Python) or chunk bytes (``native``: the native scanner's)."""
-    if not native:
-        return TableBuilder(keep)
-    from phaseprof.trace.native import NativeTableBuilder  # it builds on this module's TableBuilder
-
-    return NativeTableBuilder()
