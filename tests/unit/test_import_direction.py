@@ -17,10 +17,14 @@ REPO = Path(__file__).resolve().parents[2]
 PACKAGE = REPO / "phaseprof"
 
 #: Bottom to top. A module may import its own layer and any layer before it in this list.
-LAYERS = ("base", "render", "trace", "classify", "analysis", "presets", "memory", "sol", "report", "scale",
+#: ``presets`` and ``memory`` (a model's shape: layers, heads, experts) build on ``base`` only and sit below the
+#: analysis, whose layer plan (``analysis/layer_plan.py``) reads a model's shape to cut graph replays into layers.
+LAYERS = ("base", "render", "presets", "memory", "trace", "classify", "analysis", "sol", "report", "scale",
           "capture", "dashboard", "cli")
-#: Top-level modules above ``base``: what they build on decides their layer.
+#: Modules placed by what they build on rather than by their folder: top-level modules above ``base``, and
+#: ``trace.limits`` (the input bounds every reader applies, model configs included; it builds on ``errors`` only).
 MODULES = {
+    "phaseprof.trace.limits": "base",
     "phaseprof.inputs": "trace",  # what a path holds, judged with the trace loader's bounds (trace.limits)
     "phaseprof.columns": "classify",  # the declared tables' columns, buckets included (classify.buckets)
 }
