@@ -20,4 +20,7 @@ else
   .venv/bin/python -m pip install -q -e ".[cpu,dashboard,hta,ray,fast,test]"
   .venv/bin/python -m pip uninstall -y -q torchvision torchaudio torchcodec 2>/dev/null || true
 fi
+# The native trace scanner (native/, Rust without dependencies: cargo builds it offline); where it cannot be built,
+# phaseprof reads traces with its pure-Python loader (same tables, slower) and this says so.
+.venv/bin/python -m phaseprof.trace.native || true
 .venv/bin/python -c "import phaseprof, vllm, torch; print('phaseprof', phaseprof.__version__, '| vllm', vllm.__version__, '| torch', torch.__version__, '| CUDA', torch.cuda.is_available())"

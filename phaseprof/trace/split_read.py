@@ -20,6 +20,7 @@ from typing import Any, BinaryIO
 
 from phaseprof.lean_process import SPLIT_ENV
 from phaseprof.trace.stream import merged_halves, stream_half
+from phaseprof.trace.native import builder_for
 from phaseprof.trace.tables import EventTables, TableBuilder
 
 #: Traces that decompress to at least this many bytes (gzip's recorded size, else the file's) are read by two
@@ -57,10 +58,17 @@ def split_point(path: str | Path) -> int | None:
     return int(size * SPLIT_FRACTION)
 
 
-def load_split(path: str | Path, at: int, origin_us: float | None) -> EventTables | None:
+#: The child's exit status when the native scanner gave up on its half: the whole read goes pure-Python.
+_UNSUPPORTED_STATUS = 3
+
+
+def load_split(path: str | Path, at: int, origin_us: float | None, *, native: bool = False) -> EventTables | None:
     """The tables of ``path``, its events read by two processes split at decompressed byte ``at``; None (the
     caller reads it in one process, which gives the same tables or the same error) when anything is off: no
-    separator there, a false one, a half that fails or hits a limit, duplicate top-level keys."""
+    separator there, a false one, a half that fails or hits a limit, duplicate top-level keys. ``native``: both
+    halves scanned by the native scanner; NativeUnsupported when either gives up on its half."""
+    from phaseprof.trace.native import NativeUnsupported
+
     r, w = os.pipe()
     with warnings.catch_warnings():  # Python >= 3.12 warns on fork with native threads (BLAS pools): the child
         warnings.simplefilter("ignore", DeprecationWarning)  # runs only this module's code, then os._exit
@@ -69,7 +77,11 @@ def load_split(path: str | Path, at: int, origin_us: float | None) -> EventTable
         status = 1
         try:
             os.close(r)
-            payload = _second_half(path, at)
+            try:
+                payload = _second_half(path, at, native)
+            except NativeUnsupported:
+                status = _UNSUPPORTED_STATUS
+                raise
             if payload is not None:
                 with os.fdopen(w, "wb") as f:
                     _send(f, payload)
@@ -81,9 +93,11 @@ def load_split(path: str | Path, at: int, origin_us: float | None) -> EventTable
     os.close(w)
     done = False
     try:
-        builder = TableBuilder()
+        builder = builder_for(None, native)
         try:
-            first = stream_half(path, builder.add, at, second=False)
+            first = stream_half(path, builder.add, at, second=False, chunks=builder.add_json if native else None)
+        except NativeUnsupported:
+            raise
         except Exception:  # a limit or a bad value: the one-process read raises the error it would raise
             first = None
         if first is None:
@@ -96,6 +110,8 @@ def load_split(path: str | Path, at: int, origin_us: float | None) -> EventTable
                 second = None
         _, status = os.waitpid(pid, 0)
         done = True
+        if os.waitstatus_to_exitcode(status) == _UNSUPPORTED_STATUS:
+            raise NativeUnsupported("the native scanner gave up on the second half")
         if status != 0 or second is None:
             return None
         doc = merged_halves(first, second["half"])
@@ -158,10 +174,10 @@ def _receive(f: BinaryIO) -> dict[str, Any] | None:
     return pickle.loads(header, buffers=buffers) if header is not None else None
 
 
-def _second_half(path: str | Path, at: int) -> dict[str, Any] | None:
+def _second_half(path: str | Path, at: int, native: bool = False) -> dict[str, Any] | None:
     """In the child: the second half's stream facts and its builder's rows (``TableBuilder.exported``)."""
-    builder = TableBuilder()
-    half = stream_half(path, builder.add, at, second=True)
+    builder = builder_for(None, native)
+    half = stream_half(path, builder.add, at, second=True, chunks=builder.add_json if native else None)
     if half is None:
         return None
     return {"half": half, **builder.exported()}

@@ -54,6 +54,20 @@ _EVENTS = msgspec.json.Decoder(list[Event])
 _META = msgspec.json.Decoder(TraceDoc)
 _KEYS = msgspec.json.Decoder(dict[str, msgspec.Raw])
 
+#: Takes one chunk's bytes, ``[event, ...]``, keeps what it needs of them, returns how many events it held; raises
+#: msgspec.DecodeError when the bytes are not a JSON array of events (a false cut: retried with more bytes),
+#: msgspec.ValidationError when the strict types do not hold. Leaves no trace of a chunk it raised on.
+Chunks = Callable[[bytes | bytearray | memoryview], int]
+
+
+def _decoding(sink: Callable[[list[Event]], None]) -> Chunks:
+    """The :data:`Chunks` of msgspec's ``list[Event]`` decode followed by ``sink`` (the pure-Python path)."""
+    def decode(data: bytes | bytearray | memoryview) -> int:
+        events = _EVENTS.decode(data)
+        sink(events)
+        return len(events)
+    return decode
+
 
 class _Inconsistent(Exception):
     """The input is not in the shape the chunked path handles; the whole-document path takes over."""
@@ -69,17 +83,18 @@ class StreamedTrace:
     event_count: int  # every event in the array, kept or not
 
 
-def stream_trace(path: str | Path, sink: Callable[[list[Event]], None], *,
-                 piece_bytes: int | None = None) -> StreamedTrace | None:
+def stream_trace(path: str | Path, sink: Callable[[list[Event]], None] | None, *,
+                 piece_bytes: int | None = None, chunks: Chunks | None = None) -> StreamedTrace | None:
     """Decode ``path``'s events chunk by chunk into ``sink`` (called in file order); ``None`` when the input
     needs the whole-document path. ``sink`` may have been called before ``None`` is returned: discard its state.
     ``piece_bytes`` (default :data:`PIECE_BYTES`) sets the chunk size; tests make it tiny to cut everywhere.
+    ``chunks`` (instead of ``sink``) takes each chunk's bytes undecoded (the native scanner, ``trace/native.py``).
     """
     digest = hashlib.sha256()
     pieces = _Pieces(Path(path), digest, piece_bytes or PIECE_BYTES)
     source = iter(pieces)
     try:
-        doc, count = _read(source, sink, pieces.piece_bytes)
+        doc, count = _read(source, chunks or _decoding(sink), pieces.piece_bytes)
     except (_Inconsistent, msgspec.DecodeError, zlib.error, EOFError, OSError, RecursionError):  # ValidationError is a DecodeError
         return None
     finally:
@@ -98,8 +113,8 @@ class StreamedHalf:
     event_count: int
 
 
-def stream_half(path: str | Path, sink: Callable[[list[Event]], None], split_at: int, *, second: bool,
-                piece_bytes: int | None = None) -> StreamedHalf | None:
+def stream_half(path: str | Path, sink: Callable[[list[Event]], None] | None, split_at: int, *, second: bool,
+                piece_bytes: int | None = None, chunks: Chunks | None = None) -> StreamedHalf | None:
     """:func:`stream_trace` over half of the events: those before (``second=False``) or after the first
     separator ``}`` ws ``,`` ws ``{`` that starts at or after decompressed byte ``split_at``. Two processes can
     read one trace this way, each decoding one half; both find the same separator. Whether it is a real event
@@ -112,7 +127,7 @@ def stream_half(path: str | Path, sink: Callable[[list[Event]], None], split_at:
     source = (split.after if second else split.before)(iter(pieces))
     try:
         header, header_keys, trailer, trailer_keys, count = _read_parts(
-            source, sink, pieces.piece_bytes, head=not second, tail=second)
+            source, chunks or _decoding(sink), pieces.piece_bytes, head=not second, tail=second)
     except (_Inconsistent, msgspec.DecodeError, zlib.error, EOFError, OSError, RecursionError):
         return None
     finally:
@@ -216,7 +231,7 @@ def _blocks(first: bytes, f: BinaryIO, digest: "hashlib._Hash", size: int) -> It
         yield block
 
 
-def _read(pieces: Iterator[bytes], sink: Callable[[list[Event]], None], piece_bytes: int) -> tuple[TraceDoc, int]:
+def _read(pieces: Iterator[bytes], sink: Chunks, piece_bytes: int) -> tuple[TraceDoc, int]:
     """Header, then event chunks into ``sink``, then the tail; the merged top-level keys and the event count."""
     header, header_keys, trailer, trailer_keys, count = _read_parts(pieces, sink, piece_bytes)
     if "traceEvents" in header_keys | trailer_keys or header_keys & trailer_keys:
@@ -224,7 +239,7 @@ def _read(pieces: Iterator[bytes], sink: Callable[[list[Event]], None], piece_by
     return _merged(header, trailer, trailer_keys), count
 
 
-def _read_parts(pieces: Iterator[bytes], sink: Callable[[list[Event]], None], piece_bytes: int, *,
+def _read_parts(pieces: Iterator[bytes], sink: Chunks, piece_bytes: int, *,
                 head: bool = True, tail: bool = True) -> tuple[TraceDoc, set[str], TraceDoc, set[str], int]:
     """:func:`_read` less the merge: header and its keys, trailer and its keys, event count. ``head=False``:
     ``pieces`` start at an event (the second half of a split read: no header); ``tail=False``: they end with an
@@ -257,7 +272,7 @@ def _read_parts(pieces: Iterator[bytes], sink: Callable[[list[Event]], None], pi
     return _read_events(pieces, sink, piece_bytes, buf, n, header, header_keys, tail)
 
 
-def _read_events(pieces: Iterator[bytes], sink: Callable[[list[Event]], None], piece_bytes: int, buf: bytearray,
+def _read_events(pieces: Iterator[bytes], sink: Chunks, piece_bytes: int, buf: bytearray,
                  n: int, header: TraceDoc, header_keys: set[str], tail: bool
                  ) -> tuple[TraceDoc, set[str], TraceDoc, set[str], int]:
     count = 0
@@ -278,7 +293,7 @@ def _read_events(pieces: Iterator[bytes], sink: Callable[[list[Event]], None], p
         buf[end] = 0x5D  # "]"
         try:
             with memoryview(buf) as view:
-                events = _EVENTS.decode(view[:end + 1])
+                decoded = sink(view[:end + 1])
         except msgspec.ValidationError:  # a DecodeError too, but one only the lenient whole-document path handles
             raise
         except msgspec.DecodeError:  # a false separator: retry with the next piece merged in
@@ -289,18 +304,15 @@ def _read_events(pieces: Iterator[bytes], sink: Callable[[list[Event]], None], p
             continue
         n = _put(buf, 1, buf[rest:n])
         decodable_from = 0
-        count += len(events)
-        sink(events)
-        del events
+        count += decoded
     if tail:
-        events, trailer, trailer_keys = _tail(bytes(buf[1:n]))
+        decoded, trailer, trailer_keys = _tail(bytes(buf[1:n]), sink)
     else:  # the first half ends with an event's "}": what is left is whole events (or the split was false)
         buf[n:n + 1] = b"]"
         with memoryview(buf) as view:
-            events = _EVENTS.decode(view[:n + 1])
+            decoded = sink(view[:n + 1])
         trailer, trailer_keys = TraceDoc(), set()
-    count += len(events)
-    sink(events)
+    count += decoded
     return header, header_keys, trailer, trailer_keys, count
 
 
@@ -355,8 +367,8 @@ def _trailer(rest: bytes) -> tuple[TraceDoc, set[str]] | None:
         return None
 
 
-def _tail(tail: bytes) -> tuple[list[Event], TraceDoc, set[str]]:
-    """Split the last bytes into events and trailer at the ']' that closes the array.
+def _tail(tail: bytes, sink: Chunks) -> tuple[int, TraceDoc, set[str]]:
+    """Split the last bytes into events (into ``sink``) and trailer at the ']' that closes the array.
 
     Candidates are tried from the end; the split is unique (an array that decodes closes at its own ']', so a
     later ']' leaves trailing bytes), so the first candidate where both sides decode is the right one. Most
@@ -371,12 +383,12 @@ def _tail(tail: bytes) -> tuple[list[Event], TraceDoc, set[str]]:
             break
         decodes += 1
         try:
-            events = _EVENTS.decode(b"[" + tail[:end] + b"]")
+            decoded = sink(b"[" + tail[:end] + b"]")
         except msgspec.ValidationError:
             raise
         except msgspec.DecodeError:
             continue
-        return events, trailer[0], trailer[1]
+        return decoded, trailer[0], trailer[1]
     raise _Inconsistent("cannot find the end of the event array")
 
 

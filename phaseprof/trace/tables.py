@@ -78,6 +78,10 @@ _EXTERNAL_ID, _LEGACY_ID = attrgetter("external_id"), attrgetter("external_id_le
 _KERNEL_ARG, _ARGS = attrgetter("kernel"), attrgetter("args")
 _INT_ARGS = {"correlation": (attrgetter("correlation"), -1), "device": (attrgetter("device"), -1),
              "stream": (attrgetter("stream"), -1), "bytes": (attrgetter("bytes"), 0)}  # column: (getter, default)
+#: The columns TableBuilder keeps per family, with their dtypes (the native scanner's ABI lists them in this order).
+_FAMILY_COLUMNS = (("kind", np.int8), ("name", np.int32), ("pid", np.int32), ("tid", np.int32), ("ts", np.float64),
+                   ("dur", np.float64), ("external_id", np.int64), ("launched_kernel", np.int32),
+                   ("correlation", np.int64), ("device", np.int64), ("stream", np.int64), ("bytes", np.int64))
 
 
 @dataclass(frozen=True)
@@ -269,6 +273,14 @@ class _Growing:
         self.data: np.ndarray | None = None
         self.size = 0
         self.const: np.ndarray | None = None  # the run's value, shape (1,), while ``data`` is None and size > 0
+
+    @classmethod
+    def of(cls, values: np.ndarray) -> "_Growing":
+        """A column holding ``values`` (a fresh array it takes over), as appending them to an empty one gives."""
+        g = cls()
+        if not g._extend_run(values[:1], len(values), values):
+            g.data, g.size = values, len(values)
+        return g
 
     def append(self, values: np.ndarray) -> None:
         if self._extend_run(values[:1], len(values), values):

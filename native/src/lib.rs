@@ -1,0 +1,1112 @@
+//! Columnar scanner for chunks of a Kineto trace's `traceEvents` array: `[event, event, ...]` bytes in, the
+//! columns phaseprof's `TableBuilder` keeps out, with no Python object per event.
+//!
+//! It reproduces `phaseprof/trace/tables.py` (`TableBuilder.add` over msgspec's `list[Event]` decode) for the
+//! input both accept; anything it does not model exactly is refused, never guessed:
+//! - `SYNTAX` (1): not strict JSON (a chunk cut at a false separator ends inside a string or an object); the
+//!   stream reader merges the next piece and retries, as it does for msgspec's DecodeError;
+//! - `UNSUPPORTED` (2): JSON, but a type or value the strict msgspec decode rejects or that the Python builder
+//!   handles in a way not modelled here (a non-string kernel name, an integer beyond int64, a lone surrogate,
+//!   a duplicate field, ...); the caller reads the whole trace again with the pure-Python loader.
+//! A chunk that fails leaves the scanner as it was before the chunk.
+
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+const OK: i32 = 0;
+const SYNTAX: i32 = 1;
+const UNSUPPORTED: i32 = 2;
+const MAX_DEPTH: usize = 256;
+
+#[derive(Debug)]
+enum Fail {
+    Syntax,
+    Unsupported,
+}
+type R<T> = Result<T, Fail>;
+
+/// Fx-style hash, 8 bytes a step: names are hashed once per kept event (kernel names run to 1 KB); SipHash's
+/// DoS resistance buys nothing for one file's names.
+#[derive(Default)]
+struct Fnv(u64);
+impl Fnv {
+    #[inline]
+    fn mix(&mut self, w: u64) {
+        self.0 = (self.0.rotate_left(5) ^ w).wrapping_mul(0x517cc1b727220a95);
+    }
+}
+impl Hasher for Fnv {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        let mut it = bytes.chunks_exact(8);
+        for c in &mut it {
+            self.mix(u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]));
+        }
+        let mut last = [0u8; 8];
+        let rest = it.remainder();
+        last[..rest.len()].copy_from_slice(rest);
+        self.mix(u64::from_le_bytes(last) ^ ((rest.len() as u64) << 56));
+    }
+    fn write_usize(&mut self, n: usize) {
+        self.mix(n as u64);
+    }
+}
+type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<Fnv>>;
+
+/// Strings in order of first appearance -> code (TableBuilder's `_Codes`).
+#[derive(Default)]
+struct Codes {
+    map: FastMap<Vec<u8>, i32>,
+    order: Vec<Vec<u8>>,
+}
+impl Codes {
+    fn code(&mut self, key: &[u8]) -> i32 {
+        if let Some(&c) = self.map.get(key) {
+            return c;
+        }
+        let c = self.order.len() as i32;
+        self.map.insert(key.to_vec(), c);
+        self.order.push(key.to_vec());
+        c
+    }
+    fn truncate(&mut self, n: usize) {
+        while self.order.len() > n {
+            let k = self.order.pop().unwrap();
+            self.map.remove(&k);
+        }
+    }
+}
+
+#[derive(Default)]
+struct Family {
+    kind: Vec<i8>,
+    name: Vec<i32>,
+    pid: Vec<i32>,
+    tid: Vec<i32>,
+    ts: Vec<f64>,
+    dur: Vec<f64>,
+    external_id: Vec<i64>,
+    launched_kernel: Vec<i32>,
+    correlation: Vec<i64>,
+    device: Vec<i64>,
+    stream: Vec<i64>,
+    bytes: Vec<i64>,
+}
+impl Family {
+    fn len(&self) -> usize {
+        self.kind.len()
+    }
+    fn truncate(&mut self, n: usize) {
+        self.kind.truncate(n);
+        self.name.truncate(n);
+        self.pid.truncate(n);
+        self.tid.truncate(n);
+        self.ts.truncate(n);
+        self.dur.truncate(n);
+        self.external_id.truncate(n);
+        self.launched_kernel.truncate(n);
+        self.correlation.truncate(n);
+        self.device.truncate(n);
+        self.stream.truncate(n);
+        self.bytes.truncate(n);
+    }
+}
+
+#[derive(Default)]
+struct Memory {
+    ts: Vec<f64>,
+    pid: Vec<i32>,
+    tid: Vec<i32>,
+    bytes: Vec<i64>,
+    total_allocated: Vec<i64>,
+    device_type: Vec<i64>,
+    device_id: Vec<i64>,
+}
+impl Memory {
+    fn truncate(&mut self, n: usize) {
+        self.ts.truncate(n);
+        self.pid.truncate(n);
+        self.tid.truncate(n);
+        self.bytes.truncate(n);
+        self.total_allocated.truncate(n);
+        self.device_type.truncate(n);
+        self.device_id.truncate(n);
+    }
+}
+
+/// Families in the order of tables.py's FAMILIES, then "modules".
+const N_FAMILIES: usize = 5;
+const MODULES: usize = 4;
+const MODULE_KIND: i8 = 8;
+
+pub struct Scanner {
+    fams: [Family; N_FAMILIES],
+    mem: Memory,
+    names: Codes,
+    /// pid/tid values: key = tag byte (b'i' int, b's' string, b'n' null) + text
+    ids: Codes,
+    int_ids: FastMap<i64, i32>, // a cache over ``ids`` for integer pids/tids (cleared when a chunk fails)
+    /// (str(pid), args.name) of process_name metadata events, in file order
+    process_names: Vec<(Vec<u8>, Vec<u8>)>,
+    blob: Vec<u8>,
+    offsets: Vec<u64>,
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Num {
+    Int(i64),
+    Float(f64),
+}
+
+#[derive(Clone, Copy)]
+enum Val<'a> {
+    Null,
+    Num(Num),
+    Str(&'a [u8], bool), // raw bytes between the quotes; true when they hold escapes
+}
+
+struct Args<'a> {
+    correlation: Val<'a>,
+    external_id: Option<i64>,
+    external_id_legacy: Option<i64>,
+    device: Val<'a>,
+    stream: Val<'a>,
+    bytes: Val<'a>,
+    mem_bytes: Option<Num>,
+    total_allocated: Option<Num>,
+    device_type: Option<i64>,
+    device_id: Option<i64>,
+    name: Option<Val<'a>>,
+    kernel: Option<Val<'a>>,
+}
+impl<'a> Default for Args<'a> {
+    fn default() -> Self {
+        Args {
+            correlation: Val::Null,
+            external_id: None,
+            external_id_legacy: None,
+            device: Val::Null,
+            stream: Val::Null,
+            bytes: Val::Null,
+            mem_bytes: None,
+            total_allocated: None,
+            device_type: None,
+            device_id: None,
+            name: None,
+            kernel: None,
+        }
+    }
+}
+
+struct Event<'a> {
+    ph: Option<Val<'a>>, // absent: ""
+    name: Val<'a>,       // absent: ""
+    cat: Val<'a>,
+    pid: Val<'a>, // absent: 0
+    tid: Val<'a>,
+    ts: Option<Num>,
+    dur: Option<Num>,
+    args: Option<Args<'a>>,
+}
+
+struct P<'a> {
+    b: &'a [u8],
+    i: usize,
+}
+
+#[inline]
+fn is_ws(c: u8) -> bool {
+    c == b' ' || c == b'\n' || c == b'\r' || c == b'\t'
+}
+
+impl<'a> P<'a> {
+    #[inline]
+    fn ws(&mut self) {
+        while self.i < self.b.len() && is_ws(self.b[self.i]) {
+            self.i += 1;
+        }
+    }
+    #[inline]
+    fn peek(&self) -> R<u8> {
+        self.b.get(self.i).copied().ok_or(Fail::Syntax)
+    }
+    #[inline]
+    fn expect(&mut self, c: u8) -> R<()> {
+        if self.peek()? != c {
+            return Err(Fail::Syntax);
+        }
+        self.i += 1;
+        Ok(())
+    }
+
+    /// A string's raw bytes (the opening quote at self.i); validates escapes, control bytes and UTF-8.
+    fn string(&mut self) -> R<(&'a [u8], bool)> {
+        self.expect(b'"')?;
+        let start = self.i;
+        let mut esc = false;
+        let mut high = false;
+        loop {
+            // 8 bytes a step while none is '"', '\\', a control byte or non-ASCII (almost all string bytes)
+            while let Some(c) = self.b.get(self.i..self.i + 8) {
+                let w = u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
+                const LO: u64 = 0x0101010101010101;
+                const HI: u64 = 0x8080808080808080;
+                let quote = w ^ (LO * b'"' as u64);
+                let slash = w ^ (LO * b'\\' as u64);
+                let special = (quote.wrapping_sub(LO) & !quote)
+                    | (slash.wrapping_sub(LO) & !slash)
+                    | w.wrapping_sub(LO * 0x20)
+                    | w;
+                if special & HI != 0 {
+                    break;
+                }
+                self.i += 8;
+            }
+            let c = self.peek()?;
+            match c {
+                b'"' => break,
+                b'\\' => {
+                    esc = true;
+                    self.i += 1;
+                    match self.peek()? {
+                        b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => self.i += 1,
+                        b'u' => {
+                            let h = self.b.get(self.i + 1..self.i + 5).ok_or(Fail::Syntax)?;
+                            let mut v: u32 = 0;
+                            for &d in h {
+                                v = v * 16 + (d as char).to_digit(16).ok_or(Fail::Syntax)?;
+                            }
+                            if (0xD800..0xE000).contains(&v) {
+                                return Err(Fail::Unsupported); // surrogates: left to the reference decoder
+                            }
+                            self.i += 5;
+                        }
+                        _ => return Err(Fail::Syntax),
+                    }
+                }
+                0..=0x1f => return Err(Fail::Syntax),
+                0x80..=0xff => {
+                    high = true;
+                    self.i += 1;
+                }
+                _ => self.i += 1,
+            }
+        }
+        let raw = &self.b[start..self.i];
+        self.i += 1;
+        if high && std::str::from_utf8(raw).is_err() {
+            return Err(Fail::Unsupported);
+        }
+        Ok((raw, esc))
+    }
+
+    /// A number's grammar checked, its end found: (start, end, whether it has a fraction or exponent).
+    #[inline]
+    fn number_span(&mut self) -> R<(usize, usize, bool)> {
+        let start = self.i;
+        let b = self.b;
+        let mut j = self.i;
+        if b.get(j) == Some(&b'-') {
+            j += 1;
+        }
+        match b.get(j) {
+            Some(b'0') => j += 1,
+            Some(b'1'..=b'9') => {
+                while matches!(b.get(j), Some(b'0'..=b'9')) {
+                    j += 1
+                }
+            }
+            _ => return Err(Fail::Syntax),
+        }
+        let mut float = false;
+        if b.get(j) == Some(&b'.') {
+            float = true;
+            j += 1;
+            if !matches!(b.get(j), Some(b'0'..=b'9')) {
+                return Err(Fail::Syntax);
+            }
+            while matches!(b.get(j), Some(b'0'..=b'9')) {
+                j += 1
+            }
+        }
+        if matches!(b.get(j), Some(b'e') | Some(b'E')) {
+            float = true;
+            j += 1;
+            if matches!(b.get(j), Some(b'+') | Some(b'-')) {
+                j += 1;
+            }
+            if !matches!(b.get(j), Some(b'0'..=b'9')) {
+                return Err(Fail::Syntax);
+            }
+            while matches!(b.get(j), Some(b'0'..=b'9')) {
+                j += 1
+            }
+        }
+        self.i = j;
+        Ok((start, j, float))
+    }
+
+    fn number(&mut self) -> R<Num> {
+        let (start, j, float) = self.number_span()?;
+        // ASCII by construction
+        let text = unsafe { std::str::from_utf8_unchecked(&self.b[start..j]) };
+        if float {
+            let v: f64 = text.parse().map_err(|_| Fail::Syntax)?;
+            if !v.is_finite() {
+                return Err(Fail::Unsupported);
+            }
+            Ok(Num::Float(v))
+        } else {
+            text.parse::<i64>().map(Num::Int).map_err(|_| Fail::Unsupported)
+        }
+    }
+
+    fn literal(&mut self, word: &[u8]) -> R<()> {
+        if self.b.get(self.i..self.i + word.len()) == Some(word) {
+            self.i += word.len();
+            Ok(())
+        } else {
+            Err(Fail::Syntax)
+        }
+    }
+
+    /// Any JSON value, validated and dropped.
+    fn skip(&mut self, depth: usize) -> R<()> {
+        if depth > MAX_DEPTH {
+            return Err(Fail::Unsupported);
+        }
+        match self.peek()? {
+            b'"' => self.string().map(|_| ()),
+            b'{' => {
+                self.i += 1;
+                self.ws();
+                if self.peek()? == b'}' {
+                    self.i += 1;
+                    return Ok(());
+                }
+                loop {
+                    self.ws();
+                    self.string()?;
+                    self.ws();
+                    self.expect(b':')?;
+                    self.ws();
+                    self.skip(depth + 1)?;
+                    self.ws();
+                    match self.peek()? {
+                        b',' => self.i += 1,
+                        b'}' => {
+                            self.i += 1;
+                            return Ok(());
+                        }
+                        _ => return Err(Fail::Syntax),
+                    }
+                }
+            }
+            b'[' => {
+                self.i += 1;
+                self.ws();
+                if self.peek()? == b']' {
+                    self.i += 1;
+                    return Ok(());
+                }
+                loop {
+                    self.ws();
+                    self.skip(depth + 1)?;
+                    self.ws();
+                    match self.peek()? {
+                        b',' => self.i += 1,
+                        b']' => {
+                            self.i += 1;
+                            return Ok(());
+                        }
+                        _ => return Err(Fail::Syntax),
+                    }
+                }
+            }
+            b't' => self.literal(b"true"),
+            b'f' => self.literal(b"false"),
+            b'n' => self.literal(b"null"),
+            _ => self.number_span().map(|_| ()),
+        }
+    }
+
+    /// A scalar value: null, a number or a string; true/false/objects/arrays are UNSUPPORTED (msgspec's strict
+    /// decode rejects them for every field read here), after checking they are JSON.
+    fn scalar(&mut self, depth: usize) -> R<Val<'a>> {
+        match self.peek()? {
+            b'"' => {
+                let (s, e) = self.string()?;
+                Ok(Val::Str(s, e))
+            }
+            b'n' => {
+                self.literal(b"null")?;
+                Ok(Val::Null)
+            }
+            b'-' | b'0'..=b'9' => Ok(Val::Num(self.number()?)),
+            _ => {
+                self.skip(depth)?;
+                Err(Fail::Unsupported)
+            }
+        }
+    }
+
+    /// Object keys: calls `field(parser, key)` with the parser at the value (it must consume it).
+    fn object<F: FnMut(&mut Self, &[u8], bool) -> R<()>>(&mut self, mut field: F) -> R<()> {
+        self.expect(b'{')?;
+        self.ws();
+        if self.peek()? == b'}' {
+            self.i += 1;
+            return Ok(());
+        }
+        loop {
+            self.ws();
+            let (k, esc) = self.string()?;
+            self.ws();
+            self.expect(b':')?;
+            self.ws();
+            field(self, k, esc)?;
+            self.ws();
+            match self.peek()? {
+                b',' => self.i += 1,
+                b'}' => {
+                    self.i += 1;
+                    return Ok(());
+                }
+                _ => return Err(Fail::Syntax),
+            }
+        }
+    }
+}
+
+#[inline]
+fn seen(mask: &mut u32, bit: u32) -> R<()> {
+    if *mask & (1 << bit) != 0 {
+        return Err(Fail::Unsupported); // a duplicate field: which one msgspec keeps is not modelled
+    }
+    *mask |= 1 << bit;
+    Ok(())
+}
+
+fn int_only(v: Val) -> R<Option<i64>> {
+    match v {
+        Val::Null => Ok(None),
+        Val::Num(Num::Int(i)) => Ok(Some(i)),
+        _ => Err(Fail::Unsupported),
+    }
+}
+fn num_only(v: Val) -> R<Option<Num>> {
+    match v {
+        Val::Null => Ok(None),
+        Val::Num(n) => Ok(Some(n)),
+        _ => Err(Fail::Unsupported),
+    }
+}
+fn int_or_str(v: Val) -> R<Val> {
+    match v {
+        Val::Num(Num::Float(_)) => Err(Fail::Unsupported),
+        _ => Ok(v),
+    }
+}
+fn str_only(v: Val) -> R<Option<Val>> {
+    match v {
+        Val::Null => Ok(None),
+        Val::Str(..) => Ok(Some(v)),
+        _ => Err(Fail::Unsupported),
+    }
+}
+
+fn parse_args<'a>(p: &mut P<'a>) -> R<Option<Args<'a>>> {
+    if p.peek()? == b'n' {
+        p.literal(b"null")?;
+        return Ok(None);
+    }
+    if p.peek()? != b'{' {
+        p.skip(1)?;
+        return Err(Fail::Unsupported);
+    }
+    let mut a = Args::default();
+    let mut mask = 0u32;
+    p.object(|p, k, esc| {
+        if esc {
+            return Err(Fail::Unsupported); // an escaped key: not modelled (msgspec matches the decoded key)
+        }
+        match k {
+            b"correlation" => {
+                seen(&mut mask, 0)?;
+                a.correlation = int_or_str(p.scalar(2)?)?
+            }
+            b"External id" => {
+                seen(&mut mask, 1)?;
+                a.external_id = int_only(p.scalar(2)?)?
+            }
+            b"external id" => {
+                seen(&mut mask, 2)?;
+                a.external_id_legacy = int_only(p.scalar(2)?)?
+            }
+            b"device" => {
+                seen(&mut mask, 3)?;
+                a.device = int_or_str(p.scalar(2)?)?
+            }
+            b"stream" => {
+                seen(&mut mask, 4)?;
+                a.stream = int_or_str(p.scalar(2)?)?
+            }
+            b"bytes" => {
+                seen(&mut mask, 5)?;
+                a.bytes = p.scalar(2)?
+            }
+            b"Bytes" => {
+                seen(&mut mask, 6)?;
+                a.mem_bytes = num_only(p.scalar(2)?)?
+            }
+            b"Total Allocated" => {
+                seen(&mut mask, 7)?;
+                a.total_allocated = num_only(p.scalar(2)?)?
+            }
+            b"Total Reserved" => {
+                seen(&mut mask, 8)?;
+                num_only(p.scalar(2)?)?;
+            }
+            b"Device Type" => {
+                seen(&mut mask, 9)?;
+                a.device_type = int_only(p.scalar(2)?)?
+            }
+            b"Device Id" => {
+                seen(&mut mask, 10)?;
+                a.device_id = int_only(p.scalar(2)?)?
+            }
+            b"name" => {
+                seen(&mut mask, 11)?;
+                a.name = str_only(p.scalar(2)?)?
+            }
+            b"labels" => {
+                seen(&mut mask, 12)?;
+                str_only(p.scalar(2)?)?;
+            }
+            b"kernel" => {
+                seen(&mut mask, 13)?;
+                a.kernel = str_only(p.scalar(2)?)?
+            }
+            _ => p.skip(2)?,
+        }
+        Ok(())
+    })?;
+    Ok(Some(a))
+}
+
+fn parse_event<'a>(p: &mut P<'a>) -> R<Event<'a>> {
+    if p.peek()? != b'{' {
+        p.skip(1)?;
+        return Err(Fail::Unsupported); // not an object: msgspec's ValidationError
+    }
+    let mut e = Event {
+        ph: None,
+        name: Val::Str(b"", false),
+        cat: Val::Null,
+        pid: Val::Num(Num::Int(0)),
+        tid: Val::Num(Num::Int(0)),
+        ts: None,
+        dur: None,
+        args: None,
+    };
+    let mut mask = 0u32;
+    p.object(|p, k, esc| {
+        if esc {
+            return Err(Fail::Unsupported);
+        }
+        match k {
+            b"ph" => {
+                seen(&mut mask, 0)?;
+                match p.scalar(1)? {
+                    v @ Val::Str(..) => e.ph = Some(v),
+                    _ => return Err(Fail::Unsupported),
+                }
+            }
+            b"name" => {
+                seen(&mut mask, 1)?;
+                e.name = p.scalar(1)?
+            }
+            b"cat" => {
+                seen(&mut mask, 2)?;
+                e.cat = match str_only(p.scalar(1)?)? {
+                    Some(v) => v,
+                    None => Val::Null,
+                }
+            }
+            b"pid" => {
+                seen(&mut mask, 3)?;
+                e.pid = int_or_str(p.scalar(1)?)?
+            }
+            b"tid" => {
+                seen(&mut mask, 4)?;
+                e.tid = int_or_str(p.scalar(1)?)?
+            }
+            b"ts" => {
+                seen(&mut mask, 5)?;
+                e.ts = num_only(p.scalar(1)?)?
+            }
+            b"dur" => {
+                seen(&mut mask, 6)?;
+                e.dur = num_only(p.scalar(1)?)?
+            }
+            b"id" => {
+                seen(&mut mask, 7)?;
+                int_or_str(p.scalar(1)?)?;
+            }
+            b"args" => {
+                seen(&mut mask, 8)?;
+                e.args = parse_args(p)?
+            }
+            _ => p.skip(1)?,
+        }
+        Ok(())
+    })?;
+    Ok(e)
+}
+
+/// A string value's decoded UTF-8 bytes (escapes resolved).
+fn unescape<'a>(raw: &'a [u8], esc: bool, buf: &'a mut Vec<u8>) -> &'a [u8] {
+    if !esc {
+        return raw;
+    }
+    buf.clear();
+    let mut i = 0;
+    while i < raw.len() {
+        let c = raw[i];
+        if c != b'\\' {
+            buf.push(c);
+            i += 1;
+            continue;
+        }
+        let d = raw[i + 1];
+        i += 2;
+        match d {
+            b'b' => buf.push(8),
+            b'f' => buf.push(12),
+            b'n' => buf.push(b'\n'),
+            b'r' => buf.push(b'\r'),
+            b't' => buf.push(b'\t'),
+            b'u' => {
+                let v = u32::from_str_radix(std::str::from_utf8(&raw[i..i + 4]).unwrap(), 16).unwrap();
+                i += 4;
+                let ch = char::from_u32(v).unwrap(); // surrogates were refused by string()
+                let mut tmp = [0u8; 4];
+                buf.extend_from_slice(ch.encode_utf8(&mut tmp).as_bytes());
+            }
+            other => buf.push(other), // " \ /
+        }
+    }
+    buf
+}
+
+/// Category -> (family index or -1 dropped, kind code, module-scope category); None: not routed (REST).
+fn category(cat: &[u8]) -> Option<(i32, i8, bool)> {
+    Some(match cat {
+        b"kernel" | b"Kernel" => (0, 0, false),
+        b"gpu_memcpy" | b"Memcpy" => (0, 1, false),
+        b"gpu_memset" | b"Memset" => (0, 2, false),
+        b"cuda_runtime" | b"Runtime" => (1, 3, false),
+        b"cuda_driver" => (1, 4, false),
+        b"cpu_op" => (2, 5, true),
+        b"Operator" => (2, 5, false),
+        b"user_annotation" => (2, 6, true),
+        b"gpu_user_annotation" => (3, 7, false),
+        b"python_function" => (-1, MODULE_KIND, true),
+        _ => return None,
+    })
+}
+
+fn num_f64(n: Num) -> f64 {
+    match n {
+        Num::Int(i) => i as f64,
+        Num::Float(f) => f,
+    }
+}
+
+/// `tables._to_int` on a float: int64 range checked exactly, then truncated toward zero.
+fn float_to_int(f: f64) -> R<i64> {
+    // -2^63 <= f <= 2^63 - 1, compared exactly as Python compares float and int
+    if f >= -9223372036854775808.0 && f < 9223372036854775808.0 {
+        Ok(f.trunc() as i64)
+    } else {
+        Err(Fail::Unsupported)
+    }
+}
+
+/// `tables._to_int` on a string: ASCII `-?[0-9]+` parsed (over 20 characters or beyond int64: the Python loader
+/// raises; left to it), anything else -> default.
+fn str_to_int(raw: &[u8], esc: bool, default: i64) -> R<i64> {
+    if esc {
+        return Err(Fail::Unsupported);
+    }
+    let digits = if raw.first() == Some(&b'-') { &raw[1..] } else { raw };
+    if digits.is_empty() || !digits.iter().all(|c| c.is_ascii_digit()) {
+        return Ok(default);
+    }
+    if raw.len() > 20 {
+        return Err(Fail::Unsupported);
+    }
+    std::str::from_utf8(raw).unwrap().parse::<i64>().map_err(|_| Fail::Unsupported)
+}
+
+fn to_int(v: Val, default: i64) -> R<i64> {
+    match v {
+        Val::Null => Ok(default),
+        Val::Num(Num::Int(i)) => Ok(i),
+        Val::Num(Num::Float(f)) => float_to_int(f),
+        Val::Str(raw, esc) => str_to_int(raw, esc, default),
+    }
+}
+fn num_to_int(v: Option<Num>, default: i64) -> R<i64> {
+    match v {
+        None => Ok(default),
+        Some(n) => to_int(Val::Num(n), default),
+    }
+}
+
+impl Scanner {
+    fn new() -> Self {
+        Scanner {
+            fams: Default::default(),
+            mem: Memory::default(),
+            names: Codes::default(),
+            ids: Codes::default(),
+            int_ids: FastMap::default(),
+            process_names: Vec::new(),
+            blob: Vec::new(),
+            offsets: Vec::new(),
+        }
+    }
+
+    fn id_code(&mut self, v: Val, key: &mut Vec<u8>) -> i32 {
+        key.clear();
+        match v {
+            Val::Null => key.push(b'n'),
+            Val::Num(Num::Int(i)) => {
+                if let Some(&c) = self.int_ids.get(&i) {
+                    return c;
+                }
+                key.push(b'i');
+                key.extend_from_slice(i.to_string().as_bytes());
+                let c = self.ids.code(key);
+                self.int_ids.insert(i, c);
+                return c;
+            }
+            Val::Num(Num::Float(_)) => unreachable!(), // refused when parsed
+            Val::Str(raw, esc) => {
+                key.push(b's');
+                let mut buf = Vec::new();
+                key.extend_from_slice(unescape(raw, esc, &mut buf));
+            }
+        }
+        self.ids.code(key)
+    }
+
+    /// Scan one chunk `[e, e, ...]` (whitespace around allowed); (events, kept events) or a failure, after
+    /// which the scanner is as it was.
+    fn add(&mut self, data: &[u8], counts: &mut [u64; 2]) -> i32 {
+        let lens: Vec<usize> = self.fams.iter().map(|f| f.len()).collect();
+        let (mem_len, names_len, ids_len, pn_len) =
+            (self.mem.ts.len(), self.names.order.len(), self.ids.order.len(), self.process_names.len());
+        match self.add_inner(data, counts) {
+            Ok(()) => OK,
+            Err(f) => {
+                for (fam, n) in self.fams.iter_mut().zip(lens) {
+                    fam.truncate(n);
+                }
+                self.mem.truncate(mem_len);
+                self.names.truncate(names_len);
+                self.ids.truncate(ids_len);
+                self.int_ids.clear();
+                self.process_names.truncate(pn_len);
+                match f {
+                    Fail::Syntax => SYNTAX,
+                    Fail::Unsupported => UNSUPPORTED,
+                }
+            }
+        }
+    }
+
+    fn add_inner(&mut self, data: &[u8], counts: &mut [u64; 2]) -> R<()> {
+        let mut p = P { b: data, i: 0 };
+        let (mut events, mut kept) = (0u64, 0u64);
+        let mut key = Vec::new();
+        let mut nbuf = Vec::new();
+        p.ws();
+        p.expect(b'[')?;
+        p.ws();
+        if p.peek()? == b']' {
+            p.i += 1;
+        } else {
+            loop {
+                p.ws();
+                let e = parse_event(&mut p)?;
+                events += 1;
+                kept += self.route(&e, &mut key, &mut nbuf)? as u64;
+                p.ws();
+                match p.peek()? {
+                    b',' => p.i += 1,
+                    b']' => {
+                        p.i += 1;
+                        break;
+                    }
+                    _ => return Err(Fail::Syntax),
+                }
+            }
+        }
+        p.ws();
+        if p.i != data.len() {
+            return Err(Fail::Syntax);
+        }
+        counts[0] = events;
+        counts[1] = kept;
+        Ok(())
+    }
+
+    /// TableBuilder.add for one event: whether it was kept.
+    fn route(&mut self, e: &Event, key: &mut Vec<u8>, nbuf: &mut Vec<u8>) -> R<bool> {
+        let ph: &[u8] = match e.ph {
+            Some(Val::Str(raw, esc)) => {
+                if esc {
+                    return Err(Fail::Unsupported);
+                }
+                raw
+            }
+            _ => b"",
+        };
+        let cat = match e.cat {
+            Val::Str(raw, esc) => {
+                if esc {
+                    return Err(Fail::Unsupported);
+                }
+                category(raw)
+            }
+            _ => None,
+        };
+        // name must be str|int|float|None for msgspec; true/false/objects were refused by scalar()
+        let name_str: Option<(&[u8], bool)> = match e.name {
+            Val::Str(raw, esc) => Some((raw, esc)),
+            _ => None,
+        };
+        let empty = Args::default();
+        let args = e.args.as_ref().unwrap_or(&empty);
+        match cat {
+            Some((fam, kind, scope)) => {
+                let ts = match e.ts {
+                    Some(n) => num_f64(n),
+                    None => return Ok(false),
+                };
+                if ph != b"X" {
+                    return Ok(false);
+                }
+                let (name_raw, name_esc) = match name_str {
+                    Some(x) => x,
+                    None => {
+                        if fam >= 0 {
+                            return Err(Fail::Unsupported); // str(name) of a number: not modelled
+                        }
+                        return Ok(false);
+                    }
+                };
+                let name = unescape(name_raw, name_esc, nbuf);
+                let (f, kind) = if scope && name.starts_with(b"nn.Module: ") {
+                    (MODULES, MODULE_KIND)
+                } else if fam >= 0 {
+                    (fam as usize, kind)
+                } else {
+                    return Ok(false);
+                };
+                let name_code = self.names.code(name);
+                let pid = self.id_code(e.pid, key);
+                let tid = self.id_code(e.tid, key);
+                let launched = match args.kernel {
+                    Some(Val::Str(raw, esc)) => {
+                        let k = unescape(raw, esc, nbuf);
+                        self.names.code(k)
+                    }
+                    _ => self.names.code(b""),
+                };
+                let external = args.external_id.or(args.external_id_legacy).unwrap_or(-1);
+                let correlation = to_int(args.correlation, -1)?;
+                let device = to_int(args.device, -1)?;
+                let stream = to_int(args.stream, -1)?;
+                let bytes = to_int(args.bytes, 0)?;
+                let fm = &mut self.fams[f];
+                fm.kind.push(kind);
+                fm.name.push(name_code);
+                fm.pid.push(pid);
+                fm.tid.push(tid);
+                fm.ts.push(ts);
+                fm.dur.push(e.dur.map(num_f64).unwrap_or(0.0));
+                fm.external_id.push(external);
+                fm.launched_kernel.push(launched);
+                fm.correlation.push(correlation);
+                fm.device.push(device);
+                fm.stream.push(stream);
+                fm.bytes.push(bytes);
+                Ok(true)
+            }
+            None => {
+                let name: &[u8] = match name_str {
+                    Some((raw, false)) => raw,
+                    Some((_, true)) if ph == b"i" || ph == b"M" => return Err(Fail::Unsupported),
+                    Some((_, true)) => return Ok(false),
+                    None => return Ok(false),
+                };
+                if ph == b"i" && name == b"[memory]" {
+                    let ts = e.ts.map(num_f64).unwrap_or(0.0);
+                    let pid = self.id_code(e.pid, key);
+                    let tid = self.id_code(e.tid, key);
+                    let m = &mut self.mem;
+                    m.ts.push(ts);
+                    m.pid.push(pid);
+                    m.tid.push(tid);
+                    m.bytes.push(num_to_int(args.mem_bytes, 0)?);
+                    m.total_allocated.push(num_to_int(args.total_allocated, -1)?);
+                    m.device_type.push(args.device_type.unwrap_or(-1));
+                    m.device_id.push(args.device_id.unwrap_or(-1));
+                    return Ok(true);
+                }
+                if ph == b"M" && name == b"process_name" {
+                    if let Some(Val::Str(raw, esc)) = args.name {
+                        if !raw.is_empty() {
+                            let value = unescape(raw, esc, nbuf).to_vec();
+                            let k = match e.pid {
+                                Val::Null => b"None".to_vec(),
+                                Val::Num(Num::Int(i)) => i.to_string().into_bytes(),
+                                Val::Str(r, es) => {
+                                    let mut b2 = Vec::new();
+                                    unescape(r, es, &mut b2).to_vec()
+                                }
+                                Val::Num(Num::Float(_)) => return Err(Fail::Unsupported),
+                            };
+                            self.process_names.push((k, value));
+                        }
+                    }
+                }
+                Ok(false)
+            }
+        }
+    }
+
+    fn strings(&mut self, which: i32) -> usize {
+        self.blob.clear();
+        self.offsets.clear();
+        self.offsets.push(0);
+        let items: Vec<&[u8]> = match which {
+            0 => self.names.order.iter().map(|v| v.as_slice()).collect(),
+            1 => self.ids.order.iter().map(|v| v.as_slice()).collect(),
+            _ => self.process_names.iter().flat_map(|(k, v)| [k.as_slice(), v.as_slice()]).collect(),
+        };
+        for s in items {
+            self.blob.extend_from_slice(s);
+            self.offsets.push(self.blob.len() as u64);
+        }
+        self.offsets.len() - 1
+    }
+}
+
+// --- C ABI -------------------------------------------------------------------------------------------------------
+
+#[no_mangle]
+pub extern "C" fn pp_new() -> *mut Scanner {
+    Box::into_raw(Box::new(Scanner::new()))
+}
+
+/// # Safety
+/// `h` from pp_new, not freed before.
+#[no_mangle]
+pub unsafe extern "C" fn pp_free(h: *mut Scanner) {
+    if !h.is_null() {
+        drop(Box::from_raw(h));
+    }
+}
+
+/// # Safety
+/// `h` from pp_new; `data` valid for `len` bytes; `counts` for 2 u64.
+#[no_mangle]
+pub unsafe extern "C" fn pp_add(h: *mut Scanner, data: *const u8, len: usize, counts: *mut u64) -> i32 {
+    let s = &mut *h;
+    let bytes = if len == 0 { &[][..] } else { std::slice::from_raw_parts(data, len) };
+    let mut c = [0u64; 2];
+    let rc = catch_unwind(AssertUnwindSafe(|| s.add(bytes, &mut c))).unwrap_or(UNSUPPORTED);
+    *counts = c[0];
+    *counts.add(1) = c[1];
+    rc
+}
+
+/// Column `col` of family `fam` (0-4: gpu, runtime, ops, gpu_annotations, modules; 5: memory): its data pointer
+/// in `*ptr` and its length (rows). Columns as listed in tables.py's native loader.
+///
+/// # Safety
+/// `h` from pp_new; `ptr` writable.
+#[no_mangle]
+pub unsafe extern "C" fn pp_column(h: *mut Scanner, fam: i32, col: i32, ptr: *mut *const u8) -> usize {
+    let s = &mut *h;
+    macro_rules! out {
+        ($v:expr) => {{
+            *ptr = $v.as_ptr() as *const u8;
+            $v.len()
+        }};
+    }
+    if fam == 5 {
+        let m = &s.mem;
+        return match col {
+            0 => out!(m.ts),
+            1 => out!(m.pid),
+            2 => out!(m.tid),
+            3 => out!(m.bytes),
+            4 => out!(m.total_allocated),
+            5 => out!(m.device_type),
+            _ => out!(m.device_id),
+        };
+    }
+    let f = &s.fams[(fam as usize).min(N_FAMILIES - 1)];
+    match col {
+        0 => out!(f.kind),
+        1 => out!(f.name),
+        2 => out!(f.pid),
+        3 => out!(f.tid),
+        4 => out!(f.ts),
+        5 => out!(f.dur),
+        6 => out!(f.external_id),
+        7 => out!(f.launched_kernel),
+        8 => out!(f.correlation),
+        9 => out!(f.device),
+        10 => out!(f.stream),
+        _ => out!(f.bytes),
+    }
+}
+
+/// Free family `fam`'s columns (once copied out).
+///
+/// # Safety
+/// `h` from pp_new.
+#[no_mangle]
+pub unsafe extern "C" fn pp_drop_family(h: *mut Scanner, fam: i32) {
+    let s = &mut *h;
+    if fam == 5 {
+        s.mem = Memory::default();
+    } else if (0..N_FAMILIES as i32).contains(&fam) {
+        s.fams[fam as usize] = Family::default();
+    }
+}
+
+/// Strings (0: names, 1: pid/tid keys, 2: process names as key, value, ...) as one blob and n + 1 offsets;
+/// returns n. Valid until the next call.
+///
+/// # Safety
+/// `h` from pp_new; out pointers writable.
+#[no_mangle]
+pub unsafe extern "C" fn pp_strings(h: *mut Scanner, which: i32, blob: *mut *const u8, blob_len: *mut usize,
+                                    offsets: *mut *const u64) -> usize {
+    let s = &mut *h;
+    let n = s.strings(which);
+    *blob = s.blob.as_ptr();
+    *blob_len = s.blob.len();
+    *offsets = s.offsets.as_ptr();
+    n
+}

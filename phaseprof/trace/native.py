@@ -1,0 +1,226 @@
+"""The native columnar scanner (``native/``, Rust, no dependencies, loaded with ctypes): the chunks of a trace's
+``traceEvents`` array go straight into the columns :class:`~phaseprof.trace.tables.TableBuilder` keeps, without a
+Python object per event.
+
+Why: with msgspec, decoding the events into structs and routing them into columns (``TableBuilder.add``) were
+~80 % of loading a trace (the rest: inflate, hashing, cutting chunks). The scanner does both in one pass over the
+bytes. It reproduces the pure-Python path exactly on the input it accepts and refuses the rest: bytes that are not
+JSON raise like msgspec (a chunk cut at a false separator is retried with more bytes), and anything it does not
+model (a type msgspec's strict decode rejects, an integer beyond int64, an escaped key, a duplicate field)
+raises :class:`NativeUnsupported`, after which the caller reads the whole trace with the pure-Python loader,
+which stays the reference (``tests/unit/test_native_scan.py`` compares the two on every committed trace).
+
+Where it is absent (not built: no cargo on the machine, or ``PHASEPROF_NATIVE=0``) the pure-Python loader runs.
+Build: ``python -m phaseprof.trace.native`` (``scripts/install.sh`` does it).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import numpy as np
+
+from phaseprof.trace import tables
+from phaseprof.trace.limits import TraceValueError
+from phaseprof.trace.tables import _FAMILY_COLUMNS, TableBuilder, _Growing
+
+#: Set to "0" to read with the pure-Python loader even where the scanner is built.
+NATIVE_ENV = "PHASEPROF_NATIVE"
+LIBRARY = Path(__file__).with_name("_phaseprof_scan.so")
+SOURCE = Path(__file__).resolve().parents[2] / "native"  # the crate, in a source checkout
+_OK, _SYNTAX, _UNSUPPORTED = 0, 1, 2
+#: The scanner's families, in the order of its ABI (``pp_column``'s ``fam``), and its columns with their dtypes.
+_FAMILIES = ("gpu", "runtime", "ops", "gpu_annotations", "modules")
+_MEMORY = 5
+_MEMORY_COLUMNS = (("ts", np.float64), ("pid", np.int32), ("tid", np.int32), ("bytes", np.int64),
+                   ("total_allocated", np.int64), ("device_type", np.int64), ("device_id", np.int64))
+
+
+class NativeSyntaxError(msgspec.DecodeError):
+    """The chunk is not a JSON array (as msgspec's DecodeError: the stream reader retries with more bytes)."""
+
+
+class NativeUnsupported(Exception):
+    """The scanner does not model something in this trace: read it with the pure-Python loader."""
+
+
+_lib: ctypes.CDLL | None = None
+_tried = False
+
+
+def library() -> ctypes.CDLL | None:
+    """The loaded scanner, or None when it is not built or switched off (``PHASEPROF_NATIVE=0``)."""
+    global _lib, _tried
+    if os.environ.get(NATIVE_ENV) == "0":
+        return None
+    if not _tried:
+        _tried = True
+        try:
+            lib = ctypes.CDLL(str(LIBRARY))
+        except OSError:
+            return None
+        vp, sz = ctypes.c_void_p, ctypes.c_size_t
+        lib.pp_new.restype = vp
+        lib.pp_free.argtypes = [vp]
+        lib.pp_add.argtypes = [vp, vp, sz, ctypes.POINTER(ctypes.c_uint64)]
+        lib.pp_add.restype = ctypes.c_int
+        lib.pp_column.argtypes = [vp, ctypes.c_int, ctypes.c_int, ctypes.POINTER(vp)]
+        lib.pp_column.restype = sz
+        lib.pp_drop_family.argtypes = [vp, ctypes.c_int]
+        lib.pp_strings.argtypes = [vp, ctypes.c_int, ctypes.POINTER(vp), ctypes.POINTER(sz), ctypes.POINTER(vp)]
+        lib.pp_strings.restype = sz
+        _lib = lib
+    return _lib
+
+
+def available() -> bool:
+    return library() is not None
+
+
+def _copy(lib: ctypes.CDLL, h: int, fam: int, col: int, dtype: type) -> np.ndarray:
+    """Column ``col`` of family ``fam`` copied out of the scanner."""
+    ptr = ctypes.c_void_p()
+    n = lib.pp_column(h, fam, col, ctypes.byref(ptr))
+    if not n:
+        return np.zeros(0, dtype=dtype)
+    size = n * np.dtype(dtype).itemsize
+    return np.frombuffer((ctypes.c_char * size).from_address(ptr.value), dtype=dtype).copy()
+
+
+def _strings(lib: ctypes.CDLL, h: int, which: int) -> list[bytes]:
+    blob, blob_len, offsets = ctypes.c_void_p(), ctypes.c_size_t(), ctypes.c_void_p()
+    n = lib.pp_strings(h, which, ctypes.byref(blob), ctypes.byref(blob_len), ctypes.byref(offsets))
+    data = ctypes.string_at(blob.value, blob_len.value) if blob_len.value else b""
+    offs = np.frombuffer(ctypes.string_at(offsets.value, 8 * (n + 1)), dtype=np.uint64).tolist()
+    return [data[offs[i]:offs[i + 1]] for i in range(n)]
+
+
+def _id(key: bytes) -> object:
+    """A pid/tid as the pure-Python loader keys it: int, str or None (the scanner tags them i/s/n)."""
+    tag, text = key[:1], key[1:]
+    return int(text) if tag == b"i" else text.decode() if tag == b"s" else None
+
+
+class NativeTableBuilder(TableBuilder):
+    """A :class:`TableBuilder` fed chunk bytes (:meth:`add_json`, a :data:`~phaseprof.trace.stream.Chunks`)
+    instead of decoded events; its columns are moved into the Python builder's before :meth:`finish`,
+    :meth:`exported` or :meth:`absorb`, which then run unchanged."""
+
+    def __init__(self) -> None:
+        super().__init__(None)
+        lib = library()
+        if lib is None:
+            raise NativeUnsupported("the native scanner is not built")
+        self._lib = lib
+        self._h: int | None = lib.pp_new()
+
+    def __del__(self) -> None:
+        h, self._h = getattr(self, "_h", None), None
+        if h is not None:
+            self._lib.pp_free(h)
+
+    def add(self, events: Any) -> None:  # the decoded-event entry point is the pure-Python builder's only
+        raise NativeUnsupported("NativeTableBuilder takes chunk bytes (add_json)")
+
+    def add_json(self, data: bytes | bytearray | memoryview) -> int:
+        """Scan one chunk ``[event, ...]``; the number of events in it."""
+        counts = (ctypes.c_uint64 * 2)()
+        if isinstance(data, bytes):
+            rc = self._lib.pp_add(self._h, ctypes.cast(ctypes.c_char_p(data), ctypes.c_void_p), len(data), counts)
+        else:
+            n = len(data)
+            arr = np.frombuffer(data, dtype=np.uint8) if n else np.zeros(0, dtype=np.uint8)
+            rc = self._lib.pp_add(self._h, arr.ctypes.data, n, counts)
+            del arr
+        if rc == _SYNTAX:
+            raise NativeSyntaxError("not a JSON array of events")
+        if rc != _OK:
+            raise NativeUnsupported("the native scanner does not model this trace")
+        events, kept = int(counts[0]), int(counts[1])
+        self.event_count += events
+        self._kept += kept
+        limit = tables.MAX_KEPT_EVENTS  # looked up now, as TableBuilder.add does (tests lower it)
+        if self._kept > limit:
+            raise TraceValueError(f"more than {limit:,} kernels, runtime calls, CPU ops and allocator "
+                                  f"events; phaseprof reads at most that many (profile fewer steps)")
+        return events
+
+    def _materialise(self) -> None:
+        """Move the scanner's columns, codes and process names into this builder (once); frees the scanner."""
+        h = self._h
+        if h is None:
+            return
+        lib = self._lib
+        for fam, f in enumerate(_FAMILIES):
+            for col, (c, dtype) in enumerate(_FAMILY_COLUMNS):
+                values = _copy(lib, h, fam, col, dtype)
+                if values.size:
+                    self._cols[f][c] = _Growing.of(values)
+            lib.pp_drop_family(h, fam)
+        for col, (c, dtype) in enumerate(_MEMORY_COLUMNS):
+            values = _copy(lib, h, _MEMORY, col, dtype)
+            if values.size:
+                self._cols["memory"][c] = _Growing.of(values)
+        lib.pp_drop_family(h, _MEMORY)
+        self._names._table = {s.decode(): i for i, s in enumerate(_strings(lib, h, 0))}
+        self._ids._table = {_id(s): i for i, s in enumerate(_strings(lib, h, 1))}
+        pairs = _strings(lib, h, 2)
+        for k, v in zip(pairs[::2], pairs[1::2]):
+            self._process_names[k.decode()] = v.decode()
+        self._h = None
+        lib.pp_free(h)
+
+    def exported(self) -> dict[str, Any]:
+        self._materialise()
+        return super().exported()
+
+    def absorb(self, other: dict[str, Any]) -> bool:
+        self._materialise()
+        return super().absorb(other)
+
+    def finish(self, *args: Any, **kw: Any) -> Any:
+        self._materialise()
+        return super().finish(*args, **kw)
+
+
+def build(source: Path = SOURCE, *, quiet: bool = False) -> str | None:
+    """Build the scanner with cargo (offline: it has no dependencies) and install it next to this module; None
+    when built, else why not (one line)."""
+    cargo = shutil.which("cargo")
+    if cargo is None:
+        return "cargo not found"
+    if not (source / "Cargo.toml").is_file():
+        return f"no crate at {source}"
+    proc = subprocess.run([cargo, "build", "--release", "--offline", "--quiet", "--manifest-path",
+                           str(source / "Cargo.toml")], capture_output=True, text=True)
+    if proc.returncode != 0:
+        return f"cargo build failed: {(proc.stderr.strip().splitlines() or ['?'])[-1][:200]}"
+    built = source / "target" / "release" / "libphaseprof_scan.so"
+    if not built.is_file():
+        return f"cargo built no {built.name}"
+    tmp = LIBRARY.with_suffix(".tmp")
+    shutil.copyfile(built, tmp)
+    os.replace(tmp, LIBRARY)  # atomic: a process that has the old one mapped keeps it
+    if not quiet:
+        print(f"native trace scanner built: {LIBRARY}")
+    return None
+
+
+if __name__ == "__main__":
+    problem = build()
+    if problem is not None:
+        print(f"native trace scanner not built ({problem}); phaseprof reads traces with its pure-Python loader",
+              file=sys.stderr)
+    sys.exit(0)
+
+
+def builder_for(keep: tables.Keep | None, native: bool) -> TableBuilder:
+    """A TableBuilder, fed decoded events (pure Python) or chunk bytes (``native``: this scanner's)."""
+    return NativeTableBuilder() if native else TableBuilder(keep)
