@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import re
 from dataclasses import replace
@@ -24,41 +23,19 @@ _MAJOR, _MINOR = (int(x) for x in SCHEMA_VERSION.split("."))
 _MAX_BREAKDOWN_BYTES = 256 << 20  # a breakdown is ~100 KB; far bigger is not one (and would be read whole)
 
 
-_PLAIN = (str, int, float, bool, type(None))
-
-
-def _asdict(obj: Any) -> Any:
-    """``dataclasses.asdict``, the same dict, without its per-value ``deepcopy`` and generic checks: a step row
-    holds ~43 values, and ``asdict`` took as long as the analysis itself on 20k steps (issue 22, class 16)."""
-    if type(obj) in _PLAIN:
-        return obj
-    fields = _FIELDS.get(type(obj))
-    if fields is None and dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        fields = _FIELDS[type(obj)] = tuple(f.name for f in dataclasses.fields(obj))
-    if fields is not None:
-        return {name: _asdict(getattr(obj, name)) for name in fields}
-    if isinstance(obj, tuple) and hasattr(obj, "_fields"):  # named tuple
-        return type(obj)(*[_asdict(v) for v in obj])
-    if isinstance(obj, (list, tuple)):
-        return type(obj)(_asdict(v) for v in obj)
-    if isinstance(obj, dict):
-        return type(obj)((_asdict(k), _asdict(v)) for k, v in obj.items())
-    return copy.deepcopy(obj)
-
-
-_FIELDS: dict[type, tuple[str, ...]] = {}
-
-
 def breakdown_to_dict(bd: Breakdown) -> dict[str, Any]:
-    """The JSON document; ``capture`` as the flat subset a capture embeds in its trace (``RunRecord.embedded``),
-    {} when the breakdown has none."""
-    doc = _asdict(replace(bd, capture=None))
-    doc["capture"] = {} if bd.capture is None else bd.capture.embedded()
-    return doc
+    """The JSON document as plain values (what :func:`dumps` writes, read back)."""
+    return orjson.loads(dumps(bd))
 
 
 def dumps(bd: Breakdown) -> bytes:
-    return orjson.dumps(breakdown_to_dict(bd), option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY)
+    """The JSON document; ``capture`` as the flat subset a capture embeds in its trace (``RunRecord.embedded``),
+    {} when the breakdown has none. orjson writes the dataclasses itself, fields in order (what
+    ``dataclasses.asdict`` gives, without its deep copy of every value: it took as long as the analysis on a
+    trace of 20k steps, issue 22 class 16)."""
+    doc = {f.name: getattr(bd, f.name) for f in dataclasses.fields(bd)}
+    doc["capture"] = {} if bd.capture is None else bd.capture.embedded()
+    return orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY)
 
 
 def write_breakdown(bd: Breakdown, path: str | Path) -> Path:
