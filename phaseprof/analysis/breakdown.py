@@ -261,7 +261,6 @@ def _step_rows(det: StepDetection, items: pd.DataFrame, ctx: _StepContext, devic
     memset_count, memset_bytes = g.count(is_memset), g.sum(np.where(is_memset, byts, 0))
     if device == "gpu":
         any_busy, launch_ns, host_ns, other_ns = _idle_splits(work, start, stop, ctx)
-        any_busy = any_busy.tolist()
     else:
         any_busy = None
     rg = _Groups(ctx.rt_step, n)
@@ -276,29 +275,32 @@ def _step_rows(det: StepDetection, items: pd.DataFrame, ctx: _StepContext, devic
                   (-mg.sum(np.where(mb < 0, mb, 0))).tolist(), mg.count((mb > 0) & gpu_mem).tolist(),
                   mg.count((mb > 0) & ~gpu_mem).tolist(), device_mallocs.tolist(), device_frees.tolist())]
     launches = _launch_counts(ctx, n)
-    cols = zip(start.tolist(), stop.tolist(), share.tolist(), host_sync.tolist(), kernels.tolist(),
-               memcpy_count.tolist(), memcpy_bytes.tolist(), memset_count.tolist(), memset_bytes.tolist())
+    # The row's numbers as columns: the same int and float operations as one step at a time, on every step at once
+    wall = np.maximum(stop - start, 0)
+    busy = np.rint(share).astype(np.int64)  # this step's share of GPU busy (StepRow.gpu_busy_us); round half even
+    if any_busy is None:
+        any_busy = busy
+        idle_cols = (np.zeros(n), (wall - busy).astype(np.float64) * _US, np.zeros(n))
+    else:
+        idle_cols = tuple(x.astype(np.float64) * _US for x in (launch_ns, host_ns, other_ns))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        pct = np.where(wall != 0, 100.0 * busy.astype(np.float64) / wall.astype(np.float64), 0.0)
+    us = [(x.astype(np.float64) * _US).tolist() for x in (start, wall, busy, np.maximum(wall - any_busy, 0),
+                                                           np.maximum(any_busy - busy, 0), host_sync)]
+    idle = [IdleSplit(a, h, o) for a, h, o in zip(*(x.tolist() for x in idle_cols))]
+    cols = zip(*us, pct.tolist(), kernels.tolist(), memcpy_count.tolist(), memcpy_bytes.tolist(),
+               memset_count.tolist(), memset_bytes.tolist())
+    kv, mv = views["kernel_bucket"], views["module_bucket"]
     rows = []
-    for k, (s, e, sh, sync, kern, mc, mcb, ms, msb) in enumerate(cols):
+    for k, (s_us, wall_us, busy_us, idle_us, other_us, sync_us, bp, kern, mc, mcb, ms, msb) in enumerate(cols):
         sw = det.steps[k]
-        wall = max(e - s, 0)
-        busy = int(round(sh))  # this step's share of GPU busy (StepRow.gpu_busy_us)
-        if any_busy is not None:
-            ab = any_busy[k]
-            idle = IdleSplit(float(launch_ns[k]) * _US, float(host_ns[k]) * _US, float(other_ns[k]) * _US)
-        else:
-            ab = busy
-            idle = IdleSplit(0.0, float(wall - busy) * _US, 0.0)
         rows.append(StepRow(
             index=k, label=sw.label, phase=str(sw.phase), context_tokens=sw.context_tokens,
-            generation_tokens=sw.generation_tokens, start_us=float(s) * _US, wall_us=float(wall) * _US,
-            gpu_busy_us=float(busy) * _US, gpu_idle_us=float(max(wall - ab, 0)) * _US,
-            gpu_busy_other_steps_us=float(max(ab - busy, 0)) * _US,
-            busy_pct=100.0 * busy / wall if wall else 0.0, idle=idle, host_sync_us=float(sync) * _US,
+            generation_tokens=sw.generation_tokens, start_us=s_us, wall_us=wall_us, gpu_busy_us=busy_us,
+            gpu_idle_us=idle_us, gpu_busy_other_steps_us=other_us, busy_pct=bp, idle=idle[k], host_sync_us=sync_us,
             kernels=kern, memcpy_count=mc, memcpy_bytes=mcb, memset_count=ms, memset_bytes=msb,
-            launches=launches[k], memory=memory[k],
-            kernel_view_us=dict(views["kernel_bucket"].get(k, {})),
-            module_view_us=dict(views["module_bucket"].get(k, {}))))
+            launches=launches[k], memory=memory[k], kernel_view_us=dict(kv.get(k, {})),
+            module_view_us=dict(mv.get(k, {}))))
     return rows
 
 
