@@ -245,7 +245,8 @@ def _step_rows(det: StepDetection, items: pd.DataFrame, ctx: _StepContext, devic
     rows themselves are built one by one."""
     n = len(det.steps)
     g = _Groups(items["step"].to_numpy(), n)
-    ts, end, launch = g.of(items["ts_ns"].to_numpy()), g.of(items["end_ns"].to_numpy()), g.of(items["launch"].to_numpy())
+    ts, end = g.of(items["ts_ns"].to_numpy()), g.of(items["end_ns"].to_numpy())
+    launch = g.of(items["launch"].to_numpy())
     has_launch = g.count(launch >= 0) > 0
     first_launch = g.reduce(np.minimum, np.where(launch >= 0, ctx.rt_ts[np.maximum(launch, 0)] if ctx.rt_ts.size
                                                  else 0, np.iinfo(np.int64).max), np.iinfo(np.int64).max)
