@@ -9,7 +9,7 @@ source's first CPU op, so both files hold the same events and nearly the same by
 a fresh process (``-f json`` to /dev/null); the report is the wall-time ratio many-steps / 100-steps, in the
 same run, so it holds on any machine (issue target: at most 2).
 
-    python benchmarks/bench_steps.py                 # 200,000 steps (the issue's case, ~90 MB each)
+    python benchmarks/bench_steps.py                 # 200,000 steps (the issue's count; ~360 MB each)
     python benchmarks/bench_steps.py --steps 20000   # quicker
 """
 

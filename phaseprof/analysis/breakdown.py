@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections import Counter
+from operator import attrgetter
 
 import numpy as np
 import pandas as pd
@@ -17,7 +17,7 @@ from phaseprof.analysis.results import (AllocCounts, BucketTime, Breakdown, Idle
 from phaseprof.analysis.steps import StepDetection, StepPhase, assign_to_steps
 from phaseprof.classify.buckets import Bucket
 from phaseprof.columns import EventKind
-from phaseprof.analysis.window import HostCalls, step_bounds_of
+from phaseprof.analysis.window import HostCalls, step_bounds_all
 from phaseprof.defaults import GRAPH_LAUNCH_APIS, SCHEMA_VERSION, TOP_KERNELS_PER_BUCKET
 from phaseprof.trace.tables import EventTables, labels
 
@@ -87,53 +87,6 @@ class _StepContext:
         self.mem_step = assign_to_steps(mem["ts_ns"].to_numpy(), det.steps)
         self.mem_bytes = mem["bytes"].to_numpy()
         self.mem_gpu = (mem["device_type"].to_numpy() != 0) & (mem["device_id"].to_numpy() >= 0)
-        # Per step, its rows (ascending) by slicing one stable sort, rather than comparing every row with each
-        # step (440 steps x 1.3M calls on a 2 GB trace); the selections, and their order, are the same.
-        self._rt_by_step, self._rt_step_sorted = _by_value(self.rt_step)
-        self._mem_by_step, self._mem_step_sorted = _by_value(self.mem_step)
-        # Launch calls by start: those that can overlap a window are a slice (starts within max duration of it).
-        launch_rows = np.flatnonzero(self.is_launch)
-        self._launch_by_ts = launch_rows[np.argsort(self.rt_ts[launch_rows], kind="stable")]
-        self._launch_ts = self.rt_ts[self._launch_by_ts]
-        self._launch_max_dur = int((self.rt_end - self.rt_ts)[launch_rows].max()) if launch_rows.size else 0
-
-    def rt_rows(self, k: int) -> np.ndarray:
-        """Runtime rows of step ``k``, ascending (what ``rt_step == k`` selects)."""
-        return _rows_of(self._rt_by_step, self._rt_step_sorted, k)
-
-    def mem_rows(self, k: int) -> np.ndarray:
-        """Allocator rows of step ``k``, ascending."""
-        return _rows_of(self._mem_by_step, self._mem_step_sorted, k)
-
-    def launches_overlapping(self, start: int, end: int) -> np.ndarray:
-        """Launch-call rows with ``ts < end`` and ``end > start``, ascending (what the masks over all calls give)."""
-        lo = np.searchsorted(self._launch_ts, start - self._launch_max_dur, side="left")
-        hi = np.searchsorted(self._launch_ts, end, side="left")
-        cand = self._launch_by_ts[lo:hi]
-        return np.sort(cand[self.rt_end[cand] > start])
-
-
-def _by_value(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    order = np.argsort(values, kind="stable")
-    return order, values[order]
-
-
-def _rows_of(order: np.ndarray, sorted_values: np.ndarray, k: int) -> np.ndarray:
-    lo, hi = np.searchsorted(sorted_values, [k, k + 1], side="left")
-    return order[lo:hi]
-
-
-def _idle_split(work: "GpuWork", start: int, end: int, ctx: _StepContext) -> IdleSplit:
-    """Split the GPU's idle time inside ``[start, end)`` by cause (see IdleSplit). Idle means no activity of
-    any step ran; the activity that ends a gap tells whether its launch call was still in progress."""
-    gs, ge, starved_end = work.idle_gaps(start, end, ctx.rt_end)
-    if gs.size == 0:
-        return IdleSplit(0.0, 0.0, 0.0)
-    sel = ctx.launches_overlapping(start, end)
-    in_launch = iv.overlap_with_union(gs, starved_end, ctx.rt_ts[sel], ctx.rt_end[sel])
-    starved = starved_end - gs
-    return IdleSplit(float(in_launch.sum()) * _US, float((starved - in_launch).sum()) * _US,
-                     float((ge - starved_end).sum()) * _US)
 
 
 class GpuWork:
@@ -185,71 +138,180 @@ def _per_step_views(items: pd.DataFrame) -> dict[str, dict[int, dict[str, float]
     return out
 
 
-class _ItemColumns:
-    """The work items' columns as arrays, and each step's rows (ascending, as ``groupby("step").indices``) from
-    one stable sort: a step reads its slice of arrays, not a DataFrame of its own (issue 22: 200k steps)."""
+class _Groups:
+    """Rows grouped by step from one stable sort: group ``k`` holds the rows with step ``k``, ascending (what
+    ``step == k`` selects); rows of no step (-1) are in none. Reductions of every group at once (issue 22:
+    200k steps), exact: integer sums by ``np.add.reduceat``, float sums as ``np.sum`` of each group's rows."""
 
-    def __init__(self, items: pd.DataFrame):
-        self.ts, self.end = items["ts_ns"].to_numpy(), items["end_ns"].to_numpy()
-        self.launch, self.share_ns = items["launch"].to_numpy(), items["share_ns"].to_numpy()
-        kinds = labels(items["kind"])
-        self.is_kernel, self.is_memcpy = kinds == EventKind.KERNEL, kinds == EventKind.MEMCPY
-        self.is_memset, self.bytes = kinds == EventKind.MEMSET, items["bytes"].to_numpy()
-        self._by_step, self._step_sorted = _by_value(items["step"].to_numpy())
+    def __init__(self, step: np.ndarray, n: int):
+        self.n = n
+        order = np.argsort(step, kind="stable")
+        off = np.searchsorted(step[order], np.arange(n + 1), side="left")
+        self.rows = order[off[0]:off[-1]]  # grouped rows, group k at [off[k], off[k+1]) after the shift below
+        self.off = off - off[0]
+        self.size = np.diff(self.off)
 
-    def rows(self, k: int) -> np.ndarray:
-        return _rows_of(self._by_step, self._step_sorted, k)
+    def of(self, values: np.ndarray) -> np.ndarray:
+        """``values`` of the grouped rows, in group order."""
+        return np.asarray(values)[self.rows]
+
+    def reduce(self, ufunc: np.ufunc, values: np.ndarray, empty: int) -> np.ndarray:
+        """``ufunc`` over each group's values (already in group order); ``empty`` for a group without rows."""
+        out = np.full(self.n, empty, dtype=values.dtype)
+        nz = self.size > 0
+        if nz.any():
+            out[nz] = ufunc.reduceat(values, self.off[:-1][nz])
+        return out
+
+    def sum(self, values: np.ndarray) -> np.ndarray:
+        return self.reduce(np.add, values, 0)
+
+    def count(self, mask: np.ndarray) -> np.ndarray:
+        return self.sum(mask.astype(np.int64))
+
+    def float_sum(self, values: np.ndarray) -> np.ndarray:
+        """Each group's ``np.sum`` (pairwise summation: only groups of two or more rows are summed one by one)."""
+        out = np.zeros(self.n, dtype=np.float64)
+        one = self.size == 1
+        out[one] = values[self.off[:-1][one]]
+        for k in np.flatnonzero(self.size > 1).tolist():
+            out[k] = values[self.off[k]:self.off[k + 1]].sum()
+        return out
 
 
-def _step_row(k: int, det: StepDetection, rows_k: np.ndarray, cols: _ItemColumns, ctx: _StepContext, device: str,
-              work: GpuWork, views: dict[str, dict[int, dict[str, float]]]) -> StepRow:
-    sw = det.steps[k]
-    start, end = step_bounds_of(sw.host_start_ns, sw.host_end_ns, cols.ts[rows_k], cols.end[rows_k],
-                                cols.launch[rows_k], ctx.rt_ts)
-    wall = max(end - start, 0)
-    busy = int(round(float(cols.share_ns[rows_k].sum())))  # this step's share of GPU busy (StepRow.gpu_busy_us)
-    any_busy = work.union_in(start, end) if device == "gpu" else busy
-    other_steps = max(any_busy - busy, 0)
+def _idle_splits(work: GpuWork, start: np.ndarray, end: np.ndarray, ctx: _StepContext
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Every step's GPU idle time inside its ``[start, end)`` split by cause (see IdleSplit), in ns, and the GPU
+    busy time of any step there. Idle means no activity of any step ran; the activity that ends a gap tells
+    whether its launch call was still in progress. All steps at once: a window's gaps are the gaps of the union
+    of all work clipped to it (what ``GpuWork.idle_gaps`` finds window by window)."""
+    us, ue = iv.union(work.ts, work.end)
+    live = end > start
+    any_busy = np.where(live, iv.overlap_with_union(start, end, us, ue), 0)
+    # union pieces meeting each window: [i0, i1); a window has one gap candidate more than pieces
+    i0 = np.searchsorted(ue, start, side="right")
+    i1 = np.searchsorted(us, end, side="left")
+    m = np.where(live, np.maximum(i1 - i0, 0), 0)
+    cand = np.where(live, m + 1, 0)
+    step = np.repeat(np.arange(start.size), cand)
+    j = np.arange(step.size) - np.repeat(np.cumsum(cand) - cand, cand)  # candidate number within its window
+    s, e, first, mm = start[step], end[step], i0[step], m[step]
+    piece_before = np.clip(first + j - 1, 0, max(us.size - 1, 0))
+    piece_after = np.clip(first + j, 0, max(us.size - 1, 0))
+    gs = np.where(j == 0, s, np.minimum(ue[piece_before], e) if us.size else s)
+    ge = np.where(j == mm, e, np.maximum(us[piece_after], s) if us.size else e)
+    keep = ge > gs
+    step, gs, ge, e = step[keep], gs[keep], ge[keep], e[keep]
+    # the work that ends a gap: the first interval starting at or after it, if it starts inside the window
+    nxt = np.searchsorted(work.ts, ge, side="left")
+    has_next = nxt < work.ts.size
+    has_next[has_next] &= work.ts[nxt[has_next]] < e[has_next]
+    nl = work.launch[np.minimum(nxt, work.ts.size - 1)] if work.ts.size else np.zeros(gs.size, dtype=np.int64)
+    call_end = ctx.rt_end
+    launched_at = np.where(has_next & (nl >= 0), call_end[np.maximum(nl, 0)] if call_end.size else 0, gs)
+    starved_end = np.where(has_next, np.clip(launched_at, gs, ge), gs)
+    launches = np.flatnonzero(ctx.is_launch)
+    in_launch = iv.overlap_with_union(gs, starved_end, ctx.rt_ts[launches], ctx.rt_end[launches])
+    by_step = _Groups(step, start.size)  # gaps are already by step, in order: the sort keeps them
+    return (any_busy, by_step.sum(by_step.of(in_launch)), by_step.sum(by_step.of(starved_end - gs - in_launch)),
+            by_step.sum(by_step.of(ge - starved_end)))
+
+
+def _launch_counts(ctx: _StepContext, n: int) -> list[LaunchCounts]:
+    """Per step, its launch calls by API: most frequent first, ties in order of first call (``Counter``'s
+    ``most_common``), counted for all steps at once."""
+    rows = np.flatnonzero(ctx.is_launch & (ctx.rt_step >= 0) & (ctx.rt_step < n))
+    code, apis = pd.factorize(np.asarray(ctx.rt_names[rows], dtype=object), use_na_sentinel=False)
+    pair, first, count = np.unique(ctx.rt_step[rows] * max(len(apis), 1) + code, return_index=True,
+                                   return_counts=True)
+    step, api = pair // max(len(apis), 1), pair % max(len(apis), 1)
+    order = np.lexsort((first, -count, step))
+    is_graph = np.asarray([a in GRAPH_LAUNCH_APIS for a in apis], dtype=bool)
+    by_api: list[dict[str, int]] = [{} for _ in range(n)]
+    names = [str(a) if isinstance(a, str) else a for a in apis]
+    for k, a, c in zip(step[order].tolist(), api[order].tolist(), count[order].tolist()):
+        by_api[k][names[a]] = c
+    total = np.bincount(step, weights=count, minlength=n).astype(np.int64) if step.size else np.zeros(n, np.int64)
+    graph = (np.bincount(step[is_graph[api]], weights=count[is_graph[api]], minlength=n).astype(np.int64)
+             if step.size else np.zeros(n, np.int64))
+    return [LaunchCounts(total=int(tt), by_api=d, graph_launches=int(g))
+            for tt, d, g in zip(total.tolist(), by_api, graph.tolist())]
+
+
+def _step_rows(det: StepDetection, items: pd.DataFrame, ctx: _StepContext, device: str, work: GpuWork,
+               views: dict[str, dict[int, dict[str, float]]]) -> list[StepRow]:
+    """Every step's row. Each column is computed for all steps at once by grouped numpy operations over the items,
+    calls and allocations sorted by step (issue 22: 200k steps ran for minutes at ~0.65 ms a step); only the
+    rows themselves are built one by one."""
+    n = len(det.steps)
+    g = _Groups(items["step"].to_numpy(), n)
+    ts, end = g.of(items["ts_ns"].to_numpy()), g.of(items["end_ns"].to_numpy())
+    launch = g.of(items["launch"].to_numpy())
+    has_launch = g.count(launch >= 0) > 0
+    first_launch = g.reduce(np.minimum, np.where(launch >= 0, ctx.rt_ts[np.maximum(launch, 0)] if ctx.rt_ts.size
+                                                 else 0, np.iinfo(np.int64).max), np.iinfo(np.int64).max)
+    host_start = np.array([s.host_start_ns for s in det.steps], dtype=np.int64)
+    host_end = np.array([s.host_end_ns for s in det.steps], dtype=np.int64)
+    start, stop = step_bounds_all(host_start, host_end, g.reduce(np.minimum, ts, 0), g.reduce(np.maximum, end, 0),
+                                  g.size > 0, first_launch, has_launch)
+    share = g.float_sum(g.of(items["share_ns"].to_numpy()))
+    kinds = g.of(labels(items["kind"]))
+    is_memcpy, is_memset, byts = kinds == EventKind.MEMCPY, kinds == EventKind.MEMSET, g.of(items["bytes"].to_numpy())
+    kernels = g.count(kinds == EventKind.KERNEL) if device == "gpu" else g.size
+    memcpy_count, memcpy_bytes = g.count(is_memcpy), g.sum(np.where(is_memcpy, byts, 0))
+    memset_count, memset_bytes = g.count(is_memset), g.sum(np.where(is_memset, byts, 0))
     if device == "gpu":
-        idle = _idle_split(work, start, end, ctx)
+        any_busy, launch_ns, host_ns, other_ns = _idle_splits(work, start, stop, ctx)
     else:
-        idle = IdleSplit(0.0, float(wall - busy) * _US, 0.0)
-    rows = ctx.rt_rows(k)
-    api_counts = Counter(ctx.rt_names[rows[ctx.is_launch[rows]]].tolist())
-    graph = sum(v for a, v in api_counts.items() if a in GRAPH_LAUNCH_APIS)
-    m = ctx.mem_rows(k)
-    mb = ctx.mem_bytes[m]
-    kern, mcpy, mset, byts = cols.is_kernel[rows_k], cols.is_memcpy[rows_k], cols.is_memset[rows_k], cols.bytes[rows_k]
-    return StepRow(
-        index=k, label=sw.label, phase=str(sw.phase), context_tokens=sw.context_tokens,
-        generation_tokens=sw.generation_tokens, start_us=float(start) * _US, wall_us=float(wall) * _US,
-        gpu_busy_us=float(busy) * _US, gpu_idle_us=float(max(wall - any_busy, 0)) * _US,
-        gpu_busy_other_steps_us=float(other_steps) * _US,
-        busy_pct=100.0 * busy / wall if wall else 0.0, idle=idle,
-        host_sync_us=float((ctx.rt_end[rows] - ctx.rt_ts[rows])[ctx.is_sync[rows]].sum()) * _US,
-        kernels=int(kern.sum()) if device == "gpu" else int(rows_k.size),
-        memcpy_count=int(mcpy.sum()), memcpy_bytes=int(byts[mcpy].sum()),
-        memset_count=int(mset.sum()), memset_bytes=int(byts[mset].sum()),
-        launches=LaunchCounts(total=int(sum(api_counts.values())), by_api=dict(api_counts.most_common()),
-                              graph_launches=int(graph)),
-        memory=AllocCounts(
-            allocations=int((mb > 0).sum()), frees=int((mb < 0).sum()), alloc_bytes=int(mb[mb > 0].sum()),
-            free_bytes=int(-mb[mb < 0].sum()), gpu_allocations=int(((mb > 0) & ctx.mem_gpu[m]).sum()),
-            cpu_allocations=int(((mb > 0) & ~ctx.mem_gpu[m]).sum()),
-            device_mallocs=int(ctx.is_malloc[rows].sum()), device_frees=int(ctx.is_free[rows].sum())),
-        kernel_view_us=dict(views["kernel_bucket"].get(k, {})),
-        module_view_us=dict(views["module_bucket"].get(k, {})),
-    )
+        any_busy = None
+    rg = _Groups(ctx.rt_step, n)
+    host_sync = rg.sum(rg.of(np.where(ctx.is_sync, ctx.rt_end - ctx.rt_ts, 0)))
+    device_mallocs, device_frees = rg.count(rg.of(ctx.is_malloc)), rg.count(rg.of(ctx.is_free))
+    mg = _Groups(ctx.mem_step, n)
+    mb, gpu_mem = mg.of(ctx.mem_bytes), mg.of(ctx.mem_gpu)
+    memory = [AllocCounts(allocations=a, frees=f, alloc_bytes=ab, free_bytes=fb, gpu_allocations=ga,
+                          cpu_allocations=ca, device_mallocs=dm, device_frees=df)
+              for a, f, ab, fb, ga, ca, dm, df in zip(
+                  mg.count(mb > 0).tolist(), mg.count(mb < 0).tolist(), mg.sum(np.where(mb > 0, mb, 0)).tolist(),
+                  (-mg.sum(np.where(mb < 0, mb, 0))).tolist(), mg.count((mb > 0) & gpu_mem).tolist(),
+                  mg.count((mb > 0) & ~gpu_mem).tolist(), device_mallocs.tolist(), device_frees.tolist())]
+    launches = _launch_counts(ctx, n)
+    # The row's numbers as columns: the same int and float operations as one step at a time, on every step at once
+    wall = np.maximum(stop - start, 0)
+    busy = np.rint(share).astype(np.int64)  # this step's share of GPU busy (StepRow.gpu_busy_us); round half even
+    if any_busy is None:
+        any_busy = busy
+        idle_cols = (np.zeros(n), (wall - busy).astype(np.float64) * _US, np.zeros(n))
+    else:
+        idle_cols = tuple(x.astype(np.float64) * _US for x in (launch_ns, host_ns, other_ns))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        pct = np.where(wall != 0, 100.0 * busy.astype(np.float64) / wall.astype(np.float64), 0.0)
+    us = [(x.astype(np.float64) * _US).tolist() for x in (start, wall, busy, np.maximum(wall - any_busy, 0),
+                                                           np.maximum(any_busy - busy, 0), host_sync)]
+    idle = [IdleSplit(a, h, o) for a, h, o in zip(*(x.tolist() for x in idle_cols))]
+    cols = zip(*us, pct.tolist(), kernels.tolist(), memcpy_count.tolist(), memcpy_bytes.tolist(),
+               memset_count.tolist(), memset_bytes.tolist())
+    kv, mv = views["kernel_bucket"], views["module_bucket"]
+    rows = []
+    for k, (s_us, wall_us, busy_us, idle_us, other_us, sync_us, bp, kern, mc, mcb, ms, msb) in enumerate(cols):
+        sw = det.steps[k]
+        rows.append(StepRow(
+            index=k, label=sw.label, phase=str(sw.phase), context_tokens=sw.context_tokens,
+            generation_tokens=sw.generation_tokens, start_us=s_us, wall_us=wall_us, gpu_busy_us=busy_us,
+            gpu_idle_us=idle_us, gpu_busy_other_steps_us=other_us, busy_pct=bp, idle=idle[k], host_sync_us=sync_us,
+            kernels=kern, memcpy_count=mc, memcpy_bytes=mcb, memset_count=ms, memset_bytes=msb,
+            launches=launches[k], memory=memory[k], kernel_view_us=dict(kv.get(k, {})),
+            module_view_us=dict(mv.get(k, {}))))
+    return rows
 
 
-_PER_STEP_METRICS = {
-    "wall_us": lambda r: r.wall_us, "gpu_busy_us": lambda r: r.gpu_busy_us, "gpu_idle_us": lambda r: r.gpu_idle_us,
-    "busy_pct": lambda r: r.busy_pct, "launch_overhead_us": lambda r: r.idle.launch_overhead_us,
-    "host_work_us": lambda r: r.idle.host_work_us, "kernels": lambda r: r.kernels,
-    "launch_calls": lambda r: r.launches.total, "graph_launches": lambda r: r.launches.graph_launches,
-    "allocations": lambda r: r.memory.allocations, "gpu_allocations": lambda r: r.memory.gpu_allocations,
-    "device_mallocs": lambda r: r.memory.device_mallocs, "memcpy_count": lambda r: r.memcpy_count,
-}
+_PER_STEP_METRICS = {k: attrgetter(a) for k, a in {
+    "wall_us": "wall_us", "gpu_busy_us": "gpu_busy_us", "gpu_idle_us": "gpu_idle_us", "busy_pct": "busy_pct",
+    "launch_overhead_us": "idle.launch_overhead_us", "host_work_us": "idle.host_work_us", "kernels": "kernels",
+    "launch_calls": "launches.total", "graph_launches": "launches.graph_launches",
+    "allocations": "memory.allocations", "gpu_allocations": "memory.gpu_allocations",
+    "device_mallocs": "memory.device_mallocs", "memcpy_count": "memcpy_count",
+}.items()}  # attribute getters, not lambdas: 13 per step row (issue 22: 200k steps)
 
 
 #: The item columns a phase summary reads: it gets a copy of only these (the phase's rows of all 14 columns were
@@ -271,7 +333,7 @@ def _phase_summary(phase: str, rows: list[StepRow], items: pd.DataFrame) -> Phas
         kernel_view=_bucket_times(items, "kernel_bucket", busy_ns),
         module_view=_bucket_times(items, "module_bucket", busy_ns),
         top_kernels=top,
-        per_step={k: _stats([f(r) for r in rows]) for k, f in _PER_STEP_METRICS.items()},
+        per_step={k: _stats(list(map(f, rows))) for k, f in _PER_STEP_METRICS.items()},
     )
 
 
@@ -279,10 +341,8 @@ def summarize(t: EventTables, prep: Prepared) -> Breakdown:
     """Per-step rows and per-phase summaries of prepared work items (the second half of the pipeline)."""
     device, det, items = prep.device, prep.detection, prep.items
     ctx = _StepContext(t, det)
-    cols = _ItemColumns(items)
     work = GpuWork(items)
-    views = _per_step_views(items)
-    rows = [_step_row(k, det, cols.rows(k), cols, ctx, device, work, views) for k in range(len(det.steps))]
+    rows = _step_rows(det, items, ctx, device, work, _per_step_views(items))
     notes = list(det.notes)
     phases = []
     for ph in (StepPhase.PREFILL, StepPhase.MIXED, StepPhase.DECODE, StepPhase.UNKNOWN):

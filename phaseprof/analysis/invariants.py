@@ -12,8 +12,12 @@ absurd) lands here instead of in a table with a negative idle time.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Iterable
+from operator import attrgetter
+
+import numpy as np
 
 from phaseprof.analysis.results import Breakdown
 from phaseprof.errors import TraceError
@@ -23,23 +27,22 @@ TOLERANCE_US = 0.01
 _REL = 1e-9
 
 
-def _close_or_below(a: float, b: float) -> bool:
+def _close_or_below(a, b):  # noqa: ANN001, ANN202 (floats, or arrays of them)
     return a <= b + TOLERANCE_US + _REL * abs(b)
 
 
-def _close(a: float, b: float) -> bool:
-    return abs(a - b) <= TOLERANCE_US + _REL * max(abs(a), abs(b))
+def _close(a, b):  # noqa: ANN001, ANN202 (floats, or arrays of them)
+    return abs(a - b) <= TOLERANCE_US + _REL * np.maximum(abs(a), abs(b))
 
 
 def broken_invariants(bd: Breakdown) -> list[str]:
     """Every invariant ``bd`` breaks, as short phrases (empty when all hold)."""
     bad: list[str] = []
-    for key, v in _numbers(bd):
-        if not math.isfinite(v):
-            bad.append(f"{key} is {v}")
+    if not _all_finite(bd):
+        bad = [f"{key} is {v}" for key, v in _numbers(bd) if not math.isfinite(v)]
     if bad:
         return bad
-    for r in bd.steps:
+    for r in (bd.steps if _steps_may_break(bd) else ()):
         where = f"step {r.index}"
         parts = (r.idle.launch_overhead_us, r.idle.host_work_us, r.idle.other_us)
         if not (r.gpu_busy_us >= 0 and _close_or_below(r.gpu_busy_us, r.wall_us)):
@@ -77,6 +80,39 @@ def checked(bd: Breakdown) -> Breakdown:
         raise TraceError(f"the breakdown fails a consistency check, so no number is shown: {bad[0]}{more}; the "
                          f"trace's times contradict each other", path=bd.trace.path)
     return bd
+
+
+def _steps_may_break(bd: Breakdown) -> bool:
+    """Whether a step row may break a per-step invariant: the same comparisons as the loop in
+    :func:`broken_invariants` (the same float operations, so the same outcome), on every step at once. The loop,
+    which words what broke, runs only when one does (issue 22: 200k steps)."""
+    if not bd.steps:
+        return False
+    col = {k: np.fromiter(map(attrgetter(k), bd.steps), dtype=np.float64, count=len(bd.steps)) for k in (
+        "gpu_busy_us", "wall_us", "gpu_idle_us", "busy_pct", "idle.launch_overhead_us", "idle.host_work_us",
+        "idle.other_us")}
+    busy, wall, idle, pct = col["gpu_busy_us"], col["wall_us"], col["gpu_idle_us"], col["busy_pct"]
+    parts = (col["idle.launch_overhead_us"], col["idle.host_work_us"], col["idle.other_us"])
+    ok = (busy >= 0) & _close_or_below(busy, wall) & _close_or_below(0.0, idle) & _close_or_below(idle, wall)
+    ok &= np.minimum(np.minimum(parts[0], parts[1]), parts[2]) >= -TOLERANCE_US
+    ok &= _close((parts[0] + parts[1]) + parts[2], idle) & (-TOLERANCE_US <= pct) & (pct <= 100 + TOLERANCE_US)
+    for view in ("kernel_view_us", "module_view_us"):
+        sums = [sum(getattr(r, view).values()) if getattr(r, view) else None for r in bd.steps]
+        has = np.array([x is not None for x in sums], dtype=bool)
+        ok &= ~has | _close(np.array([0.0 if x is None else x for x in sums], dtype=np.float64), busy)
+    return not bool(ok.all())
+
+
+_STEP_NUMBERS = ("wall_us", "gpu_busy_us", "gpu_idle_us", "busy_pct", "start_us", "idle.launch_overhead_us",
+                 "idle.host_work_us", "idle.other_us")
+
+
+def _all_finite(bd: Breakdown) -> bool:
+    """Whether every number :func:`_numbers` names is finite, each step column tested at once (200k steps)."""
+    if not all(map(math.isfinite, (v for _, v in _numbers(dataclasses.replace(bd, steps=[]))))):
+        return False
+    return all(bool(np.isfinite(np.fromiter(map(attrgetter(k), bd.steps), dtype=np.float64,
+                                            count=len(bd.steps))).all()) for k in _STEP_NUMBERS)
 
 
 def _numbers(bd: Breakdown) -> Iterable[tuple[str, float]]:

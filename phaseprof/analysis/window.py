@@ -88,3 +88,18 @@ class HostCalls:
             kind[m] = k.value
         return cls(kind=kind, is_launch=masks[HostCallKind.LAUNCH], is_sync=masks[HostCallKind.SYNC],
                    is_malloc=masks[HostCallKind.MALLOC], is_free=masks[HostCallKind.FREE])
+
+
+def step_bounds_all(host_start: np.ndarray, host_end: np.ndarray, ts_min: np.ndarray, end_max: np.ndarray,
+                    has_items: np.ndarray, first_launch: np.ndarray, has_launch: np.ndarray
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`step_bounds_of` of every step at once, from each step's earliest item start, latest item end and
+    earliest launch call start (``has_*``: whether the step has any)."""
+    big = np.iinfo(np.int64).max
+    lo = np.minimum(np.where(has_items, ts_min, big), np.where(has_launch, first_launch, big))
+    open_start = host_start <= -_OPEN_LIMIT
+    start = np.where(open_start, np.where(has_items | has_launch, lo, 0), host_start)
+    closed_end = host_end < _OPEN_LIMIT
+    small = np.iinfo(np.int64).min
+    hi = np.maximum(np.where(has_items, end_max, small), np.where(closed_end, host_end, small))
+    return start, np.where(has_items | closed_end, hi, start)
