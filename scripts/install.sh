@@ -8,7 +8,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
-eval "$(.venv/bin/python scripts/select_engine.py)"
+sel=$(.venv/bin/python scripts/select_engine.py) || exit 2  # it said why (a bad PHASEPROF_ENGINE) on stderr
+eval "$sel"
 echo "$ENGINE_MSG"
 .venv/bin/python -m pip install -q --upgrade pip
 if [ "$ENGINE" = cuda ]; then

@@ -96,7 +96,7 @@ def test_bad_override_is_refused(tmp_path: Path) -> None:
 
 def test_install_script_uses_the_selection() -> None:
     text = (ROOT / "scripts" / "install.sh").read_text()
-    assert 'eval "$(.venv/bin/python scripts/select_engine.py)"' in text
+    assert 'sel=$(.venv/bin/python scripts/select_engine.py) || exit 2' in text and 'eval "$sel"' in text
     assert '"$ENGINE_PIP"' in text and ".[cpu," in text and ".[capture," in text
     # CI (scripts/test.sh) keeps the CPU engine unless told otherwise.
     assert "PHASEPROF_ENGINE=${PHASEPROF_ENGINE:-cpu} bash scripts/install.sh" in (ROOT / "scripts" / "test.sh").read_text()
