@@ -203,9 +203,10 @@ def test_sol_floor_with_measured_routing(decode_run: Path) -> None:
     from phaseprof.sol.attach import find_model
     from phaseprof.sol.ceilings import ceiling_for
 
-    run = json.loads((decode_run / "run.json").read_text())
+    from phaseprof.records import RunRecord
+
     rec, by_hand = _routing_by_hand(decode_run)
-    model, _ = find_model(run)
+    model, _ = find_model((RunRecord.read(decode_run / "run.json"),))
     ceiling, _ = ceiling_for("NVIDIA H200")
     sol = sol_section(load_breakdown(decode_run / "breakdown.json"), model, ceiling,
                       routing=read_routing(decode_run, rec))

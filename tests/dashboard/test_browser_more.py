@@ -71,7 +71,8 @@ def test_a_markdown_image_gpu_name_is_shown_as_text_and_never_fetched(browser, t
                             (f"page=Compare&a=evil.json.gz&b={B200_PREFILL}", "Download markdown")):
             page.goto(f"{url}/?{query}")
             text = _wait_drawn(page, last)
-            assert evil in text, query  # the name is on the page, literally
+            # The name is on the page, literally (the escaper's invisible word joiners, which stop autolinks, aside).
+            assert evil in text.replace("\u2060", ""), query
         page.close()
     finally:
         _stop(proc)
