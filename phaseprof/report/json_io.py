@@ -60,11 +60,19 @@ def load_breakdown(path: str | Path) -> Breakdown:
         raise PhaseprofError(f"cannot read: {e.strerror}", path=p) from None
     except orjson.JSONDecodeError as e:
         raise PhaseprofError(f"not valid JSON ({e})", path=p) from None
+    return breakdown_from_doc(raw, path=p)
+
+
+def breakdown_from_doc(raw: object, *, path: str | Path) -> Breakdown:
+    """A breakdown JSON document (already parsed) as a Breakdown; ``path`` names it in errors. Its ``capture`` is
+    the embedded subset a capture writes (``RunRecord.from_embedded``), the rest is the typed result."""
+    p = path
     if not isinstance(raw, dict) or "schema_version" not in raw:
         raise PhaseprofError("not a phaseprof breakdown (no schema_version)", path=p)
     if not _readable_schema(raw["schema_version"]):
         raise PhaseprofError(f"breakdown schema {str(raw['schema_version'])[:20]!r} is not supported "
                              f"(this phaseprof reads {SCHEMA_VERSION} and older {_MAJOR}.x)", path=p)
+    raw = dict(raw)
     capture = raw.pop("capture", None)
     if capture is not None and not isinstance(capture, dict):
         raise PhaseprofError(f"malformed breakdown (capture is a JSON {type(capture).__name__}, expected an object)",
