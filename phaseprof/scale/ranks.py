@@ -63,6 +63,11 @@ def find_trace_files(directory: Path) -> list[Path]:
     return list(scanned.traces)
 
 
+#: The most ranks one multi-rank report takes (2**16: far above today's largest deployments, and small enough that
+#: listing the ranks without a trace stays cheap; a world_size of 2**62 once made that list exhaust memory).
+MAX_WORLD_SIZE = 1 << 16
+
+
 def _rank_of(bd: Breakdown, path: Path) -> tuple[int, int]:
     """The trace's (rank, world_size) from its distributedInfo: whole numbers with 0 <= rank < world_size, else a
     one-line error (a rank outside the world would be counted as covering a rank that has no trace)."""
@@ -73,6 +78,9 @@ def _rank_of(bd: Breakdown, path: Path) -> tuple[int, int]:
     if not all(isinstance(v, int) and not isinstance(v, bool) for v in (rank, world)):
         raise PhaseprofError(f"distributedInfo rank {str(rank)[:20]!r} / world_size {str(world)[:20]!r} are not "
                              "whole numbers: cannot place it among ranks", path=path)
+    if world > MAX_WORLD_SIZE:  # the coverage check lists the ranks without a trace: bounded, like every count
+        raise PhaseprofError(f"distributedInfo world_size {str(world)[:24]} is over {MAX_WORLD_SIZE:,} ranks: not a "
+                             "run phaseprof compares", path=path)
     if world < 1 or not 0 <= rank < world:
         raise PhaseprofError(f"distributedInfo rank {rank} is outside [0, world_size {world}): not a rank of this "
                              "run", path=path)

@@ -78,6 +78,7 @@ def _as(res: RankResult, rank: Any, world: Any, i: int) -> RankResult:
     ([(0, 0), (1, 0)], ("outside [0, world_size 0)",)),
     ([(True, 2), (1, 2)], ("not whole numbers",)),
     ([(2**70, 2), (1, 2)], ("outside [0, world_size 2)",)),
+    ([(1, 2**62), (0, 2**62)], ("world_size 4611686018427387904 is over 65,536 ranks",)),
 ])
 def test_bad_rank_records(dists: list[tuple[Any, Any]], words: tuple[str, ...], one_rank: RankResult) -> None:
     with pytest.raises(PhaseprofError) as e:
