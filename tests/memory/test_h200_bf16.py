@@ -29,8 +29,15 @@ def _server_capture(run_dir: Path) -> bool:
     return run.is_file() and json.loads(run.read_text()).get("source") == "server"
 
 
+def _not_hybrid(run_dir: Path) -> bool:
+    """A capture of a model without GDN layers (traces/h200/shapes: qwen3-30b-a3b, llama-3.1-8b): vLLM sets no
+    hybrid block size for it, which is what this file predicts."""
+    run = run_dir / "run.json"
+    return run.is_file() and json.loads(run.read_text()).get("model", {}).get("is_hybrid") is False
+
+
 RUNS = sorted({p.parent for pat in ("run.json", "vllm_startup.log") for p in TRACES.rglob(pat)
-               if not _server_capture(p.parent)})
+               if not _server_capture(p.parent) and not _not_hybrid(p.parent)})
 
 
 def _default_layout():
