@@ -8,14 +8,9 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-try:
-    import tomllib
-except ModuleNotFoundError:  # Python 3.10
-    import tomli as tomllib  # type: ignore[no-redef]
-
 from phaseprof.classify.rules import check_keys
 from phaseprof.errors import PhaseprofError
-from phaseprof.sol.ceilings import SPEC_PATH
+from phaseprof.sol.ceilings import SPEC_PATH, read_ceilings_toml
 
 _KEYS = frozenset({"name", "gb_per_s", "source"})
 
@@ -31,12 +26,7 @@ class Link:
 
 def load_links(path: str | Path = SPEC_PATH) -> tuple[Link, ...]:
     file = Path(path)
-    try:
-        data = tomllib.loads(file.read_text())
-    except OSError:
-        raise PhaseprofError("ceilings file not found", path=file) from None
-    except tomllib.TOMLDecodeError as e:
-        raise PhaseprofError(f"not valid TOML: {e}", path=file) from None
+    data = read_ceilings_toml(file)
     out = []
     for i, t in enumerate(data.get("link", []), 1):
         def fail(problem: str, _i: int = i) -> PhaseprofError:
