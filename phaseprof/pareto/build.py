@@ -45,16 +45,24 @@ class Sweep:
     metrics: tuple[ServingMetrics, ...]
 
 
-def read_sweep(path: str | Path) -> Sweep:
-    """A sweep directory (or its sweep.json). A prefill sweep, or one recorded before serving metrics existed,
-    is one PhaseprofError naming the file."""
+def sweep_record(path: str | Path, *, phase: str, wrong_phase: str, prefix: str = "") -> tuple[SweepRecord, Path]:
+    """(record, file) of a sweep directory's sweep.json (or the file itself), of ``phase``; else one PhaseprofError
+    naming the file (``wrong_phase`` says what was expected; ``prefix`` names the option that took the path)."""
     p = Path(path)
     f = p / "sweep.json" if p.is_dir() else p
     if not f.is_file():
-        raise PhaseprofError("not a sweep directory (no sweep.json)", path=p)
+        raise PhaseprofError(f"{prefix}not a sweep directory (no sweep.json)", path=p)
     rec = SweepRecord.read(f)
-    if rec.phase != "decode":
-        raise PhaseprofError("pareto takes decode sweeps (phaseprof sweep --phase decode)", path=f)
+    if rec.phase != phase:
+        raise PhaseprofError(wrong_phase, path=f)
+    return rec, f
+
+
+def read_sweep(path: str | Path) -> Sweep:
+    """A sweep directory (or its sweep.json). A prefill sweep, or one recorded before serving metrics existed,
+    is one PhaseprofError naming the file."""
+    rec, f = sweep_record(path, phase="decode",
+                          wrong_phase="pareto takes decode sweeps (phaseprof sweep --phase decode)")
     metrics = []
     for point in rec.points:
         if not point.get("serving"):

@@ -17,9 +17,8 @@ import msgspec
 
 from phaseprof.errors import PhaseprofError
 from phaseprof.memory.kv_plan import KvLayout, request_cost
-from phaseprof.pareto.build import Sweep, frontier_indices, sweep_layout
+from phaseprof.pareto.build import Sweep, frontier_indices, sweep_layout, sweep_record
 from phaseprof.pareto.records import DisaggPoint, Handoff, ParetoReport
-from phaseprof.records import SweepRecord
 from phaseprof.sol.links import Link, link_by_name
 
 
@@ -41,13 +40,8 @@ def handoff(layout: KvLayout, prompt_tokens: int, link: Link) -> Handoff:
 
 def _prefill_ttft_ms(path: str | Path, prompt_tokens: int) -> tuple[float, int]:
     """(TTFT median ms at ``prompt_tokens``, GPUs of that engine) from a prefill sweep directory."""
-    p = Path(path)
-    f = p / "sweep.json" if p.is_dir() else p
-    if not f.is_file():
-        raise PhaseprofError("--disagg: not a sweep directory (no sweep.json)", path=p)
-    rec = SweepRecord.read(f)
-    if rec.phase != "prefill":
-        raise PhaseprofError("--disagg takes a prefill sweep (phaseprof sweep --phase prefill)", path=f)
+    rec, f = sweep_record(path, phase="prefill", prefix="--disagg: ",
+                          wrong_phase="--disagg takes a prefill sweep (phaseprof sweep --phase prefill)")
     for point in rec.points:
         if int(point.get("prompt_tokens", -1)) == prompt_tokens:
             world = int(rec.engine.world_size or 1)
