@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import json
 import tempfile
 from dataclasses import replace
 from pathlib import Path
@@ -66,12 +67,17 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--long", type=int, default=4096, help="the long prefill's tokens")
     ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--only-batch", action="store_true", help="only step 2 (the decode batch)")
+    ap.add_argument("--engine-arg", action="append", default=[], help="KEY=VALUE (JSON value), for vllm.LLM")
     a = ap.parse_args()
+    engine_args = {k: json.loads(v) for k, v in (x.split("=", 1) for x in a.engine_arg)}
     console = Console()
     session = open_session(EngineOptions(model=a.model, mode=Mode.EAGER, max_prompt_tokens=max(a.long, 128),
-                                         max_output_tokens=32, max_num_seqs=max(a.batch, 2)), console=console)
+                                         max_output_tokens=32, max_num_seqs=max(a.batch, 2),
+                                         engine_args=engine_args), console=console)
     try:
-        for phase, tokens in ((Phase.PREFILL, 128), (Phase.PREFILL, a.long), (Phase.DECODE, 128)):
+        singles = () if a.only_batch else ((Phase.PREFILL, 128), (Phase.PREFILL, a.long), (Phase.DECODE, 128))
+        for phase, tokens in singles:
             opts = CaptureOptions.of(phase, tokens, output_tokens=32, reps=a.reps, warmup=1, out=a.out,
                                      hierarchy=Hierarchy.HOOKS)
             r = capture_phase(session, replace(opts), console=console)
