@@ -182,6 +182,7 @@ class ServerRecord:
     max_model_len: int | None = None
     world_size: int | None = None
     mode: str | None = None
+    quant: str | None = None  # bf16, fp8, or vLLM's quantization method as served (None: not reported)
     parallel: Any = None
     profiling_route: bool | None = None
     trace_dir: str | None = None

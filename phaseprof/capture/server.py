@@ -364,7 +364,7 @@ def _run_json(req: ServerCapture, info: ServerInfo, timing: PhaseTiming, prof_ms
         "command": command_line(argv),
         "server": {**info.to_dict(), "trace_dir": str(req.trace_dir)},
         "versions": {"vllm": info.version, "phaseprof": __version__},
-        "mode": info.mode,
+        "mode": info.mode, "quant": info.quant,
         "ttft_ms": timing.ttft.median_ms, "tpot_ms": timing.tpot.median_ms if timing.tpot else None,
         "device": {"kind": platform, "name": gpu or platform},
         "model": {"name": info.model_id, "kind": "server", "path": info.root,

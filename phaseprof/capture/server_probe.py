@@ -97,11 +97,22 @@ class ServerInfo:
         eager = None if self.engine is None else self.engine.enforce_eager
         return None if eager is None else ("eager" if eager else "graph")
 
+    @property
+    def quant(self) -> str | None:
+        """The weights' format as phaseprof names it (``bf16``, ``fp8``, or vLLM's quantization method as
+        served), when the server's model config is known: it tells two servers of one model apart."""
+        if self.engine is None:
+            return None
+        if self.engine.quantization:
+            return self.engine.quantization
+        return {"bfloat16": "bf16", "torch.bfloat16": "bf16"}.get(self.engine.dtype or "", self.engine.dtype)
+
     def to_dict(self) -> dict[str, Any]:
         return {"url": self.url, "version": self.version, "model": self.model_id, "root": self.root,
                 "max_model_len": self.max_model_len, "profiling_route": self.profiling,
                 "parallel": None if self.parallel is None else self.parallel.to_dict(),
-                "world_size": self.world_size, "mode": self.mode, "async_scheduling": self.async_scheduling}
+                "world_size": self.world_size, "mode": self.mode, "quant": self.quant,
+                "async_scheduling": self.async_scheduling}
 
 
 def _local_config(root: str | None) -> dict[str, Any] | None:

@@ -85,7 +85,7 @@ def run_server_sweep(req: ServerSweep, *, console: Console, argv: list[str] | No
         "command": command_line(argv), "server": info.to_dict(), "versions": {"vllm": info.version},
         "device": {"kind": "server", "name": info.url}, "model": {"name": info.model_id, "kind": "server", "path": info.root},
         "model_config": info.hf_config,
-        "engine": {"mode": info.mode or "?", "world_size": info.world_size or 1,
+        "engine": {"mode": info.mode or "?", "quant": info.quant, "world_size": info.world_size or 1,
                    "world_size_source": "server /server_info" if info.world_size else "assumed 1 (the server "
                    "does not report its parallel config without VLLM_SERVER_DEV_MODE=1)",
                    "async_scheduling": to_builtins(AsyncScheduling(
