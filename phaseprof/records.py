@@ -434,6 +434,7 @@ class SweepRecord:
     skipped: list[int] = field(default_factory=list)  # lengths / concurrencies not run (deadline)
     slope_us_per_token: float | None = None  # prefill: least-squares TTFT slope
     profiles: dict[str, Any] | None = None  # --profile-at: length (prefill) / concurrency (decode) -> capture dir
+    server: ServerRecord | None = None  # sweep --server: what the server reported
     plot_files: list[str] = field(default_factory=list)
     elapsed_s: float | None = None
     schema_version: int = RUN_SCHEMA_VERSION
@@ -456,6 +457,8 @@ class SweepRecord:
             del doc["slope_us_per_token"]
             if doc["profiles"] is None:
                 del doc["profiles"]
+        if doc["server"] is None:  # in-process sweeps have none
+            del doc["server"]
         return doc
 
     @classmethod

@@ -208,6 +208,58 @@ def _breakdown(s: Sweep, c: int, shown: Callable[[Path], str]) -> str | None:
     return shown(s.directory / prof["dir"])
 
 
+def _given(d: Path | None) -> str | None:
+    return None if d is None else str(d)
+
+
+def _sweep_key(s: Sweep) -> tuple[str | None, str | None, str | None, str | None]:
+    e, srv = s.record.engine, s.record.server
+    return (s.record.model.name, e.mode, e.quant or (srv.quant if srv else None), srv.url if srv else None)
+
+
+def match_profiled(sweeps: Sequence[Sweep], runs: Sequence[str | Path]) -> dict[tuple[int, int], Path]:
+    """Profiled run directories (``capture --concurrency C``, in-process or ``--server``) placed on the sweep
+    points they profile: (sweep index, concurrency) -> run directory. A run matches a sweep of the same model,
+    mode, weights format and server (when both name one) whose points include its prompt length and concurrency;
+    a run that matches none, or more than one configuration, or a point already profiled, is one PhaseprofError
+    naming the run directory."""
+    from phaseprof.records import RunRecord  # noqa: PLC0415
+
+    out: dict[tuple[int, int], Path] = {}
+    for given in runs:
+        d = Path(given)
+        f = d / "run.json"
+        if not f.is_file():
+            raise PhaseprofError("--profiled takes run directories (no run.json)", path=d)
+        rec = RunRecord.read(f)
+        if not rec.breakdown or not (d / rec.breakdown).is_file():
+            raise PhaseprofError("--profiled: the run has no breakdown.json", path=d)
+        if rec.request.phase != "decode":
+            raise PhaseprofError(f"--profiled takes decode runs, this one is {rec.request.phase}", path=d)
+        srv = rec.server
+        key = (rec.model.name, rec.execution_mode, rec.quant or (srv.quant if srv else None),
+               srv.url if srv else None)
+        hits = []
+        for i, s in enumerate(sweeps):
+            sk = _sweep_key(s)
+            same = all(a == b or a is None or b is None for a, b in zip(key[1:], sk[1:])) and key[0] == sk[0]
+            if same and any(m.concurrency == rec.request.concurrency and m.prompt_tokens == rec.request.prompt_tokens
+                            for m in s.metrics):
+                hits.append(i)
+        what = f"{rec.model.name} c={rec.request.concurrency} {rec.request.prompt_tokens} prompt tokens"
+        if not hits:
+            raise PhaseprofError(f"--profiled: {what} matches no sweep point (model, mode, weights, server, "
+                                 "prompt length and concurrency)", path=d)
+        if len(hits) > 1:
+            raise PhaseprofError(f"--profiled: {what} matches {len(hits)} sweeps; their records do not tell them "
+                                 "apart (weights format or server)", path=d)
+        at = (hits[0], rec.request.concurrency)
+        if at in out:
+            raise PhaseprofError(f"--profiled: {what} is already profiled by {out[at]}", path=d)
+        out[at] = d
+    return out
+
+
 def _frontier_point(p: ParetoPoint, tps_per_gpu: float, tps_per_user: float) -> FrontierPoint:
     return FrontierPoint(config=p.config, concurrency=p.concurrency, tps_per_gpu=tps_per_gpu,
                          tps_per_user=tps_per_user, breakdown=p.breakdown, sol=p.sol)
@@ -222,12 +274,15 @@ def read_sweeps(paths: Sequence[str | Path]) -> tuple[list[Sweep], list[str]]:
 
 
 def build_report(sweeps: Sequence[Sweep], labels: Sequence[str], paths: Sequence[str | Path], *,
-                 ceilings: str | Path | None = None) -> ParetoReport:
+                 ceilings: str | Path | None = None,
+                 profiled: dict[tuple[int, int], Path] | None = None) -> ParetoReport:
     """The report of ``read_sweeps(paths)`` (``paths`` as the user named them: the report shows them so);
+    ``profiled``: ``match_profiled``'s run directories, the breakdown of points whose sweep profiled none;
     ``pareto.disagg.add_disagg`` adds the x·P + y·D model to it."""
+    profiled = profiled or {}
     configs: list[ConfigSummary] = []
     points: list[ParetoPoint] = []
-    for s, label, given in zip(sweeps, labels, paths):
+    for si, (s, label, given) in enumerate(zip(sweeps, labels, paths)):
         def shown(d: Path, _given: Path = Path(given)) -> str:  # as the user named the sweep, plus the profile
             base = _given if _given.is_dir() else _given.parent
             return str(base / d.relative_to(s.directory))
@@ -246,7 +301,8 @@ def build_report(sweeps: Sequence[Sweep], labels: Sequence[str], paths: Sequence
             points.append(ParetoPoint(
                 config=label, concurrency=m.concurrency, tps_per_gpu=m.tps_per_gpu, tps_per_user=m.tps_per_user,
                 output_tps_per_gpu=m.output_tps_per_gpu, tpot_p50_ms=m.tpot.p50_ms, ttft_p50_ms=m.ttft.p50_ms,
-                breakdown=_breakdown(s, m.concurrency, shown), sweep=str(given),
+                breakdown=_breakdown(s, m.concurrency, shown) or _given(profiled.get((si, m.concurrency))),
+                sweep=str(given),
                 over_capacity=None if cap is None else m.concurrency > cap.max_concurrency,
                 sol=sol_floor(m, model, ceiling) if model is not None and ceiling is not None else None))
     xy = [(p.tps_per_gpu, p.tps_per_user) for p in points]

@@ -33,15 +33,19 @@ def pareto(
     link: str = typer.Option("nvlink4", "--link", help="--disagg: the prefill -> decode link (ceilings.toml "
                              "[[link]]: nvlink4, nvlink5, pcie5, ib-ndr, ib-xdr)."),
     max_instances: int = typer.Option(8, "--max-instances", help="--disagg: up to this many instances per side."),
+    profiled: list[Path] = typer.Option([], "--profiled", help="A profiled decode run directory (capture "
+                                        "--concurrency C, in-process or --server) to show as the breakdown of "
+                                        "the sweep point it matches (model, mode, weights, server, prompt "
+                                        "length, concurrency). Repeatable."),
 ) -> None:
     """Pareto frontier of decode sweeps: tokens/s per GPU vs tokens/s per user, which configuration wins
     where, each point's profiled breakdown, capacity wall and speed-of-light floor."""
-    from phaseprof.pareto.build import build_report, read_sweeps  # noqa: PLC0415
+    from phaseprof.pareto.build import build_report, match_profiled, read_sweeps  # noqa: PLC0415
     from phaseprof.pareto.disagg import add_disagg  # noqa: PLC0415
     from phaseprof.pareto.render import print_report, report_markdown  # noqa: PLC0415
 
     read, labels = read_sweeps(sweeps)
-    report = build_report(read, labels, sweeps, ceilings=ceilings)
+    report = build_report(read, labels, sweeps, ceilings=ceilings, profiled=match_profiled(read, profiled))
     if disagg is not None:
         report = add_disagg(report, read, labels, prefill=disagg, link=link, max_instances=max_instances)
     if output_format is OutputFormat.TABLE:
