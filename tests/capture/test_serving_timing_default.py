@@ -1,6 +1,6 @@
-"""``--serving-timing`` is opt-in: without it capture and sweep start one engine asked for
-``async_scheduling=False`` (the path every GPU run so far took); with it the timed engine gets vLLM's own
-default (``None``: not passed). The engine start is replaced by a stub that records what it was asked for and
+"""``--serving-timing`` is the default: capture and sweep start the timed engine with vLLM's own
+``async_scheduling`` default (``None``: not passed); ``--no-serving-timing`` starts one engine asked for
+``async_scheduling=False``. The engine start is replaced by a stub that records what it was asked for and
 stops there, so no engine runs."""
 
 from __future__ import annotations
@@ -21,8 +21,9 @@ COMMANDS = {
 
 
 @pytest.mark.parametrize("command", sorted(COMMANDS))
-@pytest.mark.parametrize(("flags", "asked"), [([], False), (["--serving-timing"], None)])
-def test_serving_timing_is_opt_in(command: str, flags: list[str], asked: bool | None, tmp_path: Path,
+@pytest.mark.parametrize(("flags", "asked"), [([], None), (["--serving-timing"], None),
+                                               (["--no-serving-timing"], False)])
+def test_serving_timing_is_the_default(command: str, flags: list[str], asked: bool | None, tmp_path: Path,
                                   monkeypatch: pytest.MonkeyPatch) -> None:
     seen: list[bool | None] = []
 
