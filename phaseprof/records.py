@@ -183,6 +183,7 @@ class ServerRecord:
     world_size: int | None = None
     mode: str | None = None
     quant: str | None = None  # bf16, fp8, or vLLM's quantization method as served (None: not reported)
+    async_scheduling: bool | None = None  # the server's resolved setting (/server_info; None: not reported)
     parallel: Any = None
     profiling_route: bool | None = None
     trace_dir: str | None = None
