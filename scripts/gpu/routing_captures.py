@@ -22,10 +22,11 @@ from pathlib import Path
 
 from rich.console import Console
 
-from phaseprof.capture.options import CaptureOptions, EngineOptions, Hierarchy, Mode, Phase
-from phaseprof.capture.profile import finalize_trace, profile_request
-from phaseprof.capture.rundir import analyze_into, make_readable
-from phaseprof.capture.runner import capture_phase, open_session, write_routing_of
+from phaseprof.capture.inprocess.profile import profile_request
+from phaseprof.capture.inprocess.runner import capture_phase, open_session, write_routing_of
+from phaseprof.capture.shared.options import CaptureOptions, EngineOptions, Hierarchy, Mode, Phase
+from phaseprof.capture.shared.rundir import analyze_into, make_readable
+from phaseprof.capture.shared.trace_file import finalize_trace
 from phaseprof.io import atomic_directory
 from phaseprof.records import ModelInfo, RequestInfo, RunRecord
 

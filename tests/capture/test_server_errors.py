@@ -19,10 +19,10 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from phaseprof.capture.options import CaptureOptions, Phase
-from phaseprof.capture.server import ServerCapture, ServerTarget, capture_from_server
-from phaseprof.capture.server_client import ServerClient, parse_url
-from phaseprof.capture.server_traces import ends_properly, missing_ranks, rank_from_name
+from phaseprof.capture.server.capture import ServerCapture, ServerTarget, capture_from_server
+from phaseprof.capture.server.client import ServerClient, parse_url
+from phaseprof.capture.server.traces import ends_properly, missing_ranks, rank_from_name
+from phaseprof.capture.shared.options import CaptureOptions, Phase
 from phaseprof.cli import main
 from phaseprof.errors import PhaseprofError
 

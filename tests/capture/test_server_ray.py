@@ -18,17 +18,17 @@ ray = pytest.importorskip("ray", reason="the ray extra is installed by scripts/i
 
 from rich.console import Console  # noqa: E402
 
-from phaseprof.capture.options import CaptureOptions, Phase  # noqa: E402
-from phaseprof.capture.server import ServerCapture, ServerTarget, capture_from_server  # noqa: E402
-from phaseprof.capture.server_ray import (  # noqa: E402
+from phaseprof.capture.server.capture import ServerCapture, ServerTarget, capture_from_server  # noqa: E402
+from phaseprof.capture.server.ray_nodes import (  # noqa: E402
     analyze_cluster_ranks,
     snapshot_cluster,
     wait_on_cluster,
 )
+from phaseprof.capture.shared.options import CaptureOptions, Phase  # noqa: E402
 from phaseprof.errors import PhaseprofError  # noqa: E402
 from phaseprof.report.json_io import dumps  # noqa: E402
-from phaseprof.scale.ray_run import this_node  # noqa: E402
 from phaseprof.scale.rank_task import analyze_rank  # noqa: E402
+from phaseprof.scale.ray_run import this_node  # noqa: E402
 from tests.capture.test_server_errors import Stub, _json, stub, vllm_like  # noqa: E402, F401 (stub: fixture)
 from tests.capture.test_server_traces import fresh_name  # noqa: E402
 from tests.scale.ray_cluster import NODE_VAR, two_node_cluster  # noqa: E402

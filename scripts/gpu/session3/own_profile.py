@@ -104,10 +104,10 @@ def main(argv: list[str] | None = None) -> int:
 
     from rich.console import Console  # noqa: PLC0415
 
-    from phaseprof.capture.options import EngineOptions, Mode, Phase, parse_engine_args  # noqa: PLC0415
-    from phaseprof.capture.runner import open_session  # noqa: PLC0415
-    from phaseprof.capture.steps import random_prompt  # noqa: PLC0415
-    from phaseprof.capture.timing import time_phase  # noqa: PLC0415
+    from phaseprof.capture.shared.options import EngineOptions, Mode, Phase, parse_engine_args  # noqa: PLC0415
+    from phaseprof.capture.inprocess.runner import open_session  # noqa: PLC0415
+    from phaseprof.capture.shared.prompts import random_prompt  # noqa: PLC0415
+    from phaseprof.capture.inprocess.timing import time_phase  # noqa: PLC0415
 
     out = args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)

@@ -39,10 +39,10 @@ def plan_kwargs(model: str, *, tokens: int, output_tokens: int, cpu: bool = Fals
                 ) -> tuple[dict[str, Any], dict[str, str], list[str], int]:
     """phaseprof's graph-mode engine kwargs, env, notes and the vocab size for ``model`` (no CUDA touched).
     ``cpu``: the CPU engine's eager plan (a rehearsal of this script on a machine without a GPU)."""
-    from phaseprof.capture.device import DeviceInfo  # noqa: PLC0415
-    from phaseprof.capture.engine import build_plan, engine_arg_fields  # noqa: PLC0415
-    from phaseprof.capture.models import resolve_model  # noqa: PLC0415
-    from phaseprof.capture.options import EngineOptions, Mode  # noqa: PLC0415
+    from phaseprof.capture.inprocess.device import DeviceInfo  # noqa: PLC0415
+    from phaseprof.capture.inprocess.engine import build_plan, engine_arg_fields  # noqa: PLC0415
+    from phaseprof.capture.inprocess.models import resolve_model  # noqa: PLC0415
+    from phaseprof.capture.shared.options import EngineOptions, Mode  # noqa: PLC0415
 
     source = resolve_model(model)
     engine_args = {} if cpu else {"compilation_config": {"cudagraph_capture_sizes": SERVER_CAPTURE_SIZES}}

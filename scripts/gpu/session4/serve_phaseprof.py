@@ -34,10 +34,10 @@ PP = [sys.executable, "-c", "import sys; from phaseprof.cli import main; sys.exi
 
 
 def plan(model: str, *, tokens: int, output_tokens: int, eager: bool) -> tuple[dict[str, Any], dict[str, str]]:
-    from phaseprof.capture.device import DeviceInfo  # noqa: PLC0415
-    from phaseprof.capture.engine import build_plan, engine_arg_fields  # noqa: PLC0415
-    from phaseprof.capture.models import resolve_model  # noqa: PLC0415
-    from phaseprof.capture.options import EngineOptions, Mode  # noqa: PLC0415
+    from phaseprof.capture.inprocess.device import DeviceInfo  # noqa: PLC0415
+    from phaseprof.capture.inprocess.engine import build_plan, engine_arg_fields  # noqa: PLC0415
+    from phaseprof.capture.inprocess.models import resolve_model  # noqa: PLC0415
+    from phaseprof.capture.shared.options import EngineOptions, Mode  # noqa: PLC0415
 
     source = resolve_model(model)
     engine_args = {} if eager else {"compilation_config": {"cudagraph_capture_sizes": SERVER_CAPTURE_SIZES}}

@@ -10,23 +10,12 @@ prediction was wrong is reported so the trace's marker can be renamed afterwards
 from __future__ import annotations
 
 import contextlib
-import random
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from phaseprof.trace.markers import phaseprof_step_name
-
-
-def random_prompt(n_tokens: int, *, vocab_size: int, seed: int) -> list[int]:
-    """``n_tokens`` token ids drawn uniformly from [10, vocab_size) by a generator seeded with (seed, n_tokens).
-
-    Ids below 10 are avoided (special tokens in most vocabularies). Same arguments, same prompt.
-    """
-    rng = random.Random(f"phaseprof:{seed}:{n_tokens}")
-    hi = max(vocab_size, 11)
-    return [rng.randrange(10, hi) for _ in range(n_tokens)]
 
 
 @dataclass(frozen=True)

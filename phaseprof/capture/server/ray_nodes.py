@@ -2,7 +2,7 @@
 
 ``--trace-dir`` is expanded on every alive node of the Ray cluster (``$VARS`` and ``~`` as there). Before
 ``/start_profile`` each node snapshots its directory (a task pinned to it); after ``/stop_profile`` the driver
-polls every node for its new files and waits, with :func:`~phaseprof.capture.server_traces.watch_new_traces`,
+polls every node for its new files and waits, with :func:`~phaseprof.capture.server.traces.watch_new_traces`,
 until the server's world size of rank traces is complete across all nodes. A file visible from several nodes
 (shared filesystem: same path, size and head hash) counts once, owned by the first node in node-id order.
 
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from phaseprof.capture.server_traces import (
+from phaseprof.capture.server.traces import (
     Collected,
     ProfileWindow,
     RankTraces,
@@ -35,6 +35,7 @@ from phaseprof.capture.server_traces import (
     watch_new_traces,
 )
 from phaseprof.errors import PhaseprofError
+from phaseprof.scale.rank_task import RankResult, analyze_rank
 from phaseprof.scale.ray_run import (
     NodeFile,
     analyze_on_nodes,
@@ -45,7 +46,6 @@ from phaseprof.scale.ray_run import (
     on_nodes,
     this_node,
 )
-from phaseprof.scale.rank_task import RankResult, analyze_rank
 
 
 

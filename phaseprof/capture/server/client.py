@@ -8,7 +8,7 @@ vLLM), ``GET /v1/models`` (model id, ``root``, ``max_model_len``), ``GET /openap
 ``POST /v1/completions`` with token-id prompts.
 
 Every answer is untrusted: a request has one deadline for all of it, bodies and stream lines are read with
-caps (MAX_BODY_BYTES, MAX_LINE_BYTES, lines per token asked), and fields are checked in ``server_answers``.
+caps (MAX_BODY_BYTES, MAX_LINE_BYTES, lines per token asked), and fields are checked in ``server.answers``.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from phaseprof.capture.server_answers import BadAnswer, error_text, one_line, parse_json, stream_event
+from phaseprof.capture.server.answers import BadAnswer, error_text, one_line, parse_json, stream_event
 from phaseprof.errors import EnvironmentProblem, PhaseprofError
 
 #: Largest answer body read (vLLM's /openapi.json is ~200 KB; the rest are far smaller).

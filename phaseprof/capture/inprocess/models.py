@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from phaseprof.capture.shared.rundir import slugify
 from phaseprof.errors import EnvironmentProblem, PhaseprofError
 from phaseprof.presets import UnknownPreset, config_digest, list_presets, load_preset, materialize
 
@@ -56,11 +57,6 @@ class ModelSource:
         """Token ids of random prompts are drawn below this (32000 when the config is unknown)."""
         cfg = self.hf_config or {}
         return int(cfg.get("vocab_size") or (cfg.get("text_config") or {}).get("vocab_size") or 32000)
-
-
-def slugify(text: str) -> str:
-    """A file-name-safe lower-case slug: letters, digits, '.', '-' only."""
-    return re.sub(r"[^a-z0-9.]+", "-", text.lower()).strip("-") or "model"
 
 
 def default_model_name(cuda_available: bool) -> str:

@@ -17,7 +17,7 @@ from phaseprof.pareto.records import Percentiles, ServingMetrics
 @dataclass(frozen=True)
 class RequestTimes:
     """One request of a round. Seconds on one clock: ``t_send_s`` request sent / added, ``t_done_s`` last
-    token; ``ttft_s`` / ``tpot_s`` as in ``capture.timing`` (None when unknown); ``itl_s``: gaps between
+    token; ``ttft_s`` / ``tpot_s`` as in ``capture.inprocess.timing`` (None when unknown); ``itl_s``: gaps between
     consecutive token arrivals; token counts of the prompt and the output."""
 
     t_send_s: float

@@ -1,37 +1,25 @@
-"""Sweeps on one engine: TTFT over prompt lengths (prefill) or TPOT and throughput over concurrency (decode).
+"""What a sweep is asked (``SweepSpec``) and what each point measured (``PrefillPoint``, ``DecodePoint``), the
+same on both engines (in-process: ``inprocess/sweep.py``; a live server: ``server/sweep.py``), and the plot.
 
 Prefill point (per prompt length): ``warmup`` untimed requests, then ``reps`` single requests; TTFT median/p10/p90.
 Decode point (per concurrency c): ``reps`` rounds of c requests added together (prompt P, N outputs each):
-- ``tpot``: per-request TPOT (see timing.py), median over all requests of all rounds;
+- ``tpot``: per-request TPOT (see inprocess/timing.py), median over all requests of all rounds;
 - ``output_tok_per_s``: c x N / round wall time (first add_request to last token), one value per round;
 - ``decode_tok_per_s``: c / median TPOT, the steady decode rate once all c are generating;
 - ``serving``: the point as a serving benchmark reports it (``pareto.records.ServingMetrics``: TTFT, TPOT and
-  ITL p50/p90/p99, request and token throughput, tokens/s per GPU and per user; ``capture.serving``).
+  ITL p50/p90/p99, request and token throughput, tokens/s per GPU and per user; ``capture.shared.serving``).
 """
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from phaseprof.capture.options import Phase, parse_int_list
-from phaseprof.capture.timing import (
-    PhaseTiming,
-    TimingStats,
-    host_tpot_s,
-    host_ttft_s,
-    metrics_tpot_s,
-    metrics_ttft_s,
-    run_requests,
-    summarize,
-    timing_from_runs,
-)
-from phaseprof.capture.serving import RequestTimes, gaps, serving_metrics
-from phaseprof.capture.steps import RequestRecord
+from phaseprof.capture.shared.options import Phase, parse_int_list
+from phaseprof.capture.shared.timing import PhaseTiming, TimingStats
 from phaseprof.errors import PhaseprofError
 from phaseprof.pareto.records import ServingMetrics, to_builtins
 
@@ -130,85 +118,10 @@ def world_size_of(engine_kwargs: dict[str, Any]) -> int:
     return n
 
 
-def request_times(rec: RequestRecord, *, use_metrics: bool) -> RequestTimes:
-    """One in-process request on one clock per point: vLLM's metrics for TTFT and TPOT when every request has
-    them (``use_metrics``), else the host clock; ITL and throughput always on the host clock."""
-    ttft = metrics_ttft_s(rec) if use_metrics else host_ttft_s(rec)
-    tpot = metrics_tpot_s(rec) if use_metrics else host_tpot_s(rec)
-    return RequestTimes(t_send_s=rec.t_add_s, t_done_s=rec.t_done_s, ttft_s=ttft, tpot_s=tpot,
-                        itl_s=gaps(rec.token_t_s), prompt_tokens=rec.prompt_tokens,
-                        output_tokens=rec.num_output_tokens)
-
-
-def _spread(values: list[float]) -> dict[str, float]:
+def spread(values: list[float]) -> dict[str, float]:
+    """Median, 10th and 90th percentile of ``values`` (one per round)."""
     p10, p50, p90 = np.percentile(np.asarray(values, dtype=float), [10, 50, 90])
     return {"median": float(p50), "p10": float(p10), "p90": float(p90)}
-
-
-def _out_of_time(deadline: float | None) -> bool:
-    return deadline is not None and time.monotonic() > deadline
-
-
-def prefill_sweep(session: Any, lengths: list[int], *, reps: int, warmup: int, seed: int = 0,
-                  deadline: float | None = None, on_point: Any = None) -> tuple[list[PrefillPoint], list[int]]:
-    """TTFT at each length. Returns (points, skipped lengths); lengths are skipped once ``deadline``
-    (time.monotonic()) has passed."""
-    points: list[PrefillPoint] = []
-    skipped: list[int] = []
-    for n in lengths:
-        if _out_of_time(deadline):
-            skipped.append(n)
-            continue
-        run_requests(session, prompt_tokens=n, max_tokens=1, n=warmup, seed=seed, prefix=f"sw{n}-")
-        runs = run_requests(session, prompt_tokens=n, max_tokens=1, n=reps, seed=seed, prefix=f"s{n}-")
-        t = timing_from_runs(runs, phase=Phase.PREFILL, prompt_tokens=n, output_tokens=1, warmup=warmup)
-        point = PrefillPoint(prompt_tokens=n, ttft=t.ttft, ttft_host=t.ttft_host, source=t.source)
-        points.append(point)
-        if on_point is not None:
-            on_point(point)
-    return points, skipped
-
-
-def decode_sweep(session: Any, concurrency: list[int], *, prompt_tokens: int, output_tokens: int, reps: int,
-                 warmup: int, seed: int = 0, deadline: float | None = None,
-                 on_point: Any = None) -> tuple[list[DecodePoint], list[int]]:
-    """TPOT and output throughput at each concurrency. Returns (points, skipped concurrencies)."""
-    if output_tokens < 2:
-        raise ValueError("a decode sweep needs --output-tokens >= 2")
-    points: list[DecodePoint] = []
-    skipped: list[int] = []
-    for c in concurrency:
-        if _out_of_time(deadline):
-            skipped.append(c)
-            continue
-        run_requests(session, prompt_tokens=prompt_tokens, max_tokens=output_tokens, n=warmup, seed=seed,
-                     concurrency=c, prefix=f"dw{c}-")
-        runs = run_requests(session, prompt_tokens=prompt_tokens, max_tokens=output_tokens, n=reps, seed=seed,
-                            concurrency=c, prefix=f"d{c}-")
-        recs = [rec for r in runs for rec in r.requests]
-        m = [metrics_tpot_s(r) for r in recs]
-        use_metrics = all(v is not None for v in m) and all(metrics_ttft_s(r) is not None for r in recs)
-        tpots = [v for v in (m if use_metrics else [host_tpot_s(r) for r in recs]) if v is not None]
-        tpot = summarize(tpots)
-        rates = []
-        for r in runs:
-            done = [q.t_done_s for q in r.requests if q.t_done_s is not None]
-            start = min(q.t_add_s for q in r.requests)
-            if done:
-                rates.append(c * output_tokens / (max(done) - start))
-        source = "vllm_request_metrics" if use_metrics else "host_clock"
-        serving = serving_metrics([[request_times(q, use_metrics=use_metrics) for q in r.requests] for r in runs],
-                                  concurrency=c, prompt_tokens=prompt_tokens, output_tokens=output_tokens,
-                                  world_size=world_size_of(session.plan.kwargs), latency_source=source)
-        point = DecodePoint(concurrency=c, prompt_tokens=prompt_tokens, output_tokens=output_tokens, tpot=tpot,
-                            output_tok_per_s=_spread(rates), decode_tok_per_s=c / (tpot.median_ms / 1e3),
-                            source=source, serving=serving,
-                            timing=timing_from_runs(runs, phase=Phase.DECODE, prompt_tokens=prompt_tokens,
-                                                    output_tokens=output_tokens, warmup=warmup))
-        points.append(point)
-        if on_point is not None:
-            on_point(point)
-    return points, skipped
 
 
 def prefill_plot_spec(points: list[PrefillPoint], *, title: str) -> dict[str, Any]:
@@ -246,7 +159,7 @@ def decode_plot_spec(points: list[DecodePoint], *, title: str) -> dict[str, Any]
 
 def write_plot(spec: dict[str, Any], directory: Path) -> list[str]:
     """Write ``plot.json`` (always) and ``plot.html`` (when plotly is installed). Returns the file names."""
-    from phaseprof.capture.rundir import write_json  # noqa: PLC0415
+    from phaseprof.capture.shared.rundir import write_json  # noqa: PLC0415
 
     write_json(directory / "plot.json", spec)
     names = ["plot.json"]

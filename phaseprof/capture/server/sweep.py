@@ -1,6 +1,6 @@
 """``phaseprof sweep --server URL``: TTFT vs prompt length, or TPOT and throughput vs concurrency, on a live
 server (no profiler). Same ``sweep.json`` + plot as the in-process sweep (``sweep_dir.py``); numbers are on the
-client clock (see server_requests.py)."""
+client clock (see rounds.py)."""
 
 from __future__ import annotations
 
@@ -10,11 +10,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 from rich.console import Console
 
-from phaseprof.capture.options import Phase
-from phaseprof.capture.rundir import (
+from phaseprof.capture.server.capture import ServerTarget, connect
+from phaseprof.capture.server.client import StreamedRequest
+from phaseprof.capture.server.probe import FALLBACK_VOCAB, check_length
+from phaseprof.capture.server.rounds import CLIENT_CLOCK, RequestPlan, round_throughput, run_rounds
+from phaseprof.capture.shared.options import Phase
+from phaseprof.capture.shared.rundir import (
     RUN_SCHEMA_VERSION,
     command_line,
     make_readable,
@@ -23,21 +26,18 @@ from phaseprof.capture.rundir import (
     unique_run_dir,
     utc_stamp,
 )
-from phaseprof.capture.server import ServerTarget, connect
-from phaseprof.capture.server_probe import FALLBACK_VOCAB, check_length
-from phaseprof.capture.server_requests import CLIENT_CLOCK, RequestPlan, round_throughput, run_rounds
-from phaseprof.capture.sweep import (
+from phaseprof.capture.shared.serving import RequestTimes, gaps, serving_metrics
+from phaseprof.capture.shared.sweep import (
     DecodePoint,
     PrefillPoint,
     SweepSpec,
     decode_plot_spec,
     prefill_plot_spec,
     slope_us_per_token,
+    spread,
     write_plot,
 )
-from phaseprof.capture.serving import RequestTimes, gaps, serving_metrics
-from phaseprof.capture.server_client import StreamedRequest
-from phaseprof.capture.timing import summarize
+from phaseprof.capture.shared.timing import summarize
 from phaseprof.errors import PhaseprofError
 from phaseprof.pareto.records import AsyncScheduling, to_builtins
 from phaseprof.records import SweepRecord
@@ -59,11 +59,6 @@ def stream_times(r: StreamedRequest, prompt_tokens: int) -> RequestTimes:
     """One streamed request on the client clock (ITL: gaps between token-carrying chunks)."""
     return RequestTimes(t_send_s=r.t_send_s, t_done_s=r.t_done_s, ttft_s=r.ttft_s, tpot_s=r.tpot_s,
                         itl_s=gaps(r.chunk_t_s), prompt_tokens=prompt_tokens, output_tokens=r.output_tokens)
-
-
-def _spread(values: list[float]) -> dict[str, float]:
-    p10, p50, p90 = np.percentile(np.asarray(values, dtype=float), [10, 50, 90])
-    return {"median": float(p50), "p10": float(p10), "p90": float(p90)}
 
 
 def run_server_sweep(req: ServerSweep, *, console: Console, argv: list[str] | None = None
@@ -134,7 +129,7 @@ def run_server_sweep(req: ServerSweep, *, console: Console, argv: list[str] | No
                                           latency_source=CLIENT_CLOCK)
                 dpoints.append(DecodePoint(concurrency=c, prompt_tokens=sp.prompt_tokens,
                                            output_tokens=sp.output_tokens, tpot=tpot,
-                                           output_tok_per_s=_spread(rates),
+                                           output_tok_per_s=spread(rates),
                                            decode_tok_per_s=c / (tpot.median_ms / 1e3), source=CLIENT_CLOCK,
                                            serving=serving))
                 st.update(f"decode sweep: c={c} TPOT {tpot.median_ms:.2f} ms")

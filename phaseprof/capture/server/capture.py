@@ -3,11 +3,11 @@
 Order: trace directory exists -> server is vLLM, serves a model, has the profiling route -> the request fits
 ``max_model_len`` -> ``warmup`` + ``reps`` clean rounds (streamed, client clock) -> one profiled round between
 ``POST /start_profile`` and ``POST /stop_profile`` -> the new rank traces in ``--trace-dir`` exported during this
-capture's ``/stop_profile`` (never another client's: server_traces.ProfileWindow), once complete ->
+capture's ``/stop_profile`` (never another client's: traces.ProfileWindow), once complete ->
 the run directory, written atomically: one rank gives ``trace.json.gz`` + ``breakdown.json`` + ``run.json``
 (as an in-process capture); several give ``ranks/`` + ``rank<N>.breakdown.json`` + ``run.json``.
 With ``ray`` (a cluster address) the traces are looked for on every node and those on other nodes are analysed
-there (``capture/server_ray.py``): ``ranks/`` holds this node's only, plus ``multirank.json``.
+there (``capture/server/ray_nodes.py``): ``ranks/`` holds this node's only, plus ``multirank.json``.
 """
 
 from __future__ import annotations
@@ -26,9 +26,28 @@ from typing import Any
 from rich.console import Console
 
 from phaseprof import __version__
-from phaseprof.capture.options import CaptureOptions, Phase
-from phaseprof.capture.profile import DEFAULT_MAX_TRACE_BYTES, finalize_trace
-from phaseprof.capture.rundir import (
+from phaseprof.capture.server.client import ServerClient, ServerError, StreamedRequest, parse_url
+from phaseprof.capture.server.probe import (
+    FALLBACK_VOCAB,
+    ServerInfo,
+    check_length,
+    check_profiling,
+    probe,
+    profiling_disabled,
+)
+from phaseprof.capture.server.rounds import CLIENT_CLOCK, RequestPlan, run_round, run_rounds, timing_from_streams
+from phaseprof.capture.server.traces import (
+    Collected,
+    ProfileWindow,
+    RankTraces,
+    missing_ranks,
+    missing_ranks_message,
+    snapshot,
+    trace_dir_or_error,
+    wait_for_traces,
+)
+from phaseprof.capture.shared.options import CaptureOptions, Phase
+from phaseprof.capture.shared.rundir import (
     RUN_SCHEMA_VERSION,
     analyze_into,
     in_final_place,
@@ -40,27 +59,8 @@ from phaseprof.capture.rundir import (
     unique_run_dir,
     utc_stamp,
 )
-from phaseprof.capture.server_client import ServerClient, ServerError, StreamedRequest, parse_url
-from phaseprof.capture.server_probe import (
-    FALLBACK_VOCAB,
-    ServerInfo,
-    check_length,
-    check_profiling,
-    probe,
-    profiling_disabled,
-)
-from phaseprof.capture.server_requests import CLIENT_CLOCK, RequestPlan, run_round, run_rounds, timing_from_streams
-from phaseprof.capture.server_traces import (
-    Collected,
-    ProfileWindow,
-    RankTraces,
-    missing_ranks,
-    missing_ranks_message,
-    snapshot,
-    trace_dir_or_error,
-    wait_for_traces,
-)
-from phaseprof.capture.timing import PhaseTiming
+from phaseprof.capture.shared.timing import PhaseTiming
+from phaseprof.capture.shared.trace_file import DEFAULT_MAX_TRACE_BYTES, finalize_trace
 from phaseprof.errors import PhaseprofError
 from phaseprof.records import Headline, ModelInfo, RequestInfo, RunRecord, ServerRecord
 
@@ -90,7 +90,7 @@ class ServerCapture:
     concurrency: int = 1
     trace_wait_s: float = 120.0
     max_trace_bytes: int = DEFAULT_MAX_TRACE_BYTES
-    ray: str | None = None  # a Ray cluster's address: collect from every node of it (capture/server_ray.py)
+    ray: str | None = None  # a Ray cluster's address: collect from every node of it (capture/server/ray_nodes.py)
 
 
 @dataclass(frozen=True)
@@ -143,7 +143,7 @@ def capture_from_server(req: ServerCapture, *, console: Console, argv: list[str]
     """Run the whole capture (see the module docstring) and return what was written."""
     c, target = req.capture, req.server
     if req.ray is not None:
-        from phaseprof.capture.server_ray import snapshot_cluster  # noqa: PLC0415
+        from phaseprof.capture.server.ray_nodes import snapshot_cluster  # noqa: PLC0415
         from phaseprof.scale.ray_run import connect as connect_ray  # noqa: PLC0415
 
         connect_ray(req.ray)
@@ -223,20 +223,20 @@ class _Collector:
 
     def __init__(self, ray: str | None, trace_dir: Path) -> None:
         self.ray, self.trace_dir = ray, trace_dir
-        self.cluster: Any = None  # server_ray.ClusterCollected once waited for, with --ray
+        self.cluster: Any = None  # ray_nodes.ClusterCollected once waited for, with --ray
         if ray is None:
             self.before = snapshot(trace_dir)
         else:
-            from phaseprof.capture.server_ray import snapshot_cluster  # noqa: PLC0415
+            from phaseprof.capture.server.ray_nodes import snapshot_cluster  # noqa: PLC0415
 
             self.nodes = snapshot_cluster(str(trace_dir))
 
     def wait(self, *, expected: int | None, timeout_s: float, window: ProfileWindow, on_wait: Any) -> Collected:
-        """The new traces of this capture's profile ``window`` (server_traces.ProfileWindow), once complete."""
+        """The new traces of this capture's profile ``window`` (traces.ProfileWindow), once complete."""
         if self.ray is None:
             return wait_for_traces(self.trace_dir, self.before, expected=expected, timeout_s=timeout_s,
                                    window=window, on_wait=on_wait)
-        from phaseprof.capture.server_ray import wait_on_cluster  # noqa: PLC0415
+        from phaseprof.capture.server.ray_nodes import wait_on_cluster  # noqa: PLC0415
 
         self.cluster = wait_on_cluster(self.nodes, expected=expected, timeout_s=timeout_s, window=window,
                                        on_wait=on_wait)
@@ -256,7 +256,7 @@ class _Collector:
         return any(f.node_id != here for _, f in self._ranked())
 
     def write_cluster(self, tmp: Path, final: Path, *, world_size: int | None) -> RankTraces:
-        from phaseprof.capture.server_ray import write_cluster_rank_traces  # noqa: PLC0415
+        from phaseprof.capture.server.ray_nodes import write_cluster_rank_traces  # noqa: PLC0415
 
         return write_cluster_rank_traces(tmp, final, self._ranked(), world_size=world_size,
                                          trace_dir=str(self.trace_dir), nodes=self.nodes)
@@ -264,7 +264,7 @@ class _Collector:
     def missing_note(self, missing: list[int], world_size: int) -> str:
         if self.ray is None:
             return missing_ranks_message(missing, world_size, self.trace_dir)
-        from phaseprof.capture.server_ray import missing_on_cluster_message  # noqa: PLC0415
+        from phaseprof.capture.server.ray_nodes import missing_on_cluster_message  # noqa: PLC0415
 
         return missing_on_cluster_message(missing, world_size, str(self.trace_dir), len(self.nodes))
 
@@ -272,7 +272,7 @@ class _Collector:
         """With --ray and every trace on this node: run.json's ``trace`` entry says so, rank by rank."""
         if self.cluster is None:
             return ranks
-        from phaseprof.capture.server_ray import rank_location  # noqa: PLC0415
+        from phaseprof.capture.server.ray_nodes import rank_location  # noqa: PLC0415
 
         copied = ranks.trace_doc.get("file") or ranks.trace_doc.get("ranks_dir")
         one = "file" in ranks.trace_doc  # one rank: its trace.json.gz; several: ranks/<name>

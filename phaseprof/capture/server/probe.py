@@ -11,8 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from phaseprof.capture.models import slugify
-from phaseprof.capture.server_answers import (
+from phaseprof.capture.server.answers import (
     MAX_MODEL_LEN,
     MAX_PATH_CHARS,
     MAX_TEXT_CHARS,
@@ -26,7 +25,8 @@ from phaseprof.capture.server_answers import (
     parse_json,
     text,
 )
-from phaseprof.capture.server_client import PROFILER_FLAG, ServerClient, ServerError
+from phaseprof.capture.server.client import PROFILER_FLAG, ServerClient, ServerError
+from phaseprof.capture.shared.rundir import slugify
 
 PROBE_TIMEOUT_S = 10.0
 #: Token ids of the random prompts stay below this when the model's vocabulary size cannot be read (every
@@ -42,7 +42,7 @@ MAX_CONFIG_BYTES = 8 << 20
 
 @dataclass(frozen=True)
 class ServerInfo:
-    """What the server says about itself, every field checked (``capture/server_answers.py``).
+    """What the server says about itself, every field checked (``capture/server/answers.py``).
 
     ``profiling``: True when ``/openapi.json`` lists ``/start_profile``, False when it lists routes but not
     that one, None when the server hides its OpenAPI schema (then ``/start_profile`` itself decides).

@@ -9,6 +9,7 @@ import dataclasses
 import datetime as dt
 import itertools
 import os
+import re
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -21,6 +22,11 @@ from rich.console import Console
 from phaseprof.errors import PhaseprofError
 from phaseprof.io import atomic_directory, atomic_write_bytes
 from phaseprof.records import RUN_SCHEMA_VERSION, RunRecord  # noqa: F401 - RUN_SCHEMA_VERSION kept importable from here
+
+
+def slugify(text: str) -> str:
+    """A file-name-safe lower-case slug: letters, digits, '.', '-' only."""
+    return re.sub(r"[^a-z0-9.]+", "-", text.lower()).strip("-") or "model"
 
 
 def utc_stamp(now: dt.datetime | None = None) -> str:

@@ -21,9 +21,11 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from phaseprof.capture.engine import EngineSession, explain_engine_error
-from phaseprof.capture.options import CaptureOptions, Phase
-from phaseprof.capture.rundir import (
+from phaseprof.capture.inprocess.engine import EngineSession, explain_engine_error
+from phaseprof.capture.inprocess.runner import ServingTiming, capture_phase
+from phaseprof.capture.inprocess.sweep import decode_sweep, prefill_sweep
+from phaseprof.capture.shared.options import CaptureOptions, Phase
+from phaseprof.capture.shared.rundir import (
     command_line,
     make_readable,
     run_dir_name,
@@ -31,15 +33,12 @@ from phaseprof.capture.rundir import (
     unique_run_dir,
     utc_stamp,
 )
-from phaseprof.capture.runner import ServingTiming, capture_phase
-from phaseprof.capture.sweep import (
+from phaseprof.capture.shared.sweep import (
     DecodePoint,
     PrefillPoint,
     SweepSpec,
     decode_plot_spec,
-    decode_sweep,
     prefill_plot_spec,
-    prefill_sweep,
     slope_us_per_token,
     world_size_of,
     write_plot,

@@ -17,13 +17,13 @@ from typing import Any
 
 from rich.console import Console
 
-from phaseprof.capture.device import DeviceInfo
-from phaseprof.capture.memory_advice import memory_advice
-from phaseprof.capture.models import ModelSource
-from phaseprof.capture.options import EngineOptions, Mode, Quant
-from phaseprof.capture.progress import Stages, quiet_stages
-from phaseprof.capture.start_notice import StartPhases
-from phaseprof.capture.vllm_facts import AttachedCollector, StartupFacts, VllmLogCollector
+from phaseprof.capture.inprocess.device import DeviceInfo
+from phaseprof.capture.inprocess.memory_advice import memory_advice
+from phaseprof.capture.inprocess.models import ModelSource
+from phaseprof.capture.inprocess.progress import Stages, quiet_stages
+from phaseprof.capture.inprocess.start_notice import StartPhases
+from phaseprof.capture.inprocess.vllm_facts import AttachedCollector, StartupFacts, VllmLogCollector
+from phaseprof.capture.shared.options import EngineOptions, Mode, Quant
 from phaseprof.errors import EnvironmentProblem, PhaseprofError
 
 GPU_MEMORY_UTILIZATION = 0.85
@@ -335,7 +335,7 @@ def start_engine(source: ModelSource, opts: EngineOptions, *, device: DeviceInfo
     startup_s = time.perf_counter() - t0
     if not stages.live:
         console.print(f"vLLM engine ready in {startup_s:.1f} s")
-    from phaseprof.capture.device import versions  # noqa: PLC0415
+    from phaseprof.capture.inprocess.device import versions  # noqa: PLC0415
 
     return EngineSession(llm=llm, plan=plan, options=opts, source=source, device=device, startup_s=startup_s,
                          collector=collector, attached=attached, versions=versions())

@@ -20,10 +20,12 @@ from typing import Any
 
 import numpy as np
 
-from phaseprof.capture.options import Phase
-from phaseprof.capture.profile import profile_request
-from phaseprof.capture.steps import make_sampling_params, no_gc, random_prompt
-from phaseprof.capture.timing import TimingStats, host_ttft_s, metrics_ttft_s, run_requests, summarize
+from phaseprof.capture.inprocess.profile import profile_request
+from phaseprof.capture.inprocess.steps import make_sampling_params, no_gc
+from phaseprof.capture.inprocess.timing import host_ttft_s, metrics_ttft_s, run_requests
+from phaseprof.capture.shared.options import Phase
+from phaseprof.capture.shared.prompts import random_prompt
+from phaseprof.capture.shared.timing import TimingStats, summarize
 
 TARGET_RATIO_TOLERANCE = 0.03
 

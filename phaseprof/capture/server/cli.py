@@ -7,11 +7,11 @@ from typing import TYPE_CHECKING
 
 from rich.console import Console
 
-from phaseprof.capture.options import CaptureOptions, Phase
+from phaseprof.capture.shared.options import CaptureOptions, Phase
 from phaseprof.errors import PhaseprofError
 
 if TYPE_CHECKING:
-    from phaseprof.capture.sweep import SweepSpec
+    from phaseprof.capture.shared.sweep import SweepSpec
 
 TRACE_DIR_HELP = ("With --server: the server's torch_profiler_dir as seen from this machine; the new rank traces "
                   "are collected from it.")
@@ -59,7 +59,7 @@ def capture_server(capture: CaptureOptions, *, server: str, trace_dir: Path | No
     """``phaseprof capture --server``: check, time, profile, collect, analyse, print. ``capture``: the same
     options an in-process capture takes (``CaptureOptions.of``); ``ray``: a Ray cluster's address, to collect
     from every node of it."""
-    from phaseprof.capture.server import (  # noqa: PLC0415
+    from phaseprof.capture.server.capture import (  # noqa: PLC0415
         ServerCapture,
         ServerTarget,
         capture_from_server,
@@ -84,7 +84,7 @@ def capture_server(capture: CaptureOptions, *, server: str, trace_dir: Path | No
         raise PhaseprofError(f"no breakdown: {res.breakdown_error or 'no rank trace was analysed'} (the traces "
                              "and run.json are kept there)", path=res.run_dir)
     if len(res.breakdowns) == 1:
-        from phaseprof.capture.rundir import print_table  # noqa: PLC0415
+        from phaseprof.capture.shared.rundir import print_table  # noqa: PLC0415
 
         print_table(next(iter(res.breakdowns.values())), console)
     elif res.rank_summary is not None:
@@ -95,9 +95,9 @@ def capture_server(capture: CaptureOptions, *, server: str, trace_dir: Path | No
 
 def sweep_server(spec: SweepSpec, *, server: str, timeout_s: float, console: Console, argv: list[str]) -> None:
     """``phaseprof sweep --server``: TTFT per length or TPOT per concurrency against the live server."""
-    from phaseprof.capture.server import ServerTarget  # noqa: PLC0415
-    from phaseprof.capture.server_sweep import ServerSweep, run_server_sweep  # noqa: PLC0415
-    from phaseprof.capture.sweep_dir import print_sweep  # noqa: PLC0415
+    from phaseprof.capture.server.capture import ServerTarget  # noqa: PLC0415
+    from phaseprof.capture.server.sweep import ServerSweep, run_server_sweep  # noqa: PLC0415
+    from phaseprof.capture.inprocess.sweep_dir import print_sweep  # noqa: PLC0415
 
     check_request_timeout(timeout_s)
     req = ServerSweep(spec=spec, server=ServerTarget(server, timeout_s=timeout_s))

@@ -19,11 +19,12 @@ from typing import Any
 
 from rich.console import Console
 
-from phaseprof.capture.device import detect_device, versions
-from phaseprof.capture.engine import build_plan, engine_arg_fields, explain_engine_error, require_vllm
-from phaseprof.capture.models import check_device, check_tokens, default_model_name, resolve_model
-from phaseprof.capture.options import CaptureOptions, EngineOptions, Phase
-from phaseprof.capture.rundir import (
+from phaseprof.capture.inprocess.device import detect_device, versions
+from phaseprof.capture.inprocess.engine import build_plan, engine_arg_fields, explain_engine_error, require_vllm
+from phaseprof.capture.inprocess.models import check_device, check_tokens, default_model_name, resolve_model
+from phaseprof.capture.shared.options import CaptureOptions, EngineOptions, Phase
+from phaseprof.capture.shared.prompts import random_prompt
+from phaseprof.capture.shared.rundir import (
     make_readable,
     run_dir_name,
     run_directory,
@@ -31,8 +32,7 @@ from phaseprof.capture.rundir import (
     unique_run_dir,
     utc_stamp,
 )
-from phaseprof.capture.steps import random_prompt
-from phaseprof.capture.timing import summarize
+from phaseprof.capture.shared.timing import summarize
 from phaseprof.errors import EnvironmentProblem, PhaseprofError
 from phaseprof.records import DeviceRecord, EngineInfo, ModelInfo, ParallelInfo, ProfileInfo, RequestInfo, RunRecord
 

@@ -14,13 +14,17 @@ from typing import Any
 import msgspec
 from rich.console import Console
 
-from phaseprof.capture.device import detect_device
-from phaseprof.capture.engine import EngineSession, require_vllm, start_engine
-from phaseprof.capture.models import check_device, check_tokens, default_model_name, resolve_model
-from phaseprof.capture.options import CaptureOptions, EngineOptions, Hierarchy, Phase
-from phaseprof.capture.profile import DEFAULT_MAX_TRACE_BYTES, ProfiledRun, TraceFile, finalize_trace, profile_request
-from phaseprof.capture.routing_hook import METHOD
-from phaseprof.capture.rundir import (
+from phaseprof.capture.inprocess.device import detect_device
+from phaseprof.capture.inprocess.engine import EngineSession, require_vllm, start_engine
+from phaseprof.capture.inprocess.models import check_device, check_tokens, default_model_name, resolve_model
+from phaseprof.capture.inprocess.profile import ProfiledRun, profile_request
+from phaseprof.capture.inprocess.progress import Stages, quiet_stages
+from phaseprof.capture.inprocess.quiet import LOG_NAME, VllmOutput
+from phaseprof.capture.inprocess.routing_hook import METHOD
+from phaseprof.capture.inprocess.start_notice import start_notice
+from phaseprof.capture.inprocess.timing import time_phase
+from phaseprof.capture.shared.options import CaptureOptions, EngineOptions, Hierarchy, Phase
+from phaseprof.capture.shared.rundir import (
     analyze_into,
     command_line,
     make_readable,
@@ -30,10 +34,8 @@ from phaseprof.capture.rundir import (
     unique_run_dir,
     utc_stamp,
 )
-from phaseprof.capture.progress import Stages, quiet_stages
-from phaseprof.capture.quiet import LOG_NAME, VllmOutput
-from phaseprof.capture.start_notice import start_notice
-from phaseprof.capture.timing import PhaseTiming, time_phase
+from phaseprof.capture.shared.timing import PhaseTiming
+from phaseprof.capture.shared.trace_file import DEFAULT_MAX_TRACE_BYTES, TraceFile, finalize_trace
 from phaseprof.pareto.records import AsyncScheduling, to_builtins
 from phaseprof.records import (DeviceRecord, EngineInfo, Headline, ModelInfo, ProfileInfo, RequestInfo, RunRecord,
                                TraceFileInfo)

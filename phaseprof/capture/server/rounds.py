@@ -11,10 +11,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from phaseprof.capture.options import Phase
-from phaseprof.capture.server_client import ServerClient, StreamedRequest
-from phaseprof.capture.steps import random_prompt
-from phaseprof.capture.timing import PhaseTiming, summarize
+from phaseprof.capture.server.client import ServerClient, StreamedRequest
+from phaseprof.capture.shared.options import Phase
+from phaseprof.capture.shared.prompts import random_prompt
+from phaseprof.capture.shared.timing import PhaseTiming, summarize
 
 CLIENT_CLOCK = "client_stream"  # PhaseTiming.source of server captures: chunk arrival times on this host
 
