@@ -32,7 +32,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-from phaseprof.capture.shared.options import EngineOptions, Hierarchy, Mode, Phase, parse_engine_args  # noqa: E402
+from phaseprof.capture.shared.options import (  # noqa: E402
+    CaptureOptions,
+    EngineOptions,
+    Hierarchy,
+    Mode,
+    Phase,
+    parse_engine_args,
+)
 
 CONTENDERS = ("clean", "off", "hooks", "stack")
 NO_LIMIT = 1 << 40  # finalize without trimming: the sizes are what each hierarchy records
@@ -68,7 +75,7 @@ class StepClock:
 def _clean(session: Any, phase: Phase, tokens: int, output_tokens: int, seed: int) -> float:
     from phaseprof.capture.inprocess.timing import host_tpot_s, host_ttft_s, run_requests  # noqa: PLC0415
 
-    rec = run_requests(session, prompt_tokens=tokens, max_tokens=1 if phase is Phase.PREFILL else output_tokens,
+    rec = run_requests(session, prompt_tokens=tokens, max_tokens=phase.max_tokens(output_tokens),
                        n=1, seed=seed, prefix="bc")[0].requests[0]
     value = host_ttft_s(rec) if phase is Phase.PREFILL else host_tpot_s(rec)
     assert value is not None
@@ -93,9 +100,9 @@ def run_phase(session: Any, phase: Phase, *, tokens: int, output_tokens: int, re
                 value = _clean(session, phase, tokens, output_tokens, seed)
             else:
                 with tempfile.TemporaryDirectory(prefix="phaseprof-bench-h-") as work:
-                    prof = profile_request(session, phase=phase, prompt_tokens=tokens, output_tokens=output_tokens,
-                                           seed=seed, profile_decode_steps=None, workdir=Path(work),
-                                           hierarchy=Hierarchy(c))
+                    req = CaptureOptions(phase=phase, prompt_tokens=tokens, output_tokens=output_tokens, seed=seed,
+                                         hierarchy=Hierarchy(c))
+                    prof = profile_request(session, req, workdir=Path(work))
                     if r == reps - 1:
                         tf = finalize_trace(prof.raw_trace, keep / f"{phase}-{c}.json.gz",
                                             corrections=prof.drive.corrections(), max_bytes=NO_LIMIT)

@@ -229,7 +229,8 @@ def capture(
     from phaseprof.capture.inprocess.progress import Stages  # noqa: PLC0415
     from phaseprof.capture.inprocess.quiet import VllmOutput  # noqa: PLC0415
     from phaseprof.capture.shared.rundir import print_table  # noqa: PLC0415
-    from phaseprof.capture.inprocess.runner import capture_phase, open_session, print_headline  # noqa: PLC0415
+    from phaseprof.capture.inprocess.runner import capture_phase, open_session  # noqa: PLC0415
+    from phaseprof.capture.shared.result import print_headline  # noqa: PLC0415
 
     from phaseprof.capture.inprocess.runner import ServingTiming, marker_session  # noqa: PLC0415
     from phaseprof.capture.inprocess.timing import time_phase  # noqa: PLC0415
@@ -250,8 +251,7 @@ def capture(
                 for ph in phases:
                     for n in lengths:
                         c = cap_for(ph, n)
-                        t = time_phase(session, phase=ph, prompt_tokens=n, output_tokens=c.output_tokens,
-                                       reps=c.reps, warmup=c.warmup, seed=c.seed, stages=stages)
+                        t = time_phase(session, c, stages=stages)
                         serving[(ph, n)] = ServingTiming(t, session.async_scheduling)
                 session = marker_session(session, console=console, stages=stages, output_redirected=not verbose)
             for ph in phases:
@@ -278,7 +278,7 @@ def capture(
 
 
 def _show_sweeps(paths: list[Path], console: Console) -> None:
-    from phaseprof.capture.inprocess.sweep_dir import print_sweep  # noqa: PLC0415
+    from phaseprof.capture.shared.sweep import print_sweep  # noqa: PLC0415
     from phaseprof.records import SweepRecord  # noqa: PLC0415
 
     for p in paths:
@@ -356,7 +356,8 @@ def sweep(
     from phaseprof.capture.inprocess.progress import Stages  # noqa: PLC0415
     from phaseprof.capture.inprocess.quiet import VllmOutput  # noqa: PLC0415
     from phaseprof.capture.inprocess.runner import marker_session, open_session  # noqa: PLC0415
-    from phaseprof.capture.inprocess.sweep_dir import SweepRequest, print_sweep, run_sweep  # noqa: PLC0415
+    from phaseprof.capture.inprocess.sweep_dir import SweepRequest, run_sweep  # noqa: PLC0415
+    from phaseprof.capture.shared.sweep import print_sweep  # noqa: PLC0415
 
     req = SweepRequest(spec=sp, profile_at=tuple(prof), profile_steps=profile_steps)
     with VllmOutput(console, verbose=verbose) as log:

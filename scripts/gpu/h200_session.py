@@ -194,13 +194,13 @@ def _run_tasks(s: Session, sess: Any, console: Any, args: argparse.Namespace, pr
     from phaseprof.capture.inprocess.sweep_dir import SweepRequest, run_sweep  # noqa: PLC0415
 
     def cap(phase: Phase, tokens: int, n_out: int, reps: int, warmup: int) -> dict[str, Any]:
-        res = capture_phase(sess, CaptureOptions(phase=phase, tokens=tokens, output_tokens=n_out, reps=reps,
+        res = capture_phase(sess, CaptureOptions(phase=phase, prompt_tokens=tokens, output_tokens=n_out, reps=reps,
                                                  warmup=warmup, profile_decode_steps=args.profile_decode_steps,
                                                  out=s.work), console=console, argv=sys.argv)
         h = res.timing.headline
         return {"run_dir": res.run_dir.name, "median_ms": round(h.median_ms, 3), "p10_ms": round(h.p10_ms, 3),
                 "p90_ms": round(h.p90_ms, 3), "source": res.timing.source, "overhead": res.overhead_ratio,
-                "trace_mb": round(res.trace.gz_bytes / 1e6, 2), "trace_dropped": list(res.trace.dropped),
+                "trace_mb": round(res.record.trace.gz_bytes / 1e6, 2), "trace_dropped": list(res.record.trace.dropped),
                 "breakdown_error": res.breakdown_error}
 
     s.task("capture_prefill", lambda: cap(Phase.PREFILL, prefill_n, 1, 5, 2), min_left_s=40)

@@ -35,9 +35,9 @@ def batch_decode(session, *, out: Path, tokens: int, output: int, batch: int, st
     final = out / f"{dt.datetime.now(dt.timezone.utc):%Y%m%dT%H%M%SZ}-{session.device.slug}-" \
                   f"{session.source.slug}-decode-{tokens}in-{output}out-c{batch}"
     with tempfile.TemporaryDirectory(prefix="phaseprof-raw-") as work, atomic_directory(final) as tmp:
-        profiled = profile_request(session, phase=Phase.DECODE, prompt_tokens=tokens, output_tokens=output, seed=0,
-                                   profile_decode_steps=steps, workdir=Path(work), hierarchy=Hierarchy.HOOKS,
-                                   concurrency=batch)
+        req = CaptureOptions(phase=Phase.DECODE, prompt_tokens=tokens, output_tokens=output, seed=0,
+                             profile_decode_steps=steps, hierarchy=Hierarchy.HOOKS, concurrency=batch)
+        profiled = profile_request(session, req, workdir=Path(work))
         trace = finalize_trace(profiled.raw_trace, tmp / "trace.json.gz", corrections=profiled.drive.corrections(),
                                metadata={"model": session.source.name, "phase": "decode", "prompt_tokens": tokens,
                                          "max_tokens": output, "concurrency": batch, "mode": "eager",

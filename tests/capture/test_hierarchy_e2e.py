@@ -14,7 +14,7 @@ import pytest
 from rich.console import Console
 
 from phaseprof.capture.inprocess.tree_compare import TreeComparison, compare_trees
-from phaseprof.capture.shared.options import EngineOptions, Hierarchy, Phase
+from phaseprof.capture.shared.options import CaptureOptions, EngineOptions, Hierarchy, Phase
 from tests.capture._vllm import skip_without_vllm
 
 pytestmark = pytest.mark.vllm
@@ -40,8 +40,8 @@ def profiled(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         for h in (Hierarchy.HOOKS, Hierarchy.STACK):
             work = out / str(h)
             work.mkdir()
-            prof = profile_request(session, phase=Phase.DECODE, prompt_tokens=32, output_tokens=3, seed=0,
-                                   profile_decode_steps=None, workdir=work, hierarchy=h)
+            req = CaptureOptions(phase=Phase.DECODE, prompt_tokens=32, output_tokens=3, hierarchy=h)
+            prof = profile_request(session, req, workdir=work)
             trace = finalize_trace(prof.raw_trace, work / "trace.json.gz", corrections=prof.drive.corrections(),
                                    max_bytes=NO_LIMIT)
             runs[str(h)] = {"profiled": prof, "trace": trace}

@@ -337,7 +337,7 @@ def test_two_captures_sharing_a_trace_dir_take_their_own_traces(tmp_path: Path) 
         respond(write)
 
     def run(server: FakeServer) -> Path:
-        req = ServerCapture(capture=CaptureOptions(phase=Phase.PREFILL, tokens=16, reps=1, warmup=0,
+        req = ServerCapture(capture=CaptureOptions(phase=Phase.PREFILL, prompt_tokens=16, reps=1, warmup=0,
                                                    out=tmp_path / "runs"),
                             server=ServerTarget(server.url, timeout_s=60), trace_dir=traces, trace_wait_s=30)
         res = capture_from_server(req, console=Console(quiet=True))

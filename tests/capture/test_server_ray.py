@@ -133,7 +133,7 @@ def test_capture_from_server_end_to_end(cluster, stub: Stub, tmp_path: Path) -> 
         "POST /start_profile": (200, b""), "POST /stop_profile": stop,
         "GET /server_info": _json({"vllm_config": {"parallel_config": {"tensor_parallel_size": 2},
                                                    "model_config": {"enforce_eager": True}}})})
-    req = ServerCapture(capture=CaptureOptions(phase=Phase.PREFILL, tokens=16, reps=1, warmup=0, out=tmp_path),
+    req = ServerCapture(capture=CaptureOptions(phase=Phase.PREFILL, prompt_tokens=16, reps=1, warmup=0, out=tmp_path),
                         server=ServerTarget(stub.url), trace_dir=Path(TRACE_DIR), trace_wait_s=60.0,
                         ray=address)
     res = capture_from_server(req, console=Console(quiet=True))

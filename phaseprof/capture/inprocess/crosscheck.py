@@ -23,7 +23,7 @@ import numpy as np
 from phaseprof.capture.inprocess.profile import profile_request
 from phaseprof.capture.inprocess.steps import make_sampling_params, no_gc
 from phaseprof.capture.inprocess.timing import host_ttft_s, metrics_ttft_s, run_requests
-from phaseprof.capture.shared.options import Phase
+from phaseprof.capture.shared.options import CaptureOptions, Hierarchy, Phase
 from phaseprof.capture.shared.prompts import random_prompt
 from phaseprof.capture.shared.timing import TimingStats, summarize
 
@@ -96,8 +96,8 @@ def cross_check(session: Any, lengths: list[int], *, reps: int = 10, warmup: int
         profiled: list[float] = []
         for _ in range(profile_reps):
             with tempfile.TemporaryDirectory(prefix="phaseprof-xcheck-") as work:
-                prof = profile_request(session, phase=Phase.PREFILL, prompt_tokens=n, output_tokens=1, seed=seed,
-                                       profile_decode_steps=None, workdir=Path(work))
+                req = CaptureOptions(phase=Phase.PREFILL, prompt_tokens=n, seed=seed, hierarchy=Hierarchy.OFF)
+                prof = profile_request(session, req, workdir=Path(work))
             if prof.host_s is not None:
                 profiled.append(prof.host_s)
         overhead = float(np.median(profiled)) / float(np.median(ours_host)) if profiled else None

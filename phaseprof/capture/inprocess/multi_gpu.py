@@ -10,7 +10,6 @@ run (per-rank breakdowns, communication, load imbalance). NCCL's NVLink multicas
 
 from __future__ import annotations
 
-import datetime as dt
 import os
 import time
 from dataclasses import replace
@@ -22,19 +21,19 @@ from rich.console import Console
 from phaseprof.capture.inprocess.device import detect_device, versions
 from phaseprof.capture.inprocess.engine import build_plan, engine_arg_fields, explain_engine_error, require_vllm
 from phaseprof.capture.inprocess.models import check_device, check_tokens, default_model_name, resolve_model
-from phaseprof.capture.shared.options import CaptureOptions, EngineOptions, Phase
+from phaseprof.capture.shared.options import CaptureOptions, EngineOptions
 from phaseprof.capture.shared.prompts import random_prompt
+from phaseprof.capture.shared.record import capture_record
 from phaseprof.capture.shared.rundir import (
     make_readable,
     run_dir_name,
     run_directory,
-    tokens_label,
     unique_run_dir,
     utc_stamp,
 )
 from phaseprof.capture.shared.timing import summarize
 from phaseprof.errors import EnvironmentProblem, PhaseprofError
-from phaseprof.records import DeviceRecord, EngineInfo, ModelInfo, ParallelInfo, ProfileInfo, RequestInfo, RunRecord
+from phaseprof.records import DeviceRecord, EngineInfo, ModelInfo, ParallelInfo, ProfileInfo
 
 MULTICAST_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 FLUSH_WAIT_S = 5.0  # workers write their traces asynchronously after stop_profile()
@@ -89,16 +88,16 @@ def capture_parallel(opts: EngineOptions, cap: CaptureOptions, *, tp: int, ep: b
     check_gpus(tp, gpu_count())
     device = detect_device()
     check_device(source, cuda_available=device.kind == "cuda")
-    check_tokens(source, prompt_tokens=cap.tokens, output_tokens=cap.output_tokens, engine_args=opts.engine_args)
+    check_tokens(source, prompt_tokens=cap.prompt_tokens, output_tokens=cap.max_tokens, engine_args=opts.engine_args)
     os.environ.update(MULTICAST_OFF)
     from vllm import LLM, SamplingParams  # noqa: PLC0415
 
     fields = engine_arg_fields()
     plan = build_plan(source, replace(opts, model=name), device=device, fields=fields)
     os.environ.update(plan.env)
-    label = tokens_label(cap.phase.value, cap.tokens, cap.output_tokens)
+    tokens = f"{cap.label}-tp{tp}{'-ep' if ep else ''}"
     final = unique_run_dir(cap.out, run_dir_name(device_slug=f"{device.slug}x{tp}", model_slug=source.slug,
-                                                 phase=cap.phase.value, tokens=f"{label}-tp{tp}{'-ep' if ep else ''}",
+                                                 phase=cap.phase.value, tokens=tokens,
                                                  stamp=utc_stamp()))
     with run_directory(final) as tmp:
         ranks = tmp / "ranks"
@@ -112,8 +111,8 @@ def capture_parallel(opts: EngineOptions, cap: CaptureOptions, *, tp: int, ep: b
             except Exception as e:  # noqa: BLE001
                 raise explain_engine_error(e, plan) from e
             startup_s = time.perf_counter() - t0
-        prompt = {"prompt_token_ids": random_prompt(cap.tokens, vocab_size=source.vocab_size, seed=cap.seed)}
-        n_out = cap.output_tokens if cap.phase is Phase.DECODE else 1
+        prompt = {"prompt_token_ids": random_prompt(cap.prompt_tokens, vocab_size=source.vocab_size, seed=cap.seed)}
+        n_out = cap.max_tokens
         sp = SamplingParams(max_tokens=n_out, ignore_eos=True, detokenize=False, temperature=0.0)
         sp1 = SamplingParams(max_tokens=1, ignore_eos=True, detokenize=False, temperature=0.0)
         _time(llm, prompt, sp, max(cap.warmup, 1))
@@ -133,15 +132,13 @@ def capture_parallel(opts: EngineOptions, cap: CaptureOptions, *, tp: int, ep: b
         if len(traces) != tp:
             raise PhaseprofError(f"vLLM's profiler wrote {len(traces)} rank trace(s), expected {tp}", path=ranks)
         clean_s = (first if full is None else full).median_ms / 1e3
-        RunRecord(
-            created_utc=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), command=list(argv),
-            mode=opts.mode.value, quant=str(opts.quant), ttft_ms=first.median_ms,
+        capture_record(
+            cap, None, argv=argv, mode=opts.mode.value, quant=str(opts.quant), ttft_ms=first.median_ms,
             tpot_ms=timing["tpot"]["median_ms"] if "tpot" in timing else None, versions=versions(),
             device=DeviceRecord(**device.to_dict()), model=ModelInfo.of_source(source),
             model_config=source.hf_config,
             engine=EngineInfo(kwargs={k: v for k, v in kw.items() if k != "profiler_config"}, env=plan.env,
                               notes=list(plan.notes), startup_s=round(startup_s, 3)),
-            request=RequestInfo(phase=cap.phase.value, prompt_tokens=cap.tokens, max_tokens=n_out, seed=cap.seed),
             timing=timing, profile=ProfileInfo(overhead_ratio=profiled_s / clean_s if clean_s > 0 else None,
                                                overhead_definition="profiled / unprofiled host-clock time of "
                                                                    "llm.generate"),

@@ -17,7 +17,7 @@ from phaseprof.capture.inprocess.module_scopes import ModuleScopes
 from phaseprof.capture.inprocess.routing_hook import RoutingRecorder
 from phaseprof.capture.inprocess.steps import DriveResult, StepCounts, StepRecord, drive_requests
 from phaseprof.capture.inprocess.timing import host_ttft_s
-from phaseprof.capture.shared.options import Hierarchy, Phase
+from phaseprof.capture.shared.options import CaptureOptions, Hierarchy, Phase
 from phaseprof.capture.shared.prompts import random_prompt
 
 
@@ -45,17 +45,15 @@ class ProfiledRun:
         return self.first_profiled_step <= index < self.first_profiled_step + self.profiled_steps
 
 
-def profile_request(session: Any, *, phase: Phase, prompt_tokens: int, output_tokens: int, seed: int,
-                    profile_decode_steps: int | None, workdir: Path,
-                    hierarchy: Hierarchy = Hierarchy.OFF, record_routing: bool = True,
-                    concurrency: int = 1, decode_only: bool = False) -> ProfiledRun:
-    """Run the capture's request once under torch.profiler; export the Chrome trace into ``workdir``.
+def profile_request(session: Any, req: CaptureOptions, *, workdir: Path, record_routing: bool = True,
+                    decode_only: bool = False) -> ProfiledRun:
+    """Run the capture's request ``req`` once under torch.profiler; export the Chrome trace into ``workdir``.
 
-    For decode, ``profile_decode_steps`` = k stops the profiler after k decode steps (the prefill step is always
-    profiled); the request still runs to completion unprofiled, so the engine is left clean. ``hierarchy``: how
-    the module tree is recorded (``Hierarchy``; off by default here, ``CaptureOptions`` picks the capture's).
+    For decode, ``req.profile_decode_steps`` = k stops the profiler after k decode steps (the prefill step is always
+    profiled); the request still runs to completion unprofiled, so the engine is left clean. ``req.hierarchy``:
+    how the module tree is recorded (``Hierarchy``).
     ``record_routing``: hook MoE routers for the profiled steps (``capture.routing_hook``; a dense model has none).
-    ``concurrency``: requests added at once (prompt ``i`` seeded ``seed + i``; the engine's ``max_num_seqs`` must
+    ``req.concurrency``: requests added at once (prompt ``i`` seeded ``seed + i``; the engine's ``max_num_seqs`` must
     admit them), so the decode steps run at that batch size (e.g. a decode batch of 64 for the routing of a
     batched decode step). ``decode_only`` (decode): the profiler starts at the first step that runs no prefill,
     so a high-concurrency point's many chunked prefill steps stay out of the trace.
@@ -65,13 +63,13 @@ def profile_request(session: Any, *, phase: Phase, prompt_tokens: int, output_to
 
     cuda = session.device.kind == "cuda"
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
-    max_tokens = 1 if phase is Phase.PREFILL else output_tokens
-    prompts = [random_prompt(prompt_tokens, vocab_size=session.vocab_size, seed=seed + i)
-               for i in range(max(concurrency, 1))]
+    phase, hierarchy = req.phase, req.hierarchy
+    prompts = [random_prompt(req.prompt_tokens, vocab_size=session.vocab_size, seed=req.seed + i)
+               for i in range(max(req.concurrency, 1))]
     prof = profile(activities=activities, profile_memory=True, record_shapes=False,
                    with_stack=hierarchy is Hierarchy.STACK)
     scopes = ModuleScopes()
-    limit = profile_decode_steps if phase is Phase.DECODE and profile_decode_steps is not None else None
+    limit = req.profile_decode_steps if phase is Phase.DECODE else None
     state = {"on": False, "profiled": 0, "decode": 0, "first": 0, "waiting": decode_only and phase is Phase.DECODE}
     routing = RoutingRecorder() if record_routing else None
     if routing is not None and not routing.install(session.llm):
@@ -114,7 +112,7 @@ def profile_request(session: Any, *, phase: Phase, prompt_tokens: int, output_to
     try:
         if not state["waiting"]:
             start(0)
-        drive = drive_requests(session, prompts, max_tokens, step_context=step_context, prefix="p",
+        drive = drive_requests(session, prompts, req.max_tokens, step_context=step_context, prefix="p",
                                after_step=after_step)
     finally:
         stop()

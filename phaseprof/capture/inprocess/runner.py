@@ -5,7 +5,6 @@
 
 from __future__ import annotations
 
-import datetime as dt
 import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -23,24 +22,22 @@ from phaseprof.capture.inprocess.quiet import LOG_NAME, VllmOutput
 from phaseprof.capture.inprocess.routing_hook import METHOD
 from phaseprof.capture.inprocess.start_notice import start_notice
 from phaseprof.capture.inprocess.timing import time_phase
-from phaseprof.capture.shared.options import CaptureOptions, EngineOptions, Hierarchy, Phase
+from phaseprof.capture.shared.options import CaptureOptions, EngineOptions, Hierarchy
 from phaseprof.capture.shared.rundir import (
     analyze_into,
-    command_line,
     make_readable,
     run_dir_name,
-    tokens_label,
     run_directory,
     unique_run_dir,
     utc_stamp,
 )
+from phaseprof.capture.shared.record import capture_record
+from phaseprof.capture.shared.result import CaptureResult
 from phaseprof.capture.shared.timing import PhaseTiming
 from phaseprof.capture.shared.trace_file import DEFAULT_MAX_TRACE_BYTES, TraceFile, finalize_trace
 from phaseprof.pareto.records import AsyncScheduling, to_builtins
-from phaseprof.records import (DeviceRecord, EngineInfo, Headline, ModelInfo, ProfileInfo, RequestInfo, RunRecord,
-                               TraceFileInfo)
+from phaseprof.records import DeviceRecord, EngineInfo, ModelInfo, ProfileInfo, RunRecord, TraceFileInfo
 from phaseprof.routing import RoutingRecord, write_routing
-from phaseprof.safe_text import terminal
 
 
 @dataclass(frozen=True)
@@ -55,7 +52,7 @@ class ServingTiming:
 def async_record(session: EngineSession, marker: PhaseTiming, serving: ServingTiming | None) -> AsyncScheduling:
     """What the timed and the profiled engine ran with; both headline medians and their ratio when the point
     was timed on both."""
-    metric = "tpot" if marker.phase is Phase.DECODE else "ttft"
+    metric = marker.phase.metric
     if serving is None:
         value = session.async_scheduling
         return AsyncScheduling(timed=value, profiled=value, timed_source=f"one engine timed and profiled "
@@ -66,24 +63,6 @@ def async_record(session: EngineSession, marker: PhaseTiming, serving: ServingTi
                            timed_source="vLLM's default (serving engine); profiled on a second engine with "
                                         "async_scheduling=False", metric=metric, serving_timing_ms=s_ms,
                            marker_timing_ms=m_ms, ratio=round(m_ms / s_ms, 4) if s_ms > 0 else None)
-
-
-@dataclass(frozen=True)
-class CaptureResult:
-    """A finished capture.
-
-    ``overhead_ratio`` = profiled / unprofiled host-clock time of the same quantity (TTFT for prefill, per-token
-    decode step time for decode); 1.25 means the profiler made the phase 25% slower.
-    """
-
-    run_dir: Path
-    timing: PhaseTiming
-    profiled: ProfiledRun
-    trace: TraceFile
-    overhead_ratio: float | None
-    breakdown: Any | None
-    breakdown_error: str | None
-    run: dict[str, Any]
 
 
 def open_session(opts: EngineOptions, *, console: Console, stages: Stages | None = None,
@@ -144,12 +123,6 @@ def _steps_json(profiled: ProfiledRun) -> list[dict[str, Any]]:
     return out
 
 
-def _headline(opts: CaptureOptions, timing: PhaseTiming) -> Headline:
-    head = timing.headline
-    return Headline(metric="tpot" if opts.phase is Phase.DECODE else "ttft", median_ms=head.median_ms,
-                    p10_ms=head.p10_ms, p90_ms=head.p90_ms, source=timing.source)
-
-
 def run_record(session: EngineSession, opts: CaptureOptions, timing: PhaseTiming, profiled: ProfiledRun,
                trace: TraceFile, ratio: float | None, argv: list[str] | None,
                serving: ServingTiming | None = None) -> RunRecord:
@@ -161,22 +134,15 @@ def run_record(session: EngineSession, opts: CaptureOptions, timing: PhaseTiming
     timing_doc = shown.to_dict()
     if serving is not None:
         timing_doc["profiled_engine"] = timing.to_dict()
-    return RunRecord(
-        created_utc=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        command=command_line(argv),
+    return capture_record(
+        opts, shown, argv=argv, timing=timing_doc,
         mode=str(session.options.mode), quant=str(session.options.quant),
-        # Clean (profiler-off) medians as plain top-level numbers, the names `phaseprof diff` and the dashboard read.
-        ttft_ms=shown.ttft.median_ms, tpot_ms=shown.tpot.median_ms if shown.tpot else None,
         versions=session.versions, device=DeviceRecord(**session.device.to_dict()),
         model=ModelInfo.of_source(src), model_config=src.hf_config,
         engine=EngineInfo(kwargs=session.plan.kwargs, env=session.plan.env, notes=list(session.plan.notes),
                           startup_s=round(session.startup_s, 3),
                           async_scheduling=to_builtins(async_record(session, timing, serving))),
         vllm_startup_facts=session.facts.to_dict(),
-        request=RequestInfo(phase=str(opts.phase), prompt_tokens=opts.tokens, max_tokens=opts.max_tokens,
-                            concurrency=opts.concurrency, seed=opts.seed),
-        headline=_headline(opts, shown),
-        timing=timing_doc,
         profile=ProfileInfo(
             profiled_steps=profiled.profiled_steps,
             host_ms=None if profiled.host_s is None else round(profiled.host_s * 1e3, 4),
@@ -197,14 +163,10 @@ def trace_metadata(session: EngineSession, opts: CaptureOptions, timing: PhaseTi
                    ratio: float | None) -> dict[str, Any]:
     """What the trace itself says about its capture (top-level ``phaseprof`` key of trace.json.gz):
     ``RunRecord.embedded``. ``timing``: the headline timing (the serving engine's when there is one)."""
-    rec = RunRecord(
-        mode=str(session.options.mode), quant=str(session.options.quant), versions=session.versions,
-        device=DeviceRecord(**session.device.to_dict()), model=ModelInfo(name=session.source.name),
-        request=RequestInfo(phase=str(opts.phase), prompt_tokens=opts.tokens, max_tokens=opts.max_tokens,
-                            concurrency=opts.concurrency),
-        headline=_headline(opts, timing),
-        ttft_ms=timing.ttft.median_ms, tpot_ms=timing.tpot.median_ms if timing.tpot else None,
-        profile=ProfileInfo(hierarchy=str(opts.hierarchy)))
+    rec = capture_record(opts, timing, argv=None, mode=str(session.options.mode),
+                         quant=str(session.options.quant), versions=session.versions,
+                         device=DeviceRecord(**session.device.to_dict()), model=ModelInfo(name=session.source.name),
+                         profile=ProfileInfo(hierarchy=str(opts.hierarchy)))
     return rec.embedded(ratio)
 
 
@@ -236,20 +198,14 @@ def capture_phase(session: EngineSession, opts: CaptureOptions, *, console: Cons
     headline; this engine's timing is kept beside it, with the ratio); ``decode_only``: see ``profile_request``.
     """
     stages = stages or quiet_stages()
-    stages.prefix = f"{opts.phase} {tokens_label(str(opts.phase), opts.tokens, opts.output_tokens)}: "
-    timing = time_phase(session, phase=opts.phase, prompt_tokens=opts.tokens, output_tokens=opts.output_tokens,
-                        reps=opts.reps, warmup=opts.warmup, seed=opts.seed, stages=stages,
-                        concurrency=opts.concurrency)
+    stages.prefix = f"{opts.phase} {opts.label}: "
+    timing = time_phase(session, opts, stages=stages)
     final = run_dir or unique_run_dir(opts.out, run_dir_name(
         device_slug=session.device.slug, model_slug=session.source.slug, phase=str(opts.phase),
-        tokens=tokens_label(str(opts.phase), opts.tokens, opts.output_tokens), stamp=utc_stamp()))
+        tokens=opts.label, stamp=utc_stamp()))
     with tempfile.TemporaryDirectory(prefix="phaseprof-raw-") as work, run_directory(final) as tmp:
         with stages.stage("profiled request (torch.profiler, one marker per engine step)"):
-            profiled = profile_request(session, phase=opts.phase, prompt_tokens=opts.tokens,
-                                       output_tokens=opts.output_tokens, seed=opts.seed,
-                                       profile_decode_steps=opts.profile_decode_steps, workdir=Path(work),
-                                       hierarchy=opts.hierarchy, concurrency=opts.concurrency,
-                                       decode_only=decode_only)
+            profiled = profile_request(session, opts, workdir=Path(work), decode_only=decode_only)
             ratio = overhead_ratio(timing, profiled)
         with stages.stage("trace export (trim, gzip)"):
             trace = finalize_trace(profiled.raw_trace, tmp / "trace.json.gz",
@@ -268,34 +224,8 @@ def capture_phase(session: EngineSession, opts: CaptureOptions, *, console: Cons
             vllm_log.copy_into(tmp)
             rec = replace(rec, vllm_log=LOG_NAME)
         rec.write(tmp / "run.json")
-        run = rec.to_dict()
         make_readable(tmp)
     stages.prefix = ""
-    return CaptureResult(run_dir=final, timing=serving.timing if serving else timing, profiled=profiled,
-                         trace=replace(trace, path=final / trace.path.name),
-                         overhead_ratio=ratio, breakdown=bd, breakdown_error=err, run=run)
-
-
-def print_headline(result: CaptureResult, console: Console) -> None:
-    """The clean number, its spread and source, and the profiler overhead."""
-    t = result.timing
-    h = t.headline
-    metric = "TPOT" if t.phase is Phase.DECODE else "TTFT"
-    src = "vLLM request metrics" if t.source == "vllm_request_metrics" else "host clock"
-    console.print(
-        f"[bold]{metric} {h.median_ms:.2f} ms[/] (p10 {h.p10_ms:.2f}, p90 {h.p90_ms:.2f}; {t.reps} reps, {src})"
-        + (f"  ·  TTFT {t.ttft.median_ms:.2f} ms" if t.phase is Phase.DECODE else "")
-    )
-    a = (result.run.get("engine") or {}).get("async_scheduling") or {}
-    if a.get("ratio") is not None:
-        console.print(f"timed with vLLM's serving defaults (async scheduling {'on' if a['timed'] else 'off'}); the "
-                      f"profiled engine (async scheduling off) times it at {a['marker_timing_ms']:.2f} ms, "
-                      f"×{a['ratio']:.2f}")
-    elif a.get("refused"):
-        console.print(f"[dim]{terminal(a['refused'])}[/]")
-    if result.overhead_ratio is not None:
-        console.print(f"profiler overhead ×{result.overhead_ratio:.2f} (profiled / unprofiled host time); "
-                      f"{result.profiled.profiled_steps} profiled steps, trace {result.trace.gz_bytes / 1e6:.2f} MB")
-    if result.breakdown_error:
-        console.print(f"[yellow]no breakdown:[/] {result.breakdown_error}")
-    console.print(f"run directory: {result.run_dir}")
+    return CaptureResult(run_dir=final, record=rec, timing=serving.timing if serving else timing,
+                         overhead_ratio=ratio, breakdowns={} if bd is None else {0: bd}, breakdown_error=err,
+                         run=rec.to_dict())

@@ -17,9 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
-from rich import box
 from rich.console import Console
-from rich.table import Table
 
 from phaseprof.capture.inprocess.engine import EngineSession, explain_engine_error
 from phaseprof.capture.inprocess.runner import ServingTiming, capture_phase
@@ -35,7 +33,6 @@ from phaseprof.capture.shared.rundir import (
 )
 from phaseprof.capture.shared.sweep import (
     DecodePoint,
-    PrefillPoint,
     SweepSpec,
     decode_plot_spec,
     prefill_plot_spec,
@@ -135,10 +132,11 @@ def _profiles(session: EngineSession, req: SweepRequest, tmp: Path, console: Con
         if req.deadline is not None and time.monotonic() > req.deadline:
             out[str(n)] = {"skipped": "deadline"}
             continue
-        opts = CaptureOptions(phase=Phase.PREFILL, tokens=n, reps=sp.reps, warmup=sp.warmup, seed=sp.seed, out=tmp)
+        opts = CaptureOptions(phase=Phase.PREFILL, prompt_tokens=n, reps=sp.reps, warmup=sp.warmup, seed=sp.seed,
+                              out=tmp)
         res = capture_phase(session, opts, console=console, argv=argv, run_dir=tmp / f"profile-{n}")
         out[str(n)] = {"dir": f"profile-{n}", "overhead_ratio": res.overhead_ratio,
-                       "breakdown": res.run["breakdown"], "breakdown_error": res.breakdown_error}
+                       "breakdown": res.record.breakdown, "breakdown_error": res.breakdown_error}
     return out
 
 
@@ -158,7 +156,7 @@ def _decode_profiles(session: EngineSession, req: SweepRequest, points: list[Dec
         serving = None
         if point is not None and point.timing is not None and session.async_scheduling != timed_async:
             serving = ServingTiming(point.timing, timed_async)
-        opts = CaptureOptions(phase=Phase.DECODE, tokens=sp.prompt_tokens, output_tokens=sp.output_tokens,
+        opts = CaptureOptions(phase=Phase.DECODE, prompt_tokens=sp.prompt_tokens, output_tokens=sp.output_tokens,
                               reps=sp.reps, warmup=sp.warmup, seed=sp.seed, out=tmp, concurrency=c,
                               profile_decode_steps=req.profile_steps)
         try:
@@ -169,35 +167,9 @@ def _decode_profiles(session: EngineSession, req: SweepRequest, points: list[Dec
             out[str(c)] = {"error": str(err)}
             continue
         out[str(c)] = {"dir": f"profile-c{c}", "overhead_ratio": res.overhead_ratio,
-                       "breakdown": res.run["breakdown"], "breakdown_error": res.breakdown_error,
-                       "async_scheduling": res.run["engine"]["async_scheduling"]}
+                       "breakdown": res.record.breakdown, "breakdown_error": res.breakdown_error,
+                       "async_scheduling": res.record.engine.async_scheduling}
     return out
 
 
-def print_sweep(doc: dict[str, Any], console: Console) -> None:
-    """The sweep's table (one row per point)."""
-    table = Table(title=f"{doc['phase']} sweep · {doc['model']['name']} · {doc['device']['name']}")
-    if doc["phase"] == "prefill":
-        for col in ("prompt tokens", "TTFT median ms", "p10", "p90", "source"):
-            table.add_column(col, justify="right")
-        for p in doc["points"]:
-            t = p["ttft"]
-            table.add_row(str(p["prompt_tokens"]), f"{t['median_ms']:.2f}", f"{t['p10_ms']:.2f}",
-                          f"{t['p90_ms']:.2f}", p["source"])
-    else:
-        # the eight columns fit 80 terminal columns without a grid
-        table.box, table.padding, table.pad_edge = box.SIMPLE_HEAD, (0, 1), False
-        table.caption = "t/s: tokens/s (out: per round; dec: c / TPOT; per GPU: total tokens; per user: 1 / TPOT)"
-        for col in ("c", "TPOT ms", "p10", "p90", "out t/s", "dec t/s", "t/s/GPU", "t/s/user"):
-            table.add_column(col, justify="right", no_wrap=True)
-        for p in doc["points"]:
-            t = p["tpot"]
-            s = p.get("serving") or {}  # absent in sweeps recorded before serving metrics
-            table.add_row(str(p["concurrency"]), f"{t['median_ms']:.2f}", f"{t['p10_ms']:.2f}",
-                          f"{t['p90_ms']:.2f}", f"{p['output_tok_per_s']['median']:.1f}",
-                          f"{p['decode_tok_per_s']:.1f}",
-                          f"{s['tps_per_gpu']:.1f}" if s else "-", f"{s['tps_per_user']:.1f}" if s else "-")
-    console.print(table)
-
-
-__all__ = ["DecodePoint", "PrefillPoint", "SweepRequest", "SweepSpec", "print_sweep", "run_sweep"]
+__all__ = ["SweepRequest", "run_sweep"]

@@ -17,7 +17,7 @@ import numpy as np
 
 from phaseprof.capture.inprocess.progress import Stages, quiet_stages
 from phaseprof.capture.inprocess.steps import DriveResult, RequestRecord, drive_requests, no_gc
-from phaseprof.capture.shared.options import Phase
+from phaseprof.capture.shared.options import CaptureOptions, Phase
 from phaseprof.capture.shared.prompts import random_prompt
 from phaseprof.capture.shared.timing import PhaseTiming, summarize
 
@@ -68,20 +68,18 @@ def run_requests(session: object, *, prompt_tokens: int, max_tokens: int, n: int
     return out
 
 
-def time_phase(session: object, *, phase: Phase, prompt_tokens: int, output_tokens: int, reps: int, warmup: int,
-               seed: int = 0, stages: Stages | None = None, concurrency: int = 1) -> PhaseTiming:
-    """Warm up, then time ``reps`` rounds of ``concurrency`` requests without the profiler (``stages``:
+def time_phase(session: object, req: CaptureOptions, *, stages: Stages | None = None) -> PhaseTiming:
+    """Warm up, then time ``req.reps`` rounds of ``req.concurrency`` requests without the profiler (``stages``:
     progress display)."""
-    max_tokens = 1 if phase is Phase.PREFILL else output_tokens
     stages = stages or quiet_stages()
-    with stages.stage("warm-up requests", total=warmup) as update:
-        run_requests(session, prompt_tokens=prompt_tokens, max_tokens=max_tokens, n=warmup, seed=seed, prefix="w",
-                     concurrency=concurrency, on_done=lambda k: update(done=k))
-    with stages.stage("timed requests (no profiler)", total=reps) as update:
-        runs = run_requests(session, prompt_tokens=prompt_tokens, max_tokens=max_tokens, n=reps, seed=seed,
-                            concurrency=concurrency, on_done=lambda k: update(done=k))
-    return timing_from_runs(runs, phase=phase, prompt_tokens=prompt_tokens, output_tokens=max_tokens,
-                            warmup=warmup)
+    with stages.stage("warm-up requests", total=req.warmup) as update:
+        run_requests(session, prompt_tokens=req.prompt_tokens, max_tokens=req.max_tokens, n=req.warmup,
+                     seed=req.seed, prefix="w", concurrency=req.concurrency, on_done=lambda k: update(done=k))
+    with stages.stage("timed requests (no profiler)", total=req.reps) as update:
+        runs = run_requests(session, prompt_tokens=req.prompt_tokens, max_tokens=req.max_tokens, n=req.reps,
+                            seed=req.seed, concurrency=req.concurrency, on_done=lambda k: update(done=k))
+    return timing_from_runs(runs, phase=req.phase, prompt_tokens=req.prompt_tokens, output_tokens=req.max_tokens,
+                            warmup=req.warmup)
 
 
 def timing_from_runs(runs: list[DriveResult], *, phase: Phase, prompt_tokens: int, output_tokens: int,

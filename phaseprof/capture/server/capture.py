@@ -13,7 +13,6 @@ there (``capture/server/ray_nodes.py``): ``ranks/`` holds this node's only, plus
 from __future__ import annotations
 
 import dataclasses
-import datetime as dt
 import gzip
 import shutil
 import tempfile
@@ -48,21 +47,20 @@ from phaseprof.capture.server.traces import (
 )
 from phaseprof.capture.shared.options import CaptureOptions, Phase
 from phaseprof.capture.shared.rundir import (
-    RUN_SCHEMA_VERSION,
     analyze_into,
     in_final_place,
-    command_line,
     make_readable,
     run_dir_name,
-    tokens_label,
     run_directory,
     unique_run_dir,
     utc_stamp,
 )
+from phaseprof.capture.shared.record import capture_record
+from phaseprof.capture.shared.result import CaptureResult
 from phaseprof.capture.shared.timing import PhaseTiming
 from phaseprof.capture.shared.trace_file import DEFAULT_MAX_TRACE_BYTES, finalize_trace
 from phaseprof.errors import PhaseprofError
-from phaseprof.records import Headline, ModelInfo, RequestInfo, RunRecord, ServerRecord
+from phaseprof.records import ModelInfo, RunRecord, ServerRecord
 
 #: Requests one capture may send in all (warm-up + reps + profiled rounds, times concurrency).
 MAX_REQUESTS = 1000
@@ -79,33 +77,16 @@ class ServerTarget:
 
 @dataclass(frozen=True)
 class ServerCapture:
-    """One capture (``capture``: phase, tokens, reps, warm-up, seed, out, as in-process) on ``server``.
-    ``concurrency`` requests run at once in every round (the timed ones and the profiled one); the new rank
-    traces are collected from ``trace_dir`` (the server's torch_profiler_dir as seen from here), waiting at
-    most ``trace_wait_s`` after ``/stop_profile``."""
+    """One capture request (``capture``, as in-process; its ``concurrency`` requests run at once in every round,
+    the timed ones and the profiled one) on ``server``. The new rank traces are collected from ``trace_dir`` (the
+    server's torch_profiler_dir as seen from here), waiting at most ``trace_wait_s`` after ``/stop_profile``."""
 
     capture: CaptureOptions
     server: ServerTarget
     trace_dir: Path
-    concurrency: int = 1
     trace_wait_s: float = 120.0
     max_trace_bytes: int = DEFAULT_MAX_TRACE_BYTES
     ray: str | None = None  # a Ray cluster's address: collect from every node of it (capture/server/ray_nodes.py)
-
-
-@dataclass(frozen=True)
-class ServerCaptureResult:
-    run_dir: Path
-    info: ServerInfo
-    timing: PhaseTiming
-    profiled_ms: float | None
-    overhead_ratio: float | None
-    collected: Collected
-    breakdowns: dict[int, Any]
-    breakdown_error: str | None
-    warnings: tuple[str, ...]
-    run: dict[str, Any]
-    rank_summary: Any = None  # scale.ranks.RankSummary when several ranks were analysed (multirank.json's)
 
 
 def connect(url: str, *, timeout_s: float, max_requests: int = MAX_REQUESTS) -> tuple[ServerClient, ServerInfo]:
@@ -139,7 +120,7 @@ def _plain_trace(src: Path, work: Path) -> Path:
 
 
 def capture_from_server(req: ServerCapture, *, console: Console, argv: list[str] | None = None
-                        ) -> ServerCaptureResult:
+                        ) -> CaptureResult:
     """Run the whole capture (see the module docstring) and return what was written."""
     c, target = req.capture, req.server
     if req.ray is not None:
@@ -151,28 +132,27 @@ def capture_from_server(req: ServerCapture, *, console: Console, argv: list[str]
         trace_dir = req.trace_dir
     else:
         trace_dir = trace_dir_or_error(req.trace_dir)
-    n_requests = (c.warmup + c.reps + 1) * req.concurrency
+    n_requests = (c.warmup + c.reps + 1) * c.concurrency
     if n_requests > MAX_REQUESTS:
         raise PhaseprofError(f"(warmup + reps + 1) x concurrency = {n_requests} requests exceeds the limit of "
                              f"{MAX_REQUESTS}; use fewer --reps or lower --concurrency")
     client, info = connect(target.url, timeout_s=target.timeout_s, max_requests=n_requests)
     check_profiling(info)
-    check_length(info, prompt_tokens=c.tokens, output_tokens=c.max_tokens)
+    check_length(info, prompt_tokens=c.prompt_tokens, output_tokens=c.max_tokens)
     vocab = info.vocab_size or FALLBACK_VOCAB
-    plan = RequestPlan(model=info.model_id, prompt_tokens=c.tokens, max_tokens=c.max_tokens,
+    plan = RequestPlan(model=info.model_id, prompt_tokens=c.prompt_tokens, max_tokens=c.max_tokens,
                        vocab_size=vocab, seed=c.seed)
-    label = tokens_label(str(c.phase), c.tokens, c.max_tokens)
-    what = f"{c.phase} {label} x{req.concurrency}"
+    what = f"{c.phase} {c.label} x{c.concurrency}"
     with console.status(f"Timing {what} on {info.url}: {c.warmup} warm-up + {c.reps} rounds (no profiler)"):
-        run_rounds(client, plan, rounds=c.warmup, concurrency=req.concurrency)
-        rounds = run_rounds(client, plan, rounds=c.reps, concurrency=req.concurrency)
-    timing = timing_from_streams(rounds, phase=c.phase, prompt_tokens=c.tokens, output_tokens=c.max_tokens,
+        run_rounds(client, plan, rounds=c.warmup, concurrency=c.concurrency)
+        rounds = run_rounds(client, plan, rounds=c.reps, concurrency=c.concurrency)
+    timing = timing_from_streams(rounds, phase=c.phase, prompt_tokens=c.prompt_tokens, output_tokens=c.max_tokens,
                                  warmup=c.warmup)
     collect = _Collector(req.ray, trace_dir)
     with console.status(f"Profiling {what} (the server's own profiler)") as status:
         _post_profile(client, "/start_profile", info, target.timeout_s)
         try:
-            profiled = run_round(client, plan, req.concurrency)
+            profiled = run_round(client, plan, c.concurrency)
         finally:
             status.update("Stopping the profiler (the server writes its traces now)")
             stop_sent = time.time_ns()  # this capture's traces are exported while /stop_profile runs
@@ -189,14 +169,10 @@ def capture_from_server(req: ServerCapture, *, console: Console, argv: list[str]
     clean_ms = timing.headline.median_ms
     ratio = prof_ms / clean_ms if prof_ms is not None and clean_ms > 0 else None
     final = unique_run_dir(c.out, run_dir_name(device_slug="server", model_slug=info.model_slug,
-                                               phase=str(c.phase), tokens=label, stamp=utc_stamp()))
-    meta = RunRecord(  # what the traces embed: RunRecord.embedded, the server's subset
-        source="server", server=ServerRecord(url=info.url), model=ModelInfo(name=info.model_id),
-        request=RequestInfo(phase=str(c.phase), prompt_tokens=c.tokens, max_tokens=c.max_tokens,
-                            concurrency=req.concurrency),
-        versions={"vllm": info.version}, ttft_ms=timing.ttft.median_ms,
-        tpot_ms=timing.tpot.median_ms if timing.tpot else None,
-        headline=Headline(metric=_metric(c.phase), median_ms=clean_ms, source=CLIENT_CLOCK)).embedded()
+                                               phase=str(c.phase), tokens=c.label, stamp=utc_stamp()))
+    meta = capture_record(  # what the traces embed: RunRecord.embedded, the server's subset
+        c, timing, argv=argv, clock=CLIENT_CLOCK, source="server", server=ServerRecord(url=info.url),
+        model=ModelInfo(name=info.model_id), versions={"vllm": info.version}).embedded()
     with run_directory(final) as tmp:
         with console.status("Analyzing the rank traces"):
             if collect.remote_ranks():
@@ -210,11 +186,10 @@ def capture_from_server(req: ServerCapture, *, console: Console, argv: list[str]
         rec = _run_json(req, info, timing, prof_ms, ratio, collected, other, trace_doc, breakdowns, err, warnings,
                         client.sent, argv)
         rec.write(tmp / "run.json")
-        run = rec.to_dict()
         make_readable(tmp)
-    return ServerCaptureResult(run_dir=final, info=info, timing=timing, profiled_ms=prof_ms, overhead_ratio=ratio,
-                               collected=collected, breakdowns=breakdowns, breakdown_error=err,
-                               warnings=tuple(warnings), run=run, rank_summary=ranks.summary)
+    return CaptureResult(run_dir=final, record=rec, timing=timing, overhead_ratio=ratio, breakdowns=breakdowns,
+                         breakdown_error=err, warnings=tuple(warnings), rank_summary=ranks.summary,
+                         run=rec.to_dict())
 
 
 class _Collector:
@@ -319,10 +294,6 @@ def write_rank_traces(tmp: Path, final: Path, rank_files: list[tuple[int, Path]]
     return RankTraces(breakdowns, err, trace_doc, tuple(warnings), summary)
 
 
-def _metric(phase: Phase) -> str:
-    return "tpot" if phase is Phase.DECODE else "ttft"
-
-
 def _analyze_ranks(rank_files: list[tuple[int, Path]], tmp: Path, final: Path) -> tuple[Any, str | None]:
     """Copy the rank traces into ``tmp/ranks`` and analyse them as ``phaseprof analyze`` does: the summary
     (None and why on failure), naming the traces under ``final``; each rank's breakdown and
@@ -351,37 +322,21 @@ def _run_json(req: ServerCapture, info: ServerInfo, timing: PhaseTiming, prof_ms
               ratio: float | None, collected: Collected, other: list[Path], trace_doc: dict[str, Any],
               breakdowns: dict[int, Any], err: str | None, warnings: list[str], sent: int,
               argv: list[str] | None) -> RunRecord:
-    """The run's record (docs/capture.md, "Live server"): the in-process ``RunRecord``, plus what only a server
-    run has (``source``, ``server``, ``requests_sent``, ``vocab_size``, ``rank_breakdowns``, ``warnings``)."""
-    head, c = timing.headline, req.capture
+    """The run's record (docs/capture.md, "Live server"): the one capture record (``capture_record``), plus what
+    only a server run has (``source``, ``server``, ``requests_sent``, ``vocab_size``, ``rank_breakdowns``,
+    ``warnings``). The server's own parts (its answers, the traces' facts) are read typed by ``RunRecord``."""
+    c = req.capture
     first = next(iter(breakdowns.values()), None)
     gpu = getattr(getattr(first, "trace", None), "gpu_name", None)
     platform = getattr(getattr(first, "trace", None), "platform", None)
     multi = bool(breakdowns) and not err and "file" not in trace_doc
-    doc = {
-        "schema_version": RUN_SCHEMA_VERSION, "kind": "capture", "source": "server",
-        "created_utc": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        "command": command_line(argv),
+    parts = RunRecord.from_dict({
         "server": {**info.to_dict(), "trace_dir": str(req.trace_dir)},
-        "versions": {"vllm": info.version, "phaseprof": __version__},
-        "mode": info.mode,
-        "ttft_ms": timing.ttft.median_ms, "tpot_ms": timing.tpot.median_ms if timing.tpot else None,
         "device": {"kind": platform, "name": gpu or platform},
-        "model": {"name": info.model_id, "kind": "server", "path": info.root,
-                  "architecture": info.architecture},
-        "model_config": info.hf_config,  # as the server reports it: speed of light needs no --model-config
-        "request": {"phase": str(c.phase), "prompt_tokens": c.tokens, "max_tokens": c.max_tokens,
-                    "concurrency": req.concurrency, "seed": c.seed,
-                    "prompt": "random token ids, one seeded prompt per request (seed + request index), so no "
-                              "request hits the prefix cache of an earlier one"
-                              + ("" if info.vocab_size else f"; ids below {FALLBACK_VOCAB} (vocabulary unknown)")},
-        "headline": {"metric": _metric(c.phase), "median_ms": head.median_ms, "p10_ms": head.p10_ms,
-                     "p90_ms": head.p90_ms, "source": CLIENT_CLOCK},
-        "timing": timing.to_dict(),
-        "requests_sent": sent,
+        "model": {"name": info.model_id, "kind": "server", "path": info.root, "architecture": info.architecture},
         "profile": {
             "profiler": "the server's own (--profiler-config), one trace per rank",
-            "profiled_requests": req.concurrency,
+            "profiled_requests": c.concurrency,
             "profiled_median_ms": None if prof_ms is None else round(prof_ms, 4),
             "overhead_ratio": None if ratio is None else round(ratio, 4),
             "overhead_definition": "profiled / clean median of the headline metric, client clock",
@@ -392,33 +347,16 @@ def _run_json(req: ServerCapture, info: ServerInfo, timing: PhaseTiming, prof_ms
             "note": "other clients' requests during the profiled round would appear in the trace too",
         },
         "trace": trace_doc,
-        "breakdown": None if err or not breakdowns or multi else "breakdown.json",
-        "breakdown_error": err,
-        "vocab_size": info.vocab_size or FALLBACK_VOCAB,
-        "warnings": warnings,
-    }
-    if multi:
-        doc["rank_breakdowns"] = [f"rank{r}.breakdown.json" for r in sorted(breakdowns)]
-    return RunRecord.from_dict(doc, source="run.json")
-
-
-def print_server_headline(res: ServerCaptureResult, console: Console) -> None:
-    """The clean number and spread, the profiled one, the traces and where the run went."""
-    t = res.timing
-    h = t.headline
-    metric = _metric(t.phase).upper()
-    console.print(f"[bold]{metric} {h.median_ms:.2f} ms[/] (p10 {h.p10_ms:.2f}, p90 {h.p90_ms:.2f}; "
-                  f"{t.reps} rounds, client clock)"
-                  + (f"  ·  TTFT {t.ttft.median_ms:.2f} ms" if t.phase is Phase.DECODE else ""))
-    if res.overhead_ratio is not None:
-        n_ranks = sum(1 for r in res.collected.ranks if r is not None)
-        other = len(res.collected.files) - n_ranks
-        console.print(f"profiler overhead ×{res.overhead_ratio:.2f}; {n_ranks} rank trace(s)"
-                      + (f" (+{other} front-end)" if other else "") + f" complete after {res.collected.waited_s:.1f} s")
-    for loc in (res.run.get("trace") or {}).get("rank_locations") or []:
-        if loc["stayed_on_node"]:
-            console.print(f"rank {loc['rank']}: analysed on {loc['host']} (Ray node {loc['node_id'][:8]}), its trace "
-                          f"stays there: {loc['path']}", markup=False, highlight=False, soft_wrap=True)
-    for w in res.warnings:
-        console.print(f"[yellow]warning:[/] {w}", soft_wrap=True)
-    console.print(f"run directory: {res.run_dir}")
+    }, source="run.json")
+    return capture_record(
+        c, timing, argv=argv, clock=CLIENT_CLOCK,
+        prompt="random token ids, one seeded prompt per request (seed + request index), so no request hits the "
+               "prefix cache of an earlier one"
+               + ("" if info.vocab_size else f"; ids below {FALLBACK_VOCAB} (vocabulary unknown)"),
+        source="server", server=parts.server, versions={"vllm": info.version, "phaseprof": __version__},
+        mode=info.mode, device=parts.device, model=parts.model,
+        model_config=info.hf_config,  # as the server reports it: speed of light needs no --model-config
+        requests_sent=sent, profile=parts.profile, trace=parts.trace,
+        breakdown=None if err or not breakdowns or multi else "breakdown.json", breakdown_error=err,
+        vocab_size=info.vocab_size or FALLBACK_VOCAB, warnings=warnings,
+        rank_breakdowns=[f"rank{r}.breakdown.json" for r in sorted(breakdowns)] if multi else None)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -59,12 +60,8 @@ def capture_server(capture: CaptureOptions, *, server: str, trace_dir: Path | No
     """``phaseprof capture --server``: check, time, profile, collect, analyse, print. ``capture``: the same
     options an in-process capture takes (``CaptureOptions.of``); ``ray``: a Ray cluster's address, to collect
     from every node of it."""
-    from phaseprof.capture.server.capture import (  # noqa: PLC0415
-        ServerCapture,
-        ServerTarget,
-        capture_from_server,
-        print_server_headline,
-    )
+    from phaseprof.capture.server.capture import ServerCapture, ServerTarget, capture_from_server  # noqa: PLC0415
+    from phaseprof.capture.shared.result import print_headline  # noqa: PLC0415
 
     if trace_dir is None:
         raise PhaseprofError("--server needs --trace-dir (the server's torch_profiler_dir, as seen from here)")
@@ -76,10 +73,10 @@ def capture_server(capture: CaptureOptions, *, server: str, trace_dir: Path | No
     check_request_timeout(timeout_s)
     if not trace_wait_s > 0:  # also NaN
         raise PhaseprofError(f"--trace-wait must be more than 0 seconds, got {trace_wait_s}")
-    req = ServerCapture(capture=capture, server=ServerTarget(server, timeout_s=timeout_s), trace_dir=trace_dir,
-                        concurrency=concurrency, ray=ray, trace_wait_s=trace_wait_s)
+    req = ServerCapture(capture=replace(capture, concurrency=concurrency), trace_dir=trace_dir, ray=ray,
+                        server=ServerTarget(server, timeout_s=timeout_s), trace_wait_s=trace_wait_s)
     res = capture_from_server(req, console=console, argv=server_argv(argv, phase=capture.phase))
-    print_server_headline(res, console)
+    print_headline(res, console)
     if res.breakdown_error or not res.breakdowns:  # the run directory keeps the traces; the capture failed
         raise PhaseprofError(f"no breakdown: {res.breakdown_error or 'no rank trace was analysed'} (the traces "
                              "and run.json are kept there)", path=res.run_dir)
@@ -97,7 +94,7 @@ def sweep_server(spec: SweepSpec, *, server: str, timeout_s: float, console: Con
     """``phaseprof sweep --server``: TTFT per length or TPOT per concurrency against the live server."""
     from phaseprof.capture.server.capture import ServerTarget  # noqa: PLC0415
     from phaseprof.capture.server.sweep import ServerSweep, run_server_sweep  # noqa: PLC0415
-    from phaseprof.capture.inprocess.sweep_dir import print_sweep  # noqa: PLC0415
+    from phaseprof.capture.shared.sweep import print_sweep  # noqa: PLC0415
 
     check_request_timeout(timeout_s)
     req = ServerSweep(spec=spec, server=ServerTarget(server, timeout_s=timeout_s))

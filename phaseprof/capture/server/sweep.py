@@ -71,7 +71,7 @@ def run_server_sweep(req: ServerSweep, *, console: Console, argv: list[str] | No
                              "use fewer points or --reps")
     client, info = connect(req.server.url, timeout_s=req.server.timeout_s, max_requests=n)
     longest = max(sp.lengths) if sp.phase is Phase.PREFILL else sp.prompt_tokens
-    check_length(info, prompt_tokens=longest, output_tokens=1 if sp.phase is Phase.PREFILL else sp.output_tokens)
+    check_length(info, prompt_tokens=longest, output_tokens=sp.phase.max_tokens(sp.output_tokens))
     vocab = info.vocab_size or FALLBACK_VOCAB
     deadline = None if req.budget_s is None else time.monotonic() + req.budget_s
     doc: dict[str, Any] = {

@@ -21,6 +21,17 @@ class Phase(str, Enum):
     def __str__(self) -> str:
         return self.value
 
+    def max_tokens(self, output_tokens: int) -> int:
+        """Tokens a request of this phase generates (``SamplingParams.max_tokens``): 1 for prefill (the first
+        token ends it), ``output_tokens`` for decode."""
+        return 1 if self is Phase.PREFILL else output_tokens
+
+    @property
+    def metric(self) -> str:
+        """The headline metric of this phase: ``ttft`` for prefill, ``tpot`` (time per output token after the
+        first) for decode."""
+        return "ttft" if self is Phase.PREFILL else "tpot"
+
 
 class Mode(str, Enum):
     """``eager``: ``enforce_eager=True`` (every kernel launched from Python). ``graph``: torch.compile + CUDA graphs."""
@@ -86,7 +97,8 @@ class EngineOptions:
 
 @dataclass(frozen=True)
 class CaptureOptions:
-    """One capture: ``tokens`` prompt tokens; decode adds ``output_tokens`` generated tokens (prefill generates 1).
+    """One capture request, passed whole down either capture path: ``prompt_tokens``; decode adds
+    ``output_tokens`` generated tokens (prefill generates 1: ``Phase.max_tokens``).
 
     ``reps`` unprofiled timed requests follow ``warmup`` untimed ones; then one profiled request.
     ``profile_decode_steps`` limits how many decode steps run under the profiler (None = all of them).
@@ -95,7 +107,7 @@ class CaptureOptions:
     """
 
     phase: Phase
-    tokens: int
+    prompt_tokens: int
     output_tokens: int = 1
     reps: int = 5
     warmup: int = 2
@@ -108,17 +120,24 @@ class CaptureOptions:
     @property
     def max_tokens(self) -> int:
         """``SamplingParams.max_tokens`` of the request: 1 for prefill (the first token ends it), N for decode."""
-        return 1 if self.phase is Phase.PREFILL else self.output_tokens
+        return self.phase.max_tokens(self.output_tokens)
+
+    @property
+    def label(self) -> str:
+        """The request in a run directory's name: ``4096`` for prefill; ``128in-32out`` for decode."""
+        if self.phase is Phase.PREFILL:
+            return str(self.prompt_tokens)
+        return f"{self.prompt_tokens}in-{self.output_tokens}out"
 
     @classmethod
-    def of(cls, phase: Phase, tokens: int, *, output_tokens: int, reps: int, warmup: int, seed: int = 0,
+    def of(cls, phase: Phase, prompt_tokens: int, *, output_tokens: int, reps: int, warmup: int, seed: int = 0,
            out: Path = Path("runs"), profile_decode_steps: int | None = None,
-           hierarchy: Hierarchy = DEFAULT_HIERARCHY) -> CaptureOptions:
+           hierarchy: Hierarchy = DEFAULT_HIERARCHY, concurrency: int = 1) -> CaptureOptions:
         """One capture from the CLI's options, in-process or on a server: prefill generates 1 token whatever
         ``output_tokens`` says; a negative ``warmup`` means none."""
-        return cls(phase=phase, tokens=tokens, output_tokens=output_tokens if phase is Phase.DECODE else 1,
+        return cls(phase=phase, prompt_tokens=prompt_tokens, output_tokens=phase.max_tokens(output_tokens),
                    reps=reps, warmup=max(warmup, 0), seed=seed, profile_decode_steps=profile_decode_steps, out=out,
-                   hierarchy=hierarchy)
+                   hierarchy=hierarchy, concurrency=concurrency)
 
 
 _ARG_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")

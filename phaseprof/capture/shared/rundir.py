@@ -35,11 +35,6 @@ def utc_stamp(now: dt.datetime | None = None) -> str:
     return now.strftime("%Y%m%dT%H%M%SZ")
 
 
-def tokens_label(phase: str, prompt_tokens: int, output_tokens: int) -> str:
-    """``4096`` for prefill; ``128in-32out`` for decode."""
-    return str(prompt_tokens) if phase == "prefill" else f"{prompt_tokens}in-{output_tokens}out"
-
-
 def run_dir_name(*, device_slug: str, model_slug: str, phase: str, tokens: str, stamp: str | None = None) -> str:
     return f"{stamp or utc_stamp()}-{device_slug}-{model_slug}-{phase}-{tokens}"
 

@@ -17,6 +17,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from rich import box
+from rich.console import Console
+from rich.table import Table
 
 from phaseprof.capture.shared.options import Phase, parse_int_list
 from phaseprof.capture.shared.timing import PhaseTiming, TimingStats
@@ -180,3 +183,29 @@ def slope_us_per_token(points: list[PrefillPoint]) -> float | None:
     x = np.array([p.prompt_tokens for p in points], dtype=float)
     y = np.array([p.ttft.median_ms for p in points], dtype=float) * 1e3
     return float(np.polyfit(x, y, 1)[0])
+
+
+def print_sweep(doc: dict[str, Any], console: Console) -> None:
+    """The sweep's table (one row per point)."""
+    table = Table(title=f"{doc['phase']} sweep · {doc['model']['name']} · {doc['device']['name']}")
+    if doc["phase"] == "prefill":
+        for col in ("prompt tokens", "TTFT median ms", "p10", "p90", "source"):
+            table.add_column(col, justify="right")
+        for p in doc["points"]:
+            t = p["ttft"]
+            table.add_row(str(p["prompt_tokens"]), f"{t['median_ms']:.2f}", f"{t['p10_ms']:.2f}",
+                          f"{t['p90_ms']:.2f}", p["source"])
+    else:
+        # the eight columns fit 80 terminal columns without a grid
+        table.box, table.padding, table.pad_edge = box.SIMPLE_HEAD, (0, 1), False
+        table.caption = "t/s: tokens/s (out: per round; dec: c / TPOT; per GPU: total tokens; per user: 1 / TPOT)"
+        for col in ("c", "TPOT ms", "p10", "p90", "out t/s", "dec t/s", "t/s/GPU", "t/s/user"):
+            table.add_column(col, justify="right", no_wrap=True)
+        for p in doc["points"]:
+            t = p["tpot"]
+            s = p.get("serving") or {}  # absent in sweeps recorded before serving metrics
+            table.add_row(str(p["concurrency"]), f"{t['median_ms']:.2f}", f"{t['p10_ms']:.2f}",
+                          f"{t['p90_ms']:.2f}", f"{p['output_tok_per_s']['median']:.1f}",
+                          f"{p['decode_tok_per_s']:.1f}",
+                          f"{s['tps_per_gpu']:.1f}" if s else "-", f"{s['tps_per_user']:.1f}" if s else "-")
+    console.print(table)

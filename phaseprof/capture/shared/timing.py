@@ -76,7 +76,7 @@ class PhaseTiming:
         return {
             "phase": str(self.phase), "prompt_tokens": self.prompt_tokens, "output_tokens": self.output_tokens,
             "reps": self.reps, "warmup": self.warmup, "source": self.source,
-            "headline_metric": "tpot" if self.phase is Phase.DECODE else "ttft",
+            "headline_metric": self.phase.metric,
             "ttft": self.ttft.to_dict(), "ttft_host": self.ttft_host.to_dict(),
             "tpot": self.tpot.to_dict() if self.tpot else None,
             "tpot_host": self.tpot_host.to_dict() if self.tpot_host else None,
