@@ -17,11 +17,11 @@ from phaseprof.capture.shared.timing import PhaseTiming
 from phaseprof.records import Headline, RequestInfo, RunRecord
 
 
-def capture_record(req: CaptureOptions, timing: PhaseTiming | None, *, argv: list[str] | None,
+def capture_record(req: CaptureOptions, clean: PhaseTiming | None, /, *, argv: list[str] | None,
                    clock: str | None = None, prompt: str | None = None, **fields: Any) -> RunRecord:
-    """``req``'s run record. ``timing``: the headline's clean timing (None: the path has no ``PhaseTiming`` and
+    """``req``'s run record. ``clean``: the headline's clean timing (None: the path has no ``PhaseTiming`` and
     passes ``ttft_ms``/``tpot_ms``/``timing`` itself); ``clock``: the headline's source when it is not
-    ``timing.source`` (a server's client clock); ``prompt``: how the prompts were made, when not the default;
+    ``clean.source`` (a server's client clock); ``prompt``: how the prompts were made, when not the default;
     ``fields``: the path's own ``RunRecord`` fields (they win over the ones built here)."""
     request = RequestInfo(phase=str(req.phase), prompt_tokens=req.prompt_tokens, max_tokens=req.max_tokens,
                           concurrency=req.concurrency, seed=req.seed,
@@ -30,13 +30,13 @@ def capture_record(req: CaptureOptions, timing: PhaseTiming | None, *, argv: lis
         "created_utc": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "command": command_line(argv), "request": request,
     }
-    if timing is not None:
-        head = timing.headline
+    if clean is not None:
+        head = clean.headline
         doc.update(
             # Clean (profiler-off) medians as plain top-level numbers, the names `phaseprof diff` and the dashboard
             # read.
-            ttft_ms=timing.ttft.median_ms, tpot_ms=timing.tpot.median_ms if timing.tpot else None,
+            ttft_ms=clean.ttft.median_ms, tpot_ms=clean.tpot.median_ms if clean.tpot else None,
             headline=Headline(metric=req.phase.metric, median_ms=head.median_ms, p10_ms=head.p10_ms,
-                              p90_ms=head.p90_ms, source=clock or timing.source),
-            timing=timing.to_dict())
+                              p90_ms=head.p90_ms, source=clock or clean.source),
+            timing=clean.to_dict())
     return RunRecord(**{**doc, **fields})
