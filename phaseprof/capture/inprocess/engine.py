@@ -294,9 +294,9 @@ def start_engine(source: ModelSource, opts: EngineOptions, *, device: DeviceInfo
                  stages: Stages | None = None, output_redirected: bool = False) -> EngineSession:
     """Start vLLM, showing elapsed time and vLLM's latest log line as it goes (its full log with --verbose).
 
-    ``output_redirected``: vLLM's stdout/stderr already go to a log file (``capture.quiet.VllmOutput``), so its
-    console handlers keep their level (their lines belong in that file); otherwise, without --verbose, they are
-    raised to ERROR so the terminal stays readable."""
+    ``output_redirected``: vLLM's stdout/stderr already go to a log file (``capture.inprocess.quiet.VllmOutput``),
+    so its console handlers keep their level (their lines belong in that file); otherwise, without --verbose, they
+    are raised to ERROR so the terminal stays readable."""
     require_vllm()
     plan = build_plan(source, opts, device=device, fields=engine_arg_fields())
     os.environ.update(plan.env)

@@ -2,7 +2,7 @@
 
 Profiler settings: CPU activity (+ CUDA when the engine runs on CUDA), ``profile_memory=True``,
 ``record_shapes=False``; ``with_stack=True`` only for ``Hierarchy.STACK``, module scopes from hooks
-(``capture.module_scopes``) for ``Hierarchy.HOOKS``, installed only while the profiler records. Each
+(``capture.inprocess.module_scopes``) for ``Hierarchy.HOOKS``, installed only while the profiler records. Each
 ``LLMEngine.step()`` is wrapped in ``record_function(phaseprof_step#<i>_context_<n>(<tok>)_generation_<m>(<tok>))``.
 """
 
@@ -49,10 +49,10 @@ def profile_request(session: Any, req: CaptureOptions, *, workdir: Path, record_
                     decode_only: bool = False) -> ProfiledRun:
     """Run the capture's request ``req`` once under torch.profiler; export the Chrome trace into ``workdir``.
 
-    For decode, ``req.profile_decode_steps`` = k stops the profiler after k decode steps (the prefill step is always
-    profiled); the request still runs to completion unprofiled, so the engine is left clean. ``req.hierarchy``:
-    how the module tree is recorded (``Hierarchy``).
-    ``record_routing``: hook MoE routers for the profiled steps (``capture.routing_hook``; a dense model has none).
+    For decode, ``req.profile_decode_steps`` = k stops the profiler after k decode steps (the prefill step is
+    always profiled); the request still runs to completion unprofiled, so the engine is left clean.
+    ``req.hierarchy``: how the module tree is recorded (``Hierarchy``). ``record_routing``: hook MoE routers for
+    the profiled steps (``capture.inprocess.routing_hook``; a dense model has none).
     ``req.concurrency``: requests added at once (prompt ``i`` seeded ``seed + i``; the engine's ``max_num_seqs`` must
     admit them), so the decode steps run at that batch size (e.g. a decode batch of 64 for the routing of a
     batched decode step). ``decode_only`` (decode): the profiler starts at the first step that runs no prefill,

@@ -57,8 +57,8 @@ class Hierarchy(str, Enum):
     """How a capture records the ``nn.Module`` tree (what ``analyze --by layer`` and the module view read).
 
     ``hooks``: global module forward hooks open one profiler scope per module call, named as torch's Python
-    tracer names module frames (``capture.module_scopes``). ``stack``: torch.profiler ``with_stack=True`` (the
-    Python tracer: every Python call, module frames among them). ``off``: no tree. Inside compiled regions
+    tracer names module frames (``capture.inprocess.module_scopes``). ``stack``: torch.profiler ``with_stack=True``
+    (the Python tracer: every Python call, module frames among them). ``off``: no tree. Inside compiled regions
     (graph mode) neither sees submodules: the tree stops at the compiled module.
     """
 
