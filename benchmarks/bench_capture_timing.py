@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-from phaseprof.capture.options import EngineOptions, Mode, parse_engine_args, parse_int_list  # noqa: E402
+from phaseprof.capture.shared.options import EngineOptions, Mode, parse_engine_args, parse_int_list  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -36,8 +36,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", type=Path, default=None, help="also write the results here")
     args = ap.parse_args(argv)
 
-    from phaseprof.capture.crosscheck import cross_check  # noqa: PLC0415
-    from phaseprof.capture.runner import open_session  # noqa: PLC0415
+    from phaseprof.capture.inprocess.crosscheck import cross_check  # noqa: PLC0415
+    from phaseprof.capture.inprocess.runner import open_session  # noqa: PLC0415
 
     console = Console(width=max(Console().width, 140))
     lengths = parse_int_list(args.lengths)

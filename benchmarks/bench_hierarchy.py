@@ -8,7 +8,7 @@ mean decode-step host time vs host TPOT); and the same on the CPU time of the th
 from the same rounds. The last round's
 traces are finalized as a capture would (no size limit) for their size (events, gzipped bytes), and the hooks
 and stack traces are compared: same module tree, same work items per module-view bucket, and the share of time
-whose work items got the same bucket and layer (``capture.tree_compare``).
+whose work items got the same bucket and layer (``capture.inprocess.tree_compare``).
 
     python benchmarks/bench_hierarchy.py                                  # tiny-hybrid on the CPU engine
     python benchmarks/bench_hierarchy.py --phases prefill --tokens 512 --reps 9 --json out.json
@@ -32,7 +32,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-from phaseprof.capture.options import EngineOptions, Hierarchy, Mode, Phase, parse_engine_args  # noqa: E402
+from phaseprof.capture.shared.options import (  # noqa: E402
+    CaptureOptions,
+    EngineOptions,
+    Hierarchy,
+    Mode,
+    Phase,
+    parse_engine_args,
+)
 
 CONTENDERS = ("clean", "off", "hooks", "stack")
 NO_LIMIT = 1 << 40  # finalize without trimming: the sizes are what each hierarchy records
@@ -66,9 +73,9 @@ class StepClock:
 
 
 def _clean(session: Any, phase: Phase, tokens: int, output_tokens: int, seed: int) -> float:
-    from phaseprof.capture.timing import host_tpot_s, host_ttft_s, run_requests  # noqa: PLC0415
+    from phaseprof.capture.inprocess.timing import host_tpot_s, host_ttft_s, run_requests  # noqa: PLC0415
 
-    rec = run_requests(session, prompt_tokens=tokens, max_tokens=1 if phase is Phase.PREFILL else output_tokens,
+    rec = run_requests(session, prompt_tokens=tokens, max_tokens=phase.max_tokens(output_tokens),
                        n=1, seed=seed, prefix="bc")[0].requests[0]
     value = host_ttft_s(rec) if phase is Phase.PREFILL else host_tpot_s(rec)
     assert value is not None
@@ -78,8 +85,9 @@ def _clean(session: Any, phase: Phase, tokens: int, output_tokens: int, seed: in
 def run_phase(session: Any, phase: Phase, *, tokens: int, output_tokens: int, reps: int, warmup: int,
               keep: Path, seed: int = 0) -> dict[str, Any]:
     """Interleaved rounds of the four contenders; sizes and tree comparison from the last round's traces."""
-    from phaseprof.capture.profile import finalize_trace, profile_request  # noqa: PLC0415
-    from phaseprof.capture.tree_compare import compare_trees  # noqa: PLC0415
+    from phaseprof.capture.inprocess.profile import profile_request  # noqa: PLC0415
+    from phaseprof.capture.shared.trace_file import finalize_trace  # noqa: PLC0415
+    from phaseprof.capture.inprocess.tree_compare import compare_trees  # noqa: PLC0415
 
     times: dict[str, list[float]] = {c: [] for c in CONTENDERS}
     cpu: dict[str, list[float]] = {c: [] for c in CONTENDERS}
@@ -92,9 +100,9 @@ def run_phase(session: Any, phase: Phase, *, tokens: int, output_tokens: int, re
                 value = _clean(session, phase, tokens, output_tokens, seed)
             else:
                 with tempfile.TemporaryDirectory(prefix="phaseprof-bench-h-") as work:
-                    prof = profile_request(session, phase=phase, prompt_tokens=tokens, output_tokens=output_tokens,
-                                           seed=seed, profile_decode_steps=None, workdir=Path(work),
-                                           hierarchy=Hierarchy(c))
+                    req = CaptureOptions(phase=phase, prompt_tokens=tokens, output_tokens=output_tokens, seed=seed,
+                                         hierarchy=Hierarchy(c))
+                    prof = profile_request(session, req, workdir=Path(work))
                     if r == reps - 1:
                         tf = finalize_trace(prof.raw_trace, keep / f"{phase}-{c}.json.gz",
                                             corrections=prof.drive.corrections(), max_bytes=NO_LIMIT)
@@ -156,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.threads is not None:
         os.environ["OMP_NUM_THREADS"] = str(args.threads)  # before torch is imported
 
-    from phaseprof.capture.runner import open_session  # noqa: PLC0415
+    from phaseprof.capture.inprocess.runner import open_session  # noqa: PLC0415
 
     console = Console(width=max(Console().width, 100))
     phases = [Phase(p) for p in args.phases.split(",")]

@@ -1,8 +1,9 @@
 """The files a capture writes besides the trace, one typed record per file kind, written and read here only.
 
 - ``run.json`` (one capture, ``RunRecord``): what ran (model, its config.json, engine, device, versions), the
-  request, clean timings, the profile and the trace's file facts. ``capture/runner.py`` (single GPU) and
-  ``capture/multi_gpu.py`` (one trace per rank, ``parallel`` set) write it; diff, memory and the dashboard read it.
+  request, clean timings, the profile and the trace's file facts. ``capture/inprocess/runner.py`` (single GPU),
+  ``capture/inprocess/multi_gpu.py`` (one trace per rank, ``parallel`` set) and ``capture/server/capture.py`` write
+  it; diff, memory and the dashboard read it.
 - ``sweep.json`` (one sweep, ``SweepRecord``): the same "what ran" header, then one point per length or
   concurrency with its clean timing statistics.
 - the ``phaseprof`` key embedded in ``trace.json.gz``: ``RunRecord.embedded()``, a flat subset of run.json; a
@@ -50,7 +51,7 @@ class ModelInfo:
 
     @classmethod
     def of_source(cls, src: Any) -> ModelInfo:
-        """From a ``capture.models.ModelSource``."""
+        """From a ``capture.inprocess.models.ModelSource``."""
         return cls(name=src.name, kind=src.kind, path=src.path, load_format=src.load_format,
                    architecture=((src.hf_config or {}).get("architectures") or [None])[0],
                    is_hybrid=src.is_hybrid, notes=src.notes or None, slug=src.slug)
@@ -93,7 +94,7 @@ class Headline:
 
 @dataclass(frozen=True)
 class DeviceRecord:
-    """Where the capture ran (``capture.device.DeviceInfo.to_dict()``); ``kind`` "cuda" | "cpu" | "server"."""
+    """Where the capture ran (``capture.inprocess.device.DeviceInfo.to_dict()``); ``kind`` "cuda" | "cpu" | "server"."""
 
     kind: str | None = None
     name: str | None = None
@@ -155,7 +156,7 @@ class ProfileInfo:
 
 @dataclass(frozen=True)
 class TraceFileInfo:
-    """The trace file as written (``capture.profile.TraceFile.to_dict()``); several ranks: ``files`` in
+    """The trace file as written (``capture.shared.trace_file.TraceFile.to_dict()``); several ranks: ``files`` in
     ``ranks_dir``."""
 
     file: str | None = None
@@ -259,7 +260,7 @@ _SERVER_ONLY = ("source", "server", "requests_sent", "vocab_size", "warnings", "
 @dataclass(frozen=True)
 class RunRecord:
     """One capture's ``run.json``. Times in ms; ``ttft_ms`` / ``tpot_ms`` are the clean (profiler-off) medians
-    of the headline source; ``timing`` holds every statistic (``capture.timing.PhaseTiming.to_dict``)."""
+    of the headline source; ``timing`` holds every statistic (``capture.shared.timing.PhaseTiming.to_dict``)."""
 
     kind: str = "capture"
     created_utc: str | None = None
@@ -278,13 +279,13 @@ class RunRecord:
     vllm_startup_facts: dict[str, Any] | None = None  # vllm_log.StartupFacts.to_dict()
     request: RequestInfo = field(default_factory=RequestInfo)
     headline: Headline | None = None
-    timing: dict[str, Any] = field(default_factory=dict)  # capture.timing.PhaseTiming.to_dict()
+    timing: dict[str, Any] = field(default_factory=dict)  # capture.shared.timing.PhaseTiming.to_dict()
     profile: ProfileInfo | None = None
     trace: TraceFileInfo | None = None
     breakdown: str | None = None  # "breakdown.json" when the analysis succeeded
     breakdown_error: str | None = None
     parallel: ParallelInfo | None = None  # multi-GPU captures only
-    # Captures through a live server only (``capture --server``, capture/server.py); absent otherwise.
+    # Captures through a live server only (``capture --server``, capture/server/capture.py); absent otherwise.
     source: str | None = None  # "server"
     server: ServerRecord | None = None  # what the server reported (url, model, version, world size, trace_dir)
     requests_sent: int | None = None  # every request sent to the server, warm-up and profiled included
@@ -415,7 +416,7 @@ class RunRecord:
 
 @dataclass(frozen=True)
 class SweepRecord:
-    """One sweep's ``sweep.json``: ``points`` as ``capture.sweep.PrefillPoint`` / ``DecodePoint.to_dict()``
+    """One sweep's ``sweep.json``: ``points`` as ``capture.shared.sweep.PrefillPoint`` / ``DecodePoint.to_dict()``
     (times in ms: ``ttft`` / ``tpot`` hold median_ms, p10_ms, p90_ms, ...)."""
 
     phase: str  # "prefill": TTFT vs prompt_tokens; "decode": TPOT vs concurrency

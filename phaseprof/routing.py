@@ -1,6 +1,6 @@
 """MoE routing measured during a capture: which experts each token chose in each MoE layer, per profiled step.
 
-Files (written by ``capture.routing_hook``, read here only):
+Files (written by ``capture.inprocess.routing_hook``, read here only):
 - ``routing.npz`` in the run directory: ``steps`` (int32, the profiled steps' indices, in order), ``tokens``
   (int32, tokens per step), ``counts`` (int32, steps × MoE layers × experts: tokens routed to each expert) and,
   when the ids are small enough to keep (``MAX_IDS_KEPT`` over all steps), ``ids_<step>`` (uint8 up to 256

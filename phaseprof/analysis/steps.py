@@ -25,7 +25,7 @@ _NEG_INF, _POS_INF = OPEN_START, OPEN_END
 
 
 class StepPhase(StrEnum):
-    """The phase of one engine step, from its token counts (``capture.options.Phase`` is a request's phase)."""
+    """The phase of one engine step, from its token counts (``capture.shared.options.Phase`` is a request's phase)."""
 
     PREFILL = "prefill"  # context tokens only
     DECODE = "decode"  # generation tokens only
@@ -57,7 +57,7 @@ class StepDetection:
     notes: tuple[str, ...] = ()  # what was done to the evidence (duplicate markers merged, ...): the breakdown's notes
 
 
-#: The name this type had before ``capture.options.Phase`` (a request's phase) made it ambiguous.
+#: The name this type had before ``capture.shared.options.Phase`` (a request's phase) made it ambiguous.
 Phase = StepPhase
 
 

@@ -11,7 +11,8 @@ from typing import Any
 import typer
 from rich.console import Console
 
-from phaseprof.capture.options import (
+from phaseprof.capture.server.cli import RAY_HELP, SERVER_HELP, TRACE_DIR_HELP, capture_server, sweep_server
+from phaseprof.capture.shared.options import (
     DEFAULT_HIERARCHY,
     CaptureOptions,
     EngineOptions,
@@ -22,11 +23,10 @@ from phaseprof.capture.options import (
     parse_engine_args,
     parse_int_list,
 )
-from phaseprof.capture.server_cli import RAY_HELP, SERVER_HELP, TRACE_DIR_HELP, capture_server, sweep_server
 from phaseprof.errors import PhaseprofError
 from phaseprof.safe_text import for_terminal
 
-DEFAULT_MAX_TRACE_MB = 5.0  # the repository's limit for a committed trace (capture.profile)
+DEFAULT_MAX_TRACE_MB = 5.0  # the repository's limit for a committed trace (capture.shared.trace_file)
 
 _MODEL_HELP = ("A preset name (see `phaseprof capture --list-presets`), a local Hugging Face model directory, or a "
                "repo id. Default: qwen3.5-35b-a3b with CUDA, else tiny-hybrid (CPU).")
@@ -63,7 +63,7 @@ def _positive(name: str, value: int) -> int:
 
 def _capture_parallel(opts, cap, tp: int, ep: bool, console: Console, argv: list[str]) -> None:  # noqa: ANN001
     from phaseprof.scale.ranks import analyze_ranks, find_trace_files  # noqa: PLC0415
-    from phaseprof.capture.multi_gpu import capture_parallel  # noqa: PLC0415
+    from phaseprof.capture.inprocess.multi_gpu import capture_parallel  # noqa: PLC0415
     from phaseprof.report.json_io import write_breakdown  # noqa: PLC0415
     from phaseprof.report.table import print_rank_summary  # noqa: PLC0415
 
@@ -225,15 +225,16 @@ def capture(
         _capture_parallel(engine_opts, cap_for(phases[0], lengths[0]), tensor_parallel_size, enable_expert_parallel,
                           console, argv)
         return
-    from phaseprof.capture.device import cuda_available  # noqa: PLC0415
-    from phaseprof.capture.engine import explain_engine_error  # noqa: PLC0415
-    from phaseprof.capture.progress import Stages  # noqa: PLC0415
-    from phaseprof.capture.quiet import VllmOutput  # noqa: PLC0415
-    from phaseprof.capture.rundir import print_table  # noqa: PLC0415
-    from phaseprof.capture.runner import capture_phase, open_session, print_headline  # noqa: PLC0415
+    from phaseprof.capture.inprocess.device import cuda_available  # noqa: PLC0415
+    from phaseprof.capture.inprocess.engine import explain_engine_error  # noqa: PLC0415
+    from phaseprof.capture.inprocess.progress import Stages  # noqa: PLC0415
+    from phaseprof.capture.inprocess.quiet import VllmOutput  # noqa: PLC0415
+    from phaseprof.capture.shared.rundir import print_table  # noqa: PLC0415
+    from phaseprof.capture.inprocess.runner import capture_phase, open_session  # noqa: PLC0415
+    from phaseprof.capture.shared.result import print_headline  # noqa: PLC0415
 
-    from phaseprof.capture.runner import ServingTiming, marker_session  # noqa: PLC0415
-    from phaseprof.capture.timing import time_phase  # noqa: PLC0415
+    from phaseprof.capture.inprocess.runner import ServingTiming, marker_session  # noqa: PLC0415
+    from phaseprof.capture.inprocess.timing import time_phase  # noqa: PLC0415
 
     results = []
     with VllmOutput(console, verbose=verbose) as log, Stages(console) as stages:
@@ -251,8 +252,7 @@ def capture(
                 for ph in phases:
                     for n in lengths:
                         c = cap_for(ph, n)
-                        t = time_phase(session, phase=ph, prompt_tokens=n, output_tokens=c.output_tokens,
-                                       reps=c.reps, warmup=c.warmup, seed=c.seed, stages=stages)
+                        t = time_phase(session, c, stages=stages)
                         serving[(ph, n)] = ServingTiming(t, session.async_scheduling)
                 session = marker_session(session, console=console, stages=stages, output_redirected=not verbose)
             for ph in phases:
@@ -279,7 +279,7 @@ def capture(
 
 
 def _show_sweeps(paths: list[Path], console: Console) -> None:
-    from phaseprof.capture.sweep_dir import print_sweep  # noqa: PLC0415
+    from phaseprof.capture.shared.sweep import print_sweep  # noqa: PLC0415
     from phaseprof.records import SweepRecord  # noqa: PLC0415
 
     for p in paths:
@@ -331,7 +331,7 @@ def sweep(
     if show:
         _show_sweeps(show, console)
         return
-    from phaseprof.capture.sweep import SweepSpec  # noqa: PLC0415
+    from phaseprof.capture.shared.sweep import SweepSpec  # noqa: PLC0415
 
     def spec() -> SweepSpec:  # the one validation path of both engines
         return SweepSpec.parse(phase=phase, tokens=tokens, concurrency=concurrency, output_tokens=output_tokens,
@@ -352,12 +352,13 @@ def sweep(
         max_prompt, max_out, max_seqs = max(list(sp.lengths) + prof), 1, 2
     else:
         max_prompt, max_out, max_seqs = sp.prompt_tokens, sp.output_tokens, max(2, max(sp.concurrency))
-    from phaseprof.capture.device import cuda_available  # noqa: PLC0415
-    from phaseprof.capture.engine import explain_engine_error  # noqa: PLC0415
-    from phaseprof.capture.progress import Stages  # noqa: PLC0415
-    from phaseprof.capture.quiet import VllmOutput  # noqa: PLC0415
-    from phaseprof.capture.runner import marker_session, open_session  # noqa: PLC0415
-    from phaseprof.capture.sweep_dir import SweepRequest, print_sweep, run_sweep  # noqa: PLC0415
+    from phaseprof.capture.inprocess.device import cuda_available  # noqa: PLC0415
+    from phaseprof.capture.inprocess.engine import explain_engine_error  # noqa: PLC0415
+    from phaseprof.capture.inprocess.progress import Stages  # noqa: PLC0415
+    from phaseprof.capture.inprocess.quiet import VllmOutput  # noqa: PLC0415
+    from phaseprof.capture.inprocess.runner import marker_session, open_session  # noqa: PLC0415
+    from phaseprof.capture.inprocess.sweep_dir import SweepRequest, run_sweep  # noqa: PLC0415
+    from phaseprof.capture.shared.sweep import print_sweep  # noqa: PLC0415
 
     req = SweepRequest(spec=sp, profile_at=tuple(prof), profile_steps=profile_steps)
     with VllmOutput(console, verbose=verbose) as log:

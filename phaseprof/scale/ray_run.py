@@ -6,7 +6,7 @@ node that sees it, and only the :class:`RankResult` comes back: trace files neve
 several nodes (shared filesystem) is analysed once, on the first such node in node-id order.
 
 The building blocks (:func:`on_every_node`, :func:`file_identity`, :func:`analyze_on_nodes`) also serve
-``capture --server --ray`` (``capture/server_ray.py``).
+``capture --server --ray`` (``capture/server/ray_nodes.py``).
 """
 
 from __future__ import annotations

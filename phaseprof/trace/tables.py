@@ -56,7 +56,7 @@ FAMILIES = ("gpu", "runtime", "ops", "gpu_annotations")
 #: FAMILIES: the trace origin and every other table stay as they were without them.
 MODULE_PREFIX = "nn.Module: "
 #: Categories of module scopes: the Python tracer's frames, and the scopes ``phaseprof capture --hierarchy hooks``
-#: opens (``capture/module_scopes.py``) as ``cpu_op`` (``user_annotation`` on torches without the fast scope).
+#: opens (``capture/inprocess/module_scopes.py``) as ``cpu_op`` (``user_annotation`` on torches without the fast scope).
 #: Named ``nn.Module: …``, those go to ``modules`` and never to ``ops`` (they are structure, not work).
 MODULE_SCOPE_CATEGORIES = ("python_function", "cpu_op", "user_annotation")
 _MODULE_KIND = _KINDS.index("module")

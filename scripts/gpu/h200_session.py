@@ -142,8 +142,8 @@ def main(argv: list[str] | None = None) -> int:
           f"quick={args.quick}")
     from rich.console import Console  # noqa: PLC0415
 
-    from phaseprof.capture.options import EngineOptions, Mode, parse_engine_args  # noqa: PLC0415
-    from phaseprof.capture.runner import open_session  # noqa: PLC0415
+    from phaseprof.capture.shared.options import EngineOptions, Mode, parse_engine_args  # noqa: PLC0415
+    from phaseprof.capture.inprocess.runner import open_session  # noqa: PLC0415
 
     console = Console(width=120)
     prefill_n = 512 if args.quick else 4096
@@ -187,20 +187,20 @@ def main(argv: list[str] | None = None) -> int:
 
 def _run_tasks(s: Session, sess: Any, console: Any, args: argparse.Namespace, prefill_n: int, decode_p: int,
                decode_n: int, lengths: list[int]) -> None:
-    from phaseprof.capture.crosscheck import cross_check  # noqa: PLC0415
-    from phaseprof.capture.options import CaptureOptions, Phase  # noqa: PLC0415
-    from phaseprof.capture.runner import capture_phase  # noqa: PLC0415
-    from phaseprof.capture.sweep import SweepSpec  # noqa: PLC0415
-    from phaseprof.capture.sweep_dir import SweepRequest, run_sweep  # noqa: PLC0415
+    from phaseprof.capture.inprocess.crosscheck import cross_check  # noqa: PLC0415
+    from phaseprof.capture.shared.options import CaptureOptions, Phase  # noqa: PLC0415
+    from phaseprof.capture.inprocess.runner import capture_phase  # noqa: PLC0415
+    from phaseprof.capture.shared.sweep import SweepSpec  # noqa: PLC0415
+    from phaseprof.capture.inprocess.sweep_dir import SweepRequest, run_sweep  # noqa: PLC0415
 
     def cap(phase: Phase, tokens: int, n_out: int, reps: int, warmup: int) -> dict[str, Any]:
-        res = capture_phase(sess, CaptureOptions(phase=phase, tokens=tokens, output_tokens=n_out, reps=reps,
+        res = capture_phase(sess, CaptureOptions(phase=phase, prompt_tokens=tokens, output_tokens=n_out, reps=reps,
                                                  warmup=warmup, profile_decode_steps=args.profile_decode_steps,
                                                  out=s.work), console=console, argv=sys.argv)
         h = res.timing.headline
         return {"run_dir": res.run_dir.name, "median_ms": round(h.median_ms, 3), "p10_ms": round(h.p10_ms, 3),
                 "p90_ms": round(h.p90_ms, 3), "source": res.timing.source, "overhead": res.overhead_ratio,
-                "trace_mb": round(res.trace.gz_bytes / 1e6, 2), "trace_dropped": list(res.trace.dropped),
+                "trace_mb": round(res.record.trace.gz_bytes / 1e6, 2), "trace_dropped": list(res.record.trace.dropped),
                 "breakdown_error": res.breakdown_error}
 
     s.task("capture_prefill", lambda: cap(Phase.PREFILL, prefill_n, 1, 5, 2), min_left_s=40)

@@ -23,10 +23,11 @@ from pathlib import Path
 
 from rich.console import Console
 
-from phaseprof.capture.options import CaptureOptions, EngineOptions, Hierarchy, Mode, Phase
-from phaseprof.capture.profile import finalize_trace, profile_request
-from phaseprof.capture.rundir import analyze_into, make_readable
-from phaseprof.capture.runner import capture_phase, open_session, write_routing_of
+from phaseprof.capture.inprocess.profile import profile_request
+from phaseprof.capture.inprocess.runner import capture_phase, open_session, write_routing_of
+from phaseprof.capture.shared.options import CaptureOptions, EngineOptions, Hierarchy, Mode, Phase
+from phaseprof.capture.shared.rundir import analyze_into, make_readable
+from phaseprof.capture.shared.trace_file import finalize_trace
 from phaseprof.io import atomic_directory
 from phaseprof.records import ModelInfo, RequestInfo, RunRecord
 
@@ -35,9 +36,9 @@ def batch_decode(session, *, out: Path, tokens: int, output: int, batch: int, st
     final = out / f"{dt.datetime.now(dt.timezone.utc):%Y%m%dT%H%M%SZ}-{session.device.slug}-" \
                   f"{session.source.slug}-decode-{tokens}in-{output}out-c{batch}"
     with tempfile.TemporaryDirectory(prefix="phaseprof-raw-") as work, atomic_directory(final) as tmp:
-        profiled = profile_request(session, phase=Phase.DECODE, prompt_tokens=tokens, output_tokens=output, seed=0,
-                                   profile_decode_steps=steps, workdir=Path(work), hierarchy=Hierarchy.HOOKS,
-                                   concurrency=batch)
+        req = CaptureOptions(phase=Phase.DECODE, prompt_tokens=tokens, output_tokens=output, seed=0,
+                             profile_decode_steps=steps, hierarchy=Hierarchy.HOOKS, concurrency=batch)
+        profiled = profile_request(session, req, workdir=Path(work))
         trace = finalize_trace(profiled.raw_trace, tmp / "trace.json.gz", corrections=profiled.drive.corrections(),
                                metadata={"model": session.source.name, "phase": "decode", "prompt_tokens": tokens,
                                          "max_tokens": output, "concurrency": batch, "mode": "eager",

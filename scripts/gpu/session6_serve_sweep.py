@@ -36,11 +36,10 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "scripts" / "gpu" / "session3"))
-sys.path.insert(0, str(ROOT / "scripts" / "gpu" / "session4"))
+sys.path.insert(0, str(ROOT / "scripts" / "gpu"))
 
-from serve_and_measure import MULTICAST_OFF, to_cli  # noqa: E402
-from serve_phaseprof import wait_healthy  # noqa: E402
+from capture_fixtures import MULTICAST_OFF, to_cli  # noqa: E402
+from capture_fixtures import _wait_healthy as wait_healthy  # noqa: E402
 
 PP = [sys.executable, "-c", "import sys; from phaseprof.cli import main; sys.exit(main())"]
 CAPTURE_SIZES = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512]
@@ -50,10 +49,10 @@ HISTOGRAMS = ("vllm:time_to_first_token_seconds", "vllm:inter_token_latency_seco
 
 def plan(model: str, *, quant: str, kv_bytes: int | None, cpu: bool) -> tuple[dict[str, Any], dict[str, str]]:
     """phaseprof's engine plan for ``model`` with vLLM's serving default for async scheduling."""
-    from phaseprof.capture.device import DeviceInfo  # noqa: PLC0415
-    from phaseprof.capture.engine import build_plan, engine_arg_fields  # noqa: PLC0415
-    from phaseprof.capture.models import resolve_model  # noqa: PLC0415
-    from phaseprof.capture.options import EngineOptions, Mode, Quant  # noqa: PLC0415
+    from phaseprof.capture.inprocess.device import DeviceInfo  # noqa: PLC0415
+    from phaseprof.capture.inprocess.engine import build_plan, engine_arg_fields  # noqa: PLC0415
+    from phaseprof.capture.inprocess.models import resolve_model  # noqa: PLC0415
+    from phaseprof.capture.shared.options import EngineOptions, Mode, Quant  # noqa: PLC0415
 
     source = resolve_model(model)
     args: dict[str, Any] = {"max_num_batched_tokens": 8192}

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from phaseprof.capture.options import DEFAULT_HIERARCHY
+from phaseprof.capture.shared.options import DEFAULT_HIERARCHY
 from phaseprof.cli import main
 from phaseprof.trace.markers import parse_step_marker
 from tests.capture._vllm import skip_without_vllm

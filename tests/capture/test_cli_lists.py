@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from phaseprof.capture.cli import _one_command, parse_phases, resolve_mode
-from phaseprof.capture.options import Mode, Phase
+from phaseprof.capture.shared.options import Mode, Phase
 from phaseprof.cli import main
 from phaseprof.errors import PhaseprofError
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from phaseprof.capture.device import DeviceInfo, gpu_slug
-from phaseprof.capture.engine import build_plan, capture_sizes_for, explain_engine_error
-from phaseprof.capture.models import resolve_model
-from phaseprof.capture.options import EngineOptions, Mode, Quant
+from phaseprof.capture.inprocess.device import DeviceInfo, gpu_slug
+from phaseprof.capture.inprocess.engine import build_plan, capture_sizes_for, explain_engine_error
+from phaseprof.capture.inprocess.models import resolve_model
+from phaseprof.capture.shared.options import EngineOptions, Mode, Quant
 from phaseprof.errors import PhaseprofError
 
 CPU = DeviceInfo(kind="cpu", name="cpu", memory_bytes=None, slug="cpu")

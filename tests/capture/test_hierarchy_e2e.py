@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from phaseprof.capture.options import EngineOptions, Hierarchy, Phase
-from phaseprof.capture.tree_compare import TreeComparison, compare_trees
+from phaseprof.capture.inprocess.tree_compare import TreeComparison, compare_trees
+from phaseprof.capture.shared.options import CaptureOptions, EngineOptions, Hierarchy, Phase
 from tests.capture._vllm import skip_without_vllm
 
 pytestmark = pytest.mark.vllm
@@ -26,9 +26,10 @@ NO_LIMIT = 1 << 40
 @pytest.fixture(scope="module")
 def profiled(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     skip_without_vllm()
-    from phaseprof.capture.profile import finalize_trace, profile_request  # noqa: PLC0415
-    from phaseprof.capture.runner import open_session  # noqa: PLC0415
-    from phaseprof.capture.timing import run_requests  # noqa: PLC0415
+    from phaseprof.capture.inprocess.profile import profile_request  # noqa: PLC0415
+    from phaseprof.capture.shared.trace_file import finalize_trace  # noqa: PLC0415
+    from phaseprof.capture.inprocess.runner import open_session  # noqa: PLC0415
+    from phaseprof.capture.inprocess.timing import run_requests  # noqa: PLC0415
 
     out = tmp_path_factory.mktemp("hierarchy")
     session = open_session(EngineOptions(model="tiny-hybrid", max_prompt_tokens=32, max_output_tokens=3),
@@ -39,8 +40,8 @@ def profiled(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         for h in (Hierarchy.HOOKS, Hierarchy.STACK):
             work = out / str(h)
             work.mkdir()
-            prof = profile_request(session, phase=Phase.DECODE, prompt_tokens=32, output_tokens=3, seed=0,
-                                   profile_decode_steps=None, workdir=work, hierarchy=h)
+            req = CaptureOptions(phase=Phase.DECODE, prompt_tokens=32, output_tokens=3, hierarchy=h)
+            prof = profile_request(session, req, workdir=work)
             trace = finalize_trace(prof.raw_trace, work / "trace.json.gz", corrections=prof.drive.corrections(),
                                    max_bytes=NO_LIMIT)
             runs[str(h)] = {"profiled": prof, "trace": trace}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from phaseprof.capture.options import DEFAULT_HIERARCHY, Hierarchy
+from phaseprof.capture.shared.options import DEFAULT_HIERARCHY, Hierarchy
 from phaseprof.records import ProfileInfo, RunRecord
 from phaseprof.trace.read import load_tables
 

@@ -12,11 +12,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from phaseprof.capture.device import DeviceInfo
-from phaseprof.capture.engine import build_plan, explain_engine_error
-from phaseprof.capture.memory_advice import memory_advice
-from phaseprof.capture.models import resolve_model
-from phaseprof.capture.options import EngineOptions
+from phaseprof.capture.inprocess.device import DeviceInfo
+from phaseprof.capture.inprocess.engine import build_plan, explain_engine_error
+from phaseprof.capture.inprocess.memory_advice import memory_advice
+from phaseprof.capture.inprocess.models import resolve_model
+from phaseprof.capture.shared.options import EngineOptions
 from tests.capture._vllm import skip_without_vllm
 from tests.capture.test_engine_plan import FIELDS
 

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from phaseprof.capture.models import check_device, check_tokens, default_model_name, resolve_model, slugify
+from phaseprof.capture.inprocess.models import check_device, check_tokens, default_model_name, resolve_model
+from phaseprof.capture.shared.rundir import slugify
 from phaseprof.errors import EnvironmentProblem, PhaseprofError
 from phaseprof.presets import UnknownPreset
 

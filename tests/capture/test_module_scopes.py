@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from phaseprof.analysis.modules import build_module_tree, module_names
-from phaseprof.capture.module_scopes import ModuleScopes
+from phaseprof.capture.inprocess.module_scopes import ModuleScopes
 from phaseprof.classify.rules import load_rules
 from phaseprof.trace.read import load_tables
 from phaseprof.trace.tables import MODULE_PREFIX

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from phaseprof.capture.options import parse_engine_arg, parse_engine_args, parse_int_list
+from phaseprof.capture.shared.options import parse_engine_arg, parse_engine_args, parse_int_list
 from phaseprof.errors import PhaseprofError
 
 

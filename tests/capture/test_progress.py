@@ -6,7 +6,7 @@ import io
 
 from rich.console import Console
 
-from phaseprof.capture.progress import Stages
+from phaseprof.capture.inprocess.progress import Stages
 
 
 def _run(console: Console) -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from phaseprof.capture.rundir import run_directory, unique_run_dir
+from phaseprof.capture.shared.rundir import run_directory, unique_run_dir
 
 NAME = "20261201T120000Z-server-tiny-prefill-16"  # one stamp for all: the same second
 WORKERS = 6

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from phaseprof.capture.models import resolve_model
-from phaseprof.capture.server_client import ServerClient, ServerError, parse_url
+from phaseprof.capture.inprocess.models import resolve_model
+from phaseprof.capture.server.client import ServerClient, ServerError, parse_url
 from phaseprof.cli import main
 from tests.capture._vllm import skip_without_vllm
 

@@ -19,10 +19,10 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from phaseprof.capture.options import CaptureOptions, Phase
-from phaseprof.capture.server import ServerCapture, ServerTarget, capture_from_server
-from phaseprof.capture.server_client import ServerClient, parse_url
-from phaseprof.capture.server_traces import ends_properly, missing_ranks, rank_from_name
+from phaseprof.capture.server.capture import ServerCapture, ServerTarget, capture_from_server
+from phaseprof.capture.server.client import ServerClient, parse_url
+from phaseprof.capture.server.traces import ends_properly, missing_ranks, rank_from_name
+from phaseprof.capture.shared.options import CaptureOptions, Phase
 from phaseprof.cli import main
 from phaseprof.errors import PhaseprofError
 
@@ -189,7 +189,7 @@ def test_too_long_for_max_model_len_is_refused_before_sending(stub: Stub, tmp_pa
 
 
 def _request(stub: Stub, trace_dir: Path, out: Path) -> ServerCapture:
-    return ServerCapture(capture=CaptureOptions(phase=Phase.PREFILL, tokens=16, reps=1, warmup=0, out=out),
+    return ServerCapture(capture=CaptureOptions(phase=Phase.PREFILL, prompt_tokens=16, reps=1, warmup=0, out=out),
                          server=ServerTarget(stub.url), trace_dir=trace_dir, trace_wait_s=1.0)
 
 
@@ -219,7 +219,7 @@ def test_missing_ranks_are_named(stub: Stub, tmp_path: Path) -> None:
         "GET /server_info": _json({"vllm_config": {"parallel_config": {"tensor_parallel_size": 2},
                                                    "model_config": {"enforce_eager": False}}})})
     res = capture_from_server(_request(stub, traces, tmp_path / "runs"), console=Console(quiet=True))
-    assert res.info.world_size == 2 and res.info.mode == "graph"
+    assert res.record.server.world_size == 2 and res.record.server.mode == "graph"
     assert any("rank(s) 1 of 2 have no trace here" in w for w in res.warnings)
     run = json.loads((res.run_dir / "run.json").read_text())
     assert run["source"] == "server" and run["warnings"] == list(res.warnings)

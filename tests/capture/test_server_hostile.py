@@ -22,9 +22,9 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from phaseprof.capture.options import CaptureOptions, Phase
-from phaseprof.capture.server import ServerCapture, ServerTarget, capture_from_server
-from phaseprof.capture.server_traces import CLOCK_SLACK_S, ProfileWindow, export_stamp_ns, snapshot, wait_for_traces
+from phaseprof.capture.server.capture import ServerCapture, ServerTarget, capture_from_server
+from phaseprof.capture.server.traces import CLOCK_SLACK_S, ProfileWindow, export_stamp_ns, snapshot, wait_for_traces
+from phaseprof.capture.shared.options import CaptureOptions, Phase
 from phaseprof.cli import main
 from phaseprof.errors import PhaseprofError
 from tests.capture.test_server_errors import MODEL, REAL_TRACE, vllm_like
@@ -231,7 +231,7 @@ def test_malformed_answers_are_one_line(fake: FakeServer, tmp_path: Path, capsys
 
 
 def test_integral_floats_and_missing_fields_are_fine() -> None:
-    from phaseprof.capture.server_answers import EngineModel, ParallelLayout, stream_event
+    from phaseprof.capture.server.answers import EngineModel, ParallelLayout, stream_event
 
     layout = ParallelLayout.of({"tensor_parallel_size": 2.0, "pipeline_parallel_size": None})
     assert (layout.tensor, layout.pipeline, layout.world_size) == (2, 1, 2)
@@ -337,7 +337,7 @@ def test_two_captures_sharing_a_trace_dir_take_their_own_traces(tmp_path: Path) 
         respond(write)
 
     def run(server: FakeServer) -> Path:
-        req = ServerCapture(capture=CaptureOptions(phase=Phase.PREFILL, tokens=16, reps=1, warmup=0,
+        req = ServerCapture(capture=CaptureOptions(phase=Phase.PREFILL, prompt_tokens=16, reps=1, warmup=0,
                                                    out=tmp_path / "runs"),
                             server=ServerTarget(server.url, timeout_s=60), trace_dir=traces, trace_wait_s=30)
         res = capture_from_server(req, console=Console(quiet=True))
@@ -404,7 +404,7 @@ def test_no_breakdown_is_no_success(fake: FakeServer, tmp_path: Path, capsys: py
         shutil.copy(REAL_TRACE, tmp_path / f"dp0_pp0_tp0_dcp0_ep0_rank0.{time.time_ns()}.pt.trace.json.gz")
         respond(write)
 
-    import phaseprof.capture.server as server
+    import phaseprof.capture.server.capture as server
 
     monkeypatch.setattr(server, "analyze_into", lambda *a, **k: (None, "analysis failed: (the analysis, stubbed)"))
     fake.routes = vllm_like(["/start_profile", "/stop_profile"],

@@ -18,17 +18,17 @@ ray = pytest.importorskip("ray", reason="the ray extra is installed by scripts/i
 
 from rich.console import Console  # noqa: E402
 
-from phaseprof.capture.options import CaptureOptions, Phase  # noqa: E402
-from phaseprof.capture.server import ServerCapture, ServerTarget, capture_from_server  # noqa: E402
-from phaseprof.capture.server_ray import (  # noqa: E402
+from phaseprof.capture.server.capture import ServerCapture, ServerTarget, capture_from_server  # noqa: E402
+from phaseprof.capture.server.ray_nodes import (  # noqa: E402
     analyze_cluster_ranks,
     snapshot_cluster,
     wait_on_cluster,
 )
+from phaseprof.capture.shared.options import CaptureOptions, Phase  # noqa: E402
 from phaseprof.errors import PhaseprofError  # noqa: E402
 from phaseprof.report.json_io import dumps  # noqa: E402
-from phaseprof.scale.ray_run import this_node  # noqa: E402
 from phaseprof.scale.rank_task import analyze_rank  # noqa: E402
+from phaseprof.scale.ray_run import this_node  # noqa: E402
 from tests.capture.test_server_errors import Stub, _json, stub, vllm_like  # noqa: E402, F401 (stub: fixture)
 from tests.capture.test_server_traces import fresh_name  # noqa: E402
 from tests.scale.ray_cluster import NODE_VAR, two_node_cluster  # noqa: E402
@@ -133,7 +133,7 @@ def test_capture_from_server_end_to_end(cluster, stub: Stub, tmp_path: Path) -> 
         "POST /start_profile": (200, b""), "POST /stop_profile": stop,
         "GET /server_info": _json({"vllm_config": {"parallel_config": {"tensor_parallel_size": 2},
                                                    "model_config": {"enforce_eager": True}}})})
-    req = ServerCapture(capture=CaptureOptions(phase=Phase.PREFILL, tokens=16, reps=1, warmup=0, out=tmp_path),
+    req = ServerCapture(capture=CaptureOptions(phase=Phase.PREFILL, prompt_tokens=16, reps=1, warmup=0, out=tmp_path),
                         server=ServerTarget(stub.url), trace_dir=Path(TRACE_DIR), trace_wait_s=60.0,
                         ray=address)
     res = capture_from_server(req, console=Console(quiet=True))

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from phaseprof.capture.server import write_rank_traces
-from phaseprof.capture.server_traces import ends_properly, snapshot, wait_for_traces
+from phaseprof.capture.server.capture import write_rank_traces
+from phaseprof.capture.server.traces import ends_properly, snapshot, wait_for_traces
 from phaseprof.errors import PhaseprofError
 
 REPO = Path(__file__).resolve().parents[2]

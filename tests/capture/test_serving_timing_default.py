@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from phaseprof.capture import runner
-from phaseprof.capture.options import EngineOptions
+from phaseprof.capture.inprocess import runner
+from phaseprof.capture.shared.options import EngineOptions
 from phaseprof.cli import main
 from phaseprof.errors import PhaseprofError
 

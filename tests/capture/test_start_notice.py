@@ -1,10 +1,10 @@
-"""What a capture says before and while vLLM starts (capture/start_notice.py), on vLLM's real start-up log."""
+"""What a capture says before and while vLLM starts (capture/inprocess/start_notice.py), on vLLM's real start-up log."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from phaseprof.capture.start_notice import StartPhases, engine_version, start_estimate, start_notice
+from phaseprof.capture.inprocess.start_notice import StartPhases, engine_version, start_estimate, start_notice
 
 ROOT = Path(__file__).resolve().parents[2]
 

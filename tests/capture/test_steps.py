@@ -6,7 +6,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from phaseprof.capture.steps import ReqState, SchedulerTap, StepCounts, predict_step, random_prompt
+from phaseprof.capture.inprocess.steps import ReqState, SchedulerTap, StepCounts, predict_step
+from phaseprof.capture.shared.prompts import random_prompt
 from phaseprof.trace.markers import parse_step_marker
 
 

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from phaseprof.capture.options import CaptureOptions, Phase
-from phaseprof.capture.server import ServerCapture, ServerTarget
-from phaseprof.capture.sweep import PrefillPoint, SweepSpec, prefill_plot_spec, slope_us_per_token, write_plot
-from phaseprof.capture.timing import summarize
+from phaseprof.capture.server.capture import ServerCapture, ServerTarget
+from phaseprof.capture.shared.options import CaptureOptions, Phase
+from phaseprof.capture.shared.sweep import PrefillPoint, SweepSpec, prefill_plot_spec, slope_us_per_token, write_plot
+from phaseprof.capture.shared.timing import summarize
 from phaseprof.cli import main
 
 

@@ -8,7 +8,7 @@ import random
 from pathlib import Path
 from typing import Any
 
-from phaseprof.capture.profile import finalize_trace
+from phaseprof.capture.shared.trace_file import finalize_trace
 
 
 def marker(i: int, ts: float, dur: float, ctx: int = 0, gen: int = 1) -> dict[str, Any]:
@@ -128,7 +128,7 @@ def test_hook_module_scopes_outlast_cpu_op_trimming(tmp_path: Path) -> None:
 def test_fewer_steps_before_the_module_tree(tmp_path: Path) -> None:
     """Over the limit after every CPU-op stage, steps go (down to MIN_STEPS_WITH_TREE) before the module tree:
     an eager H200 decode capture once kept 16 steps and none of its 21,342 module scopes."""
-    from phaseprof.capture.profile import MIN_STEPS_WITH_TREE
+    from phaseprof.capture.shared.trace_file import MIN_STEPS_WITH_TREE
 
     rng = random.Random(2)
     events: list[dict[str, Any]] = []

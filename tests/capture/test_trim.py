@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from phaseprof.analysis.pipeline import analyze_trace
-from phaseprof.capture.profile import finalize_trace
-from phaseprof.capture.trim import cpu_op_tree, drop_loops
+from phaseprof.capture.shared.trace_file import finalize_trace
+from phaseprof.capture.shared.trim import cpu_op_tree, drop_loops
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "traces/cpu/tiny-hybrid-prefill128-decode8/trace.json.gz"

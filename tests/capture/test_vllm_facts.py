@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 
-from phaseprof.capture.vllm_facts import AttachedCollector, VllmLogCollector, parse_facts
+from phaseprof.capture.inprocess.vllm_facts import AttachedCollector, VllmLogCollector, parse_facts
 
 GPU_023 = [
     "Setting attention block size to 1056 tokens to ensure that attention page size is >= mamba page size.",

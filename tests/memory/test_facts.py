@@ -86,7 +86,7 @@ def test_settings_that_differ_from_the_plan_are_warned_about(tmp_path):
 def test_reads_the_run_json_that_phaseprof_capture_writes(tmp_path):
     """The contract with the capture stage: ``vllm_startup_facts`` from its own parser, the preset in ``model``,
     engine kwargs in ``engine`` (phaseprof/capture/runner.py::run_json)."""
-    from phaseprof.capture.vllm_facts import parse_facts
+    from phaseprof.capture.inprocess.vllm_facts import parse_facts
 
     startup = parse_facts(LOG.splitlines()).to_dict()
     (tmp_path / "run.json").write_text(json.dumps({

@@ -9,7 +9,7 @@ import json
 from hypothesis import given
 from hypothesis import strategies as st
 
-from phaseprof.capture.serving import RequestTimes, serving_metrics
+from phaseprof.capture.shared.serving import RequestTimes, serving_metrics
 from phaseprof.pareto.build import dominates, frontier_indices
 from phaseprof.pareto.records import PARETO_SCHEMA_PATH, pareto_schema
 

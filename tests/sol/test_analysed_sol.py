@@ -10,7 +10,7 @@ import orjson
 import pytest
 
 from phaseprof.analysis.pipeline import AnalysisConfig, analyze
-from phaseprof.capture.rundir import analyze_into
+from phaseprof.capture.shared.rundir import analyze_into
 from phaseprof.cli import main
 from phaseprof.errors import PhaseprofError
 from phaseprof.presets import load_preset

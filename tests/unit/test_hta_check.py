@@ -95,7 +95,7 @@ def _finalized(tmp_path: Path) -> Path:
     import gzip
     import json
 
-    from phaseprof.capture.profile import finalize_trace
+    from phaseprof.capture.shared.trace_file import finalize_trace
 
     doc = json.loads(gzip.decompress((PUBLIC_CUT / "mi300x_sglang_qwen3_8b_decode.json.gz").read_bytes()))
     doc.pop("distributedInfo", None)

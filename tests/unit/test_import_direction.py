@@ -142,3 +142,12 @@ def test_the_checks_catch_what_they_look_for() -> None:
         assert any("phaseprof.trace.tables" in c and "phaseprof.analysis.pipeline" in c for c in cycles())
     finally:
         graph["phaseprof.trace.tables"].discard("phaseprof.analysis.pipeline")
+
+
+def test_capture_shared_imports_neither_capture_path() -> None:
+    """``capture/shared/`` is what the in-process and the server path both use: it imports neither of them."""
+    paths = ("phaseprof.capture.inprocess", "phaseprof.capture.server")
+    wrong = sorted(f"{a} imports {b}" for a, bs in imports().items() if a.startswith("phaseprof.capture.shared")
+                   for b in bs if b.startswith(paths))
+    assert not wrong, "\n".join(wrong)
+    assert any(b.startswith("phaseprof.capture.shared") for b in imports()["phaseprof.capture.server.capture"])

@@ -52,7 +52,7 @@ def test_a_router_shared_by_a_layer_and_its_runner_is_hooked_once() -> None:
     (the first H200 routing run recorded nothing)."""
     import torch
 
-    from phaseprof.capture.routing_hook import RoutingRecorder, _moe_routers
+    from phaseprof.capture.inprocess.routing_hook import RoutingRecorder, _moe_routers
 
     class Router:
         global_num_experts, top_k = 8, 2

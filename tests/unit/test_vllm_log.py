@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from phaseprof.capture.vllm_facts import parse_facts as capture_parse
+from phaseprof.capture.inprocess.vllm_facts import parse_facts as capture_parse
 from phaseprof.memory.facts import load_run_facts
 from phaseprof.vllm_log import FACT_NAMES, facts_from_dict, parse_facts
 

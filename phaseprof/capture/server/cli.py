@@ -1,0 +1,105 @@
+"""The ``--server`` branches of ``phaseprof capture`` and ``phaseprof sweep`` (kept out of cli.py)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from rich.console import Console
+
+from phaseprof.capture.shared.options import CaptureOptions, Phase
+from phaseprof.errors import PhaseprofError
+
+if TYPE_CHECKING:
+    from phaseprof.capture.shared.sweep import SweepSpec
+
+TRACE_DIR_HELP = ("With --server: the server's torch_profiler_dir as seen from this machine; the new rank traces "
+                  "are collected from it.")
+SERVER_HELP = ("Capture from a running vLLM server (http://HOST:PORT) instead of starting an engine; the server "
+               "must run with --profiler-config '{\"profiler\": \"torch\", \"torch_profiler_dir\": DIR}'.")
+RAY_HELP = ("With --server: collect the rank traces from --trace-dir on every node of this Ray cluster ('auto', "
+            "HOST:PORT); traces on other nodes are analysed there and stay there. $VARS in --trace-dir (quoted) "
+            "expand on each node.")
+
+
+#: The longest --request-timeout taken (a week): longer is a typo, and inf/NaN cannot arm a timer.
+MAX_REQUEST_TIMEOUT_S = 7 * 24 * 3600.0
+
+
+def check_request_timeout(timeout_s: float) -> None:
+    """--request-timeout is the deadline of each whole HTTP request: more than 0 s, at most a week."""
+    if not 0 < timeout_s <= MAX_REQUEST_TIMEOUT_S:  # also NaN and inf
+        raise PhaseprofError(f"--request-timeout must be more than 0 and at most {MAX_REQUEST_TIMEOUT_S:g} seconds, "
+                             f"got {timeout_s}")
+
+
+#: In-process options that mean nothing for a server capture (the server's own settings apply instead).
+_ENGINE_ONLY = {"--mode", "--quant", "--tensor-parallel-size", "--model", "--engine-arg", "--profile-steps"}
+
+
+def server_argv(argv: list[str], *, phase: Phase) -> list[str]:
+    """The canonical command without the in-process engine's options (and --output-tokens for prefill)."""
+    drop = _ENGINE_ONLY | ({"--output-tokens"} if phase is Phase.PREFILL else set())
+    out: list[str] = []
+    skip = False
+    for i, a in enumerate(argv):
+        if skip:
+            skip = False
+            continue
+        if a in drop:
+            skip = i + 1 < len(argv) and not argv[i + 1].startswith("--")
+            continue
+        out.append(a)
+    return out
+
+
+def capture_server(capture: CaptureOptions, *, server: str, trace_dir: Path | None, concurrency: int,
+                   timeout_s: float, console: Console, argv: list[str], ray: str | None = None,
+                   trace_wait_s: float = 120.0) -> None:
+    """``phaseprof capture --server``: check, time, profile, collect, analyse, print. ``capture``: the same
+    options an in-process capture takes (``CaptureOptions.of``); ``ray``: a Ray cluster's address, to collect
+    from every node of it."""
+    from phaseprof.capture.server.capture import ServerCapture, ServerTarget, capture_from_server  # noqa: PLC0415
+    from phaseprof.capture.shared.result import print_headline  # noqa: PLC0415
+
+    if trace_dir is None:
+        raise PhaseprofError("--server needs --trace-dir (the server's torch_profiler_dir, as seen from here)")
+    if capture.phase is Phase.DECODE and capture.output_tokens < 2:
+        raise PhaseprofError("--phase decode needs --output-tokens of at least 2 (TPOT is the time per token after "
+                             "the first)")
+    if concurrency < 1:
+        raise PhaseprofError(f"--concurrency must be at least 1, got {concurrency}")
+    check_request_timeout(timeout_s)
+    if not trace_wait_s > 0:  # also NaN
+        raise PhaseprofError(f"--trace-wait must be more than 0 seconds, got {trace_wait_s}")
+    req = ServerCapture(capture=replace(capture, concurrency=concurrency), trace_dir=trace_dir, ray=ray,
+                        server=ServerTarget(server, timeout_s=timeout_s), trace_wait_s=trace_wait_s)
+    res = capture_from_server(req, console=console, argv=server_argv(argv, phase=capture.phase))
+    print_headline(res, console)
+    if res.breakdown_error or not res.breakdowns:  # the run directory keeps the traces; the capture failed
+        raise PhaseprofError(f"no breakdown: {res.breakdown_error or 'no rank trace was analysed'} (the traces "
+                             "and run.json are kept there)", path=res.run_dir)
+    if len(res.breakdowns) == 1:
+        from phaseprof.capture.shared.rundir import print_table  # noqa: PLC0415
+
+        print_table(next(iter(res.breakdowns.values())), console)
+    elif res.rank_summary is not None:
+        from phaseprof.scale.cli import print_multirank  # noqa: PLC0415
+
+        print_multirank(res.rank_summary, console)
+
+
+def sweep_server(spec: SweepSpec, *, server: str, timeout_s: float, console: Console, argv: list[str]) -> None:
+    """``phaseprof sweep --server``: TTFT per length or TPOT per concurrency against the live server."""
+    from phaseprof.capture.server.capture import ServerTarget  # noqa: PLC0415
+    from phaseprof.capture.server.sweep import ServerSweep, run_server_sweep  # noqa: PLC0415
+    from phaseprof.capture.shared.sweep import print_sweep  # noqa: PLC0415
+
+    check_request_timeout(timeout_s)
+    req = ServerSweep(spec=spec, server=ServerTarget(server, timeout_s=timeout_s))
+    directory, doc = run_server_sweep(req, console=console, argv=argv)
+    print_sweep(doc, console)
+    if doc.get("slope_us_per_token") is not None:
+        console.print(f"slope {doc['slope_us_per_token']:.2f} µs per prompt token (least squares)")
+    console.print(f"sweep directory: {directory}")
