@@ -325,6 +325,9 @@ def sweep(
                                       "instead of starting an engine (no profiler needed)."),
     request_timeout: float = typer.Option(600.0, "--request-timeout", help="With --server: the deadline, in "
                                           "seconds, of each whole HTTP request (a stream included)."),
+    server_log: Path | None = typer.Option(None, "--server-log", help="With --server: the server's log file; "
+                                           "its start-up facts (KV cache size, maximum concurrency) are "
+                                           "recorded as an in-process sweep's are (pareto's capacity wall)."),
 ) -> None:
     """One engine start, many points: the TTFT floor, slope and CUDA-graph steps, or decode scaling."""
     console = Console()
@@ -340,8 +343,11 @@ def sweep(
     if server is not None:
         if profile_at:
             raise PhaseprofError("--profile-at is not available with --server; use `phaseprof capture --server`")
-        sweep_server(spec(), server=server, timeout_s=request_timeout, console=console, argv=canonical_command(ctx))
+        sweep_server(spec(), server=server, timeout_s=request_timeout, console=console, argv=canonical_command(ctx),
+                     server_log=server_log)
         return
+    if server_log is not None:
+        raise PhaseprofError("--server-log goes with --server (an in-process sweep keeps vLLM's log itself)")
     sp = spec()
     prof = parse_int_list(profile_at, what="profile-at") if profile_at else []
     if phase is Phase.DECODE and set(prof) - set(sp.concurrency):

@@ -52,6 +52,10 @@ def test_frontier_of_the_served_sweeps(report: dict) -> None:
     for (q, c), where in profiled.items():
         assert Path(where) == SERVING / q / "profiled" / f"c{c}" and (Path(where) / "breakdown.json").is_file()
     assert all(p["sol"] is not None and 0 < p["sol"]["pct_of_light"] <= 100 for p in pts)
+    for c in report["configs"]:  # the capacity wall: the memory plan at vLLM's logged request length is vLLM's
+        cap = c["capacity"]
+        assert cap["plan_at_vllm_tokens"] == pytest.approx(cap["vllm_max_concurrency"], abs=0.01)
+        assert cap["max_concurrency"] == 256 == cap["max_num_seqs"] < cap["kv_max_concurrency"]
 
 
 def test_a_profiled_run_of_no_point_is_refused(tmp_path: Path) -> None:
@@ -97,3 +101,19 @@ def test_memory_plan_capacity_is_vllms(quant: str, kv_gib: int, logged: str, tok
                  "--max-num-batched-tokens", "8192", "--no-prefix-caching", "--format", "json"]) == 0
     budget = json.loads(capsys.readouterr().out)["kv_budget"]
     assert f"{budget['max_concurrency']:.2f}" == logged and budget["kv_cache_tokens"] == tokens
+
+
+def test_server_log_facts(tmp_path: Path) -> None:
+    """``sweep --server --server-log``: vLLM's start-up facts from a real vLLM log (the H200 graph session's),
+    one line naming the file when it is missing or holds none."""
+    from phaseprof.capture.server.cli import server_log_facts
+
+    log = SERVING.parent / "graph/vllm-log.txt"
+    facts = server_log_facts(log)
+    assert facts["kv_cache_tokens"] == 166_644 and facts["max_concurrency"] == pytest.approx(20.26)
+    empty = tmp_path / "server.log"
+    empty.write_text("INFO started\n")
+    with pytest.raises(PhaseprofError, match="no vLLM start-up facts"):
+        server_log_facts(empty)
+    with pytest.raises(PhaseprofError, match="cannot read the server log"):
+        server_log_facts(tmp_path / "missing.log")

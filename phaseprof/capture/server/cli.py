@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
@@ -90,14 +90,38 @@ def capture_server(capture: CaptureOptions, *, server: str, trace_dir: Path | No
         print_multirank(res.rank_summary, console)
 
 
-def sweep_server(spec: SweepSpec, *, server: str, timeout_s: float, console: Console, argv: list[str]) -> None:
-    """``phaseprof sweep --server``: TTFT per length or TPOT per concurrency against the live server."""
+#: the most of a server log ``--server-log`` reads: vLLM logs its start-up facts in the first few thousand lines
+MAX_SERVER_LOG_BYTES = 64 << 20
+
+
+def server_log_facts(path: Path) -> dict[str, Any]:
+    """vLLM's start-up facts (KV cache size, maximum concurrency, ...) from a server's log file, as an
+    in-process sweep records them; one PhaseprofError naming the file when it cannot be read or holds none."""
+    from phaseprof.vllm_log import parse_facts  # noqa: PLC0415
+
+    try:
+        with path.open("rb") as f:
+            head = f.read(MAX_SERVER_LOG_BYTES)
+    except OSError as e:
+        raise PhaseprofError(f"cannot read the server log: {e.strerror or e}", path=path) from None
+    facts = parse_facts(head.decode("utf-8", errors="replace").splitlines())
+    if facts.kv_cache_gib is None and facts.max_concurrency is None:
+        raise PhaseprofError("no vLLM start-up facts in this file (no 'GPU KV cache size' or 'Maximum "
+                             "concurrency' line): is it the server's log?", path=path)
+    return facts.to_dict()
+
+
+def sweep_server(spec: SweepSpec, *, server: str, timeout_s: float, console: Console, argv: list[str],
+                 server_log: Path | None = None) -> None:
+    """``phaseprof sweep --server``: TTFT per length or TPOT per concurrency against the live server;
+    ``server_log``: the server's log, for the start-up facts an in-process sweep records (capacity wall)."""
     from phaseprof.capture.server.capture import ServerTarget  # noqa: PLC0415
     from phaseprof.capture.server.sweep import ServerSweep, run_server_sweep  # noqa: PLC0415
     from phaseprof.capture.shared.sweep import print_sweep  # noqa: PLC0415
 
     check_request_timeout(timeout_s)
-    req = ServerSweep(spec=spec, server=ServerTarget(server, timeout_s=timeout_s))
+    facts = None if server_log is None else server_log_facts(server_log)
+    req = ServerSweep(spec=spec, server=ServerTarget(server, timeout_s=timeout_s), startup_facts=facts)
     directory, doc = run_server_sweep(req, console=console, argv=argv)
     print_sweep(doc, console)
     if doc.get("slope_us_per_token") is not None:

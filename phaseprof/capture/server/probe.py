@@ -61,6 +61,7 @@ class ServerInfo:
     engine: EngineModel | None
     hf_config: dict[str, Any] | None
     async_scheduling: bool | None = None  # the server's resolved scheduler_config.async_scheduling, when served
+    settings: dict[str, Any] | None = None  # engine arguments the memory plan reads (_settings), when served
 
     @property
     def world_size(self) -> int | None:
@@ -136,19 +137,46 @@ def _probe_timeout(client: ServerClient) -> float:
     return min(PROBE_TIMEOUT_S, client.timeout_s)
 
 
-def _dev_info(client: ServerClient) -> tuple[ParallelLayout | None, EngineModel | None, bool | None]:
-    """(parallel layout, engine model, async_scheduling) from ``/server_info``, each None when not served."""
+#: /server_info cache_config fields the memory plan reads, as the ``vllm.LLM`` argument each one is
+CACHE_SETTINGS = {"enable_prefix_caching": "enable_prefix_caching", "cache_dtype": "kv_cache_dtype",
+                  "mamba_cache_dtype": "mamba_cache_dtype", "mamba_ssm_cache_dtype": "mamba_ssm_cache_dtype"}
+
+
+def _settings(cache: dict[str, Any] | None, sched: dict[str, Any] | None,
+              par: ParallelLayout | None) -> dict[str, Any]:
+    """The served engine's arguments the memory plan needs (capacity wall), from ``/server_info``."""
+    out: dict[str, Any] = {}
+    for key, arg in CACHE_SETTINGS.items():
+        value = (cache or {}).get(key)
+        if isinstance(value, bool):
+            out[arg] = optional_flag(value, f"/server_info cache_config {key}")
+        elif value is not None:
+            out[arg] = optional_text(value, f"/server_info cache_config {key}")
+    seqs = None if sched is None else optional_whole(sched.get("max_num_seqs"), "/server_info max_num_seqs",
+                                                     lo=1, hi=1 << 20)
+    if seqs is not None:
+        out["max_num_seqs"] = seqs
+    if par is not None and par.world_size:
+        out["tensor_parallel_size"] = par.to_dict().get("tensor_parallel_size") or 1
+    return out
+
+
+def _dev_info(client: ServerClient) -> tuple[ParallelLayout | None, EngineModel | None, bool | None,
+                                             dict[str, Any]]:
+    """(parallel layout, engine model, async_scheduling, engine settings) from ``/server_info``, None / {} when
+    not served."""
     status, doc = client.get_json("/server_info?config_format=json", timeout_s=_probe_timeout(client))
     if status != 200 or not isinstance(doc, dict) or not isinstance(doc.get("vllm_config"), dict):
-        return None, None, None
+        return None, None, None, {}
     cfg = doc["vllm_config"]
     par = optional_object(cfg.get("parallel_config"), "/server_info parallel_config")
     model = optional_object(cfg.get("model_config"), "/server_info model_config")
     sched = optional_object(cfg.get("scheduler_config"), "/server_info scheduler_config")
     async_sched = None if sched is None else optional_flag(sched.get("async_scheduling"),
                                                            "/server_info async_scheduling")
-    return ((None if par is None else ParallelLayout.of(par)), (None if model is None else EngineModel.of(model)),
-            async_sched)
+    cache = optional_object(cfg.get("cache_config"), "/server_info cache_config")
+    layout = None if par is None else ParallelLayout.of(par)
+    return layout, (None if model is None else EngineModel.of(model)), async_sched, _settings(cache, sched, layout)
 
 
 def probe(client: ServerClient) -> ServerInfo:
@@ -178,11 +206,11 @@ def _probe(client: ServerClient, url: str) -> ServerInfo:
     status, schema = client.get_json("/openapi.json", timeout_s=_probe_timeout(client))
     paths = schema.get("paths") if status == 200 and isinstance(schema, dict) else None
     profiling = ("/start_profile" in paths) if isinstance(paths, dict) else None
-    parallel, engine, async_sched = _dev_info(client)
+    parallel, engine, async_sched, settings = _dev_info(client)
     max_len = listed_len or (None if engine is None else engine.max_model_len)
     return ServerInfo(url=url, version=version, model_id=model_id, root=root, max_model_len=max_len,
                       profiling=profiling, parallel=parallel, engine=engine, hf_config=_local_config(root),
-                      async_scheduling=async_sched)
+                      async_scheduling=async_sched, settings=settings)
 
 
 def profiling_disabled(url: str) -> ServerError:

@@ -53,6 +53,7 @@ class ServerSweep:
     spec: SweepSpec
     server: ServerTarget
     budget_s: float | None = None
+    startup_facts: dict[str, Any] | None = None  # --server-log: vLLM's start-up facts (vllm_log.StartupFacts)
 
 
 def stream_times(r: StreamedRequest, prompt_tokens: int) -> RequestTimes:
@@ -80,7 +81,8 @@ def run_server_sweep(req: ServerSweep, *, console: Console, argv: list[str] | No
         "command": command_line(argv), "server": info.to_dict(), "versions": {"vllm": info.version},
         "device": {"kind": "server", "name": info.url}, "model": {"name": info.model_id, "kind": "server", "path": info.root},
         "model_config": info.hf_config,
-        "engine": {"mode": info.mode or "?", "quant": info.quant, "world_size": info.world_size or 1,
+        "engine": {"mode": info.mode or "?", "quant": info.quant, "kwargs": info.settings or None,
+                   "world_size": info.world_size or 1,
                    "world_size_source": "server /server_info" if info.world_size else "assumed 1 (the server "
                    "does not report its parallel config without VLLM_SERVER_DEV_MODE=1)",
                    "async_scheduling": to_builtins(AsyncScheduling(
@@ -89,6 +91,7 @@ def run_server_sweep(req: ServerSweep, *, console: Console, argv: list[str] | No
                        else "the server's own setting (not reported without VLLM_SERVER_DEV_MODE=1)"))},
         "reps": sp.reps, "warmup": sp.warmup, "seed": sp.seed,
         "timing_source": CLIENT_CLOCK,
+        "vllm_startup_facts": req.startup_facts,
     }
     final = unique_run_dir(sp.out, run_dir_name(device_slug="server", model_slug=info.model_slug,
                                                 phase=f"sweep-{sp.phase}", tokens=sp.label, stamp=utc_stamp()))
