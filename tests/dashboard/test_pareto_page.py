@@ -137,6 +137,11 @@ def test_points_over_the_capacity_wall_are_flagged(make_app, tmp_path: Path) -> 
     assert configs["max concurrency"].tolist() == [report.configs[0].capacity.max_concurrency]
 
 
+def test_without_serving_sweeps_the_page_says_what_to_run(make_app) -> None:
+    at = ok(make_app("Pareto").run())  # the shared runs directory: a decode sweep from before serving metrics
+    assert "No decode sweep with serving metrics" in at.info[0].value and not at.get("plotly_chart")
+
+
 def test_short_labels() -> None:
     assert frontier.short_labels(["m graph bf16 1gpu async", "m graph fp8 1gpu async"]) == {
         "m graph bf16 1gpu async": "bf16", "m graph fp8 1gpu async": "fp8"}
@@ -196,7 +201,8 @@ def test_pareto_in_chromium(tmp_path: Path) -> None:
             text = page.locator('[data-testid="stMain"]').inner_text()
             assert "Traceback" not in text and "internal error" not in text
             shot = tmp_path / "pareto.png"
-            page.screenshot(path=str(shot), full_page=False)
+            page.locator('[data-testid="stMain"]').screenshot(path=str(shot))  # no sidebar (a local path)
+            assert shot.stat().st_size <= 250_000
             if os.environ.get("PHASEPROF_UPDATE_DOCS_IMG"):
                 shutil.copy(shot, DOCS_IMG)
             # hover the fp8 c=16 point (profiled) and click it: its breakdown opens

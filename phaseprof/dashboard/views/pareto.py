@@ -120,8 +120,7 @@ def _table(st: Any, rows: list[dict[str, Any]], *, key: str, links: bool = False
     if links:  # the link shows the run's key (the part after run=), and opens its Breakdown page
         cfg["breakdown"] = st.column_config.LinkColumn("breakdown", display_text=r"run=(.*)$")
     text_cols = [c for c in df.columns if not pd.api.types.is_numeric_dtype(df[c])]
-    st.dataframe(df.fillna({c: "" for c in text_cols if not links or c != "breakdown"}), hide_index=True,
-                 width="stretch", key=key,
+    st.dataframe(df.fillna({c: "" for c in text_cols}), hide_index=True, width="stretch", key=key,
                  column_config=cfg)
 
 
@@ -205,10 +204,9 @@ def render(st: Any, ctx: data.Context) -> None:
                            "dotted: to the point's speed-of-light floor, ✕: over the capacity wall"])
                + ". tok/s per GPU: " + md(report.tps_per_gpu_definition) + "; tok/s per user: "
                + md(report.tps_per_user_definition) + ".")
-    for c in report.configs:
-        for note in (c.capacity_note, c.sol_note):
-            if note:
-                st.caption(f"{md(short[c.config])}: {md(note)}")
+    notes = [f"{md(short[c.config])}: {md(n)}" for c in report.configs for n in (c.capacity_note, c.sol_note) if n]
+    if notes:  # why a configuration has no capacity wall or no floor
+        st.caption("; ".join(notes))
 
     profiled = [(i, k) for i, k in enumerate(keys) if k]
     if profiled:
