@@ -103,11 +103,12 @@ def test_a_profiled_point_opens_in_breakdown(make_app) -> None:
 
 
 def test_datasheet_ceilings_and_no_profiled_runs(make_app) -> None:
-    at = make_app("Pareto", runs=H200, ceilings="spec")
+    at = make_app("Pareto", runs=H200, ceilings="spec", sweep="serving/fp8/decode")  # a link's preselection
     ok(at.run())
+    assert at.multiselect[0].value == ["serving/fp8/decode"]
     at.multiselect(key="pareto_profiled").set_value([]).run()
     fig = figure(ok(at), "pareto_chart")
-    report = _library_report(profiled=[], ceilings="spec")
+    report = _library_report(sweeps=SWEEPS[1:], profiled=[], ceilings="spec")
     for t in _config_traces(fig):
         assert [report.points[i].tps_per_gpu for i in t["customdata"]] == t["y"]
         assert set(t["marker"]["symbol"]) == {"circle"}
