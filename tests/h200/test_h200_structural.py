@@ -13,6 +13,7 @@ against the kernels each layer must hold.
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from pathlib import Path
 
@@ -20,7 +21,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from phaseprof.analysis.attribution import agreement
+from phaseprof.analysis.attribution import agreement, differences
 from phaseprof.analysis.attribution_types import Method
 from phaseprof.analysis.layer_plan import LayerPlan, find_plan, plan_from_config
 from phaseprof.analysis.pipeline import AnalysisConfig, analyze
@@ -167,9 +168,12 @@ def test_agrees_with_the_eager_reference_alignment(graph, eager, config):
     else:  # the two runs picked other cuBLAS tiles for every GEMM: alignment pairs the memsets, bracketing the rest
         assert att.alignment_counts["paired"] == 4 * 32 and att.alignment_counts["bracketed_with_module"] > 0
     assert att.alignment_counts["structural_agreement_bp"] >= 9700, att.graph_alignment
-    # the report says how far they agree, in the same figure
-    pct = att.alignment_counts["structural_agreement_bp"] / 100
-    assert f"(layer, module) agree on {pct:.1f}% of the GPU time either attributed" in att.graph_alignment
+    # the report says how far they agree, in the same figure, and where they differ
+    said = re.search(r"\(layer, module\) agree on ([0-9.]+)% of the GPU time either attributed", att.graph_alignment)
+    assert said and float(said.group(1)) == pytest.approx(att.alignment_counts["structural_agreement_bp"] / 100, abs=0.01)
+    differ = re.search(r"they differ on (.*)$", att.graph_alignment)
+    if att.alignment_counts["structural_agreement_bp"] < 10000:
+        assert differ and "final vs layer plan: " in differ.group(1), att.graph_alignment
 
 
 def test_a_dense_mlp_is_mlp_in_the_eager_module_tree_too():
@@ -205,6 +209,20 @@ def test_agreement_counts_time_on_differing_layer_or_module():
     off = agreement(items, compared=compared, module=module, layer=layer,
                     s_label=np.array(["gdn", "attention", "moe", None], dtype=object), s_layer=np.array([0, 0, 0, -1]))
     assert off == pytest.approx(10.0)
+
+
+def test_differences_say_where_layer_or_module_differ():
+    items = pd.DataFrame({"share_ns": [10, 30, 50, 10, 5]})
+    compared = np.array([True, True, True, True, False])
+    module = np.array(["norm", "moe", "mlp", "norm", "x"], dtype=object)
+    layer = np.array([47, 0, 1, -1, -1])
+    kw = dict(compared=compared, module=module, layer=layer)
+    assert differences(items, **kw, s_label=module.copy(), s_layer=layer.copy()) == ""
+    said = differences(items, **kw, s_label=np.array(["norm", "moe", "gemm", None, None], dtype=object),
+                       s_layer=np.array([-1, 0, 1, 0, 3]))
+    assert said == ("they differ on the layer of 2 kernel(s), 20.00% (final vs layer plan: layer 47 vs outside "
+                    "10.00%, outside vs layer 0 10.00%) and the module of 1 kernel(s), 50.00% (final vs layer plan: "
+                    "mlp vs gemm 50.00%)")
 
 
 def test_a_plan_of_another_depth_is_reported_never_forced():
