@@ -281,6 +281,16 @@ def test_by_layer_prints_the_layers_of_a_graph_trace(capsys):
         assert len(line) <= 80 or "│" not in line
 
 
+def test_by_layer_shows_the_dense_mlp_column_only_for_a_dense_model(capsys):
+    assert main(["analyze", str(SHAPES / "llama-3.1-8b-prefill-4096/trace.json.gz"), "--by", "layer"]) == 0
+    out = capsys.readouterr().out
+    header = next(line for line in out.splitlines() if line.split()[:2] == ["layer", "type"])
+    assert header.split()[-2:] == ["mlp", "rest"]
+    assert main(["analyze", str(PREFILL), "--by", "layer"]) == 0
+    header = next(line for line in capsys.readouterr().out.splitlines() if line.split()[:2] == ["layer", "type"])
+    assert "mlp" not in header.split()
+
+
 def test_diff_of_two_graph_captures_compares_per_layer():
     from phaseprof.report.diff import diff_breakdowns, load_side
 
