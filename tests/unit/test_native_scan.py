@@ -107,3 +107,26 @@ def test_unmodelled_input_falls_back(tmp_path: Path, monkeypatch: pytest.MonkeyP
 def test_switched_off_by_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(native.NATIVE_ENV, "0")
     assert not native.available()
+
+
+def test_meanwhile_overlaps_the_read_and_its_error_comes_first(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``load_tables(meanwhile=work)``: the same tables; ``work`` runs on another thread while the scanner reads
+    (before the read on the pure-Python path, whose decoding holds the GIL), has finished when the tables come
+    back, and its exception is raised in preference to the read's own."""
+    import threading
+
+    monkeypatch.setenv("PHASEPROF_SPLIT_READ", "1")  # the split read: the thread starts once the child is forked
+    for native_scan in (True, False):
+        ran: list[bool] = []
+        tables = load_tables(EAGER_DECODE, native=native_scan,
+                             meanwhile=lambda: ran.append(threading.current_thread() is threading.main_thread()))
+        assert ran == [not native_scan]
+        assert_same_tables(tables, load_tables(EAGER_DECODE, native=False))
+
+        def fails() -> None:
+            raise ValueError("bad rules")
+
+        with pytest.raises(ValueError, match="bad rules"):
+            load_tables(EAGER_DECODE, native=native_scan, meanwhile=fails)
+        with pytest.raises(ValueError, match="bad rules"):  # the read's own error (not a trace) comes second
+            load_tables(REPO / "pyproject.toml", native=native_scan, meanwhile=fails)
