@@ -90,6 +90,8 @@ def contenders(trace: Path, plain: Path | None, baseline_src: Path | None = None
     if baseline_src is not None:
         path = os.pathsep.join(filter(None, [str(baseline_src.resolve()), os.environ.get("PYTHONPATH")]))
         c["baseline"] = (analyze, {"PYTHONPATH": path})
+        c["loader baseline"] = ([py, "-c", _LOADER_CHILD, str(trace)], {"PYTHONPATH": path})
+        c["startup baseline"] = ([py, "-c", _STARTUP_CHILD, str(trace)], {"PYTHONPATH": path})
     if plain is not None:
         c["orjson"] = ([py, str(ROOT / "benchmarks" / "bench_analyze.py"), "--child", "orjson", "--trace",
                         str(plain)], {})
@@ -141,31 +143,34 @@ def report(runs: dict[str, list[ChildRun]], size: int) -> None:
                    for r in runs.get(k, []))
         print(f"analyze JSON identical, native{', baseline' if 'baseline' in runs else ''} and pure-Python, "
               f"every round: {same}")
-    startup = min(float(r.stdout.decode().strip()) - r.started for r in runs["startup"])
+    startups = {k: min(float(r.stdout.decode().strip()) - r.started for r in v) for k, v in runs.items()
+                if k.startswith("startup")}
+    startup = startups["startup"]
     ref, ref_cpu = best["native"].wall_s, cpu["native"]
     print(f"\n{'contender':<20}{'wall s (rounds)':>24}{'CPU s':>7}{'peak MB':>9}{'x native':>9}{'CPU x':>7}"
           f"{'peak/size':>10}{'MB/s':>7}")
     for k, r in best.items():
-        if k == "startup":
+        if k.startswith("startup"):
             continue
         walls = ", ".join(f"{x.wall_s:.2f}" for x in runs[k])
         print(f"{k:<20}{walls:>24}{cpu[k]:>7.2f}{peak[k] / 1e6:>9.0f}{r.wall_s / ref:>9.2f}{cpu[k] / ref_cpu:>7.2f}"
               f"{peak[k] / size:>10.2f}{size / 1e6 / r.wall_s:>7.0f}")
-    for k in ("loader native", "loader pure-Python"):
+    for k in ("loader native", "loader baseline", "loader pure-Python"):
         if k in best:
             d = json.loads(best[k].stdout)
             print(f"{k}: imports {d['import_s']:.2f} s, load_tables {d['load_s']:.2f} s "
                   f"({size / 1e6 / d['load_s']:,.0f} MB/s inside the process), {d['rows']:,} rows")
-    print(f"startup (process start to the loader's first open of the trace): best {startup:.3f} s")
+    print("startup (process start to the loader's first open of the trace): best "
+          + ", ".join(f"{s:.3f} s ({k})" for k, s in startups.items()))
     print("\ntargets (issue 28):")
     if "orjson" in best:
         ratio = ref / best["orjson"].wall_s
         print(f"  [{'PASS' if ratio <= VS_ORJSON else 'MISS'}] whole process <= {VS_ORJSON}x orjson.loads': "
               f"{ratio:.2f}x ({ref:.2f} s vs {best['orjson'].wall_s:.2f} s; CPU {ref_cpu / cpu['orjson']:.2f}x)")
-    for k in ("pure-Python", "baseline"):
-        if k in best:
-            print(f"  [info] native vs {k} whole process: {ref / best[k].wall_s:.2f}x wall, "
-                  f"{ref_cpu / cpu[k]:.2f}x CPU")
+    for k, mine in (("pure-Python", "native"), ("baseline", "native"), ("loader baseline", "loader native")):
+        if k in best and mine in best:
+            print(f"  [info] {mine} vs {k}: {best[mine].wall_s / best[k].wall_s:.2f}x wall, "
+                  f"{cpu[mine] / cpu[k]:.2f}x CPU")
     factor = peak["native"] / size
     print(f"  [{'PASS' if factor <= MEMORY_FACTOR else 'MISS'}] peak <= {MEMORY_FACTOR}x decompressed: {factor:.2f}x")
     print(f"  [{'PASS' if startup <= STARTUP_S else 'MISS'}] startup <= {STARTUP_S} s: {startup:.3f} s")
