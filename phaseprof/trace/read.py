@@ -28,7 +28,8 @@ class _Meanwhile:
     releases the GIL (the native scanner, inflating, hashing). :meth:`join` re-raises the work's exception."""
 
     #: While both run: the importing thread hands the GIL back to the reader within this many seconds when the
-    #: reader's native call returns (Python's default, 5 ms, is about one 1 MB chunk's scan: the read would stall).
+    #: reader's native call returns. Python's default, 5 ms, is about one 1 MB chunk's scan, which could leave the
+    #: reader waiting as long as it scans (reasoned, not measured apart: the shared VM's load hid the difference).
     SWITCH_S = 0.0005
 
     def __init__(self, work: Callable[[], object] | None) -> None:
