@@ -80,18 +80,25 @@ print(json.dumps({"import_s": t1 - t0, "load_s": t2 - t1, "rows": sum(len(getatt
 """
 
 
+def _importing(src: Path) -> dict[str, str]:
+    """The environment of a child that imports phaseprof from ``src`` (the children run in an empty directory, so
+    neither their working directory nor an installed phaseprof comes first)."""
+    return {"PYTHONPATH": os.pathsep.join(filter(None, [str(src.resolve()), os.environ.get("PYTHONPATH")]))}
+
+
 def contenders(trace: Path, plain: Path | None, baseline_src: Path | None = None) -> dict[str, Command]:
     py = sys.executable
-    analyze = [py, "-m", "phaseprof.cli", "analyze", "--format", "json", str(trace)]
-    c = {"native": (analyze, {}), "pure-Python": (analyze, {"PHASEPROF_NATIVE": "0"}),
-         "loader native": ([py, "-c", _LOADER_CHILD, str(trace)], {}),
-         "loader pure-Python": ([py, "-c", _LOADER_CHILD, str(trace)], {"PHASEPROF_NATIVE": "0"}),
-         "startup": ([py, "-c", _STARTUP_CHILD, str(trace)], {})}
+    analyze = [py, "-m", "phaseprof.cli", "analyze", "--format", "json", str(trace.resolve())]
+    here = _importing(ROOT)
+    c = {"native": (analyze, here), "pure-Python": (analyze, {**here, "PHASEPROF_NATIVE": "0"}),
+         "loader native": ([py, "-c", _LOADER_CHILD, str(trace.resolve())], here),
+         "loader pure-Python": ([py, "-c", _LOADER_CHILD, str(trace.resolve())], {**here, "PHASEPROF_NATIVE": "0"}),
+         "startup": ([py, "-c", _STARTUP_CHILD, str(trace.resolve())], here)}
     if baseline_src is not None:
-        path = os.pathsep.join(filter(None, [str(baseline_src.resolve()), os.environ.get("PYTHONPATH")]))
+        path = _importing(baseline_src)["PYTHONPATH"]
         c["baseline"] = (analyze, {"PYTHONPATH": path})
-        c["loader baseline"] = ([py, "-c", _LOADER_CHILD, str(trace)], {"PYTHONPATH": path})
-        c["startup baseline"] = ([py, "-c", _STARTUP_CHILD, str(trace)], {"PYTHONPATH": path})
+        c["loader baseline"] = ([py, "-c", _LOADER_CHILD, str(trace.resolve())], {"PYTHONPATH": path})
+        c["startup baseline"] = ([py, "-c", _STARTUP_CHILD, str(trace.resolve())], {"PYTHONPATH": path})
     if plain is not None:
         c["orjson"] = ([py, str(ROOT / "benchmarks" / "bench_analyze.py"), "--child", "orjson", "--trace",
                         str(plain)], {})
@@ -127,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
         todo = contenders(a.trace, plain, a.baseline_src)
         if a.no_pure:
             todo = {k: v for k, v in todo.items() if "pure" not in k}
-        runs = interleaved(todo, a.repeat)
+        runs = interleaved(todo, a.repeat, cwd=tmp)
     print(f"load average after: {load_average()}")
     report(runs, size)
     return 0

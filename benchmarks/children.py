@@ -66,13 +66,13 @@ def wait_sampling(pid: int) -> tuple[int, os.struct_rusage, int | None]:
         time.sleep(SAMPLE_S)
 
 
-def run_child(cmd: list[str], env: dict[str, str] | None = None) -> ChildRun:
-    """Run ``cmd`` (``env`` on top of this process's environment) to its end; SystemExit with its stderr's tail
-    when it fails."""
+def run_child(cmd: list[str], env: dict[str, str] | None = None, cwd: str | None = None) -> ChildRun:
+    """Run ``cmd`` (``env`` on top of this process's environment; in ``cwd``) to its end; SystemExit with its
+    stderr's tail when it fails."""
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         started = time.time()
         t0 = time.perf_counter()
-        proc = subprocess.Popen(cmd, stdout=out, stderr=err, env={**os.environ, **(env or {})})
+        proc = subprocess.Popen(cmd, stdout=out, stderr=err, env={**os.environ, **(env or {})}, cwd=cwd)
         status, usage, tree = wait_sampling(proc.pid)
         wall = time.perf_counter() - t0
         out.seek(0)
@@ -84,12 +84,13 @@ def run_child(cmd: list[str], env: dict[str, str] | None = None) -> ChildRun:
                         tree_peak_bytes=max(own, tree or 0), stdout=out.read(), started=started)
 
 
-def interleaved(contenders: dict[str, Command], repeat: int) -> dict[str, list[ChildRun]]:
-    """Every contender's runs, ``repeat`` rounds interleaved (a, b, c, a, b, c, ...)."""
+def interleaved(contenders: dict[str, Command], repeat: int, cwd: str | None = None) -> dict[str, list[ChildRun]]:
+    """Every contender's runs, ``repeat`` rounds interleaved (a, b, c, a, b, c, ...). ``cwd``: where they run (a
+    ``python -m`` or ``-c`` child puts its working directory first on ``sys.path``, before PYTHONPATH)."""
     runs: dict[str, list[ChildRun]] = {k: [] for k in contenders}
     for _ in range(repeat):
         for name, (cmd, env) in contenders.items():
-            runs[name].append(run_child(cmd, env))
+            runs[name].append(run_child(cmd, env, cwd))
     return runs
 
 
