@@ -35,7 +35,7 @@ PAGES = {
     "Breakdown": ("Download breakdown JSON", ["GPU busy time by bucket", "Per step", "Top kernels per bucket",
                                               "Unknown kernels"]),
     "Timeline": ("Largest idle gaps", ["GPU idle", "µs since step start"]),
-    "Compare": ("Download markdown", ["Comparing NVIDIA H100 80GB HBM3 (A) with NVIDIA B200 (B)", "Delta by bucket",
+    "Compare": ("Download markdown", ["NVIDIA H100 80GB HBM3 (A) with", "NVIDIA B200 (B)", "Delta by bucket",
                                       "Markdown for a PR"]),
     "Sweep": ("Lines: median over reps", ["TTFT ms vs prompt tokens"]),
     "Memory": ("Memory", []),
