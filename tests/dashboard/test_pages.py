@@ -47,6 +47,12 @@ def test_runs_page_lists_everything_and_reads_run_json(make_app, runs_dir):
     assert not df.select_dtypes(exclude="number").isna().any().any()  # not known: empty, not "None"
     assert status["broken.json.gz"] == f"error: {analyze_error(runs_dir / 'broken.json.gz')}"
     assert status[B200_PREFILL] == "ok"
+    # Drawn again after the analysis: nothing left to analyse, so no button (issue 25: it still said 3 were not).
+    assert not [b for b in at.button if b.key == "analyse_all"]
+    # What bounds each phase, next to the timings (analysis.verdict).
+    bound = dict(zip(df["run"], df["bound"]))
+    v = verdicts_of(analyze_trace(runs_dir / B200_PREFILL)).phases
+    assert bound[B200_PREFILL] == ", ".join(f"{x.phase} {x.bound}" for x in v) and v
 
 
 def analyze_error(path):
@@ -260,6 +266,15 @@ def test_ranks_page_shows_the_real_tp2_capture_side_by_side(make_app, tmp_path):
                                                       for r in (0, 1)]
     spread = frame(at, "step", "slowest rank", "spread ms")
     assert spread["slowest rank"].tolist() == [s.slowest_rank for s in want.steps]
+    # Explained (issue 25: "slowest rank 0" next to rank 1 at 96% communication, unexplained): what each rank's
+    # phases are bound by, who waited for whom in the collectives, and how to read the two.
+    lines = [shown(i.value) for i in at.info]
+    assert lines == [f"rank {r} · {v.line}" for r, bd in want.ranks.items() for v in verdicts_of(bd).phases]
+    c = want.collectives
+    waits = frame(at, "rank", "waited ms", "late by ms")
+    assert waits["waited ms"].tolist() == [c.wait_us_by_rank[r] / 1e3 for r in (0, 1)]
+    assert waits["why late"].tolist() == [c.cause_by_rank[r].main for r in (0, 1)]
+    assert any("waiting for it" in x.value for x in at.caption)
 
 
 def test_compare_opens_on_a_like_for_like_pair_named_by_what_differs(make_app, tmp_path):
