@@ -138,7 +138,7 @@ def source_line(src: Source, bd: Any) -> str:
 
 
 #: How a phase verdict is boxed: what keeps the GPU idle is a warning, the rest plain information.
-_VERDICT_BOX = {"host-bound": "warning", "wait-bound": "warning"}
+VERDICT_BOX = {"host-bound": "warning", "wait-bound": "warning"}
 
 
 def verdicts(st: Any, v: Any, *, title: str = "What to look at first", prefix: str = "") -> None:
@@ -148,7 +148,7 @@ def verdicts(st: Any, v: Any, *, title: str = "What to look at first", prefix: s
         return
     st.markdown(f"**{title}**")
     for ph in v.phases:
-        getattr(st, _VERDICT_BOX.get(ph.bound, "info"))(f"{prefix}{md(ph.line)}")
+        getattr(st, VERDICT_BOX.get(ph.bound, "info"))(f"{prefix}{md(ph.line)}")
         for note in ph.views:
             st.caption(md(note))
     for n in v.noise:

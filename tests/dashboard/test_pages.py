@@ -155,9 +155,11 @@ def test_timeline_page_draws_the_step_the_library_cuts(make_app, runs_dir):
     bd, tl = analysed.breakdown, step_timeline(analysed.timeline, step=1)
     row = bd.steps[1]
     metrics = {m.label: m.value for m in at.metric}
-    assert metrics["wall µs"] == f"{row.wall_us:,.1f}"
-    assert metrics["idle: in launch calls µs"] == f"{row.idle.launch_overhead_us:,.1f}"
-    assert metrics["idle: queued / tail µs"] == f"{row.idle.other_us:,.1f}"
+    assert metrics["wall ms"] == f"{row.wall_us / 1e3:,.2f}"  # ms with 2 decimals, as on every page
+    assert metrics["idle: in launch calls ms"] == f"{row.idle.launch_overhead_us / 1e3:,.2f}"
+    assert metrics["idle: queued / tail ms"] == f"{row.idle.other_us / 1e3:,.2f}"
+    v = next(v for v in verdicts_of(bd).phases if v.phase == row.phase)
+    assert v.line in [shown(x.value) for x in [*at.info, *at.warning]]  # the step's phase verdict first
     fig = figure(at, "timeline")
     kernels = sum(len(tr["y"]) for tr in fig["data"] if str(tr["y"][0]).startswith("stream"))
     assert kernels == len(tl.activities)
