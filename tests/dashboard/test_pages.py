@@ -221,6 +221,23 @@ def test_sweep_page_plots_the_stored_points(make_app):
                                                        for p in DECODE_SWEEP_JSON["points"]]
 
 
+def test_sweep_legend_names_the_sweeps_by_what_tells_them_apart(make_app, tmp_path):
+    """The committed H200 prefill sweeps, eager and graph: the legend says "eager" and "graph", not two run paths
+    of 80 characters (issue 25: the legend took two thirds of the chart's width); the caption maps them back."""
+    runs = tmp_path / "runs"
+    found = {}
+    for mode in ("eager", "graph"):
+        (d,) = (REPO / "traces" / "h200" / mode).glob("*-sweep-prefill-128-8192")
+        shutil.copytree(d, runs / mode / d.name)
+        found[mode] = f"{mode}/{d.name}"
+    at = ok(make_app("Sweep", runs=runs).run())
+    names = [t["name"] for t in figure(at, "sweep_chart")["data"] if t.get("showlegend") is not False]
+    assert names == ["eager", "graph"]
+    legend = next(shown(c.value) for c in at.caption if c.value.startswith("Legend"))
+    assert all(f"**{m}** = {path} (" in legend for m, path in found.items()), legend
+    assert frame(at, "sweep", "p90")["sweep"].unique().tolist() == ["eager", "graph"]
+
+
 def test_memory_page_mounts(make_app):
     at = ok(make_app("Memory").run())
     assert at.sidebar.radio(key="page").value == "Memory"
