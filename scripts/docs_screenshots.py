@@ -46,7 +46,7 @@ GRAPH_DECODE = _run_key("graph", "decode-128in-32out")
 #: What each page must show for these captures (the e2e test's table is for its own fixtures).
 PAGES = {
     **e2e.PAGES,
-    "Breakdown": ("Download breakdown JSON", ["GPU busy time by bucket", "Per step", "Top kernels per bucket",
+    "Breakdown": ("Download breakdown JSON", ["Where a step's time goes", "Per step", "Top kernels per bucket",
                                               "qwen3.5-35b-a3b"]),
     "Compare": ("Download markdown", ["Comparing NVIDIA H200 (A) with NVIDIA H200 (B)", "Delta by bucket",
                                       "mode differs"]),

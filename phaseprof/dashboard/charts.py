@@ -71,7 +71,8 @@ def phase_buckets(bd: Breakdown, *, view: str, unit: str = "ms") -> go.Figure:
     axis = "ms per step" if unit == "ms" else "% of the step's wall time"
     fig.update_layout(barmode="stack", xaxis_title=axis, uniformtext=dict(minsize=10, mode="hide"),
                       yaxis=dict(autorange="reversed"))
-    _layout(fig, title=f"Where a step's time goes: GPU busy by bucket ({view} view), then GPU idle by cause",
+    busy = "CPU op time" if bd.trace.device == "cpu" else "GPU busy"  # a CPU-only trace's work items are CPU ops
+    _layout(fig, title=f"Where a step's time goes: {busy} by bucket ({view} view), then idle by cause",
             height=190 + 60 * len(y))
     fig.update_layout(legend=dict(orientation="h", yanchor="top", y=-0.25 - 0.05 * (3 - min(len(y), 3)), x=0,
                                   traceorder="normal"), margin=dict(b=120))

@@ -111,9 +111,14 @@ EMPTY_CELLS = _empty_cells()
 
 def table(st: Any, df: Any, *, key: str) -> None:
     """A sortable table; numbers keep their values and are only displayed: times (columns in ms) with 2
-    decimals, other numbers with thousands separators."""
-    cfg = {c: st.column_config.NumberColumn(format="%.2f" if " ms" in f" {c}" and str(df[c].dtype).startswith(
-        "float") else "localized") for c in df.columns if str(df[c].dtype).startswith(("float", "int"))}
+    decimals, percentages with 1, other numbers with thousands separators."""
+    def fmt(c: str) -> str:
+        if not str(df[c].dtype).startswith("float"):
+            return "localized"
+        return "%.2f" if " ms" in f" {c}" else "%.1f" if "%" in c else "localized"
+
+    cfg = {c: st.column_config.NumberColumn(format=fmt(c)) for c in df.columns
+           if str(df[c].dtype).startswith(("float", "int"))}
     st.dataframe(df, hide_index=True, width="stretch", key=key, column_config=cfg, **EMPTY_CELLS)
 
 

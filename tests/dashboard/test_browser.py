@@ -32,7 +32,7 @@ DOCS_IMG = REPO / "docs" / "img"
 #: Per page: the text of its last element (so the whole page has been drawn), and other text it must show.
 PAGES = {
     "Runs": ("Use as B in Compare", ["Open in Breakdown", "Add a trace or breakdown"]),
-    "Breakdown": ("Download breakdown JSON", ["GPU busy time by bucket", "Per step", "Top kernels per bucket",
+    "Breakdown": ("Download breakdown JSON", ["Where a step's time goes", "Per step", "Top kernels per bucket",
                                               "Unknown kernels"]),
     "Timeline": ("Largest idle gaps", ["GPU idle", "µs since step start"]),
     "Compare": ("Download markdown", ["NVIDIA H100 80GB HBM3 (A) with", "NVIDIA B200 (B)", "Delta by bucket",

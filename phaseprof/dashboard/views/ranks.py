@@ -90,8 +90,9 @@ def render(st: Any, ctx: data.Context) -> None:
         st.info(f"No directory with several rank traces under {code(ctx.runs_dir)}. Capture one with "
                 "`phaseprof capture --tensor-parallel-size 2` (vLLM's own profiler writes one trace per rank).")
         return
-    labels = [str(d.relative_to(ctx.runs_dir)) or "." for d in sets]
-    choice = st.selectbox("rank set", labels)
+    labels = [d.relative_to(ctx.runs_dir).as_posix() or "." for d in sets]
+    wanted = st.query_params.get("ranks")  # a link to one rank set: ?page=Ranks&ranks=DIR
+    choice = st.selectbox("rank set", labels, index=labels.index(wanted) if wanted in labels else 0)
     d = sets[labels.index(choice)]
     files = [guard(f, ctx.roots) for f in find_trace_files(d)]
     cached = st.cache_data(show_spinner=False, max_entries=16)(_summary)
