@@ -72,10 +72,13 @@ def phase_buckets(bd: Breakdown, *, view: str, unit: str = "ms") -> go.Figure:
     fig.update_layout(barmode="stack", xaxis_title=axis, uniformtext=dict(minsize=10, mode="hide"),
                       yaxis=dict(autorange="reversed"))
     busy = "CPU op time" if bd.trace.device == "cpu" else "GPU busy"  # a CPU-only trace's work items are CPU ops
+    plot_px, bottom_px = 80 + 60 * (len(y) - 1), 120
     _layout(fig, title=f"Where a step's time goes: {busy} by bucket ({view} view), then idle by cause",
-            height=190 + 60 * len(y))
-    fig.update_layout(legend=dict(orientation="h", yanchor="top", y=-0.25 - 0.05 * (3 - min(len(y), 3)), x=0,
-                                  traceorder="normal"), margin=dict(b=120))
+            height=plot_px + bottom_px + 50)
+    # The legend 50 px under the plot, below the axis title, whatever the number of bars (paper units scale
+    # with the plot's height).
+    fig.update_layout(legend=dict(orientation="h", yanchor="top", y=-50 / plot_px, x=0, traceorder="normal"),
+                      margin=dict(b=bottom_px))
     return fig
 
 

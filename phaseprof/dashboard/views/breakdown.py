@@ -131,9 +131,10 @@ def layer_heatmap(layers: pd.DataFrame, phase: str) -> Any:
     # Every layer labelled: left to itself plotly labels every other row (the attention layers 3, 7, ... of a
     # hybrid model went unnamed).
     fig.update_layout(title=f"{plot(phase)}: time per decoder layer and bucket (ms)",
-                      height=max(300, 120 + 20 * len(layers)), margin=dict(l=10, r=10, t=50, b=10),
+                      height=max(300, 140 + 20 * len(layers)), margin=dict(l=10, r=10, t=80, b=10),
                       yaxis=dict(autorange="reversed", type="category", tickmode="array", tickvals=names,
-                                 ticktext=names, tickfont=dict(size=11)))
+                                 ticktext=names, tickfont=dict(size=11)),
+                      xaxis=dict(side="top"))  # the buckets' names above 40 rows, where the eye starts
     return fig
 
 
