@@ -1,8 +1,7 @@
 """End to end: ``phaseprof dashboard`` serves on localhost and headless Chromium walks every page.
 
-Screenshots go to test-artifacts/dashboard/ (git-ignored). With ``PHASEPROF_UPDATE_DOCS_IMG=1`` and the public
-traces present, the Breakdown and Compare screenshots of the public H100 vs B200 pair are also written to
-docs/img/ (small PNGs for docs/dashboard.md).
+Screenshots go to test-artifacts/dashboard/ (git-ignored). docs/img/ is written by scripts/docs_screenshots.py
+from the visits of test_browser_committed.py (the committed runs).
 """
 
 from __future__ import annotations
