@@ -234,7 +234,7 @@ def test_sweep_legend_names_the_sweeps_by_what_tells_them_apart(make_app, tmp_pa
     names = [t["name"] for t in figure(at, "sweep_chart")["data"] if t.get("showlegend") is not False]
     assert names == ["eager", "graph"]
     legend = next(shown(c.value) for c in at.caption if c.value.startswith("Legend"))
-    assert all(f"**{m}** = {path} (" in legend for m, path in found.items()), legend
+    assert all(f"{m} = {path} (" in legend for m, path in found.items()), legend
     assert frame(at, "sweep", "p90")["sweep"].unique().tolist() == ["eager", "graph"]
 
 

@@ -106,7 +106,7 @@ def render(st: Any, ctx: data.Context) -> None:
     if slopes:
         st.caption("Least-squares slope (from `phaseprof sweep`): " + "; ".join(slopes))
     st.caption("Lines: median over reps, measured with the profiler off; bands: p10 to p90.")
-    st.caption("Legend: " + "; ".join(f"**{md(c['name'])}** = {md(c['full'])}" for c in shown))
+    st.caption("Legend: " + "; ".join(f"{md(c['name'])} = {md(c['full'])}" for c in shown))
     table = pd.concat([pd.DataFrame({"sweep": c["name"], x_title: c["x"], f"{y_title} (median)": c["y"],
                                      "p10": c["lo"], "p90": c["hi"],
                                      **({"output tok/s (median)": c["output_tok_per_s"]}
