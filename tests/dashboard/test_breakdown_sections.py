@@ -149,3 +149,23 @@ def test_graph_run_aligned_with_its_reference_shows_bracketed_coverage_and_layer
     assert cov.loc["decode", "graph_alignment %"] == pytest.approx(decode.coverage_pct["graph_alignment"])
     layers = frame(at, "layer", "type", "share %")
     assert layers["layer"].tolist() == [r.layer for r in decode.layers] == list(range(40))
+
+
+def test_measured_routing_heat_map(make_app, tmp_path):
+    """A capture with its MoE routing recorded (the H200 c = 64 decode batch, routing.npz): the Breakdown page
+    draws phases x MoE layers, each cell the SOL section's hottest-expert load over the balanced load (issue 30)."""
+    run = REPO / "traces/h200/routing/qwen3.5-35b-a3b-decode-128in-32out-c64"
+    runs = tmp_path / "runs"
+    shutil.copytree(run, runs / run.name)
+    (runs / "ceilings").mkdir()
+    shutil.copy(CEILINGS, runs / "ceilings")
+    at = make_app("Breakdown", runs=runs)
+    at.session_state["current_run"] = run.name
+    ok(at.run())
+    sol = attach_sol(load_breakdown(runs / run.name / "breakdown.json"), source=runs / run.name).sol
+    assert sol.routing == "measured (routing.npz)" and len(sol.moe_layers) == 3 * 40  # prefill, mixed, decode
+    (heat,) = figure(at, "routing_heatmap")["data"]
+    assert heat["y"] == ["prefill", "mixed", "decode"] and heat["x"] == list(range(40))
+    decode = {r.layer: r.max_over_mean for r in sol.moe_layers if r.phase == "decode"}
+    assert heat["z"][2] == pytest.approx([decode[i] for i in range(40)])
+    assert all(v > 1 for v in heat["z"][2])  # 64 tokens x top-8 over 256 experts: never perfectly balanced

@@ -138,6 +138,29 @@ def layer_heatmap(layers: pd.DataFrame, phase: str) -> Any:
     return fig
 
 
+def routing_heatmap(sol: Any) -> Any:
+    """Phases x MoE layers: the hottest expert's load over the balanced load (``SolMoeLayer.max_over_mean``),
+    measured routing only; the hover adds distinct experts, Gini and the hottest experts."""
+    import plotly.graph_objects as go
+
+    phases = list(dict.fromkeys(r.phase for r in sol.moe_layers))
+    layers = sorted({r.layer for r in sol.moe_layers})
+    at = {(r.phase, r.layer): r for r in sol.moe_layers}
+    z = [[at[(ph, i)].max_over_mean if (ph, i) in at else None for i in layers] for ph in phases]
+    hover = [[plot(f"distinct experts {at[(ph, i)].distinct_experts:,.1f}, Gini {at[(ph, i)].gini:.2f}, hottest "
+                   f"{', '.join(map(str, at[(ph, i)].hottest[:4]))}") if (ph, i) in at else "" for i in layers]
+             for ph in phases]
+    fig = go.Figure(go.Heatmap(z=z, x=layers, y=[plot(ph) for ph in phases], customdata=hover, colorscale="Reds",
+                               colorbar=dict(title="max/mean"),
+                               hovertemplate="%{y}, MoE layer %{x}: hottest expert %{z:.2f}x the balanced load"
+                                             "<br>%{customdata}<extra></extra>"))
+    fig.update_layout(title="MoE routing (measured): hottest expert's load over the balanced load, per layer",
+                      height=160 + 40 * len(phases), margin=dict(l=10, r=10, t=60, b=40),
+                      xaxis=dict(title="MoE layer", tickmode="linear", dtick=1 if len(layers) <= 48 else 4),
+                      yaxis=dict(type="category"))
+    return fig
+
+
 def _attribution(st: Any, bd: Breakdown, phase: str) -> None:
     a = bd.attribution
     if a is None:
@@ -176,6 +199,9 @@ def _speed_of_light(st: Any, src: Any, bd: Breakdown, roots: Any) -> None:
     if no_flops:
         st.caption(f"Not on the roofline (no FLOPs, bandwidth only; see TB/s in the table): {md(', '.join(no_flops))}")
     widgets.table(st, sol_table(sol), key="sol_table")
+    if sol.moe_layers:  # the capture recorded its MoE routing (routing.npz)
+        widgets.chart(st, routing_heatmap(sol), key="routing_heatmap")
+        st.caption("Distinct experts, Gini and the hottest experts per layer: `phaseprof analyze RUN --by layer`.")
 
 
 def render(st: Any, ctx: data.Context) -> None:
