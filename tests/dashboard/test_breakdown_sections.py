@@ -56,10 +56,8 @@ def test_roofline_and_sol_table_are_the_analysis_numbers(make_app, h200_runs):
     assert not [t for t in fig["data"] if "faster than its floor" in t["name"]]
 
 
-def test_a_point_faster_than_its_floor_is_flagged(make_app, tmp_path):
-    """The eager decode capture's prefill MoE ran at 111% of light (uniform routing assumed): ringed on the
-    roofline and explained under it (issue 25: a prefill MoE point drawn above the roof, unflagged)."""
-    run = REPO / "traces/h200/eager/20261130T094747Z-h200-qwen3.5-35b-a3b-decode-128in-32out"
+def _breakdown_with_ceilings(make_app, tmp_path, run):
+    """The Breakdown page of a copy of ``run`` beside the measured H200 ceilings, run; and its SOL section."""
     runs = tmp_path / "runs"
     shutil.copytree(run, runs / run.name)
     (runs / "ceilings").mkdir()
@@ -67,7 +65,14 @@ def test_a_point_faster_than_its_floor_is_flagged(make_app, tmp_path):
     at = make_app("Breakdown", runs=runs)
     at.session_state["current_run"] = run.name
     ok(at.run())
-    sol = attach_sol(load_breakdown(runs / run.name / "breakdown.json"), source=runs / run.name).sol
+    return at, attach_sol(load_breakdown(runs / run.name / "breakdown.json"), source=runs / run.name).sol
+
+
+def test_a_point_faster_than_its_floor_is_flagged(make_app, tmp_path):
+    """The eager decode capture's prefill MoE ran at 111% of light (uniform routing assumed): ringed on the
+    roofline and explained under it (issue 25: a prefill MoE point drawn above the roof, unflagged)."""
+    at, sol = _breakdown_with_ceilings(make_app, tmp_path,
+                                       REPO / "traces/h200/eager/20261130T094747Z-h200-qwen3.5-35b-a3b-decode-128in-32out")
     beats = [(ph.phase, b) for ph in sol.phases for b in ph.buckets if b.beats_floor]
     assert [(p, b.bucket) for p, b in beats] == [("prefill", "moe")]
     ring = next(t for t in figure(at, "roofline")["data"] if "faster than its floor" in t["name"])
@@ -154,15 +159,8 @@ def test_graph_run_aligned_with_its_reference_shows_bracketed_coverage_and_layer
 def test_measured_routing_heat_map(make_app, tmp_path):
     """A capture with its MoE routing recorded (the H200 c = 64 decode batch, routing.npz): the Breakdown page
     draws phases x MoE layers, each cell the SOL section's hottest-expert load over the balanced load (issue 30)."""
-    run = REPO / "traces/h200/routing/qwen3.5-35b-a3b-decode-128in-32out-c64"
-    runs = tmp_path / "runs"
-    shutil.copytree(run, runs / run.name)
-    (runs / "ceilings").mkdir()
-    shutil.copy(CEILINGS, runs / "ceilings")
-    at = make_app("Breakdown", runs=runs)
-    at.session_state["current_run"] = run.name
-    ok(at.run())
-    sol = attach_sol(load_breakdown(runs / run.name / "breakdown.json"), source=runs / run.name).sol
+    at, sol = _breakdown_with_ceilings(make_app, tmp_path,
+                                       REPO / "traces/h200/routing/qwen3.5-35b-a3b-decode-128in-32out-c64")
     assert sol.routing == "measured (routing.npz)" and len(sol.moe_layers) == 3 * 40  # prefill, mixed, decode
     (heat,) = figure(at, "routing_heatmap")["data"]
     assert heat["y"] == ["prefill", "mixed", "decode"] and heat["x"] == list(range(40))
