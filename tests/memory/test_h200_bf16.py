@@ -36,8 +36,16 @@ def _not_hybrid(run_dir: Path) -> bool:
     return run.is_file() and json.loads(run.read_text()).get("model", {}).get("is_hybrid") is False
 
 
+def _no_startup_lines(run_dir: Path) -> bool:
+    """A run recorded without vLLM's start-up facts and without its log (the c = 64 routing batch of
+    scripts/gpu/routing_captures.py, written before that script kept them): nothing vLLM logged to compare."""
+    run = run_dir / "run.json"
+    return (run.is_file() and not json.loads(run.read_text()).get("vllm_startup_facts")
+            and not (run_dir / "vllm_startup.log").is_file())
+
+
 RUNS = sorted({p.parent for pat in ("run.json", "vllm_startup.log") for p in TRACES.rglob(pat)
-               if not _server_capture(p.parent) and not _not_hybrid(p.parent)})
+               if not _server_capture(p.parent) and not _not_hybrid(p.parent) and not _no_startup_lines(p.parent)})
 
 
 def _default_layout():
