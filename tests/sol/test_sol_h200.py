@@ -21,7 +21,7 @@ from tests.h200.rawtrace import read
 REPO = Path(__file__).resolve().parents[2]
 GRAPH = REPO / "traces" / "h200" / "graph"
 FOREIGN = REPO / "traces" / "public-cut" / "mi300x_sglang_qwen3_8b_decode.json.gz"
-H200_BF16, H200_HBM = 989.4e12, 4.8e12  # datasheet, dense (ceilings.toml)
+H200_BF16, H200_HBM = 989.4e12, 4.8e12  # datasheet, dense (gpus.toml)
 
 
 def _run(suffix: str) -> Path:
