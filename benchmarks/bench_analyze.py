@@ -45,6 +45,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from children import wait_sampling  # noqa: E402  (the runner bench_loader.py and bench_memory.py share)
+
 REPO = Path(__file__).resolve().parents[1]
 PUBLIC = REPO.parent / "shared" / "traces" / "public"
 SYNTH_SOURCE = PUBLIC / "traceMap__1_h100_1000isl_10osl_32con.pt.trace.json.gz"
@@ -243,43 +246,6 @@ def run_child(kind: str, path: Path, baseline_src: Path | None = None) -> Run:
     own = detail.pop("peak_rss_bytes")
     return Run(kind, wall, own, detail, cpu_s=usage.ru_utime + usage.ru_stime,
                tree_peak_bytes=max(own, tree_peak) if tree_peak is not None else None)
-
-
-#: How often run_child samples the process tree's memory (reading a child's smaps takes ~1 ms).
-SAMPLE_S = 0.02
-
-
-def wait_sampling(pid: int) -> tuple[int, os.struct_rusage, int | None]:
-    """Wait for ``pid`` (its own exit status and rusage, not its children's) while sampling the physical memory of
-    its tree: its RSS plus each descendant's USS. A forked child (the split read's reader) shares the parent's
-    pages until either writes them; RSS would count those twice, USS counts the child's own pages only. The
-    peak of the sum is what the machine must hold (sampled: a peak shorter than SAMPLE_S can be missed; the
-    process's own VmHWM is exact and the larger of the two is reported). None without psutil."""
-    try:
-        import psutil
-    except ImportError:
-        _, status, usage = os.wait4(pid, 0)
-        return status, usage, None
-    peak = 0
-    try:
-        root = psutil.Process(pid)
-    except psutil.NoSuchProcess:
-        root = None
-    while True:
-        done, status, usage = os.wait4(pid, os.WNOHANG)
-        if done:
-            return status, usage, peak
-        try:
-            total = root.memory_info().rss if root is not None else 0
-            for c in root.children(recursive=True) if root is not None else []:
-                try:
-                    total += c.memory_full_info().uss
-                except (psutil.NoSuchProcess, psutil.AccessDenied):
-                    pass
-            peak = max(peak, total)
-        except (psutil.NoSuchProcess, psutil.AccessDenied):
-            pass
-        time.sleep(SAMPLE_S)
 
 
 def best_runs(contenders: dict[str, Path], repeat: int, baseline_src: Path | None = None) -> dict[str, Run]:

@@ -7,16 +7,21 @@ shared machine falls on all of them), best wall of the rounds:
 - **native**: ``python -m phaseprof.cli analyze --format json TRACE`` as shipped (the native scanner);
 - **pure-Python**: the same with ``PHASEPROF_NATIVE=0`` (msgspec structs + ``TableBuilder.add``);
 - **orjson**: ``orjson.loads`` of the same bytes already decompressed (``bench_analyze.py --child orjson``);
-- **startup**: ``phaseprof analyze TRACE`` from process start to its first read of the trace file (the child
-  stops there): interpreter, imports, option parsing;
+- **startup**: ``phaseprof analyze TRACE`` from process start to the loader's first open of the trace file (the
+  child stops there; ``inputs.resolve``'s 64 KB sniff of the file, through ``Path.open``, is not counted):
+  interpreter, imports, option parsing;
+- **baseline** (``--baseline-src DIR``): the native contender importing phaseprof from ``DIR`` (``git archive`` of
+  the commit to compare with, its scanner built: ``python -m phaseprof.trace.native`` there), in the same rounds;
 - **loader only**: ``load_tables`` alone in a process, native and pure-Python (MB of decompressed JSON per second
   of the process's wall time, start-up included).
 
-Peak memory: the analysing process's RSS plus its forked reader's own pages (``bench_analyze.wait_sampling``),
-against the decompressed size. Usage::
+Peak memory: the analysing process's RSS plus its forked reader's own pages (``children.wait_sampling``),
+against the decompressed size. CPU: the process's own user + system time (the split read's forked reader not
+included), steadier than wall on a shared machine. Usage::
 
     python benchmarks/bench_loader.py TRACE.json.gz --repeat 3           # ~115 MB: all contenders
     python benchmarks/bench_loader.py BIG.json.gz --repeat 1 --no-orjson # multi-GB: orjson would need ~9x RAM
+    python benchmarks/bench_loader.py TRACE.json.gz --baseline-src /tmp/base   # before/after in the same rounds
     python benchmarks/bench_analyze.py --synthesize-mb N --synth-source T   # makes the synthetic traces (/tmp)
 """
 
@@ -26,15 +31,14 @@ import argparse
 import json
 import os
 import platform
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from bench_analyze import gzip_size, wait_sampling  # noqa: E402
+from bench_analyze import gzip_size  # noqa: E402
+from children import ChildRun, Command, interleaved, load_average  # noqa: E402
 
 #: Targets of issue 28.
 VS_ORJSON = 0.35
@@ -76,30 +80,25 @@ print(json.dumps({"import_s": t1 - t0, "load_s": t2 - t1, "rows": sum(len(getatt
 """
 
 
-def _run(cmd: list[str], env: dict[str, str]) -> dict:
-    """Wall s, the tree's peak bytes and stdout of one process."""
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        t_start = time.time()
-        t0 = time.perf_counter()
-        proc = subprocess.Popen(cmd, stdout=out, stderr=err, env={**os.environ, **env})
-        status, usage, tree = wait_sampling(proc.pid)
-        wall = time.perf_counter() - t0
-        out.seek(0)
-        err.seek(0)
-        if os.waitstatus_to_exitcode(status) != 0:
-            raise SystemExit(f"{' '.join(cmd[:4])}... failed: {err.read().decode()[-1500:]}")
-        own = usage.ru_maxrss * 1024
-        return {"wall_s": wall, "peak": max(own, tree or 0), "out": out.read(), "t_start": t_start,
-                "cpu_s": usage.ru_utime + usage.ru_stime}
+def _importing(src: Path) -> dict[str, str]:
+    """The environment of a child that imports phaseprof from ``src`` (the children run in an empty directory, so
+    neither their working directory nor an installed phaseprof comes first)."""
+    return {"PYTHONPATH": os.pathsep.join(filter(None, [str(src.resolve()), os.environ.get("PYTHONPATH")]))}
 
 
-def contenders(trace: Path, plain: Path | None) -> dict[str, tuple[list[str], dict[str, str]]]:
+def contenders(trace: Path, plain: Path | None, baseline_src: Path | None = None) -> dict[str, Command]:
     py = sys.executable
-    analyze = [py, "-m", "phaseprof.cli", "analyze", "--format", "json", str(trace)]
-    c = {"native": (analyze, {}), "pure-Python": (analyze, {"PHASEPROF_NATIVE": "0"}),
-         "loader native": ([py, "-c", _LOADER_CHILD, str(trace)], {}),
-         "loader pure-Python": ([py, "-c", _LOADER_CHILD, str(trace)], {"PHASEPROF_NATIVE": "0"}),
-         "startup": ([py, "-c", _STARTUP_CHILD, str(trace)], {})}
+    analyze = [py, "-m", "phaseprof.cli", "analyze", "--format", "json", str(trace.resolve())]
+    here = _importing(ROOT)
+    c = {"native": (analyze, here), "pure-Python": (analyze, {**here, "PHASEPROF_NATIVE": "0"}),
+         "loader native": ([py, "-c", _LOADER_CHILD, str(trace.resolve())], here),
+         "loader pure-Python": ([py, "-c", _LOADER_CHILD, str(trace.resolve())], {**here, "PHASEPROF_NATIVE": "0"}),
+         "startup": ([py, "-c", _STARTUP_CHILD, str(trace.resolve())], here)}
+    if baseline_src is not None:
+        path = _importing(baseline_src)["PYTHONPATH"]
+        c["baseline"] = (analyze, {"PYTHONPATH": path})
+        c["loader baseline"] = ([py, "-c", _LOADER_CHILD, str(trace.resolve())], {"PYTHONPATH": path})
+        c["startup baseline"] = ([py, "-c", _STARTUP_CHILD, str(trace.resolve())], {"PYTHONPATH": path})
     if plain is not None:
         c["orjson"] = ([py, str(ROOT / "benchmarks" / "bench_analyze.py"), "--child", "orjson", "--trace",
                         str(plain)], {})
@@ -112,6 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeat", type=int, default=3, help="interleaved rounds; the best wall counts")
     p.add_argument("--no-orjson", action="store_true", help="leave orjson out (it needs ~9x the size in RAM)")
     p.add_argument("--no-pure", action="store_true", help="leave the pure-Python contenders out")
+    p.add_argument("--baseline-src", type=Path, help="also run the native contender importing phaseprof from DIR")
     a = p.parse_args(argv)
     from phaseprof.trace import native
 
@@ -120,8 +120,8 @@ def main(argv: list[str] | None = None) -> int:
     size = gzip_size(a.trace)
     print(f"trace: {a.trace} ({a.trace.stat().st_size / 1e6:,.1f} MB stored, {size / 1e6:,.1f} MB decompressed)")
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, Python "
-          f"{platform.python_version()}; load average before: {'/'.join(f'{x:.1f}' for x in os.getloadavg())}; "
-          f"best of {a.repeat} interleaved round(s)")
+          f"{platform.python_version()}; load average before: {load_average()}; best of {a.repeat} interleaved "
+          f"round(s)")
     with tempfile.TemporaryDirectory(prefix="bench-loader-") as tmp:
         plain = None
         if not a.no_orjson:
@@ -131,50 +131,59 @@ def main(argv: list[str] | None = None) -> int:
             with gzip.open(a.trace) as src, plain.open("wb") as dst:
                 while block := src.read(1 << 24):
                     dst.write(block)
-        runs: dict[str, list[dict]] = {}
-        todo = contenders(a.trace, plain)
+        todo = contenders(a.trace, plain, a.baseline_src)
         if a.no_pure:
             todo = {k: v for k, v in todo.items() if "pure" not in k}
-        for _ in range(a.repeat):
-            for name, (cmd, env) in todo.items():
-                runs.setdefault(name, []).append(_run(cmd, env))
-    print(f"load average after: {'/'.join(f'{x:.1f}' for x in os.getloadavg())}")
-    best = {k: min(v, key=lambda r: r["wall_s"]) for k, v in runs.items()}
-    for k, rs in runs.items():
-        best[k]["peak"] = max(r["peak"] for r in rs)
+        runs = interleaved(todo, a.repeat, cwd=tmp)
+    print(f"load average after: {load_average()}")
+    report(runs, size)
+    return 0
+
+
+def report(runs: dict[str, list[ChildRun]], size: int) -> None:
+    """The table and the issue's targets; each ratio against a contender of the same rounds."""
+    best = {k: min(v, key=lambda r: r.wall_s) for k, v in runs.items()}
+    peak = {k: max(r.tree_peak_bytes for r in v) for k, v in runs.items()}
+    cpu = {k: min(r.cpu_s for r in v) for k, v in runs.items()}
     if "pure-Python" in best:
-        same = all(r["out"] == runs["native"][0]["out"] for k in ("native", "pure-Python") for r in runs[k])
-        print(f"analyze JSON identical, native and pure-Python, every round: {same}")
-    startup = min(float(r["out"].decode().strip()) - r["t_start"] for r in runs["startup"])
-    ref = best["native"]["wall_s"]
-    print(f"\n{'contender':<22}{'wall s (rounds)':>26}{'CPU s':>8}{'peak MB':>9}{'x native':>10}{'peak/size':>11}"
-          f"{'MB/s':>8}")
+        same = all(r.stdout == runs["native"][0].stdout for k in ("native", "pure-Python", "baseline")
+                   for r in runs.get(k, []))
+        print(f"analyze JSON identical, native{', baseline' if 'baseline' in runs else ''} and pure-Python, "
+              f"every round: {same}")
+    startups = {k: min(float(r.stdout.decode().strip()) - r.started for r in v) for k, v in runs.items()
+                if k.startswith("startup")}
+    startup = startups["startup"]
+    ref, ref_cpu = best["native"].wall_s, cpu["native"]
+    print(f"\n{'contender':<20}{'wall s (rounds)':>24}{'CPU s':>7}{'peak MB':>9}{'x native':>9}{'CPU x':>7}"
+          f"{'peak/size':>10}{'MB/s':>7}")
     for k, r in best.items():
-        if k == "startup":
+        if k.startswith("startup"):
             continue
-        walls = ", ".join(f"{x['wall_s']:.2f}" for x in runs[k])
-        print(f"{k:<22}{walls:>26}{r['cpu_s']:>8.2f}{r['peak'] / 1e6:>9.0f}{r['wall_s'] / ref:>10.2f}"
-              f"{r['peak'] / size:>11.2f}{size / 1e6 / r['wall_s']:>8.0f}")
-    for k in ("loader native", "loader pure-Python"):
+        walls = ", ".join(f"{x.wall_s:.2f}" for x in runs[k])
+        print(f"{k:<20}{walls:>24}{cpu[k]:>7.2f}{peak[k] / 1e6:>9.0f}{r.wall_s / ref:>9.2f}{cpu[k] / ref_cpu:>7.2f}"
+              f"{peak[k] / size:>10.2f}{size / 1e6 / r.wall_s:>7.0f}")
+    for k in ("loader native", "loader baseline", "loader pure-Python"):
         if k in best:
-            d = json.loads(best[k]["out"])
+            d = json.loads(best[k].stdout)
             print(f"{k}: imports {d['import_s']:.2f} s, load_tables {d['load_s']:.2f} s "
                   f"({size / 1e6 / d['load_s']:,.0f} MB/s inside the process), {d['rows']:,} rows")
-    print(f"startup (process start to the first read of the trace): best {startup:.3f} s")
+    print("startup (process start to the loader's first open of the trace): best "
+          + ", ".join(f"{s:.3f} s ({k})" for k, s in startups.items()))
     print("\ntargets (issue 28):")
     if "orjson" in best:
-        ratio = ref / best["orjson"]["wall_s"]
+        ratio = ref / best["orjson"].wall_s
         print(f"  [{'PASS' if ratio <= VS_ORJSON else 'MISS'}] whole process <= {VS_ORJSON}x orjson.loads': "
-              f"{ratio:.2f}x ({ref:.2f} s vs {best['orjson']['wall_s']:.2f} s)")
-    if "pure-Python" in best:
-        print(f"  [info] native vs pure-Python whole process: {ref / best['pure-Python']['wall_s']:.2f}x")
-    peak = best["native"]["peak"] / size
-    print(f"  [{'PASS' if peak <= MEMORY_FACTOR else 'MISS'}] peak <= {MEMORY_FACTOR}x decompressed: {peak:.2f}x")
+              f"{ratio:.2f}x ({ref:.2f} s vs {best['orjson'].wall_s:.2f} s; CPU {ref_cpu / cpu['orjson']:.2f}x)")
+    for k, mine in (("pure-Python", "native"), ("baseline", "native"), ("loader baseline", "loader native")):
+        if k in best and mine in best:
+            print(f"  [info] {mine} vs {k}: {best[mine].wall_s / best[k].wall_s:.2f}x wall, "
+                  f"{cpu[mine] / cpu[k]:.2f}x CPU")
+    factor = peak["native"] / size
+    print(f"  [{'PASS' if factor <= MEMORY_FACTOR else 'MISS'}] peak <= {MEMORY_FACTOR}x decompressed: {factor:.2f}x")
     print(f"  [{'PASS' if startup <= STARTUP_S else 'MISS'}] startup <= {STARTUP_S} s: {startup:.3f} s")
     mbs = size / 1e6 / ref
     print(f"  [{'PASS' if mbs >= MB_PER_S else 'MISS'}] >= {MB_PER_S:.0f} MB/s end to end: {mbs:.0f} MB/s "
           f"(meaningful on a multi-GB input)")
-    return 0
 
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@ program runs (``phaseprof.lean_process``: pyarrow left out) and with pyarrow imp
 what the program did before). Interleaved rounds; per configuration the best wall time and the highest peaks:
 
 - **process**: the analysing process's own peak RSS (``ru_maxrss`` from ``wait4``: exact);
-- **tree**: its RSS plus its forked reader's own pages (USS), sampled every 20 ms (``bench_analyze.wait_sampling``):
+- **tree**: its RSS plus its forked reader's own pages (USS), sampled every 20 ms (``children.wait_sampling``):
   pages the fork shares are counted once; at least the process's own peak.
 
 The JSON printed must be the same in every configuration (checked). Usage::
@@ -20,35 +20,17 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
-import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from bench_analyze import wait_sampling, gzip_size  # noqa: E402
+from bench_analyze import gzip_size  # noqa: E402
+from children import interleaved  # noqa: E402
 
 CONFIGS = {"split lean": {}, "split pyarrow": {"PHASEPROF_PYARROW": "1"},
            "one-process lean": {"PHASEPROF_SPLIT_READ": "0"},
            "one-process pyarrow": {"PHASEPROF_SPLIT_READ": "0", "PHASEPROF_PYARROW": "1"}}
-
-
-def run(trace: Path, env: dict[str, str]) -> dict:
-    """One analysis: wall s, own and tree peaks (bytes) and the JSON it printed."""
-    cmd = [sys.executable, "-m", "phaseprof.cli", "analyze", "--format", "json", str(trace)]
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        t0 = time.perf_counter()
-        proc = subprocess.Popen(cmd, stdout=out, stderr=err, env={**os.environ, **env})
-        status, usage, tree = wait_sampling(proc.pid)
-        wall = time.perf_counter() - t0
-        out.seek(0)
-        err.seek(0)
-        if os.waitstatus_to_exitcode(status) != 0:
-            raise SystemExit(f"{' '.join(cmd)} failed: {err.read().decode()[-2000:]}")
-        own = usage.ru_maxrss * 1024
-        return {"wall_s": wall, "own": own, "tree": max(own, tree or 0), "json": out.read()}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -65,16 +47,14 @@ def main(argv: list[str] | None = None) -> int:
     same = True
     for trace in a.traces:
         size = gzip_size(trace)
-        runs: dict[str, list[dict]] = {k: [] for k in configs}
-        for _ in range(a.repeat):
-            for k, env in configs.items():
-                runs[k].append(run(trace, env))
-        first = next(iter(runs.values()))[0]["json"]
-        same &= all(r["json"] == first for rs in runs.values() for r in rs)
+        cmd = [sys.executable, "-m", "phaseprof.cli", "analyze", "--format", "json", str(trace)]
+        runs = interleaved({k: (cmd, env) for k, env in configs.items()}, a.repeat)
+        first = next(iter(runs.values()))[0].stdout
+        same &= all(r.stdout == first for rs in runs.values() for r in rs)
         label = f"{trace.name[:14]} ({size / 1e6:,.1f} MB)"
         for k, rs in runs.items():
-            own, tree = max(r["own"] for r in rs), max(r["tree"] for r in rs)
-            print(f"{label:<28} {k:<21} {min(r['wall_s'] for r in rs):7.2f} {own / 1e6:11.0f} {own / size:5.2f} "
+            own, tree = max(r.own_peak_bytes for r in rs), max(r.tree_peak_bytes for r in rs)
+            print(f"{label:<28} {k:<21} {min(r.wall_s for r in rs):7.2f} {own / 1e6:11.0f} {own / size:5.2f} "
                   f"{tree / 1e6:8.0f} {tree / size:5.2f}")
     print(f"JSON the same in every configuration: {same}; load average after: "
           f"{'/'.join(f'{x:.1f}' for x in os.getloadavg())}")

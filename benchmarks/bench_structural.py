@@ -2,12 +2,14 @@
 
 On the committed H200 graph traces, per phase: GPU time whose module view rests on evidence (not the kernel-name
 fallback; the acceptance figure), of it the share inside decoder layers and the share with a named module (a
-component bucket or a module class such as ``LogitsProcessor``, not a kernel-view bucket such as a dense MLP's
-``gemm``, which the layer plan gives only its layer), decoder layers found and their types against the config,
-and, where an eager reference with a module tree is committed, the (layer, module) agreement of the structural
-method with ``--graph-reference``'s alignment. Time: the analysis (``prepare`` on tables already loaded: what the method changes) with the layer
-plan vs without it (today's kernel-name fallback on the same trace), rounds interleaved, CPU time of this
-process (steadier than wall on shared cores), best of ``--repeat``.
+component bucket, the dense MLP's ``mlp``, or a module class such as ``LogitsProcessor``; not a kernel-view
+bucket such as ``gemm``), decoder layers found and their types against the config, and, where an eager
+reference with a module tree is committed, the (layer, module) agreement of the structural method with
+``--graph-reference``'s alignment. Time, CPU time of this process (steadier than wall on shared cores), rounds
+interleaved, best of ``--repeat``, with the layer plan vs without it (today's kernel-name fallback on the same
+trace), both in the same run: ``prepare`` on tables already loaded (what the method changes), and the whole
+``analyze`` (load, prepare, summarize: what a user waits for; without a plan it is the same three calls with
+``plan=None``).
 
     python benchmarks/bench_structural.py                 # the committed traces
     python benchmarks/bench_structural.py --repeat 7 --json out.json
@@ -26,10 +28,19 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from phaseprof.analysis.layer_plan import find_plan  # noqa: E402
 from phaseprof.analysis.pipeline import AnalysisConfig, analyze, load_reference  # noqa: E402
 from phaseprof.analysis.prepare import prepare  # noqa: E402
+from phaseprof.analysis.breakdown import summarize  # noqa: E402
+from phaseprof.analysis.invariants import checked  # noqa: E402
 from phaseprof.classify.rules import load_rules  # noqa: E402
 from phaseprof.trace.read import load_tables  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1] / "traces" / "h200"
+
+
+def _shape(model: str, phase: str) -> tuple[Path, None, Path]:
+    """A graph capture of traces/h200/shapes/ and the eager reference of the same model beside it."""
+    return (ROOT / f"shapes/{model}-{phase}/trace.json.gz", None, ROOT / f"shapes/{model}-eager-{phase}/trace.json.gz")
+
+
 #: (name, graph trace, --model-config or None for run.json's, eager reference with a module tree or None)
 CASES = [
     ("default capture 4K prefill (hooks)", ROOT / "hooks/graph-prefill-4096/trace.json.gz", None,
@@ -40,15 +51,19 @@ CASES = [
      "qwen3.5-35b-a3b", ROOT / "own-eager/vllm-own-eager-prefill4096-decode1.pt.trace.json.gz"),
     ("graph capture without hooks, 128+32 decode",
      next(ROOT.glob("graph/*decode-128in-32out/trace.json.gz")), None, None),
-    ("qwen3-30b-a3b default capture 4K prefill", ROOT / "shapes/qwen3-30b-a3b-prefill-4096/trace.json.gz", None, None),
-    ("qwen3-30b-a3b default capture decode 4096+32",
-     ROOT / "shapes/qwen3-30b-a3b-decode-4096in-32out/trace.json.gz", None, None),
-    ("llama-3.1-8b default capture 4K prefill", ROOT / "shapes/llama-3.1-8b-prefill-4096/trace.json.gz", None, None),
-    ("llama-3.1-8b default capture decode 4096+32",
-     ROOT / "shapes/llama-3.1-8b-decode-4096in-32out/trace.json.gz", None, None),
+    *((f"{model} default capture {what}", *_shape(model, phase))
+      for model in ("qwen3-30b-a3b", "llama-3.1-8b")
+      for what, phase in (("4K prefill", "prefill-4096"), ("decode 4096+32", "decode-4096in-32out"))),
 ]
 #: module-view labels that only repeat the kernel view: no module named (components and class names are)
 KERNEL_VIEW_ONLY = frozenset({"gemm", "elementwise", "quant", "memory", "other", "unknown"})
+
+
+def _analyze_without_plan(path: Path, rules) -> None:  # noqa: ANN001
+    """``pipeline.analyze`` as it runs when no layer plan is found: load, prepare (kernel-name fallback for
+    graph-replayed kernels), summarize, check."""
+    t = load_tables(path)
+    checked(summarize(t, prepare(t, rules)))
 
 
 def _shares(a, phase: str) -> tuple[float, float]:  # noqa: ANN001
@@ -89,16 +104,20 @@ def run(repeat: int) -> list[dict]:
             row["agreement_pct"] = a.alignment_counts.get("structural_agreement_bp", 0) / 100
         t = load_tables(path)
         plan, _ = find_plan(explicit=mc, records=(t.meta.capture,), trace_path=t.meta.path)
-        times = {"plan": [], "no plan": []}
+        assert plan is not None, path
+        times = {"plan": [], "no plan": [], "analyze plan": [], "analyze no plan": []}
         for _ in range(repeat):
             times["plan"].append(_cpu(lambda: prepare(t, rules, plan=plan)))
             times["no plan"].append(_cpu(lambda: prepare(t, rules)))
+            times["analyze plan"].append(_cpu(lambda: analyze(path, config=config, ruleset=rules)))
+            times["analyze no plan"].append(_cpu(lambda: _analyze_without_plan(path, rules)))
         if ref is not None:
             refseg = load_reference(ref, rules)
             times["reference"] = [_cpu(lambda: prepare(t, rules, reference=refseg)) for _ in range(repeat)]
         best = {k: min(v) for k, v in times.items()}
         row["cpu_s"] = {k: round(v, 3) for k, v in best.items()}
         row["plan_vs_no_plan"] = round(best["plan"] / best["no plan"], 3)
+        row["analyze_plan_vs_no_plan"] = round(best["analyze plan"] / best["analyze no plan"], 3)
         out.append(row)
     return out
 
@@ -117,7 +136,8 @@ def main() -> None:
                   f", {p['layers']} layers {p['types']}")
         if "agreement_pct" in r:
             print(f"  agreement with --graph-reference: {r['agreement_pct']:.2f}% of GPU time by (layer, module)")
-        print(f"  analysis CPU s (best of {args.repeat}): {r['cpu_s']}; with plan / without: {r['plan_vs_no_plan']}x")
+        print(f"  analysis CPU s (best of {args.repeat}): {r['cpu_s']}; with plan / without: prepare "
+              f"{r['plan_vs_no_plan']}x, whole analyze {r['analyze_plan_vs_no_plan']}x")
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1))
 

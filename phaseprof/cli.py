@@ -2,18 +2,32 @@
 
 from __future__ import annotations
 
+import importlib
 import sys
+from typing import Any
 
 import typer
-from rich.console import Console
 
 from phaseprof import __version__
 from phaseprof.errors import PhaseprofError
 from phaseprof.io import inputs_guarded
 from phaseprof.lean_process import leave_out_pyarrow
-from phaseprof.safe_text import terminal
 
-app = typer.Typer(
+#: Each command and the module that registers it (``register(app)``), in the order ``phaseprof --help`` lists them.
+#: A run imports only its command's module (``phaseprof analyze`` never imports capture, diff, the dashboard...):
+#: imports were most of the time before ``analyze`` read its first byte (1.1 s; ``benchmarks/bench_loader.py``).
+COMMAND_MODULES = {
+    "analyze": "phaseprof.report.analyze_cli",
+    "capture": "phaseprof.capture.cli",
+    "sweep": "phaseprof.capture.cli",
+    "memory": "phaseprof.memory.cli",
+    "diff": "phaseprof.report.diff_cli",
+    "dashboard": "phaseprof.dashboard.cli",
+    "ceilings": "phaseprof.sol.cli",
+    "pareto": "phaseprof.pareto.cli",
+}
+
+_app = typer.Typer(
     name="phaseprof",
     help="Where every microsecond of a vLLM prefill and decode step goes.",
     no_args_is_help=True,
@@ -23,7 +37,7 @@ app = typer.Typer(
     # (``--gpu-memory-uti…`` at 80 columns); click moves a long option's help to the next line instead.
     rich_markup_mode=None,
 )
-err_console = Console(stderr=True)
+_registered: list[str] = []  # modules registered so far, in order
 
 
 def _print_version(value: bool) -> None:
@@ -32,33 +46,44 @@ def _print_version(value: bool) -> None:
         raise typer.Exit(0)
 
 
-@app.callback()
+@_app.callback()
 def _root(version: bool = typer.Option(False, "--version", is_eager=True, callback=_print_version,
                                        help="Print the version and exit.")) -> None:
     # Eager: click runs the callback while parsing, before it asks for a command ("Missing command", exit 2).
     pass
 
 
-def _register_all() -> None:
-    # Each stage owns its CLI module; heavy dependencies (vllm, torch, streamlit) are imported lazily inside commands.
-    from phaseprof.capture import cli as capture_cli
-    from phaseprof.memory import cli as memory_cli
-    from phaseprof.pareto import cli as pareto_cli
-    from phaseprof.report import analyze_cli, diff_cli
-    from phaseprof.dashboard import cli as dashboard_cli
-    from phaseprof.sol import cli as sol_cli
-
-    for mod in (analyze_cli, capture_cli, memory_cli, diff_cli, dashboard_cli, sol_cli, pareto_cli):
-        mod.register(app)
+def _register(command: str | None) -> typer.Typer:
+    """The app with ``command``'s module registered (``None`` or an unknown name: every command, for the help and
+    for click's "No such command"). Heavy dependencies (vllm, torch, streamlit) are imported inside commands."""
+    wanted = [COMMAND_MODULES[command]] if command in COMMAND_MODULES else list(dict.fromkeys(COMMAND_MODULES.values()))
+    if command not in COMMAND_MODULES and _registered != wanted:  # all of them, in the listed order
+        _app.registered_commands.clear()
+        _registered.clear()
+    for name in wanted:
+        if name not in _registered:
+            importlib.import_module(name).register(_app)
+            _registered.append(name)
     # The command list of `phaseprof --help` shows each docstring's first paragraph with its line breaks kept
     # (typer's rich help), ragged at any width; one line each lets it wrap to the terminal.
-    for info in app.registered_commands:
+    for info in _app.registered_commands:
         doc = info.help or (info.callback.__doc__ if info.callback else None)
         if info.short_help is None and doc:
             info.short_help = " ".join(doc.strip().split("\n\n")[0].split())
+    return _app
 
 
-_register_all()
+def __getattr__(name: str) -> Any:
+    # ``phaseprof.cli.app``: the app with every command (tests and tools list them); ``main`` registers one.
+    if name == "app":
+        return _register(None)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _command(argv: list[str]) -> str | None:
+    """The sub-command named in ``argv``: its first word that is not an option (the root's one option, --version,
+    takes no value)."""
+    return next((a for a in argv if not a.startswith("-")), None)
 
 
 def _click_exceptions() -> tuple[type[BaseException], ...]:
@@ -74,16 +99,23 @@ def _click_exceptions() -> tuple[type[BaseException], ...]:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point: PhaseprofError becomes one line on stderr and its exit code."""
+    args = sys.argv[1:] if argv is None else argv
+    app = _register(_command(args))
     try:
         with inputs_guarded():  # no output of this command may replace one of its inputs (phaseprof.io)
-            rv = app(args=argv, standalone_mode=False)
+            rv = app(args=args, standalone_mode=False)
     except PhaseprofError as e:
+        from rich.console import Console
+
+        from phaseprof.safe_text import terminal
+
+        err_console = Console(stderr=True)
         err_console.print(f"[bold red]error:[/] {terminal(str(e))}", highlight=False, soft_wrap=True)
         return e.exit_code
     except typer.Exit as e:
         return e.exit_code
     except (typer.Abort, KeyboardInterrupt):
-        err_console.print("aborted")
+        print("aborted", file=sys.stderr)
         return 130
     except Exception as e:
         if isinstance(e, _click_exceptions()):  # usage errors: one line + usage hint, exit 2
@@ -102,8 +134,7 @@ def entry() -> int:
     """The ``phaseprof`` program (console script and ``python -m phaseprof.cli``): :func:`main`, in a process that
     leaves pyarrow out (``phaseprof.lean_process``) unless the command runs an engine. Tests call :func:`main`
     in their own process instead."""
-    command = next((a for a in sys.argv[1:] if not a.startswith("-")), None)
-    if command not in ENGINE_COMMANDS:
+    if _command(sys.argv[1:]) not in ENGINE_COMMANDS:
         leave_out_pyarrow()
     return main()
 

@@ -5,9 +5,10 @@ Computed here (the analysis layer) so the terminal, markdown and dashboard rende
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-from phaseprof.analysis.results import KernelStat, PhaseSummary
+from phaseprof.analysis.results import KernelStat, PhaseSummary, StepRow
 
 #: Kernels below this share of their phase's busy time are summed into one row of the top-kernel table.
 MIN_KERNEL_SHARE_PCT = 0.5
@@ -42,3 +43,45 @@ def top_kernels(ph: PhaseSummary, *, min_share_pct: float = MIN_KERNEL_SHARE_PCT
     return TopKernels(kernels=shown, rest_count=max(items - sum(k.count for k in shown), 0), rest_time_us=rest_us,
                       rest_share_pct=100 * rest_us / ph.gpu_busy_us if ph.gpu_busy_us else 0.0,
                       min_share_pct=min_share_pct)
+
+
+#: The idle causes of a step, in the order they are drawn after the buckets, with their short names.
+IDLE_PARTS = (("launch_overhead_us", "idle: in launch calls"), ("host_work_us", "idle: host work"),
+              ("other_us", "idle: queued / tail"))
+#: The part of a step's wall time when the GPU ran neighbouring steps' work (``StepRow.gpu_busy_other_steps_us``).
+OTHER_STEPS_PART = "busy: other steps' work"
+
+
+@dataclass(frozen=True)
+class StepPart:
+    """One part of a phase's mean step: a bucket's GPU busy time (``kind`` "busy"), one cause of GPU idle time
+    (``kind`` "idle", ``name`` from ``IDLE_PARTS``) or neighbouring steps' GPU work inside the step's window
+    (``kind`` "overlap", ``OTHER_STEPS_PART``; only when there is some). ``ms_per_step``: its time summed over
+    the phase's steps divided by their number; ``pct_of_wall``: of the phase's wall time. The parts of a phase
+    sum to its wall time (busy buckets to GPU busy, idle causes to GPU idle)."""
+
+    name: str
+    kind: str
+    ms_per_step: float
+    pct_of_wall: float
+    items_per_step: float  # work items (kernels, memcpys) per step; 0 for idle and overlap parts
+
+
+def step_parts(ph: PhaseSummary, steps: Sequence[StepRow], *, view: str = "kernel") -> list[StepPart]:
+    """``ph``'s mean step split into its buckets (``view``: "kernel" or "module"), its idle causes and the
+    neighbouring steps' work its window held (from ``steps``, the breakdown's step rows: those of ``ph``'s phase
+    are summed), so a 5%-busy step reads as 95% idle rather than as its busy time alone."""
+    rows = ph.kernel_view if view == "kernel" else ph.module_view
+    wall = ph.wall_us
+
+    def pct(us: float) -> float:
+        return 100 * us / wall if wall else 0.0
+
+    parts = [StepPart(b.bucket, "busy", per_step(ph, b.time_us) / 1e3, pct(b.time_us), per_step(ph, b.count))
+             for b in rows]
+    parts += [StepPart(name, "idle", per_step(ph, getattr(ph.idle, f)) / 1e3, pct(getattr(ph.idle, f)), 0.0)
+              for f, name in IDLE_PARTS]
+    other = sum(r.gpu_busy_other_steps_us for r in steps if r.phase == ph.phase)
+    if other > 0:
+        parts.append(StepPart(OTHER_STEPS_PART, "overlap", per_step(ph, other) / 1e3, pct(other), 0.0))
+    return parts

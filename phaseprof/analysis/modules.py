@@ -10,7 +10,9 @@ Per module call this computes:
   walking outwards, an enclosing call (``GemmaRMSNorm`` -> norm, ``QwenGatedDeltaNetAttention`` -> gdn, a linear
   inside ``Qwen3NextSparseMoeBlock`` -> moe). A call that no rule names on its whole path keeps the class name of
   its block (the decoder layer's child, or the model's child outside layers), e.g. ``LogitsProcessor``: shown under
-  its own name, never folded into another bucket. Inside torch.compile containers (``GraphModule``) the
+  its own name, never folded into another bucket. A dense MLP (``layers.toml`` ``dense_mlp_patterns``:
+  ``LlamaMLP``) that no rule names on its path takes the bucket ``mlp``, its calls with it; inside a MoE block
+  (the shared expert) the block's rule comes first, so it stays ``moe``. Inside torch.compile containers (``GraphModule``) the
   structure is hidden, and work directly in the model's own forward (the root call) names no component: such
   calls get no label (None) and their kernels keep the kernel view.
 - ``layer``: the decoder layer instance it runs in (``layers.toml``), or -1 outside any layer.
@@ -26,6 +28,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from phaseprof.classify.buckets import Bucket
 from phaseprof.classify.classifier import module_bucket_of_op
 from phaseprof.classify.rules import RuleSet
 from phaseprof.errors import PhaseprofError
@@ -52,6 +55,7 @@ class LayerRules:
     opaque: tuple[re.Pattern[str], ...] = ()
     model: tuple[re.Pattern[str], ...] = ()
     boundary: tuple[re.Pattern[str], ...] = ()  # kernel names that open the next block (``[boundary]``)
+    dense_bucket: str = "mlp"  # module-view bucket of a dense feed-forward (``[layer_type] dense_mlp_bucket``)
 
     def is_boundary(self, kernel: str) -> bool:
         return any(p.search(kernel) for p in self.boundary)
@@ -80,7 +84,8 @@ def load_layer_rules(path: Path = LAYERS_PATH) -> LayerRules:
                            dense_mlp=tuple(re.compile(p) for p in typ["dense_mlp_patterns"]),
                            opaque=tuple(re.compile(p) for p in data.get("opaque", {}).get("patterns", [])),
                            model=tuple(re.compile(p) for p in data.get("model", {}).get("patterns", [])),
-                           boundary=tuple(re.compile(p) for p in data.get("boundary", {}).get("patterns", [])))
+                           boundary=tuple(re.compile(p) for p in data.get("boundary", {}).get("patterns", [])),
+                           dense_bucket=str(typ.get("dense_mlp_bucket", "mlp")))
     except (OSError, KeyError, TypeError, re.error, tomllib.TOMLDecodeError) as e:
         raise PhaseprofError(f"bad layer rules: {e}", path=path) from None
     for ex in lay.get("examples", []):
@@ -95,6 +100,8 @@ def load_layer_rules(path: Path = LAYERS_PATH) -> LayerRules:
     for ex in data.get("boundary", {}).get("examples", []):
         if not rules.is_boundary(ex):
             raise PhaseprofError(f"[boundary] example {ex!r} matches none of its patterns", path=path)
+    if rules.dense_bucket not in {b.value for b in Bucket}:
+        raise PhaseprofError(f"[layer_type] dense_mlp_bucket {rules.dense_bucket!r} is not a bucket", path=path)
     for ex in typ.get("dense_mlp_examples", []):
         if not rules.is_dense_mlp(ex):
             raise PhaseprofError(f"[layer_type] example {ex!r} matches no dense_mlp pattern", path=path)
@@ -135,7 +142,7 @@ def build_module_tree(modules: pd.DataFrame, rules: RuleSet, layer_rules: LayerR
     names = modules["name"]
     cats = [str(c) for c in names.cat.categories]
     # Per distinct name (a few hundred), not per call: class, instance, rule match, layer-ness.
-    cls_c, inst_c, rule_c, is_layer_c, opaque_c, model_c = [], [], [], [], [], []
+    cls_c, inst_c, rule_c, is_layer_c, opaque_c, model_c, dense_c = [], [], [], [], [], [], []
     for full in cats:
         short = full[len(MODULE_PREFIX):] if full.startswith(MODULE_PREFIX) else full
         m = _INSTANCE.match(short)
@@ -146,6 +153,7 @@ def build_module_tree(modules: pd.DataFrame, rules: RuleSet, layer_rules: LayerR
         is_layer_c.append(lr.is_layer(cls_c[-1]))
         opaque_c.append(lr.is_opaque(cls_c[-1]))
         model_c.append(lr.is_model(cls_c[-1]))
+        dense_c.append(lr.is_dense_mlp(cls_c[-1]))
     code = names.cat.codes.to_numpy()
     cls = np.asarray(cls_c, dtype=object)[code]
     inst = np.asarray(inst_c, dtype=np.int64)[code]
@@ -153,6 +161,7 @@ def build_module_tree(modules: pd.DataFrame, rules: RuleSet, layer_rules: LayerR
     is_layer = np.asarray(is_layer_c, dtype=bool)[code]
     opq = np.asarray(opaque_c, dtype=bool)[code].tolist()
     mdl = np.asarray(model_c, dtype=bool)[code].tolist()
+    dense = np.asarray(dense_c, dtype=bool)[code].tolist()
     ts, end = modules["ts_ns"].to_numpy(), modules["end_ns"].to_numpy()
     # Parents first (they start no later and last longer); a sequential pass over module calls only (thousands).
     order = np.lexsort((-(end - ts), ts)).tolist()
@@ -163,6 +172,8 @@ def build_module_tree(modules: pd.DataFrame, rules: RuleSet, layer_rules: LayerR
     for i in order:
         p = par[i]
         rule[i] = own_l[i] if own_l[i] is not None else (rule[p] if p >= 0 else None)
+        if rule[i] is None and dense[i]:  # a dense MLP no rule covers; inside a MoE block it stays moe (above)
+            rule[i] = lr.dense_bucket
         if isl[i]:
             layer[i], block[i] = inst_l[i], cls_l[i]
             continue
@@ -191,6 +202,8 @@ def _layer_types(layer: np.ndarray, label: np.ndarray, cls: np.ndarray, lr: Laye
         ffn = next((b for b in lr.ffn_buckets if b in labs), None)
         if ffn is None:
             ffn = "dense" if any(lr.is_dense_mlp(c) for c in classes) else "none"
+        elif ffn == lr.dense_bucket:
+            ffn = "dense"
         out[int(k)] = f"{mixer}+{ffn}"
     return out
 

@@ -12,9 +12,9 @@ is the model's structure, in launch order (``graph_align.launch_order``):
   no earlier than the step's first graph-replayed kernel (before it: the runner's input copies).
 - Inside a layer: the opening and post-attention norms keep their kernel view (norm); a kernel whose name says
   it is a component (attention, MoE, GDN, norm, ...) keeps it; the rest take their span's block: the mixer
-  the span shows (in_proj, conv glue and out_proj are the mixer's), and ``moe`` in a feed-forward span that
-  runs MoE kernels (router, shared expert). A dense MLP has no rule-named bucket (the module tree shows its
-  class name), so its kernels get the layer only and keep their kernel view: no module is invented.
+  the span shows (in_proj, conv glue and out_proj are the mixer's); in a feed-forward span ``moe`` where it
+  runs MoE kernels (router, shared expert), else the dense MLP's bucket (``mlp``: gate_up GEMM, activation,
+  down GEMM; the bucket the module tree gives ``LlamaMLP``, ``layers.toml [layer_type]``).
 
 The plan is checked, never forced: a step whose boundary count does not fit the config's layer count is left
 alone (the reason is reported); a layer whose kernels show another type than the config says keeps what its
@@ -59,7 +59,8 @@ def structural_step(rows: np.ndarray, *, plan: LayerPlan, shown: np.ndarray, com
     """Layer and block for the items ``rows`` (one step, in launch order). ``shown``: per item, the index in
     ``blocks`` (the mixer buckets, then ``moe``) of the block its evidence or kernel view names, -1 for none;
     ``component``: whether its kernel view names a component (it keeps it). Returns, per row, the layer (-1
-    outside) and the index in ``blocks`` of its block label (-1: keep its kernel view), the layers whose kernels
+    outside) and the index of its block label in ``blocks`` (``len(blocks)``: the dense MLP; -1: keep its kernel
+    view), the layers whose kernels
     contradict the plan's type, why the step was left alone (None when it was not) and the layer types the step shows."""
     m = rows.size
     layer = np.full(m, -1, dtype=np.int64)
@@ -99,7 +100,7 @@ def structural_step(rows: np.ndarray, *, plan: LayerPlan, shown: np.ndarray, com
     norm_at = np.zeros(m, dtype=bool)
     norm_at[opens] = True
     norm_at[post] = True
-    block = np.where(in_ffn, np.where(moe, nb - 1, -1)[lay], mixer[lay])
+    block = np.where(in_ffn, np.where(moe, nb - 1, nb)[lay], mixer[lay])  # nb: the dense MLP
     label[pos] = np.where(norm_at[pos] | component[rows][pos], -1, block)
     return layer, label, notes, None, types
 
@@ -142,6 +143,7 @@ def structural(steps: dict[int, np.ndarray], *, plan: LayerPlan, evidence: np.nd
     per item the layer (-1 where not placed) and label (None where unchanged), and what was done."""
     n = kview.size
     blocks = (*rules.mixer_buckets, "moe")
+    names = np.asarray([*blocks, rules.dense_bucket], dtype=object)  # label codes: blocks, then the dense MLP
     free = pd.isna(evidence)
     # block index per item, through the distinct labels only (a few dozen)
     codes, cats = pd.factorize(np.where(free, kview, evidence))
@@ -166,7 +168,7 @@ def structural(steps: dict[int, np.ndarray], *, plan: LayerPlan, evidence: np.nd
         contradicted.update((plan.layer_type(i), seen[i], i) for i in contra)
     notes += _contradictions(contradicted, done)
     placed = layer >= 0
-    label = np.where(placed, np.where(code >= 0, np.asarray(blocks, dtype=object)[np.maximum(code, 0)], kview), None)
+    label = np.where(placed, np.where(code >= 0, names[np.maximum(code, 0)], kview), None)
     with_module = int((placed & free & (code >= 0)).sum())
     return layer, label, StructuralResult(with_module=with_module, layer_only=int((placed & free).sum()) - with_module,
                                           layer_added=int((placed & ~free).sum()), steps_done=done,

@@ -14,12 +14,12 @@ from typing import Any
 from phaseprof.dashboard import widgets
 from phaseprof.dashboard.data import Context
 from phaseprof.dashboard.text import code
-from phaseprof.dashboard.views import breakdown, compare, memory, ranks, runs, sweep, timeline
+from phaseprof.dashboard.views import breakdown, compare, memory, pareto, ranks, runs, sweep, timeline
 
 #: Page name -> ``render(st, ctx)``, in sidebar order.
 PAGES: dict[str, Callable[[Any, Context], None]] = {
     "Runs": runs.render, "Breakdown": breakdown.render, "Timeline": timeline.render, "Compare": compare.render,
-    "Sweep": sweep.render, "Ranks": ranks.render, "Memory": memory.render,
+    "Sweep": sweep.render, "Pareto": pareto.render, "Ranks": ranks.render, "Memory": memory.render,
 }
 
 

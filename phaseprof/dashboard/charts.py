@@ -40,24 +40,46 @@ def _layout(fig: go.Figure, *, title: str, height: int = 420) -> go.Figure:
     return fig
 
 
+#: Colours of the idle parts of a step (``analysis.digest.IDLE_PARTS`` names), as on the Timeline.
+IDLE_PART_COLORS = {**{IDLE_LABELS[k]: c for k, c in IDLE_COLORS.items()}, "busy: other steps' work": "#6f6f9f"}
+
+
 def phase_buckets(bd: Breakdown, *, view: str, unit: str = "ms") -> go.Figure:
-    """Stacked bar per phase by bucket. ``unit``: "ms" (sum over the phase's steps) or "%" of GPU busy."""
+    """One horizontal stacked bar per phase: its mean step, split into GPU busy time by bucket, GPU idle time by
+    cause and neighbouring steps' work (``analysis.digest.step_parts``), so the bar is the step's wall time.
+    ``unit``: "ms" (per step) or "%" (of the step's wall time)."""
+    from phaseprof.analysis.digest import step_parts
+
+    parts = {ph.phase: {p.name: p for p in step_parts(ph, bd.steps, view=view)} for ph in bd.phases}
+    names: list[str] = []
+    for by_name in parts.values():
+        names += [n for n in by_name if n not in names]
+    y = [f"{plot(ph.phase)} ({ph.steps} step{'s' if ph.steps != 1 else ''})" for ph in bd.phases]
     fig = go.Figure()
-    buckets: list[str] = []
-    for ph in bd.phases:
-        for b in (ph.kernel_view if view == "kernel" else ph.module_view):
-            if b.bucket not in buckets:
-                buckets.append(b.bucket)
-    x = [f"{plot(ph.phase)} ({ph.steps} step{'s' if ph.steps != 1 else ''})" for ph in bd.phases]
-    for name in buckets:
-        rows = [{b.bucket: b for b in (ph.kernel_view if view == "kernel" else ph.module_view)}.get(name)
-                for ph in bd.phases]
-        y = [(r.time_us / 1e3 if unit == "ms" else r.share_pct) if r else None for r in rows]
-        text = [f"{r.time_us / 1e3:,.3f} ms · {r.share_pct:.1f}% · {r.count:,} items" if r else "" for r in rows]
-        fig.add_bar(x=x, y=y, name=plot(name), marker_color=color(name), hovertext=text, hoverinfo="text+name")
-    fig.update_layout(barmode="stack", yaxis_title="ms (sum over steps)" if unit == "ms" else "% of GPU busy",
-                      bargap=max(0.2, 0.8 - 0.15 * len(x)))
-    return _layout(fig, title=f"GPU busy time by bucket, {view} view")
+    kinds = {p.name: p.kind for by_name in parts.values() for p in by_name.values()}
+    for name in sorted(names, key=lambda n: kinds[n] != "busy"):  # busy buckets first, idle (and overlap) after
+        rows = [parts[ph.phase].get(name) for ph in bd.phases]
+        x = [(r.ms_per_step if unit == "ms" else r.pct_of_wall) if r else None for r in rows]
+        idle = kinds[name] != "busy"
+        text = [(f"{r.ms_per_step:,.2f} ms/step · {r.pct_of_wall:.1f}% of the step"
+                 + ("" if idle else f" · {r.items_per_step:,.0f} items/step")) if r else "" for r in rows]
+        fig.add_bar(y=y, x=x, name=plot(name), orientation="h",
+                    marker_color=IDLE_PART_COLORS.get(name) if idle else color(name),
+                    marker_pattern=dict(shape="/", fgcolor="#ffffff", solidity=0.25) if idle else None,
+                    text=[f"{v:,.2f}" if v is not None else "" for v in x], textposition="inside",
+                    insidetextanchor="middle", textangle=0, hovertext=text, hoverinfo="text+name")
+    axis = "ms per step" if unit == "ms" else "% of the step's wall time"
+    fig.update_layout(barmode="stack", xaxis_title=axis, uniformtext=dict(minsize=10, mode="hide"),
+                      yaxis=dict(autorange="reversed"))
+    busy = "CPU op time" if bd.trace.device == "cpu" else "GPU busy"  # a CPU-only trace's work items are CPU ops
+    plot_px, bottom_px = 80 + 60 * (len(y) - 1), 120
+    _layout(fig, title=f"Where a step's time goes: {busy} by bucket ({view} view), then idle by cause",
+            height=plot_px + bottom_px + 50)
+    # The legend 50 px under the plot, below the axis title, whatever the number of bars (paper units scale
+    # with the plot's height).
+    fig.update_layout(legend=dict(orientation="h", yanchor="top", y=-50 / plot_px, x=0, traceorder="normal"),
+                      margin=dict(b=bottom_px))
+    return fig
 
 
 #: Per-step metrics charted on the Breakdown page: label -> (getter, axis).
@@ -99,7 +121,7 @@ def compare_buckets(deltas: Sequence[Any], *, labels: tuple[str, str], view: str
         hatch = dict(shape=pattern, fgcolor="#333333", solidity=0.3) if pattern else None
         fig.add_bar(x=[plot(n) for n in names], y=vals, name=plot(label), marker_color=[color(n) for n in names],
                     marker_pattern=hatch, opacity=1.0 if side == "a" else 0.65,
-                    hovertext=[f"{plot(label)}: {v:,.3f} ms/step · {s:.1f}%" for v, s in zip(vals, shares)],
+                    hovertext=[f"{plot(label)}: {v:,.2f} ms/step · {s:.1f}%" for v, s in zip(vals, shares)],
                     hoverinfo="text")
     fig.update_layout(barmode="group", yaxis_title="ms per step", xaxis_title="bucket")
     return _layout(fig, title=f"{plot(phase)}: A vs B by bucket ({view} view, ms per step; B hatched)")
@@ -190,3 +212,62 @@ def sweep_curves(curves: Sequence[dict[str, Any]], *, x_title: str, y_title: str
     fig.update_layout(xaxis_title=x_title, yaxis_title=y_title, margin=dict(b=60 + 22 * len(curves)),
                       legend=dict(orientation="h", yanchor="top", y=-0.18, x=0))
     return fig
+
+
+#: Roofline marker per phase.
+PHASE_SYMBOLS = {"prefill": "circle", "decode": "diamond", "mixed": "square"}
+
+
+def roofline(sol: Any) -> go.Figure:
+    """Log-log roofline of a speed-of-light section (``sol.roofline.roofline_data``): the roof, and one point per
+    phase and bucket that did FLOPs, coloured by bucket, shaped by phase, named in the legend (no labels on the
+    points: they overlapped). A bucket that ran faster than its floor (``SolBucket.beats_floor``: >100% of light;
+    every point drawn above its roof is one) gets a red ring. Buckets without FLOPs have no place on a FLOP/s
+    axis: they are in the table."""
+    from phaseprof.sol.roofline import roofline_data
+
+    data = roofline_data(sol)
+    fig = go.Figure()
+    if data is None:
+        return _layout(fig, title=f"roofline: {plot(sol.status)}")
+    pts = [p for p in data.points if p.achieved_tflops > 0]
+    beats = {(ph.phase, b.bucket): b.beats_floor for ph in sol.phases for b in ph.buckets}
+    xs_pts = [p.intensity_flop_per_byte for p in pts]
+    lo = min([data.ridge_flop_per_byte / 100] + [x / 2 for x in xs_pts])
+    hi = max([data.ridge_flop_per_byte * 10] + [x * 2 for x in xs_pts])
+    xs = [lo, data.ridge_flop_per_byte, hi]
+    fig.add_scatter(x=xs, y=[data.roof(x) for x in xs], mode="lines", name=plot(f"roof ({data.kind})"),
+                    line=dict(color="black", width=2),
+                    hovertext=[f"{data.hbm_tbps:g} TB/s", f"ridge {data.ridge_flop_per_byte:.0f} FLOP/B",
+                               f"{data.peak_tflops:,.0f} TFLOP/s {plot(data.precision)}"], hoverinfo="text")
+    several = len({p.phase for p in pts}) > 1
+    for p in pts:
+        flag = beats.get((p.phase, p.bucket))
+        light = "-" if p.pct_of_light is None else f"{p.pct_of_light:.0f}"
+        fig.add_scatter(
+            x=[p.intensity_flop_per_byte], y=[p.achieved_tflops], mode="markers",
+            name=plot(f"{p.bucket} ({p.phase})" if several else p.bucket),
+            marker=dict(size=12, symbol=PHASE_SYMBOLS.get(p.phase, "circle"), color=color(p.bucket),
+                        line=dict(color="#222222", width=1)),
+            hovertext=[f"{plot(p.bucket)} ({plot(p.phase)}): {p.achieved_tflops:,.1f} TFLOP/s, "
+                       f"{p.achieved_tbps:.2f} TB/s, {p.time_ms:,.2f} ms, {light}% of light"
+                       + (f"<br>faster than its floor: {plot(flag)}" if flag else "")], hoverinfo="text")
+    flagged = [p for p in pts if beats.get((p.phase, p.bucket))]
+    if flagged:
+        fig.add_scatter(x=[p.intensity_flop_per_byte for p in flagged], y=[p.achieved_tflops for p in flagged],
+                        mode="markers+text", name="faster than its floor (>100% of light)",
+                        text=["> 100% of light"] * len(flagged), textposition="top center",
+                        textfont=dict(color="#d62728"), hoverinfo="skip",
+                        marker=dict(size=24, symbol="circle-open", color="#d62728", line=dict(width=3)))
+    ys = [p.achieved_tflops for p in pts]
+    y_lo = min([data.peak_tflops / 1e3] + [y / 3 for y in ys])
+    fig.update_xaxes(type="log", title="arithmetic intensity (FLOP/byte)", range=[_log10(lo), _log10(hi)])
+    fig.update_yaxes(type="log", title="achieved TFLOP/s", range=[_log10(y_lo), _log10(data.peak_tflops * 3)])
+    _layout(fig, title=f"roofline on {plot(data.gpu)} ({plot(data.kind)}, {plot(data.precision)})", height=460)
+    return fig
+
+
+def _log10(v: float) -> float:
+    import math
+
+    return math.log10(v)

@@ -280,11 +280,17 @@ def facts(src: Source, bd: Breakdown | None, run: RunRecord | None) -> dict[str,
         "model": rec.model.name if rec else None,
         "phase": phase or (", ".join(p.phase for p in bd.phases) if bd else None),
         "tokens": rec.request.prompt_tokens if rec else None, "mode": rec.execution_mode if rec else None,
+        "quant": quant(rec),
         "TTFT ms": rec.ttft_ms if rec else None, "TPOT ms": rec.tpot_ms if rec else None,
         "steps": ", ".join(f"{p.phase} ×{p.steps}" for p in bd.phases) if bd else None,
         "date": str(date) if date is not None else iso_time(src.mtime),
         "size MB": round(src.size_bytes / 1e6, 1), "what": src.description or None,
     }
+
+
+def quant(rec: RunRecord | None) -> str | None:
+    """The weights' quantization the capture recorded ("bf16", "fp8"), None when it recorded none."""
+    return (rec.quant or rec.engine.quant) if rec else None
 
 
 def step_export(src: Source, roots: Roots, step: int, window_us: tuple[float, float] | None = None) -> Any:
@@ -329,3 +335,18 @@ def speed_of_light(src: Source, bd: Breakdown, roots: Roots) -> Any:
         path = _trace_path(src, roots)
         return _speed_of_light(_key(src), sha256_of(Path(path)), path)
     return _stored_sol(_key(src), str(src.path), bd)
+
+
+def verdicts(src: Source, bd: Breakdown, roots: Roots) -> Any:
+    """What to look at first (``analysis.verdict``): the breakdown's own ``verdicts`` section when it was written
+    with one, else ``verdicts_of`` the breakdown with its speed of light (when there is one) and the run's
+    run.json, as ``phaseprof analyze`` attaches them (``sol.attach.reported``)."""
+    from phaseprof.analysis.verdict import verdicts_of
+
+    if bd.verdicts is not None:
+        return bd.verdicts
+    sol = speed_of_light(src, bd, roots)
+    if bd.sol is None and not isinstance(sol, _Failed) and sol.ok:
+        bd = replace(bd, sol=sol)
+    return verdicts_of(bd, run=run_json(src, roots))
+

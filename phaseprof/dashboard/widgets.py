@@ -96,12 +96,30 @@ def current(st: Any, ctx: data.Context, *, need_trace: bool = False) -> Source |
     return pick(st, srcs, title="Run", state="current_run", need_trace=need_trace)
 
 
+def _empty_cells() -> dict[str, str]:
+    import inspect
+
+    import streamlit
+
+    # Missing numbers (a trace with no run.json has no clean TTFT) as empty cells, not "None" (st.dataframe's
+    # ``placeholder``; older Streamlit without it keeps its default).
+    return {"placeholder": ""} if "placeholder" in inspect.signature(streamlit.dataframe).parameters else {}
+
+
+EMPTY_CELLS = _empty_cells()
+
+
 def table(st: Any, df: Any, *, key: str) -> None:
     """A sortable table; numbers keep their values and are only displayed: times (columns in ms) with 2
-    decimals, other numbers with thousands separators."""
-    cfg = {c: st.column_config.NumberColumn(format="%.2f" if " ms" in f" {c}" and str(df[c].dtype).startswith(
-        "float") else "localized") for c in df.columns if str(df[c].dtype).startswith(("float", "int"))}
-    st.dataframe(df, hide_index=True, width="stretch", key=key, column_config=cfg)
+    decimals, percentages with 1, other numbers with thousands separators."""
+    def fmt(c: str) -> str:
+        if not str(df[c].dtype).startswith("float"):
+            return "localized"
+        return "%.2f" if " ms" in f" {c}" else "%.1f" if "%" in c else "localized"
+
+    cfg = {c: st.column_config.NumberColumn(format=fmt(c)) for c in df.columns
+           if str(df[c].dtype).startswith(("float", "int"))}
+    st.dataframe(df, hide_index=True, width="stretch", key=key, column_config=cfg, **EMPTY_CELLS)
 
 
 def chart(st: Any, fig: Any, *, key: str) -> None:
@@ -122,3 +140,22 @@ def source_line(src: Source, bd: Any) -> str:
     if src.description:
         bits.append(md(src.description))
     return " · ".join(bits)
+
+
+#: How a phase verdict is boxed: what keeps the GPU idle is a warning, the rest plain information.
+VERDICT_BOX = {"host-bound": "warning", "wait-bound": "warning"}
+
+
+def verdicts(st: Any, v: Any, *, title: str = "What to look at first", prefix: str = "") -> None:
+    """The verdicts (``analysis.verdict.Verdicts``) as the page's opening lines: one box per phase (its line as
+    ``phaseprof analyze`` prints it), the views' notes under it, then the noise warnings."""
+    if v is None or not (v.phases or v.noise):
+        return
+    st.markdown(f"**{title}**")
+    for ph in v.phases:
+        getattr(st, VERDICT_BOX.get(ph.bound, "info"))(f"{prefix}{md(ph.line)}")
+        for note in ph.views:
+            st.caption(md(note))
+    for n in v.noise:
+        st.warning(f"{prefix}{md(n)}")
+

@@ -14,8 +14,10 @@ _SHORT = {Method.OP_STACK.value: "op stack", Method.MODULE_TREE.value: "modules"
           Method.GRAPH_ALIGNMENT.value: "graph align", Method.STRUCTURAL.value: "layer plan",
           Method.BRACKETED.value: "bracketed",
           Method.KERNEL_NAME.value: "kernel name"}
-#: Buckets shown as columns of the layer table, in this order; the rest are summed into "rest".
+#: Buckets shown as columns of the layer table, in this order; the rest are summed into "rest". ``mlp`` (a dense
+#: feed-forward) only where a layer has one: MoE models would show an empty column.
 LAYER_COLUMNS = ("gdn", "attention", "moe", "norm")
+DENSE_COLUMN = "mlp"
 
 
 def _ms(us: float) -> str:
@@ -28,18 +30,19 @@ def coverage_line(pa: PhaseAttribution) -> str:
     return f"{pa.phase} module view from: " + (", ".join(parts) or "-")
 
 
-_LAYER_COLS = (Col("layer"), Col("type", "left"), Col("ms"), Col("%"), *(Col(b) for b in LAYER_COLUMNS), Col("rest"))
 
 
 def layer_tables(pa: PhaseAttribution, *, width: int = 80) -> list[Table]:
     """Layers x buckets (ms summed over the phase's steps), as wide as ``width`` allows: split into parts
     (layer and type repeated) rather than cut."""
+    shown = LAYER_COLUMNS + ((DENSE_COLUMN,) if any(DENSE_COLUMN in r.by_bucket_us for r in pa.layers) else ())
+    cols = (Col("layer"), Col("type", "left"), Col("ms"), Col("%"), *(Col(b) for b in shown), Col("rest"))
     rows = []
     for r in pa.layers:
-        rest = sum(v for b, v in r.by_bucket_us.items() if b not in LAYER_COLUMNS)
+        rest = sum(v for b, v in r.by_bucket_us.items() if b not in shown)
         rows.append([str(r.layer), r.layer_type.replace("attention", "attn"), _ms(r.time_us), f"{r.share_pct:.1f}",
-                     *(_ms(r.by_bucket_us[b]) if b in r.by_bucket_us else "-" for b in LAYER_COLUMNS), _ms(rest)])
-    return fitted_tables(f"{pa.phase}: per layer (ms in all steps)", _LAYER_COLS, rows, width=width, keys=2,
+                     *(_ms(r.by_bucket_us[b]) if b in r.by_bucket_us else "-" for b in shown), _ms(rest)])
+    return fitted_tables(f"{pa.phase}: per layer (ms in all steps)", cols, rows, width=width, keys=2,
                          caption=f"outside decoder layers: {_ms(pa.outside_layers_us)} ms", compact=True)
 
 

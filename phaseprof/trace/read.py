@@ -8,6 +8,9 @@ builder, is not imported back by it.)
 
 from __future__ import annotations
 
+import sys
+import threading
+from collections.abc import Callable
 from pathlib import Path
 
 from phaseprof.errors import TraceError
@@ -19,8 +22,53 @@ from phaseprof.trace.native import builder_for
 from phaseprof.trace.tables import EventTables, Keep, build_tables, gc_paused
 
 
+class _Meanwhile:
+    """Work run on a thread while this process reads a trace (``load_tables(meanwhile=...)``): the analysis'
+    imports, 1.2 s of the ``phaseprof analyze`` process, overlap the read, which spends its time in code that
+    releases the GIL (the native scanner, inflating, hashing). :meth:`join` re-raises the work's exception."""
+
+    #: While both run: the importing thread hands the GIL back to the reader within this many seconds when the
+    #: reader's native call returns. Python's default, 5 ms, is about one 1 MB chunk's scan, which could leave the
+    #: reader waiting as long as it scans (reasoned, not measured apart: the shared VM's load hid the difference).
+    SWITCH_S = 0.0005
+
+    def __init__(self, work: Callable[[], object] | None) -> None:
+        self._work = work
+        self._thread: threading.Thread | None = None
+        self._error: BaseException | None = None
+        self._switch = sys.getswitchinterval()
+
+    def _run(self) -> None:
+        try:
+            self._work()  # type: ignore[misc]
+        except BaseException as e:  # noqa: BLE001 - handed to the reading thread by join()
+            self._error = e
+
+    def start(self) -> None:
+        """Start the work (once; after any fork of the split read: forking a threaded process risks its locks)."""
+        if self._work is not None and self._thread is None:
+            sys.setswitchinterval(self.SWITCH_S)
+            self._thread = threading.Thread(target=self._run, name="phaseprof-meanwhile", daemon=True)
+            self._thread.start()
+
+    def join(self) -> None:
+        """Wait for the work (run here if it never started); raise what it raised."""
+        if self._work is None:
+            return
+        if self._thread is None:
+            self._run()
+        else:
+            self._thread.join()
+            sys.setswitchinterval(self._switch)
+        self._work = None
+        if self._error is not None:
+            error, self._error = self._error, None
+            raise error
+
+
 def load_tables(path: str | Path, *, streaming: bool = True, keep: Keep | None = None,
-                origin_us: float | None = None, native: bool | None = None) -> EventTables:
+                origin_us: float | None = None, native: bool | None = None,
+                meanwhile: Callable[[], object] | None = None) -> EventTables:
     """Read, decode and tabulate one trace file. Raises TraceError (one line, names the file) on bad input.
 
     Reads chunk by chunk (:func:`~phaseprof.trace.stream.stream_trace`); when the file is not in the shape that
@@ -30,33 +78,45 @@ def load_tables(path: str | Path, *, streaming: bool = True, keep: Keep | None =
     The chunks are scanned by the native scanner (:mod:`phaseprof.trace.native`) where it is built and ``keep``
     is None, else decoded by msgspec; ``native=False`` forces the pure-Python path (the reference in tests),
     ``native=True`` the scanner (raises NativeUnsupported where it gives up, instead of falling back).
+
+    ``meanwhile``: work (imports, say) run on a thread while the native scanner reads, else before the read; done
+    before the tables are built, and its exception raised in preference to the read's own.
     """
     from phaseprof.trace import native as scanner
 
     use_native = native if native is not None else (streaming and keep is None and scanner.available())
+    other = _Meanwhile(meanwhile)
     try:
+        if not use_native:
+            other.join()  # the pure-Python read holds the GIL: nothing to overlap
         if use_native:
             try:
-                return _load_tables(path, streaming=True, keep=None, origin_us=origin_us, native=True)
+                return _load_tables(path, streaming=True, keep=None, origin_us=origin_us, native=True,
+                                    meanwhile=other)
             except scanner.NativeUnsupported:
                 if native:
                     raise
-        return _load_tables(path, streaming=streaming, keep=keep, origin_us=origin_us)
+        return _load_tables(path, streaming=streaming, keep=keep, origin_us=origin_us, meanwhile=other)
     except TraceValueError as e:
         raise TraceError(str(e), path=path) from None
+    finally:
+        other.join()
 
 
 def _load_tables(path: str | Path, *, streaming: bool, keep: Keep | None, origin_us: float | None,
-                 native: bool = False) -> EventTables:
+                 native: bool = False, meanwhile: _Meanwhile | None = None) -> EventTables:
+    other = meanwhile or _Meanwhile(None)
     with gc_paused():
         if streaming and keep is None and (at := split_point(path)) is not None:
-            tables = load_split(path, at, origin_us, native=native)
+            tables = load_split(path, at, origin_us, native=native, forked=other.start, before_tables=other.join)
             if tables is not None:
                 return tables
+        other.start()
         if streaming:
             builder = builder_for(keep, native)
             streamed = stream_trace(path, builder.add, chunks=builder.add_json if native else None)
             if streamed is not None:
+                other.join()
                 return builder.finish(streamed.doc, path=str(path), sha256=streamed.sha256,
                                       decompressed_bytes=streamed.decompressed_bytes, origin_us=origin_us)
             del builder
@@ -64,6 +124,7 @@ def _load_tables(path: str | Path, *, streaming: bool, keep: Keep | None, origin
         doc = decode_trace(data, path)
         size = len(data)
         del data
+        other.join()
         return build_tables(doc, path=str(path), sha256=sha, decompressed_bytes=size, keep=keep,
                             origin_us=origin_us)
 

@@ -15,6 +15,7 @@ import struct
 import sys
 import threading
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -62,11 +63,15 @@ def split_point(path: str | Path) -> int | None:
 _UNSUPPORTED_STATUS = 3
 
 
-def load_split(path: str | Path, at: int, origin_us: float | None, *, native: bool = False) -> EventTables | None:
+def load_split(path: str | Path, at: int, origin_us: float | None, *, native: bool = False,
+               forked: Callable[[], None] = lambda: None,
+               before_tables: Callable[[], None] = lambda: None) -> EventTables | None:
     """The tables of ``path``, its events read by two processes split at decompressed byte ``at``; None (the
     caller reads it in one process, which gives the same tables or the same error) when anything is off: no
     separator there, a false one, a half that fails or hits a limit, duplicate top-level keys. ``native``: both
-    halves scanned by the native scanner; NativeUnsupported when either gives up on its half."""
+    halves scanned by the native scanner; NativeUnsupported when either gives up on its half. ``forked``: called
+    in this process once the child is forked (threads may start from then on); ``before_tables``: before the
+    tables are built from the halves' columns."""
     from phaseprof.trace.native import NativeUnsupported
 
     r, w = os.pipe()
@@ -93,6 +98,7 @@ def load_split(path: str | Path, at: int, origin_us: float | None, *, native: bo
     os.close(w)
     done = False
     try:
+        forked()
         builder = builder_for(None, native)
         try:
             first = stream_half(path, builder.add, at, second=False, chunks=builder.add_json if native else None)
@@ -118,6 +124,7 @@ def load_split(path: str | Path, at: int, origin_us: float | None, *, native: bo
         if doc is None or not builder.absorb(second):
             return None
         half = second["half"]
+        before_tables()
         return builder.finish(doc, path=str(path), sha256=half.sha256, decompressed_bytes=half.decompressed_bytes,
                               origin_us=origin_us)
     finally:

@@ -20,10 +20,9 @@ from dataclasses import dataclass, field
 from itertools import repeat
 from operator import attrgetter, itemgetter
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from phaseprof.errors import PhaseprofError, TraceError
 from phaseprof.records import RunRecord
@@ -32,6 +31,9 @@ from phaseprof.trace.limits import (DENSE_KEPT_EVENTS, MAX_KEPT_EVENTS, MIN_BYTE
 from phaseprof.trace.load import decode_trace, read_trace_bytes
 from phaseprof.trace.schema import Args, Event, TraceDoc
 from phaseprof.trace.stream import stream_trace
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 #: A filter on the events TableBuilder keeps: ``keep(family, events, ts_us)`` -> bool mask over ``events`` (the
 #: complete events a family would keep, file order; ``family`` is one of FAMILIES, "modules" or "memory").
@@ -129,7 +131,7 @@ class EventTables:
     ops: pd.DataFrame
     gpu_annotations: pd.DataFrame
     memory: pd.DataFrame
-    modules: pd.DataFrame = field(default_factory=pd.DataFrame)
+    modules: pd.DataFrame = field(default_factory=lambda: _frame({}))
 
 
 _INT_TEXT = re.compile(r"-?[0-9]+")  # ASCII only: int() would also take Unicode digits, "_" and spaces
@@ -219,6 +221,8 @@ class _Codes:
 def _categorical(codes: np.ndarray, labels: list[str] | tuple[str, ...]) -> pd.Categorical:
     """What ``pd.Categorical([labels[c] for c in codes])`` gives (sorted categories, only those used), without
     building a string per row."""
+    import pandas as pd  # here, not at the top: the read runs before pandas is imported (``trace.read``)
+
     if codes.size == 0:
         return pd.Categorical([])
     used = np.unique(codes)
@@ -591,6 +595,8 @@ class TableBuilder:
 
 def _frame(columns: dict[str, Any]) -> pd.DataFrame:
     """A DataFrame over the fresh column arrays themselves (pandas copies them by default: twice the memory)."""
+    import pandas as pd
+
     return pd.DataFrame(columns, copy=False)
 
 
@@ -624,6 +630,8 @@ def gc_paused() -> Iterator[None]:
 def labels(column: pd.Series) -> np.ndarray:
     """A categorical (or any) column as a numpy object array of Python strings, without building pandas string
     arrays (under pandas 3, ``.astype(str)`` on a categorical materialises a pyarrow string array: slow)."""
+    import pandas as pd
+
     if isinstance(column.dtype, pd.CategoricalDtype):
         cats = np.asarray([str(c) for c in column.cat.categories], dtype=object)
         codes = column.cat.codes.to_numpy()

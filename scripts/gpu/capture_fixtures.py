@@ -119,6 +119,17 @@ def to_cli(kwargs: dict[str, Any]) -> list[str]:
     return argv
 
 
+def stop_server(proc: subprocess.Popen) -> None:
+    """Stop a server started in its own process group: SIGINT (vLLM shuts down cleanly), SIGKILL after 40 s."""
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGINT)
+        try:
+            proc.wait(timeout=40)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
 def _wait_healthy(base: str, proc: subprocess.Popen, limit_s: float) -> float:
     t0 = time.monotonic()
     while time.monotonic() - t0 < limit_s:
@@ -192,13 +203,7 @@ def serve(args: argparse.Namespace) -> int:
                 rc = rc or cp.returncode
         finally:
             record["server_alive_s"] = round(time.monotonic() - t0, 1)
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGINT)
-                try:
-                    proc.wait(timeout=40)
-                except subprocess.TimeoutExpired:
-                    os.killpg(proc.pid, signal.SIGKILL)
-                    proc.wait()
+            stop_server(proc)
             save()
     return rc
 

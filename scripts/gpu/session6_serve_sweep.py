@@ -38,7 +38,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts" / "gpu"))
 
-from capture_fixtures import MULTICAST_OFF, to_cli  # noqa: E402
+from capture_fixtures import MULTICAST_OFF, stop_server, to_cli  # noqa: E402
 from capture_fixtures import _wait_healthy as wait_healthy  # noqa: E402
 
 PP = [sys.executable, "-c", "import sys; from phaseprof.cli import main; sys.exit(main())"]
@@ -183,13 +183,7 @@ def main(argv: list[str] | None = None) -> int:
         rc = 1
     finally:
         record["server_alive_s"] = round(time.monotonic() - t0, 1)
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGINT)
-            try:
-                proc.wait(timeout=40)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+        stop_server(proc)
         log_f.close()
         record["rc"] = rc
         save()

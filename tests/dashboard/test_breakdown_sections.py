@@ -41,10 +41,44 @@ def test_roofline_and_sol_table_are_the_analysis_numbers(make_app, h200_runs):
     moe = df[df["bucket"] == "moe"].iloc[0]
     assert 0 < moe["% of light"] < 100
     fig = figure(at, "roofline")
-    points = {t["name"]: t for t in fig["data"]}
-    assert "prefill" in points and "moe" in points["prefill"]["text"]
-    # Points coloured by bucket, as in every other chart (issue 25: the roofline was all grey).
-    assert points["prefill"]["marker"]["color"] == [BUCKET_COLORS[b] for b in points["prefill"]["text"]]
+    points = {t["name"]: t for t in fig["data"] if t["mode"] == "markers"}
+    # One point per bucket that did FLOPs, named in the legend and coloured by bucket as in every other chart
+    # (issue 25: all grey, labels overlapping, FLOP-less buckets pulling the axis down to 10µ TFLOP/s).
+    with_flops = [b for b in expected if b.flops > 0 and b.time_us > 0]
+    assert sorted(points) == sorted(b.bucket for b in with_flops) and "moe" in points
+    for b in with_flops:
+        assert points[b.bucket]["marker"]["color"] == BUCKET_COLORS[b.bucket]
+        assert points[b.bucket]["y"] == [pytest.approx(b.achieved_tflops)]
+    assert 10 ** fig["layout"]["yaxis"]["range"][0] <= min(b.achieved_tflops for b in with_flops)
+    assert 10 ** fig["layout"]["yaxis"]["range"][0] >= sol.ceiling.tflops / 1e3
+    # A bucket faster than its floor is ringed and explained; here none is.
+    assert not any(b.beats_floor for b in expected)
+    assert not [t for t in fig["data"] if "faster than its floor" in t["name"]]
+
+
+def _breakdown_with_ceilings(make_app, tmp_path, run):
+    """The Breakdown page of a copy of ``run`` beside the measured H200 ceilings, run; and its SOL section."""
+    runs = tmp_path / "runs"
+    shutil.copytree(run, runs / run.name)
+    (runs / "ceilings").mkdir()
+    shutil.copy(CEILINGS, runs / "ceilings")
+    at = make_app("Breakdown", runs=runs)
+    at.session_state["current_run"] = run.name
+    ok(at.run())
+    return at, attach_sol(load_breakdown(runs / run.name / "breakdown.json"), source=runs / run.name).sol
+
+
+def test_a_point_faster_than_its_floor_is_flagged(make_app, tmp_path):
+    """The eager decode capture's prefill MoE ran at 111% of light (uniform routing assumed): ringed on the
+    roofline and explained under it (issue 25: a prefill MoE point drawn above the roof, unflagged)."""
+    at, sol = _breakdown_with_ceilings(make_app, tmp_path,
+                                       REPO / "traces/h200/eager/20261130T094747Z-h200-qwen3.5-35b-a3b-decode-128in-32out")
+    beats = [(ph.phase, b) for ph in sol.phases for b in ph.buckets if b.beats_floor]
+    assert [(p, b.bucket) for p, b in beats] == [("prefill", "moe")]
+    ring = next(t for t in figure(at, "roofline")["data"] if "faster than its floor" in t["name"])
+    assert ring["y"] == [pytest.approx(beats[0][1].achieved_tflops)]
+    assert any("prefill: moe ran faster than its floor" in w.value and beats[0][1].beats_floor[:20] in w.value
+               for w in at.warning)
 
 
 
@@ -88,8 +122,12 @@ def test_layer_heatmap_and_coverage_are_the_attribution_section(make_app, tmp_pa
     assert set(layers["type"]) == {"gdn+moe", "attention+moe"}
     cov = frame(at, "phase", "module_tree %")
     assert cov.set_index("phase").loc["prefill", "module_tree %"] == pytest.approx(prefill.coverage_pct["module_tree"])
-    heat = figure(at, "layer_heatmap")["data"][0]
+    fig = figure(at, "layer_heatmap")
+    heat = fig["data"][0]
     assert len(heat["y"]) == 40 and "norm" in heat["x"]
+    # Every layer labelled (issue 25: only even rows were, the attention layers 3, 7, ... were not).
+    assert fig["layout"]["yaxis"]["tickvals"] == heat["y"] == fig["layout"]["yaxis"]["ticktext"]
+    assert "3 attention+moe" in heat["y"] and "7 attention+moe" in heat["y"]
 
 
 OWN_GRAPH = REPO / "traces/h200/own-graph/vllm-own-graph-prefill4096-decode1.pt.trace.json.gz"
@@ -116,3 +154,16 @@ def test_graph_run_aligned_with_its_reference_shows_bracketed_coverage_and_layer
     assert cov.loc["decode", "graph_alignment %"] == pytest.approx(decode.coverage_pct["graph_alignment"])
     layers = frame(at, "layer", "type", "share %")
     assert layers["layer"].tolist() == [r.layer for r in decode.layers] == list(range(40))
+
+
+def test_measured_routing_heat_map(make_app, tmp_path):
+    """A capture with its MoE routing recorded (the H200 c = 64 decode batch, routing.npz): the Breakdown page
+    draws phases x MoE layers, each cell the SOL section's hottest-expert load over the balanced load (issue 30)."""
+    at, sol = _breakdown_with_ceilings(make_app, tmp_path,
+                                       REPO / "traces/h200/routing/qwen3.5-35b-a3b-decode-128in-32out-c64")
+    assert sol.routing == "measured (routing.npz)" and len(sol.moe_layers) == 3 * 40  # prefill, mixed, decode
+    (heat,) = figure(at, "routing_heatmap")["data"]
+    assert heat["y"] == ["prefill", "mixed", "decode"] and heat["x"] == list(range(40))
+    decode = {r.layer: r.max_over_mean for r in sol.moe_layers if r.phase == "decode"}
+    assert heat["z"][2] == pytest.approx([decode[i] for i in range(40)])
+    assert all(v > 1 for v in heat["z"][2])  # 64 tokens x top-8 over 256 experts: never perfectly balanced

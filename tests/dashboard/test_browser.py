@@ -1,8 +1,7 @@
 """End to end: ``phaseprof dashboard`` serves on localhost and headless Chromium walks every page.
 
-Screenshots go to test-artifacts/dashboard/ (git-ignored). With ``PHASEPROF_UPDATE_DOCS_IMG=1`` and the public
-traces present, the Breakdown and Compare screenshots of the public H100 vs B200 pair are also written to
-docs/img/ (small PNGs for docs/dashboard.md).
+Screenshots go to test-artifacts/dashboard/ (git-ignored). docs/img/ is written by scripts/docs_screenshots.py
+from the visits of test_browser_committed.py (the committed runs).
 """
 
 from __future__ import annotations
@@ -32,10 +31,10 @@ DOCS_IMG = REPO / "docs" / "img"
 #: Per page: the text of its last element (so the whole page has been drawn), and other text it must show.
 PAGES = {
     "Runs": ("Use as B in Compare", ["Open in Breakdown", "Add a trace or breakdown"]),
-    "Breakdown": ("Download breakdown JSON", ["GPU busy time by bucket", "Per step", "Top kernels per bucket",
+    "Breakdown": ("Download breakdown JSON", ["Where a step's time goes", "Per step", "Top kernels per bucket",
                                               "Unknown kernels"]),
     "Timeline": ("Largest idle gaps", ["GPU idle", "µs since step start"]),
-    "Compare": ("Download markdown", ["Comparing NVIDIA H100 80GB HBM3 (A) with NVIDIA B200 (B)", "Delta by bucket",
+    "Compare": ("Download markdown", ["NVIDIA H100 80GB HBM3 (A) with", "NVIDIA B200 (B)", "Delta by bucket",
                                       "Markdown for a PR"]),
     "Sweep": ("Lines: median over reps", ["TTFT ms vs prompt tokens"]),
     "Memory": ("Memory", []),
@@ -103,9 +102,18 @@ def server(runs_dir: Path, tmp_path: Path) -> Iterator[str]:
         urllib.request.urlopen(f"{url}/_stcore/health", timeout=2)
 
 
-def _visit(page: object, url: str, name: str, *, query: str = "", shot: Path | None = None) -> str:
-    done, expected = PAGES[name]
+def _visit(page: object, url: str, name: str, *, query: str = "", shot: Path | None = None,
+           expect: tuple[str, list[str]] | None = None) -> str:
+    """Open page ``name`` and wait until it is drawn (``expect``: the text of its last element and other text it
+    must show; ``PAGES[name]`` by default); screenshot it; return its text (charts' SVG text included)."""
+    done, expected = expect or PAGES[name]
     page.goto(f"{url}/?page={name}{query}")  # type: ignore[attr-defined]
+    return _drawn(page, name, done, expected, shot=shot)
+
+
+def _drawn(page: object, name: str, done: str, expected: list[str], *, shot: Path | None = None) -> str:
+    """Wait until the page shows ``done`` with its script run finished and every chart drawn; check it shows
+    ``expected`` and no error; screenshot it; return its text."""
     page.get_by_text(done, exact=False).first.wait_for(timeout=120_000)  # type: ignore[attr-defined]
     page.wait_for_function(  # type: ignore[attr-defined]  # the script run has finished
         "!document.querySelector('[data-testid=\"stStatusWidget\"]')", timeout=120_000)
@@ -113,10 +121,14 @@ def _visit(page: object, url: str, name: str, *, query: str = "", shot: Path | N
         "Array.from(document.querySelectorAll('[data-testid=\"stPlotlyChart\"]'))"
         ".every(c => c.querySelector('.js-plotly-plot .main-svg'))", timeout=60_000)
     page.wait_for_timeout(500)  # type: ignore[attr-defined]
-    text = page.locator('[data-testid="stMain"]').inner_text()  # type: ignore[attr-defined]
-    # Chart titles and labels are SVG text, not in inner_text.
-    text += page.evaluate("Array.from(document.querySelectorAll('.js-plotly-plot'))"  # type: ignore[attr-defined]
-                          ".map(e => e.textContent).join(' ')")
+    for _ in range(30):  # a chart's SVG text can lag its element by a few seconds
+        text = page.locator('[data-testid="stMain"]').inner_text()  # type: ignore[attr-defined]
+        # Chart titles and labels are SVG text, not in inner_text.
+        text += page.evaluate("Array.from(document.querySelectorAll('.js-plotly-plot'))"  # type: ignore[attr-defined]
+                              ".map(e => e.textContent).join(' ')")
+        if all(t in text for t in expected):
+            break
+        page.wait_for_timeout(1000)  # type: ignore[attr-defined]
     for t in expected:
         assert t in text, f"{name}: {t!r} not on the page"
     assert "Traceback" not in text and "internal error" not in text

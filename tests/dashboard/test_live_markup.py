@@ -181,5 +181,16 @@ def test_breakdown_every_section_on_the_hostile_run(make_app, hostile_dir):
     at.session_state["current_run"] = H.RUN_A
     ok(at.run())
     keys = [getattr(c.proto, "id", "") for c in at.get("plotly_chart")]
-    for key in ("phase_buckets", "per_step", "layer_heatmap", "roofline"):
+    for key in ("phase_buckets", "layer_heatmap", "roofline"):
         assert any(key in k for k in keys), (key, keys)
+    # The per-step chart: drawn for a phase of several steps (the decode run; RUN_A's prefill is one step).
+    from phaseprof.report.json_io import load_breakdown
+
+    phases = load_breakdown(hostile_dir / H.RUN_B / "breakdown.json").phases
+    at = make_app("Breakdown", runs=hostile_dir)
+    at.session_state["current_run"] = H.RUN_B
+    at.session_state["bd_phase"] = max(phases, key=lambda p: p.steps).phase
+    ok(at.run())
+    assert any("per_step" in getattr(c.proto, "id", "") for c in at.get("plotly_chart"))
+    figures, _ = _walk(at, "Breakdown")
+    assert figures

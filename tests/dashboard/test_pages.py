@@ -3,12 +3,15 @@ library's (the expected values are computed here with the same functions the CLI
 
 from __future__ import annotations
 
+import re
 import shutil
 
 import pytest
 
 from phaseprof.analysis.pipeline import analyze, analyze_trace
+from phaseprof.analysis.digest import OTHER_STEPS_PART
 from phaseprof.analysis.timeline import step_timeline
+from phaseprof.analysis.verdict import verdicts_of
 from phaseprof.classify.rules import load_rules
 from phaseprof.report.json_io import load_breakdown
 from phaseprof.report.markdown import breakdown_markdown
@@ -44,6 +47,12 @@ def test_runs_page_lists_everything_and_reads_run_json(make_app, runs_dir):
     assert not df.select_dtypes(exclude="number").isna().any().any()  # not known: empty, not "None"
     assert status["broken.json.gz"] == f"error: {analyze_error(runs_dir / 'broken.json.gz')}"
     assert status[B200_PREFILL] == "ok"
+    # Drawn again after the analysis: nothing left to analyse, so no button (issue 25: it still said 3 were not).
+    assert not [b for b in at.button if b.key == "analyse_all"]
+    # What bounds each phase, next to the timings (analysis.verdict).
+    bound = dict(zip(df["run"], df["bound"]))
+    v = verdicts_of(analyze_trace(runs_dir / B200_PREFILL)).phases
+    assert bound[B200_PREFILL] == ", ".join(f"{x.phase} {x.bound}" for x in v) and v
 
 
 def analyze_error(path):
@@ -66,7 +75,9 @@ def test_runs_page_filters_and_hands_runs_to_other_pages(make_app):
     assert ok(at).title[0].value == "Breakdown" and at.sidebar.radio(key="page").value == "Breakdown"
     assert any(H100_DECODE in shown(m.value) for m in at.markdown)
     at.sidebar.radio(key="page").set_value("Compare").run()
-    assert ok(at).subheader[0].value == "Comparing NVIDIA B200 (A) with NVIDIA H100 80GB HBM3 (B)"
+    # The heading names what differs (issue 25: "A: NVIDIA H200 / B: NVIDIA H200" said nothing).
+    assert shown(ok(at).subheader[0].value) == (
+        "Comparing eager (inferred) · NVIDIA B200 (A) with graph (inferred) · NVIDIA H100 80GB HBM3 (B)")
 
 
 @pytest.mark.parametrize("name", [H100_DECODE, "v100_tb_plugin_resnet50_2steps.json.gz",
@@ -90,14 +101,25 @@ def test_breakdown_page_shows_the_library_numbers(make_app, runs_dir, name):
     assert steps["device mallocs"].tolist() == [r.memory.device_mallocs for r in bd.steps]
     for api in {a for r in bd.steps for a in r.launches.by_api}:
         assert steps[api].tolist() == [r.launches.by_api.get(api, 0) for r in bd.steps]
-    # Stacked bars: one trace per bucket, heights = the phase's bucket times (ms).
-    bars = {t["name"]: t["y"] for t in figure(at, "phase_buckets")["data"]}
+    # What to look at first: the verdict of every phase, as `phaseprof analyze` prints it.
+    lines = [v.line for v in verdicts_of(bd).phases]
+    boxes = [shown(x.value) for x in at.main if x.type == "alert" or type(x).__name__ in ("Info", "Warning")]
+    assert lines and [x for x in boxes if x in lines] == lines
+    # Stacked bars: one trace per bucket, then per idle cause; lengths = ms per step (issue 25: busy time only,
+    # summed over steps, made a 5%-busy step look GPU-bound). A phase's bar is its mean step's wall time.
+    bars = {t["name"]: t["x"] for t in figure(at, "phase_buckets")["data"]}
     for i, ph in enumerate(bd.phases):
         for b in ph.kernel_view:
-            assert bars[b.bucket][i] == pytest.approx(b.time_us / 1e3)
-    per_step = {t["name"]: t["y"] for t in figure(at, "per_step")["data"]}
-    shown = [r for r in bd.steps if r.phase == at.selectbox(key="bd_phase").value]
-    assert per_step["launch calls"] == [r.launches.total for r in shown]
+            assert bars[b.bucket][i] == pytest.approx(b.time_us / 1e3 / ph.steps)
+        assert bars["idle: host work"][i] == pytest.approx(ph.idle.host_work_us / 1e3 / ph.steps)
+        assert sum(v[i] or 0 for v in bars.values()) == pytest.approx(ph.wall_us / 1e3 / ph.steps)
+    shown_steps = [r for r in bd.steps if r.phase == at.selectbox(key="bd_phase").value]
+    if len(shown_steps) > 1:
+        per_step = {t["name"]: t["y"] for t in figure(at, "per_step")["data"]}
+        assert per_step["launch calls"] == [r.launches.total for r in shown_steps]
+    else:  # one step: no chart of single dots
+        assert not [c for c in at.get("plotly_chart") if "per_step" in c.proto.id]
+        assert any("no per-step chart" in c.value for c in at.caption)
     assert at.code[0].value == breakdown_markdown(bd).rstrip("\n")  # st.code drops the final newline
     if bd.unknown_kernels:
         unknown = frame(at, "unclassified kernel")
@@ -106,9 +128,10 @@ def test_breakdown_page_shows_the_library_numbers(make_app, runs_dir, name):
         assert any("matched no rule" in w.value for w in at.warning)
     # Module view switch: the bars follow the module view.
     at.radio(key="bd_view").set_value("module").run()
-    bars = {t["name"]: t["y"] for t in figure(ok(at), "phase_buckets")["data"]}
-    assert {b.bucket: b.time_us / 1e3 for b in bd.phases[0].module_view} == pytest.approx(
-        {k: v[0] for k, v in bars.items() if v[0] is not None})
+    bars = {t["name"]: t["x"] for t in figure(ok(at), "phase_buckets")["data"]}
+    ph = bd.phases[0]
+    assert {b.bucket: b.time_us / 1e3 / ph.steps for b in ph.module_view} == pytest.approx(
+        {k: v[0] for k, v in bars.items() if v[0] is not None and not k.startswith("idle: ") and k != OTHER_STEPS_PART})
 
 
 def test_breakdown_page_reads_a_run_directory(make_app, runs_dir):
@@ -118,8 +141,9 @@ def test_breakdown_page_reads_a_run_directory(make_app, runs_dir):
     stored = load_breakdown(runs_dir / RUN_NAME / "breakdown.json")
     assert frame(at, "step", "launch calls")["launch calls"].tolist() == [r.launches.total for r in stored.steps]
     metrics = {m.label: shown(m.value) for m in at.metric}
-    assert metrics == {"TTFT (clean, ms)": "41.500", "TPOT (clean, ms)": "29.750", "model": "llama-70b",
-                       "mode": "graph", "tokens": "128"}
+    assert metrics == {"TTFT (clean, ms)": "41.50", "TPOT (clean, ms)": "29.75"}  # ms with 2 decimals everywhere
+    line = shown(at.markdown[0].value)
+    assert line.startswith(f"**{RUN_NAME}**") and line.endswith(" · llama-70b · graph · 128 prompt tokens")
 
 
 def test_timeline_page_draws_the_step_the_library_cuts(make_app, runs_dir):
@@ -131,9 +155,11 @@ def test_timeline_page_draws_the_step_the_library_cuts(make_app, runs_dir):
     bd, tl = analysed.breakdown, step_timeline(analysed.timeline, step=1)
     row = bd.steps[1]
     metrics = {m.label: m.value for m in at.metric}
-    assert metrics["wall µs"] == f"{row.wall_us:,.1f}"
-    assert metrics["idle: in launch calls µs"] == f"{row.idle.launch_overhead_us:,.1f}"
-    assert metrics["idle: queued / tail µs"] == f"{row.idle.other_us:,.1f}"
+    assert metrics["wall ms"] == f"{row.wall_us / 1e3:,.2f}"  # ms with 2 decimals, as on every page
+    assert metrics["idle: in launch calls ms"] == f"{row.idle.launch_overhead_us / 1e3:,.2f}"
+    assert metrics["idle: queued / tail ms"] == f"{row.idle.other_us / 1e3:,.2f}"
+    v = next(v for v in verdicts_of(bd).phases if v.phase == row.phase)
+    assert v.line in [shown(x.value) for x in [*at.info, *at.warning]]  # the step's phase verdict first
     fig = figure(at, "timeline")
     kernels = sum(len(tr["y"]) for tr in fig["data"] if str(tr["y"][0]).startswith("stream"))
     assert kernels == len(tl.activities)
@@ -171,7 +197,8 @@ def test_compare_page_says_what_it_compares_on_the_public_h100_and_b200_traces(m
     from .conftest import PUBLIC_B200, PUBLIC_H100
 
     at = ok(make_app("Compare", runs=public_dir, a=PUBLIC_H100, b=PUBLIC_B200).run())
-    assert at.subheader[0].value == "Comparing NVIDIA H100 80GB HBM3 (A) with NVIDIA B200 (B)"
+    assert re.fullmatch(r"Comparing (.+ · )?NVIDIA H100 80GB HBM3 \(A\) with (.+ · )?NVIDIA B200 \(B\)",
+                        shown(at.subheader[0].value))
     md = shown(" ".join(m.value for m in at.markdown))
     assert "LlamaForCausalLM" in md and "gpt-oss-120b" in md  # what each trace is (MANIFEST.tsv)
     warnings = shown(" ".join(w.value for w in at.warning))
@@ -192,6 +219,23 @@ def test_sweep_page_plots_the_stored_points(make_app):
     assert table["TPOT ms (median)"].tolist() == [p["tpot"]["median_ms"] for p in DECODE_SWEEP_JSON["points"]]
     assert table["output tok/s (median)"].tolist() == [p["output_tok_per_s"]["median"]
                                                        for p in DECODE_SWEEP_JSON["points"]]
+
+
+def test_sweep_legend_names_the_sweeps_by_what_tells_them_apart(make_app, tmp_path):
+    """The committed H200 prefill sweeps, eager and graph: the legend says "eager" and "graph", not two run paths
+    of 80 characters (issue 25: the legend took two thirds of the chart's width); the caption maps them back."""
+    runs = tmp_path / "runs"
+    found = {}
+    for mode in ("eager", "graph"):
+        (d,) = (REPO / "traces" / "h200" / mode).glob("*-sweep-prefill-128-8192")
+        shutil.copytree(d, runs / mode / d.name)
+        found[mode] = f"{mode}/{d.name}"
+    at = ok(make_app("Sweep", runs=runs).run())
+    names = [t["name"] for t in figure(at, "sweep_chart")["data"] if t.get("showlegend") is not False]
+    assert names == ["eager", "graph"]
+    legend = next(shown(c.value) for c in at.caption if c.value.startswith("Legend"))
+    assert all(f"{m} = {path} (" in legend for m, path in found.items()), legend
+    assert frame(at, "sweep", "p90")["sweep"].unique().tolist() == ["eager", "graph"]
 
 
 def test_memory_page_mounts(make_app):
@@ -241,6 +285,15 @@ def test_ranks_page_shows_the_real_tp2_capture_side_by_side(make_app, tmp_path):
                                                       for r in (0, 1)]
     spread = frame(at, "step", "slowest rank", "spread ms")
     assert spread["slowest rank"].tolist() == [s.slowest_rank for s in want.steps]
+    # Explained (issue 25: "slowest rank 0" next to rank 1 at 96% communication, unexplained): what each rank's
+    # phases are bound by, who waited for whom in the collectives, and how to read the two.
+    lines = [shown(i.value) for i in at.info]
+    assert lines == [f"rank {r} · {v.line}" for r, bd in want.ranks.items() for v in verdicts_of(bd).phases]
+    c = want.collectives
+    waits = frame(at, "rank", "waited ms", "late by ms")
+    assert waits["waited ms"].tolist() == [c.wait_us_by_rank[r] / 1e3 for r in (0, 1)]
+    assert waits["why late"].tolist() == [c.cause_by_rank[r].main for r in (0, 1)]
+    assert any("waiting for it" in x.value for x in at.caption)
 
 
 def test_compare_opens_on_a_like_for_like_pair_named_by_what_differs(make_app, tmp_path):
@@ -257,6 +310,10 @@ def test_compare_opens_on_a_like_for_like_pair_named_by_what_differs(make_app, t
     a, b = at.session_state["cmp_a"], at.session_state["cmp_b"]
     assert (a.split("/")[0], b.split("/")[0]) == ("eager", "graph") and a.endswith("prefill-4096") \
         and b.endswith("prefill-4096"), (a, b)
-    assert [shown(w.value) for w in at.warning] == ["Not like for like: mode differs: eager (A) vs graph (B)."]
+    assert [shown(w.value) for w in at.warning if "like for like" in w.value] == [
+        "Not like for like: mode differs: eager (A) vs graph (B)."]
+    # Each side's verdicts open the page, named by what differs.
+    verdicts = [shown(x.value) for x in at.markdown if "What to look at first" in x.value]
+    assert verdicts == ["**What to look at first, A: eager**", "**What to look at first, B: graph**"]
     names = [t["name"] for t in figure(at, "cmp_bars")["data"]]
     assert names == ["A: eager", "B: graph"], names

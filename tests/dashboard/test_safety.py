@@ -91,9 +91,12 @@ def test_cli_rejects_a_missing_runs_directory(tmp_path, capsys):
     assert "runs directory does not exist" in err and len(err.strip().splitlines()) == 1
 
 
-def test_docs_screenshots_stay_small():
-    for png in (REPO / "docs" / "img").glob("*.png"):
-        assert png.stat().st_size < 300_000, png
+def test_docs_screenshots_stay_small_and_are_all_shown():
+    pngs = sorted((REPO / "docs" / "img").glob("*.png"))
+    for png in pngs:
+        assert png.stat().st_size <= 250_000, png
+    shown = set(re.findall(r"\(img/([^)]+\.png)\)", (REPO / "docs" / "dashboard.md").read_text()))
+    assert shown == {p.name for p in pngs}  # each one in docs/dashboard.md, none missing
 
 
 def test_no_pickle_and_no_eval_in_dashboard_code():

@@ -38,7 +38,7 @@ EAGER, GRAPH = H200.format("eager", "47Z"), H200.format("graph", "43Z")
 #: Per page: query, the text of its last element (so the whole page has been drawn), text it must show.
 PAGES = {
     "Runs": ("", "Use as B in Compare", ["Open in Breakdown", "not analysed yet"]),  # + the count, below
-    "Breakdown": (f"&run={EAGER}", "Download breakdown JSON", ["NVIDIA H200", "GPU busy time by bucket",
+    "Breakdown": (f"&run={EAGER}", "Download breakdown JSON", ["NVIDIA H200", "Where a step's time goes",
                                                                "qwen3.5-35b-a3b"]),
     "Timeline": (f"&run={EAGER}", "Largest idle gaps", ["Export step", "µs since step start"]),
     "Compare": (f"&a={EAGER}&b={GRAPH}", "Download markdown", ["model: qwen3.5-35b-a3b", "Delta by bucket"]),

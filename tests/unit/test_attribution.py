@@ -51,6 +51,8 @@ def test_module_tree_labels_and_layers_from_real_classes():
     assert by_class["MergedColumnParallelLinear"] == {("gdn", True), ("moe", True)}  # a linear: its block decides
     assert by_class["QKVParallelLinear"] == {("attention", True)}
     assert by_class["LogitsProcessor"] == {("LogitsProcessor", False)}  # no rule: shown under its own name
+    # the MoE block's shared expert is an MLP class, but its block's rule comes first: moe, never the dense mlp
+    assert by_class["Qwen2MoeMLP"] == {("moe", True)}
     # layer types from what runs inside each decoder layer: the preset's 3 linear_attention + 1 full_attention
     assert tree.layer_types == {0: "gdn+moe", 1: "gdn+moe", 2: "gdn+moe", 3: "attention+moe"}
 

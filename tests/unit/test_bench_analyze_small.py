@@ -34,3 +34,16 @@ def test_bench_memory_small() -> None:
     assert [r.split()[3] + " " + r.split()[4] for r in rows] == ["split lean", "split pyarrow", "one-process lean",
                                                                  "one-process pyarrow"], proc.stdout
     assert "JSON the same in every configuration: True" in proc.stdout
+
+
+def test_bench_loader_small() -> None:
+    """benchmarks/bench_loader.py on a committed real trace, one round of every contender, this tree as its own
+    baseline (``--baseline-src``): the analysis JSON must be identical native, baseline and pure-Python."""
+    proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "bench_loader.py"), str(TRACE), "--repeat", "1",
+                           "--baseline-src", str(REPO)], capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    out = proc.stdout
+    assert "analyze JSON identical, native, baseline and pure-Python, every round: True" in out, out
+    for contender in ("native", "pure-Python", "loader native", "loader baseline", "baseline", "orjson"):
+        assert any(line.startswith(contender + " ") for line in out.splitlines()), (contender, out)
+    assert "(startup)" in out and "(startup baseline)" in out and "whole process <= 0.35x orjson.loads'" in out

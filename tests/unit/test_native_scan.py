@@ -107,3 +107,46 @@ def test_unmodelled_input_falls_back(tmp_path: Path, monkeypatch: pytest.MonkeyP
 def test_switched_off_by_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(native.NATIVE_ENV, "0")
     assert not native.available()
+
+
+def test_meanwhile_overlaps_the_read_and_its_error_comes_first(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``load_tables(meanwhile=work)``: the same tables; ``work`` runs on another thread while the scanner reads
+    (before the read on the pure-Python path, whose decoding holds the GIL), has finished when the tables come
+    back, and its exception is raised in preference to the read's own."""
+    import threading
+
+    monkeypatch.setenv("PHASEPROF_SPLIT_READ", "1")  # the split read: the thread starts once the child is forked
+    for native_scan in (True, False):
+        ran: list[bool] = []
+        tables = load_tables(EAGER_DECODE, native=native_scan,
+                             meanwhile=lambda: ran.append(threading.current_thread() is threading.main_thread()))
+        assert ran == [not native_scan]
+        assert_same_tables(tables, load_tables(EAGER_DECODE, native=False))
+
+        def fails() -> None:
+            raise ValueError("bad rules")
+
+        with pytest.raises(ValueError, match="bad rules"):
+            load_tables(EAGER_DECODE, native=native_scan, meanwhile=fails)
+        with pytest.raises(ValueError, match="bad rules"):  # the read's own error (not a trace) comes second
+            load_tables(REPO / "pyproject.toml", native=native_scan, meanwhile=fails)
+
+
+@pytest.mark.parametrize("number", [
+    "1.5", "5175041884072.509", "0.1", "0.30000000000000004", "9007199254740992.0", "9007199254740993.0",
+    "90071992547409931.5", "0.1234567890123456789012", "0.12345678901234567890123", "123456789012345678.0",
+    "1e3", "1.5E-3", "2.5e+2", "0", "7", "0.0", "999999999999999999", "1000000000000000000", "4.35"])
+def test_numbers_as_the_reference_decodes_them(tmp_path: Path, number: str) -> None:
+    """Timestamps, durations and integer args on the scanner's quick paths (an integer of up to 18 digits; a
+    decimal of at most 2^53 in its digits and 22 after the point) and just past them: the same values both ways."""
+    ints = number if "." not in number and "e" not in number.lower() else "12"
+    dur = number if float(number) < 1e9 else "1.5"  # a trace spans at most 7 days (trace.limits)
+    events = [f'{{"ph":"X","cat":"kernel","name":"k","pid":0,"tid":7,"ts":{number},"dur":{d},'
+              f'"args":{{"correlation":{ints},"device":0,"stream":7,"bytes":-{ints}}}}}'
+              for d in (dur, "0.25", dur)]
+    trace = tmp_path / "trace.json"
+    trace.write_text('{"traceEvents":[' + ",".join(events) + "]}")
+    a, b = load_tables(trace, native=True), load_tables(trace, native=False)
+    assert_same_tables(a, b)
+    assert a.meta.origin_us == b.meta.origin_us == float(number)  # the timestamp itself, as a double
+    assert a.gpu["dur_ns"].tolist() == b.gpu["dur_ns"].tolist()

@@ -9,7 +9,6 @@ import pandas as pd
 from phaseprof.analysis.results import Breakdown, KernelStat, PhaseSummary, StepRow
 from phaseprof.dashboard import charts, data, widgets
 from phaseprof.dashboard.text import md, plot
-from phaseprof.safe_text import deep
 
 DEFAULT_STEP_METRICS = ("wall ms", "GPU busy ms", "launch overhead ms", "kernels", "launch calls")
 
@@ -52,10 +51,18 @@ def step_table(rows: list[StepRow]) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
-def bucket_table(ph: PhaseSummary, view: str) -> pd.DataFrame:
-    rows = ph.kernel_view if view == "kernel" else ph.module_view
-    return pd.DataFrame([{"bucket": b.bucket, "ms (total)": b.time_us / 1e3, "share %": b.share_pct, "items": b.count}
-                         for b in rows])
+def bucket_table(ph: PhaseSummary, steps: list[StepRow], view: str) -> pd.DataFrame:
+    """Per bucket, then per idle cause (and neighbouring steps' work), of the phase's mean step
+    (``analysis.digest.step_parts``): ms per step, % of the step's wall time, % of GPU busy (buckets), items per
+    step; and the bucket's total over the steps."""
+    from phaseprof.analysis.digest import step_parts
+
+    rows = {b.bucket: b for b in (ph.kernel_view if view == "kernel" else ph.module_view)}
+    return pd.DataFrame([{"part": p.name, "ms/step": p.ms_per_step, "% of step": p.pct_of_wall,
+                          "% of GPU busy": rows[p.name].share_pct if p.kind == "busy" else None,
+                          "items/step": p.items_per_step if p.kind == "busy" else None,
+                          "ms (total)": rows[p.name].time_us / 1e3 if p.kind == "busy" else None}
+                         for p in step_parts(ph, steps, view=view)])
 
 
 def kernel_table(ks: list[KernelStat]) -> pd.DataFrame:
@@ -69,7 +76,8 @@ def _top_kernels(st: Any, ph: PhaseSummary) -> None:
         ks = ph.top_kernels.get(b.bucket, [])
         if not ks:
             continue
-        with st.expander(f"{md(b.bucket)}: {b.time_us / 1e3:,.3f} ms, {b.share_pct:.1f}% of GPU busy",
+        with st.expander(f"{md(b.bucket)}: {b.time_us / 1e3:,.2f} ms over {ph.steps} step(s), "
+                         f"{b.share_pct:.1f}% of GPU busy",
                          expanded=b.bucket == "unknown"):
             widgets.table(st, kernel_table(ks), key=f"top_{ph.phase}_{b.bucket}")
 
@@ -79,7 +87,7 @@ def _unknown(st: Any, bd: Breakdown) -> None:
         st.success("Every kernel matched a classification rule (no 'unknown' bucket).")
         return
     time = {p.phase: next((b.time_us for b in p.kernel_view if b.bucket == "unknown"), 0.0) for p in bd.phases}
-    spent = ", ".join(f"{md(ph)}: {us / 1e3:,.3f} ms" for ph, us in time.items() if us)
+    spent = ", ".join(f"{md(ph)}: {us / 1e3:,.2f} ms" for ph, us in time.items() if us)
     st.warning(f"{len(bd.unknown_kernels)} kernel name(s) matched no rule (bucket 'unknown'; {spent}). "
                "Add a rule with `phaseprof analyze --rules my.toml`.")
     widgets.table(st, kernel_table(bd.unknown_kernels).rename(columns={"kernel": "unclassified kernel"}),
@@ -116,12 +124,40 @@ def layer_heatmap(layers: pd.DataFrame, phase: str) -> Any:
     import plotly.graph_objects as go
 
     cols = [c for c in layers.columns if c.endswith(" ms") and c != "ms"]
-    fig = go.Figure(go.Heatmap(z=layers[cols].to_numpy(), x=[plot(c[:-3]) for c in cols],
-                               y=[plot(f"{int(r.layer)} {r.type}") for r in layers.itertuples()],
+    names = [plot(f"{int(r.layer)} {r.type}") for r in layers.itertuples()]
+    fig = go.Figure(go.Heatmap(z=layers[cols].to_numpy(), x=[plot(c[:-3]) for c in cols], y=names,
                                colorscale="Viridis", colorbar=dict(title="ms"),
-                               hovertemplate="layer %{y}<br>%{x}: %{z:.3f} ms<extra></extra>"))
-    fig.update_layout(title=f"{plot(phase)}: time per decoder layer and bucket (ms)", height=max(300, 18 * len(layers)),
-                      yaxis=dict(autorange="reversed", type="category"))
+                               hovertemplate="layer %{y}<br>%{x}: %{z:.2f} ms<extra></extra>"))
+    # Every layer labelled: left to itself plotly labels every other row (the attention layers 3, 7, ... of a
+    # hybrid model went unnamed).
+    fig.update_layout(title=f"{plot(phase)}: time per decoder layer and bucket (ms)",
+                      height=max(300, 140 + 20 * len(layers)), margin=dict(l=10, r=10, t=80, b=10),
+                      yaxis=dict(autorange="reversed", type="category", tickmode="array", tickvals=names,
+                                 ticktext=names, tickfont=dict(size=11)),
+                      xaxis=dict(side="top"))  # the buckets' names above 40 rows, where the eye starts
+    return fig
+
+
+def routing_heatmap(sol: Any) -> Any:
+    """Phases x MoE layers: the hottest expert's load over the balanced load (``SolMoeLayer.max_over_mean``),
+    measured routing only; the hover adds distinct experts, Gini and the hottest experts."""
+    import plotly.graph_objects as go
+
+    phases = list(dict.fromkeys(r.phase for r in sol.moe_layers))
+    layers = sorted({r.layer for r in sol.moe_layers})
+    at = {(r.phase, r.layer): r for r in sol.moe_layers}
+    z = [[at[(ph, i)].max_over_mean if (ph, i) in at else None for i in layers] for ph in phases]
+    hover = [[plot(f"distinct experts {at[(ph, i)].distinct_experts:,.1f}, Gini {at[(ph, i)].gini:.2f}, hottest "
+                   f"{', '.join(map(str, at[(ph, i)].hottest[:4]))}") if (ph, i) in at else "" for i in layers]
+             for ph in phases]
+    fig = go.Figure(go.Heatmap(z=z, x=layers, y=[plot(ph) for ph in phases], customdata=hover, colorscale="Reds",
+                               colorbar=dict(title="max/mean"),
+                               hovertemplate="%{y}, MoE layer %{x}: hottest expert %{z:.2f}x the balanced load"
+                                             "<br>%{customdata}<extra></extra>"))
+    fig.update_layout(title="MoE routing (measured): hottest expert's load over the balanced load, per layer",
+                      height=160 + 40 * len(phases), margin=dict(l=10, r=10, t=60, b=40),
+                      xaxis=dict(title="MoE layer", tickmode="linear", dtick=1 if len(layers) <= 48 else 4),
+                      yaxis=dict(type="category"))
     return fig
 
 
@@ -142,7 +178,6 @@ def _attribution(st: Any, bd: Breakdown, phase: str) -> None:
 
 def _speed_of_light(st: Any, src: Any, bd: Breakdown, roots: Any) -> None:
     from phaseprof.sol.render import ceiling_line
-    from phaseprof.sol.roofline import roofline_figure
 
     st.subheader("Speed of light")
     sol = data.speed_of_light(src, bd, roots)
@@ -153,8 +188,20 @@ def _speed_of_light(st: Any, src: Any, bd: Breakdown, roots: Any) -> None:
         st.caption(f"no speed-of-light numbers: {md(sol.status)} ({md('; '.join(sol.notes))})")
         return
     st.caption(md(ceiling_line(sol)))
-    widgets.chart(st, roofline_figure(deep(sol, plot), colors=charts.BUCKET_COLORS), key="roofline")
+    widgets.chart(st, charts.roofline(sol), key="roofline")
+    for ph in sol.phases:
+        for b in ph.buckets:
+            if b.beats_floor:
+                st.warning(f"{md(ph.phase)}: {md(b.bucket)} ran faster than its floor ({b.pct_of_light:,.0f}% of "
+                           f"light, which no kernel can): the floor's assumption broke: {md(b.beats_floor)}")
+    no_flops = sorted({f"{b.bucket} ({ph.phase})" for ph in sol.phases for b in ph.buckets
+                       if b.time_us > 0 and b.flops == 0})
+    if no_flops:
+        st.caption(f"Not on the roofline (no FLOPs, bandwidth only; see TB/s in the table): {md(', '.join(no_flops))}")
     widgets.table(st, sol_table(sol), key="sol_table")
+    if sol.moe_layers:  # the capture recorded its MoE routing (routing.npz)
+        widgets.chart(st, routing_heatmap(sol), key="routing_heatmap")
+        st.caption("Distinct experts, Gini and the hottest experts per layer: `phaseprof analyze RUN --by layer`.")
 
 
 def render(st: Any, ctx: data.Context) -> None:
@@ -163,36 +210,42 @@ def render(st: Any, ctx: data.Context) -> None:
     if src is None:
         return
     bd = data.breakdown(src, ctx.roots)
-    st.markdown(widgets.source_line(src, bd))
-    st.caption(f"steps: {md(bd.step_detection.get('detail', ''))}")
     f = data.facts(src, bd, data.run_json(src, ctx.roots))
-    shown = {k: f[k] for k in ("TTFT ms", "TPOT ms", "model", "mode", "tokens") if f[k] is not None}
-    if shown:
-        cols = st.columns(len(shown))
-        for c, (k, v) in zip(cols, shown.items()):
-            c.metric(k.replace(" ms", " (clean, ms)"), f"{v:,.3f}" if isinstance(v, float) else md(v))
+    what = " · ".join(md(str(f[k])) for k in ("model", "mode") if f[k] is not None)
+    tokens = f"{f['tokens']:,} prompt tokens" if isinstance(f["tokens"], int) else ""
+    st.markdown(widgets.source_line(src, bd) + "".join(f" · {x}" for x in (what, tokens) if x))
+    st.caption(f"steps: {md(bd.step_detection.get('detail', ''))}")
     if not bd.phases:
         st.warning("No steps with work in this trace: nothing to break down.")
         return
-    widgets.table(st, phase_table(bd), key="phase_table")
+    widgets.verdicts(st, data.verdicts(src, bd, ctx.roots))
+    clean = {k: f[k] for k in ("TTFT ms", "TPOT ms") if f[k] is not None}
+    if clean:
+        cols = st.columns(4)
+        for c, (k, v) in zip(cols, clean.items()):
+            c.metric(k.replace(" ms", " (clean, ms)"), f"{v:,.2f}")
     c1, c2 = st.columns(2)
     view = c1.radio("View", ["kernel", "module"], horizontal=True, key="bd_view",
                     help="kernel: what each kernel is; module: which model component launched it")
-    unit = c2.radio("Bar height", ["ms", "%"], horizontal=True, key="bd_unit",
-                    format_func=lambda u: "ms (sum over steps)" if u == "ms" else "% of GPU busy")
+    unit = c2.radio("Bar length", ["ms", "%"], horizontal=True, key="bd_unit",
+                    format_func=lambda u: "ms per step" if u == "ms" else "% of the step")
     widgets.chart(st, charts.phase_buckets(bd, view=view, unit=unit), key="phase_buckets")
+    widgets.table(st, phase_table(bd), key="phase_table")
     phases = [p.phase for p in bd.phases]
     default = "decode" if "decode" in phases else phases[0]
     ph_name = st.selectbox("Phase", phases, index=phases.index(default), key="bd_phase")
     ph = next(p for p in bd.phases if p.phase == ph_name)
-    widgets.table(st, bucket_table(ph, view), key="bucket_table")
+    widgets.table(st, bucket_table(ph, bd.steps, view), key="bucket_table")
     st.subheader("Per step")
     widgets.table(st, step_table(bd.steps), key="step_table")
     rows = [r for r in bd.steps if r.phase == ph_name]
-    metrics = st.multiselect("Per-step chart", list(charts.STEP_METRICS), default=list(DEFAULT_STEP_METRICS),
-                             key="bd_metrics")
-    if metrics:
-        widgets.chart(st, charts.per_step(rows, metrics, title=f"{plot(ph_name)} steps"), key="per_step")
+    if len(rows) < 2:
+        st.caption(f"{md(ph_name)} has {len(rows)} step: no per-step chart (its numbers are in the table above).")
+    else:
+        metrics = st.multiselect("Per-step chart", list(charts.STEP_METRICS), default=list(DEFAULT_STEP_METRICS),
+                                 key="bd_metrics")
+        if metrics:
+            widgets.chart(st, charts.per_step(rows, metrics, title=f"{plot(ph_name)} steps"), key="per_step")
     _top_kernels(st, ph)
     _attribution(st, bd, ph_name)
     _speed_of_light(st, src, bd, ctx.roots)

@@ -36,7 +36,7 @@ def model_label(model: str | None, capture: RunRecord | None) -> tuple[str | Non
 #: What a like-for-like pair shares (from each run's record or breakdown, as the Runs table shows it).
 PAIR_KEYS = ("model", "phase", "tokens")
 #: Aspects that name a side in the chart's legend when they differ, in this order (the first differing ones).
-NAMING_ASPECTS = ("mode", "GPU", "model", "tokens")
+NAMING_ASPECTS = ("mode", "GPU", "quant", "model", "tokens")
 
 
 def like_for_like(rows: list[dict[str, Any]]) -> tuple[str, str] | None:
@@ -50,7 +50,8 @@ def like_for_like(rows: list[dict[str, Any]]) -> tuple[str, str] | None:
             b = rows[j]
             if any(a.get(k) is None or a.get(k) != b.get(k) for k in PAIR_KEYS):
                 continue
-            score = (int(a.get("GPU") == b.get("GPU")), int(a.get("mode") != b.get("mode")), -j)
+            same = [a.get(k) == b.get(k) for k in ("GPU", "quant")]  # one difference at a time: mode, else GPU
+            score = (int(same[0]), int(same[1]), int(a.get("mode") != b.get("mode")), -j)
             if best is None or score > best:
                 best, pair = score, (a["run"], b["run"])
     if pair is None:
@@ -61,13 +62,40 @@ def like_for_like(rows: list[dict[str, Any]]) -> tuple[str, str] | None:
     return a["run"], b["run"]
 
 
-def side_labels(d: Any, a: Source, b: Source) -> tuple[str, str]:
-    """Legend names that say what differs: the values of the first differing aspects among ``NAMING_ASPECTS``
-    ("A: eager" / "B: graph"), else the inputs' names."""
-    differs = [c for asp in NAMING_ASPECTS for c in d.comparability if c.aspect == asp and c.status == "differs"]
-    if differs:
-        return (f"A: {' · '.join(c.a for c in differs[:2])}", f"B: {' · '.join(c.b for c in differs[:2])}")
+def differing(d: Any, quants: tuple[str | None, str | None] = (None, None)) -> list[tuple[str, str, str]]:
+    """(aspect, A's value, B's value) of every aspect among ``NAMING_ASPECTS`` where the sides differ: ``diff``'s
+    comparability checks, and the weights' quantization the captures recorded (``quants``; diff checks none)."""
+    found = {c.aspect: (c.aspect, c.a, c.b) for c in d.comparability if c.status == "differs"}
+    if None not in quants and quants[0] != quants[1]:
+        found["quant"] = ("quant", str(quants[0]), str(quants[1]))
+    return [found[k] for k in NAMING_ASPECTS if k in found]
+
+
+def differences(d: Any, quants: tuple[str | None, str | None] = (None, None)) -> tuple[str, str] | None:
+    """What tells A from B: the sides' values of the first two differing aspects (``differing``):
+    ("eager", "graph"), ("eager · NVIDIA H100", "graph · NVIDIA H200"); None when none differs."""
+    diff = differing(d, quants)[:2]
+    if not diff:
+        return None
+    return " · ".join(x[1] for x in diff), " · ".join(x[2] for x in diff)
+
+
+def side_labels(d: Any, a: Source, b: Source, quants: tuple[str | None, str | None] = (None, None)) -> tuple[str, str]:
+    """Legend names that say what differs ("A: eager" / "B: graph"), else the inputs' names."""
+    diff = differences(d, quants)
+    if diff:
+        return f"A: {diff[0]}", f"B: {diff[1]}"
     return f"A: {cli_label(a)}", f"B: {cli_label(b)}"
+
+
+def heading(d: Any, quants: tuple[str | None, str | None] = (None, None)) -> str:
+    """The page's heading: what differs between the sides, and the GPU when both ran on the same one
+    ("Comparing eager (A) with graph (B) on NVIDIA H200"); the GPUs when nothing recorded differs."""
+    diff = differences(d, quants)
+    if diff is None or diff[0] == diff[1]:
+        return f"Comparing {md(d.a.gpu)} (A) with {md(d.b.gpu)} (B)"
+    where = f" on {md(d.a.gpu)}" if d.a.gpu == d.b.gpu else ""
+    return f"Comparing {md(diff[0])} (A) with {md(diff[1])} (B){where}"
 
 
 def side_table(d: Any, a: Source, b: Source, models: tuple[str | None, str | None] = (None, None)) -> pd.DataFrame:
@@ -103,12 +131,13 @@ def kernel_table(matches: Any) -> pd.DataFrame:
     } for m in matches])
 
 
-def _side_line(side: str, src: Source, s: Any, model: tuple[str | None, str | None]) -> str:
+def _side_line(side: str, src: Source, s: Any, model: tuple[str | None, str | None], quant: str | None = None) -> str:
     """One input in markdown: every name from the trace, the run or the disk escaped."""
     name, path = model
     shown = f"**{md(name)}**" if name else "not recorded"
     line = (f"**{side}** = {code(src.key)} on **{md(s.gpu)}** ({md(s.platform)}/{md(s.device)}) · "
-            f"model: {shown} · mode: {md(s.mode) if s.mode else 'not recorded'}")
+            f"model: {shown} · mode: {md(s.mode) if s.mode else 'not recorded'}"
+            + (f" · quant: {md(quant)}" if quant else ""))
     if path:
         line += f"  \n&nbsp;&nbsp;&nbsp;model config: {code(path)}"
     if src.description:
@@ -116,11 +145,14 @@ def _side_line(side: str, src: Source, s: Any, model: tuple[str | None, str | No
     return line
 
 
-def _what(st: Any, d: Any, a: Source, b: Source, models: tuple[tuple[str | None, str | None], ...]) -> None:
-    st.markdown(_side_line("A", a, d.a, models[0]))
-    st.markdown(_side_line("B", b, d.b, models[1]))
-    if d.warnings:
-        st.warning("Not like for like: " + "; ".join(md(w) for w in d.warnings) + ".")
+def _what(st: Any, d: Any, a: Source, b: Source, models: tuple[tuple[str | None, str | None], ...],
+          quants: tuple[str | None, str | None]) -> None:
+    st.markdown(_side_line("A", a, d.a, models[0], quants[0]))
+    st.markdown(_side_line("B", b, d.b, models[1], quants[1]))
+    warnings = list(d.warnings) + [f"quant differs: {x[1]} (A) vs {x[2]} (B)" for x in differing(d, quants)
+                                   if x[0] == "quant"]
+    if warnings:
+        st.warning("Not like for like: " + "; ".join(md(w) for w in warnings) + ".")
     unknown = [c.aspect for c in d.comparability if c.status == "unknown"]
     if unknown:
         st.info(f"Not recorded on at least one side, so not checked: {md(', '.join(unknown))}.")
@@ -164,8 +196,14 @@ def render(st: Any, ctx: data.Context) -> None:
     bd_a, bd_b = data.breakdown(a, ctx.roots), data.breakdown(b, ctx.roots)
     d = diff_breakdowns(bd_a, bd_b, order_a=data.kernel_order(a, ctx.roots), order_b=data.kernel_order(b, ctx.roots),
                         labels=(cli_label(a), cli_label(b)))
-    st.subheader(f"Comparing {md(d.a.gpu)} (A) with {md(d.b.gpu)} (B)")
-    _what(st, d, a, b, (model_label(d.a.model, bd_a.capture), model_label(d.b.model, bd_b.capture)))
+    quants = (data.quant(data.run_json(a, ctx.roots) or bd_a.capture),
+              data.quant(data.run_json(b, ctx.roots) or bd_b.capture))
+    st.subheader(heading(d, quants))
+    _what(st, d, a, b, (model_label(d.a.model, bd_a.capture), model_label(d.b.model, bd_b.capture)), quants)
+    labels = side_labels(d, a, b, quants)
+    cols = st.columns(2)
+    for col, label, src, bd in zip(cols, labels, (a, b), (bd_a, bd_b)):
+        widgets.verdicts(col, data.verdicts(src, bd, ctx.roots), title=f"What to look at first, {md(label)}")
     if d.timings:
         widgets.table(st, metric_table(d.timings), key="cmp_timings")
     if not d.phases:
@@ -180,7 +218,7 @@ def render(st: Any, ctx: data.Context) -> None:
         rows = ph.kernel_view if view == "kernel" else ph.module_view
         st.caption(f"{md(ph_name)}: A has {ph.a_steps} step(s), B {ph.b_steps}; times are per step (mean), shares "
                    "are % of the phase's GPU busy time.")
-        widgets.chart(st, charts.compare_buckets(rows, labels=side_labels(d, a, b), view=view,
+        widgets.chart(st, charts.compare_buckets(rows, labels=labels, view=view,
                                                phase=ph_name), key="cmp_bars")
         st.subheader("Delta by bucket")
         widgets.table(st, bucket_delta_table(rows), key="cmp_buckets")

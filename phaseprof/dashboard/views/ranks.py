@@ -53,6 +53,23 @@ def rank_table(s: RankSummary) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+#: How to read the tables below (``scale.ranks.StepImbalance``, ``RankSummary``).
+IMBALANCE_HELP = (
+    "Compute = GPU busy minus communication kernels. The slowest rank of a step is the one with the most compute; "
+    "the others finish early and spend the difference inside communication kernels waiting for it, so a high "
+    "communication % on one rank usually means it waits for another, not that it moves more data. Spread = "
+    "slowest minus fastest compute in the step (% of the ranks' mean).")
+
+
+def wait_table(c: Any) -> pd.DataFrame:
+    """Per rank, from ``scale.collectives.CollectiveReport``: time waiting in collectives for the last rank, time
+    transferring, how often and by how much it was the last to arrive, and what it was doing then."""
+    return pd.DataFrame([{"rank": r, "waited ms": c.wait_us_by_rank[r] / 1e3,
+                          "transfer ms": c.transfer_us_by_rank[r] / 1e3, "last to arrive ×": c.late_count_by_rank[r],
+                          "late by ms": c.lateness_us_by_rank[r] / 1e3, "why late": c.cause_by_rank[r].main}
+                         for r in sorted(c.wait_us_by_rank)])
+
+
 def imbalance_figure(s: RankSummary) -> Any:
     fig = go.Figure()
     for r in s.ranks:
@@ -60,8 +77,9 @@ def imbalance_figure(s: RankSummary) -> Any:
                     y=[st.compute_us_by_rank[r] / 1e3 for st in s.steps])
         fig.add_bar(name=f"rank {r} communication", x=[st.step for st in s.steps],
                     y=[st.communication_us_by_rank[r] / 1e3 for st in s.steps])
-    fig.update_layout(barmode="group", xaxis_title="step", yaxis_title="ms", height=360,
-                      title="per step and rank: compute (GPU busy minus communication) and communication kernels")
+    fig.update_layout(barmode="group", xaxis_title="step", yaxis_title="ms", height=380, template="plotly_white",
+                      title="per step and rank: compute (GPU busy minus communication) and communication kernels",
+                      legend=dict(orientation="h", yanchor="top", y=-0.2, x=0), margin=dict(l=10, r=10, t=50, b=90))
     return fig
 
 
@@ -72,8 +90,9 @@ def render(st: Any, ctx: data.Context) -> None:
         st.info(f"No directory with several rank traces under {code(ctx.runs_dir)}. Capture one with "
                 "`phaseprof capture --tensor-parallel-size 2` (vLLM's own profiler writes one trace per rank).")
         return
-    labels = [str(d.relative_to(ctx.runs_dir)) or "." for d in sets]
-    choice = st.selectbox("rank set", labels)
+    labels = [d.relative_to(ctx.runs_dir).as_posix() or "." for d in sets]
+    wanted = st.query_params.get("ranks")  # a link to one rank set: ?page=Ranks&ranks=DIR
+    choice = st.selectbox("rank set", labels, index=labels.index(wanted) if wanted in labels else 0)
     d = sets[labels.index(choice)]
     files = [guard(f, ctx.roots) for f in find_trace_files(d)]
     cached = st.cache_data(show_spinner=False, max_entries=16)(_summary)
@@ -83,8 +102,22 @@ def render(st: Any, ctx: data.Context) -> None:
         st.warning(md(w))
     st.caption(f"{len(s.ranks)} of world size {s.world_size} ranks · steps found by "
                f"{md(next(iter(s.ranks.values())).step_detection['detail'])}")
-    st.dataframe(rank_table(s), hide_index=True)
+    from phaseprof.analysis.verdict import verdicts_of
+
+    st.markdown("**What to look at first**")
+    for r, bd in s.ranks.items():
+        for v in verdicts_of(bd).phases:
+            st.info(f"rank {r} · {md(v.line)}")
+    st.caption(IMBALANCE_HELP)
+    widgets.table(st, rank_table(s), key="rank_table")
+    if s.collectives is not None:
+        st.subheader("Who waited for whom")
+        widgets.table(st, wait_table(s.collectives), key="rank_waits")
+        st.caption(f"waited = inside a collective kernel before the last rank arrived; transfer = the rest. "
+                   f"{md(s.collectives.clock)}")
     if s.steps:
+        st.subheader("Load imbalance per step")
         widgets.chart(st, imbalance_figure(s), key="rank_imbalance")
-        st.dataframe(pd.DataFrame([{"step": x.step, "slowest rank": x.slowest_rank, "spread ms": x.spread_us / 1e3,
-                                    "spread %": x.spread_pct} for x in s.steps]), hide_index=True)
+        widgets.table(st, pd.DataFrame([{"step": x.step, "slowest rank": x.slowest_rank,
+                                         "fastest rank": x.fastest_rank, "spread ms": x.spread_us / 1e3,
+                                         "spread %": x.spread_pct} for x in s.steps]), key="rank_steps")

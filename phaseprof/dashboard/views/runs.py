@@ -14,6 +14,8 @@ from phaseprof.errors import PhaseprofError
 FILTERS = ("GPU", "model", "phase", "mode", "kind")
 #: The runs table shows every row up to this height (px; Streamlit's default shows about 10 rows).
 TABLE_ROW_PX, TABLE_MAX_PX = 35, 1200
+#: Session-state key of the last "Analyse" click's failures (their one-line messages) and how many were tried.
+FAILED = "_analyse_failed"
 
 
 def _row(src: Source, ctx: data.Context) -> dict[str, Any]:
@@ -31,7 +33,19 @@ def _row(src: Source, ctx: data.Context) -> dict[str, Any]:
             status = "not analysed yet"
     except PhaseprofError as e:
         status = f"error: {widgets.one_line(e)}"
-    return {**data.facts(src, bd, run), "status": status}
+    row = list(data.facts(src, bd, run).items())
+    at = next(i for i, (k, _) in enumerate(row) if k == "TPOT ms") + 1  # what bounds it, next to its timings
+    row.insert(at, ("bound", bound(bd, run) if bd is not None else None))
+    return {**dict(row), "status": status}
+
+
+def bound(bd: Any, run: Any) -> str:
+    """What bounds each phase (``analysis.verdict``: host-, wait- or GPU-bound), e.g. "prefill GPU-bound, decode
+    host-bound": the breakdown's stored verdicts, else the verdicts of its numbers."""
+    from phaseprof.analysis.verdict import verdicts_of
+
+    v = bd.verdicts if bd.verdicts is not None else verdicts_of(bd, run=run)
+    return ", ".join(f"{p.phase} {p.bound}" for p in v.phases)
 
 
 def _select(st: Any) -> None:
@@ -101,11 +115,14 @@ def render(st: Any, ctx: data.Context) -> None:
             try:
                 data.breakdown(s, ctx.roots)
             except PhaseprofError as e:
-                failed.append(md(widgets.one_line(e)))  # the message names the file
+                failed.append(widgets.one_line(e))  # the message names the file
             bar.progress(i / len(todo), text=f"{i}/{len(todo)}: {md(s.key)}")
-        if failed:  # one box, one line per file (the table's status column says it too)
-            with st.expander(f"{len(failed)} of {len(todo)} could not be analysed", expanded=False):
-                st.markdown("\n".join(f"- {line}" for line in failed))
+        st.session_state[FAILED] = (failed, len(todo))
+        st.rerun()  # drawn again with every row filled, and the button gone (or counting what is left)
+    failed, tried = st.session_state.get(FAILED, ([], 0))
+    if failed:  # one folded box, one line per file (the table's status column says it too)
+        with st.expander(f"{len(failed)} of {tried} could not be analysed", expanded=False):
+            st.markdown("\n".join(f"- {md(line)}" for line in failed))
     df = pd.DataFrame([_row(s, ctx) for s in srcs])
     cols = st.columns(len(FILTERS) + 1)
     mask = pd.Series(True, index=df.index)
@@ -123,6 +140,7 @@ def render(st: Any, ctx: data.Context) -> None:
                "the current run")
     text_cols = [c for c in shown.columns if not pd.api.types.is_numeric_dtype(shown[c])]
     st.dataframe(shown.fillna({c: "" for c in text_cols}), hide_index=True, width="stretch",  # no "None" cells
+                 **widgets.EMPTY_CELLS,
                  height=min(TABLE_ROW_PX * (len(shown) + 1) + 3, TABLE_MAX_PX), on_select=lambda: _select(st),
                  selection_mode="single-row", key="runs_table",
                  column_config={"TTFT ms": st.column_config.NumberColumn(format="%.2f"),

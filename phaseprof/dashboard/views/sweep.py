@@ -39,6 +39,24 @@ def curve(rec: SweepRecord, name: str) -> dict[str, Any] | None:
             "output_tok_per_s": throughput if any(v is not None for v in throughput) else None}
 
 
+def short_labels(paths: list[str]) -> list[str]:
+    """Legend labels for sweeps overlaid: the parts of their directory paths that tell them apart, first
+    differing component first, more until each is unique ("eager", "graph", "server-graph" for
+    ``h200/eager/<stamp>-sweep-…``, ``h200/graph/<stamp>-sweep-…``, ``h200/server-graph/sweep-…``); the last
+    component alone for a single sweep (issue 25: full paths took two thirds of the chart's width)."""
+    parts = [p.split("/") for p in paths]
+    if len(parts) < 2:
+        return [p[-1] for p in parts]
+    depth = max(len(p) for p in parts)
+    cols = [[p[i] if i < len(p) else "" for p in parts] for i in range(depth)]
+    differ = [i for i, col in enumerate(cols) if len(set(col)) > 1]
+    for n in range(1, len(differ) + 1):
+        labels = ["/".join(x for i in differ[:n] if (x := cols[i][k])) for k in range(len(parts))]
+        if len(set(labels)) == len(labels):
+            return labels
+    return paths
+
+
 def _name(path: Path, ctx: data.Context, rec: SweepRecord) -> str:
     rel = path.parent.relative_to(ctx.runs_dir).as_posix() if path.parent != ctx.runs_dir else path.name
     extra = " · ".join(str(v) for v in (rec.device.name, rec.model.name, rec.engine.mode) if v)
@@ -63,7 +81,8 @@ def render(st: Any, ctx: data.Context) -> None:
         if c is None:
             bad.append(f"{f.parent.name}/{f.name}: no points with a median time")
         else:
-            curves.append(c)
+            curves.append({**c, "dir": f.parent.relative_to(ctx.runs_dir).as_posix() if f.parent != ctx.runs_dir
+                           else f.name})
     for b in bad:
         st.error(md(b))
     if not curves:
@@ -78,6 +97,8 @@ def render(st: Any, ctx: data.Context) -> None:
     shown = [c for c in mine if c["name"] in chosen]
     if not shown:
         return
+    labels = short_labels([c["dir"] for c in shown])
+    shown = [{**c, "name": label, "full": c["name"]} for c, label in zip(shown, labels)]
     x_title, y_title = ("prompt tokens", "TTFT ms") if phase == "prefill" else ("concurrency", "TPOT ms")
     widgets.chart(st, charts.sweep_curves(shown, x_title=x_title, y_title=y_title), key="sweep_chart")
     slopes = [f"{md(c['name'])}: {c['slope_us_per_token']:,.2f} µs per prompt token" for c in shown
@@ -85,6 +106,7 @@ def render(st: Any, ctx: data.Context) -> None:
     if slopes:
         st.caption("Least-squares slope (from `phaseprof sweep`): " + "; ".join(slopes))
     st.caption("Lines: median over reps, measured with the profiler off; bands: p10 to p90.")
+    st.caption("Legend: " + "; ".join(f"{md(c['name'])} = {md(c['full'])}" for c in shown))
     table = pd.concat([pd.DataFrame({"sweep": c["name"], x_title: c["x"], f"{y_title} (median)": c["y"],
                                      "p10": c["lo"], "p90": c["hi"],
                                      **({"output tok/s (median)": c["output_tok_per_s"]}

@@ -9,6 +9,7 @@ import pandas as pd
 
 from phaseprof.analysis.step_export import export_name
 from phaseprof.dashboard import charts, data, widgets
+from phaseprof.dashboard.text import md
 
 #: The table under the chart lists this many of the step's largest idle gaps.
 GAP_ROWS = 25
@@ -68,20 +69,23 @@ def render(st: Any, ctx: data.Context) -> None:
     if not bd.steps:
         st.warning("No steps found in this trace.")
         return
-    labels = {r.index: f"{r.index}: {r.phase} · wall {r.wall_us:,.1f} µs · {r.label[:60]}" for r in bd.steps}
+    labels = {r.index: f"{r.index}: {r.phase} · wall {r.wall_us / 1e3:,.2f} ms · {r.label[:60]}" for r in bd.steps}
     wanted = st.query_params.get("step")
     if "tl_step" not in st.session_state or st.session_state["tl_step"] not in labels:
         st.session_state["tl_step"] = int(wanted) if wanted and wanted.isdigit() and int(wanted) in labels \
             else _default_step(bd)
     step = st.selectbox("Step", list(labels), format_func=labels.get, key="tl_step")
     row = bd.steps[step]
+    verdict = next((v for v in data.verdicts(src, bd, ctx.roots).phases if v.phase == row.phase), None)
+    if verdict is not None:  # what this step's phase is bound by, before its drawing
+        getattr(st, widgets.VERDICT_BOX.get(verdict.bound, "info"))(md(verdict.line))
     tl = data.step_timeline(src, ctx.roots, step)
     cols = st.columns(6)
-    for c, (name, v) in zip(cols, (("wall µs", row.wall_us), ("GPU busy µs", row.gpu_busy_us),
-                                    ("idle: in launch calls µs", row.idle.launch_overhead_us),
-                                    ("idle: host work µs", row.idle.host_work_us),
-                                    ("idle: queued / tail µs", row.idle.other_us), ("kernels", row.kernels))):
-        c.metric(name, f"{v:,.1f}" if isinstance(v, float) else f"{v:,}")
+    for c, (name, v) in zip(cols, (("wall ms", row.wall_us), ("GPU busy ms", row.gpu_busy_us),
+                                    ("idle: in launch calls ms", row.idle.launch_overhead_us),
+                                    ("idle: host work ms", row.idle.host_work_us),
+                                    ("idle: queued / tail ms", row.idle.other_us), ("kernels", row.kernels))):
+        c.metric(name, f"{v / 1e3:,.2f}" if isinstance(v, float) else f"{v:,}")
     color_by = st.radio("Colour kernels by", ["kernel_bucket", "module_bucket"], horizontal=True, key="tl_color",
                         format_func=lambda c: c.split("_")[0] + " view")
     window = zoom(st, tl)
