@@ -92,11 +92,22 @@ def _dotted(node: ast.expr, aliases: dict[str, set[str]]) -> set[str]:
     return set()
 
 
+def _imported_by_name(src: Source) -> set[tuple[str, str]]:
+    """``importlib.import_module(name).attr`` with ``name`` among the file's string constants naming a phaseprof
+    module (``COMMAND_MODULES = {"memory": "phaseprof.memory.cli"}``, then ``import_module(name).register(app)``)."""
+    names = {n.value for n in ast.walk(src.tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)
+             and n.value.startswith("phaseprof.")}
+    attrs = {n.attr for n in ast.walk(src.tree) if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Call)
+             and getattr(n.value.func, "attr", getattr(n.value.func, "id", None)) == "import_module"}
+    return {(m, a) for m in names for a in attrs}
+
+
 @lru_cache(maxsize=1)
 def references() -> frozenset[tuple[str, str]]:
     """(module, name) pairs the program refers to from another module."""
     out: set[tuple[str, str]] = set()
     for src in program():
+        out |= _imported_by_name(src)
         aliases = _module_aliases(src)
         for node in ast.walk(src.tree):
             if isinstance(node, ast.ImportFrom) and src.path.name != "__init__.py":  # a re-export is no use
@@ -135,7 +146,7 @@ def test_the_scan_sees_callers() -> None:
     found = {(src.module, fn.name): has_program_caller(src, fn) for src, fn in defined()}
     assert found[("phaseprof.report.json_io", "load_breakdown")]  # from ... import load_breakdown
     assert found[("phaseprof.report.schemas_cli", "main")]  # its module's ``if __name__ == "__main__"``
-    assert found[("phaseprof.sol.cli", "register")]  # ``for mod in (..., sol_cli, ...): mod.register(app)``
+    assert found[("phaseprof.sol.cli", "register")]  # through a loop's name or ``import_module(name)``
     assert len(found) > 300
 
 
