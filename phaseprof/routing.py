@@ -7,9 +7,9 @@ Files (written by ``capture.inprocess.routing_hook``, read here only):
   experts, else int16; MoE layers × tokens × top-k: the expert ids each token chose, in token order).
 - run.json's ``routing`` key: a ``RoutingRecord`` naming that file and how it was recorded.
 
-Per step and layer (``RoutingStats``): distinct experts touched, tokens per expert (max, mean over all experts =
-the balanced load ``tokens·k/E``, Gini over all experts: 0 = every expert the same load, → 1 = one expert takes
-all) and the hottest experts. Layers are numbered 0.. in the order the MoE layers ran (the model's MoE layers).
+Per step and layer the speed of light (``sol.imbalance``) reads distinct experts touched, tokens per expert (max,
+mean over all experts = the balanced load ``tokens·k/E``, ``gini`` over all experts: 0 = every expert the same
+load, → 1 = one expert takes all) and the ``hottest`` experts. Layers are numbered 0.. in the order the MoE layers ran (the model's MoE layers).
 """
 
 from __future__ import annotations
@@ -56,19 +56,6 @@ class RoutingRecord(msgspec.Struct, frozen=True, kw_only=True):
             raise PhaseprofError(f"run.json routing: {e}", path=source or None) from None
 
 
-class RoutingStats(msgspec.Struct, frozen=True, kw_only=True):
-    """One MoE layer in one step. ``mean_tokens_per_expert`` is over all experts (``tokens·k/E``)."""
-
-    step: int
-    layer: int
-    tokens: int
-    distinct_experts: int
-    max_tokens_per_expert: int
-    mean_tokens_per_expert: float
-    gini: float
-    hottest: list[int]  # expert ids, most tokens first (ties: lower id first)
-
-
 @dataclass(frozen=True)
 class Routing:
     """A run's measured routing: ``counts[s, l, e]`` tokens of step ``steps[s]`` that layer ``l`` sent to expert
@@ -95,22 +82,11 @@ def gini(counts: np.ndarray) -> float:
     return float(2.0 * np.sum(np.arange(1, n + 1) * x) / (n * total) - (n + 1) / n)
 
 
-def layer_stats(step: int, layer: int, counts: np.ndarray, top_k: int) -> RoutingStats:
+def hottest(counts: np.ndarray) -> list[int]:
+    """The ``HOTTEST`` experts of one layer's token counts that got any token: most tokens first, ties by lower
+    id."""
     c = np.asarray(counts)
-    tokens = int(c.sum()) // top_k if top_k else 0
-    order = np.lexsort((np.arange(len(c)), -c))  # most tokens first, then lower id
-    hot = [int(e) for e in order[:HOTTEST] if c[e] > 0]
-    return RoutingStats(step=step, layer=layer, tokens=tokens, distinct_experts=int((c > 0).sum()),
-                        max_tokens_per_expert=int(c.max()) if len(c) else 0,
-                        mean_tokens_per_expert=float(c.sum()) / len(c) if len(c) else 0.0, gini=gini(c),
-                        hottest=hot)
-
-
-def routing_stats(r: Routing) -> list[RoutingStats]:
-    """Every (step, layer) of ``r``, steps in recorded order."""
-    k = r.record.top_k
-    return [layer_stats(int(s), li, r.counts[si, li], k) for si, s in enumerate(r.steps)
-            for li in range(r.counts.shape[1])]
+    return [int(e) for e in np.lexsort((np.arange(len(c)), -c))[:HOTTEST] if c[e] > 0]
 
 
 def counts_of(ids: np.ndarray, num_experts: int) -> np.ndarray:

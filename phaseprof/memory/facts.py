@@ -16,7 +16,7 @@ from typing import Any
 
 from phaseprof.errors import PhaseprofError
 from phaseprof.records import RunRecord
-from phaseprof.vllm_log import PATTERNS, StartupFacts, facts_from_dict, parse_values
+from phaseprof.vllm_log import PATTERNS, StartupFacts, facts_from_dict
 
 LOG_PATTERNS = PATTERNS  # the one set of vLLM log patterns (phaseprof.vllm_log)
 
@@ -33,11 +33,6 @@ class VllmFacts(StartupFacts):
 _FACT_SECTIONS = ("vllm_startup_facts", "vllm_facts")
 _SETTING_KEYS = ("preset", "mamba_ssm_cache_dtype", "kv_cache_dtype", "max_model_len", "gpu_memory_utilization",
                  "enable_prefix_caching", "max_num_seqs", "max_cudagraph_capture_size", "tensor_parallel_size")
-
-
-def parse_log_lines(lines: list[str]) -> dict[str, int | float]:
-    """First value of every known fact in ``lines`` (``vllm_log.parse_values``)."""
-    return parse_values(lines)[0]
 
 
 def _find_settings(obj: Any, out: dict[str, Any]) -> None:

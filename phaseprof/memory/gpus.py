@@ -1,4 +1,5 @@
-"""Known GPUs: memory as the vendor states it, and what vLLM actually sees where someone measured it.
+"""Known GPUs: memory as the vendor states it, and what vLLM actually sees where someone measured it (the
+catalogue's entries with ``memory_gb``: ``phaseprof/gpus.toml``, shared with the speed of light).
 
 HBM capacities are marketed in binary units: an "80 GB" H100 has five 16 GiB stacks, so ``stated_bytes`` is
 ``stated_gb * 2**30``. The driver keeps part of that (ECC, reserved pages), so ``torch.cuda.mem_get_info()``
@@ -10,9 +11,10 @@ else ``None`` and the planner falls back to ``stated_bytes`` and says so. vLLM's
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from phaseprof.errors import PhaseprofError
-from phaseprof.gpu_names import gpu_key
+from phaseprof.gpu_names import CATALOGUE_PATH, catalogue_gpus, gpu_key
 from phaseprof.memory.defaults import GIB
 
 
@@ -53,33 +55,24 @@ def _gib(x: float) -> int:
     return round(x * GIB)
 
 
-KNOWN_GPUS: tuple[GpuSpec, ...] = (
-    GpuSpec("H100", 80, (9, 0), "NVIDIA", ("H100-SXM", "H100-80GB", "H100-SXM5-80GB"),
-            _gib(79.18), "seed 000's OOM message on an H100 80GB ('total capacity of 79.18 GiB')"),
-    GpuSpec("H100-PCIE", 80, (9, 0), "NVIDIA", ("H100-PCIE-80GB",)),
-    GpuSpec("H100-NVL", 94, (9, 0), "NVIDIA", ("H100-NVL-94GB",)),
-    GpuSpec("H200", 141, (9, 0), "NVIDIA", ("H200-SXM", "H200-141GB"), 150_109_880_320,
-            "cuMemGetInfo total on an H200 SXM, driver 580.159.04 (139.80 GiB; a bare CUDA context took 0.51 GiB)"),
-    GpuSpec("H200-NVL", 141, (9, 0), "NVIDIA"),
-    GpuSpec("GH200", 96, (9, 0), "NVIDIA", ("GH200-96GB",)),
-    GpuSpec("GH200-144GB", 144, (9, 0), "NVIDIA"),
-    GpuSpec("B200", 180, (10, 0), "NVIDIA", ("B200-180GB", "HGX-B200")),
-    GpuSpec("GB200", 186, (10, 0), "NVIDIA", ("GB200-NVL72",)),
-    GpuSpec("B300", 288, (10, 3), "NVIDIA", ("HGX-B300",)),
-    GpuSpec("GB300", 279, (10, 3), "NVIDIA", ("GB300-NVL72",),
-            _gib(276.62), "seed 004: '279 GB ... driver overhead 2.28 GiB, vLLM on start has 276.62 GiB'"),
-    GpuSpec("A100-80GB", 80, (8, 0), "NVIDIA", ("A100", "A100-SXM-80GB")),
-    GpuSpec("A100-40GB", 40, (8, 0), "NVIDIA", ("A100-SXM-40GB",)),
-    GpuSpec("L40S", 48, (8, 9), "NVIDIA"),
-    GpuSpec("L40", 48, (8, 9), "NVIDIA"),
-    GpuSpec("L4", 24, (8, 9), "NVIDIA"),
-    GpuSpec("A10G", 24, (8, 6), "NVIDIA", ("A10",)),
-    GpuSpec("RTX-6000-ADA", 48, (8, 9), "NVIDIA"),
-    GpuSpec("RTX-PRO-6000", 96, (12, 0), "NVIDIA", ("RTX-PRO-6000-BLACKWELL",)),
-    GpuSpec("MI300X", 192, None, "AMD"),
-    GpuSpec("MI325X", 256, None, "AMD"),
-    GpuSpec("MI355X", 288, None, "AMD"),
-)
+def _spec(entry: dict[str, Any]) -> GpuSpec:
+    """A catalogue entry's memory facts (``gpus.toml``); a malformed one → PhaseprofError naming it."""
+    def fail(problem: str) -> PhaseprofError:
+        return PhaseprofError(f"[[gpu]] {entry.get('name')!r}: {problem}", path=CATALOGUE_PATH)
+
+    gb, cc, vis = entry["memory_gb"], entry.get("compute_capability"), entry.get("visible_bytes")
+    if isinstance(gb, bool) or not isinstance(gb, int) or gb <= 0:
+        raise fail(f"'memory_gb' must be a positive integer, not {gb!r}")
+    if cc is not None and not (isinstance(cc, list) and len(cc) == 2 and all(type(x) is int for x in cc)):
+        raise fail(f"'compute_capability' must be [major, minor], not {cc!r}")
+    if vis is not None and (type(vis) is not int or vis <= 0 or not entry.get("visible_source")):
+        raise fail("'visible_bytes' must be a positive integer, with its 'visible_source'")
+    return GpuSpec(str(entry["name"]), gb, None if cc is None else (cc[0], cc[1]), str(entry.get("vendor", "")),
+                   tuple(str(a) for a in entry.get("aliases", ())), vis, str(entry.get("visible_source", "")))
+
+
+#: The catalogue's GPUs with memory facts, in its order.
+KNOWN_GPUS: tuple[GpuSpec, ...] = tuple(_spec(g) for g in catalogue_gpus() if "memory_gb" in g)
 
 
 _INDEX: dict[str, GpuSpec] = {}

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict
-from importlib import resources
 from typing import Any
 
 from phaseprof.memory.defaults import SCHEMA_VERSION
@@ -12,10 +11,6 @@ from phaseprof.memory.kv_plan import Capacity
 from phaseprof.memory.plan import MemoryPlan
 
 SCHEMA_FILE = "memory_plan.schema.json"
-
-
-def load_schema() -> dict[str, Any]:
-    return json.loads(resources.files("phaseprof.memory").joinpath(SCHEMA_FILE).read_text())
 
 
 def _capacity(c: Capacity | None) -> dict[str, Any] | None:

@@ -30,7 +30,7 @@ def pareto(
     disagg: Path | None = typer.Option(None, "--disagg", help="A prefill sweep directory (with the decode "
                                        "sweeps' prompt length): also model x prefill + y decode instances with "
                                        "each request's KV + GDN-state handoff (a model, labelled as one)."),
-    link: str = typer.Option("nvlink4", "--link", help="--disagg: the prefill -> decode link (ceilings.toml "
+    link: str = typer.Option("nvlink4", "--link", help="--disagg: the prefill -> decode link (gpus.toml "
                              "[[link]]: nvlink4, nvlink5, pcie5, ib-ndr, ib-xdr)."),
     max_instances: int = typer.Option(8, "--max-instances", help="--disagg: up to this many instances per side."),
     profiled: list[Path] = typer.Option([], "--profiled", help="A profiled decode run directory (capture "

@@ -11,7 +11,7 @@ Conventions used by every number here:
   the step (or time rank when only breakdown JSON is at hand). Only each bucket's top kernels (as kept in
   the breakdown) take part.
 
-``diff_breakdowns`` is pure; ``load_comparable`` / ``load_side`` read breakdown JSON, run directories or
+``diff_breakdowns`` is pure; ``load_side`` read breakdown JSON, run directories or
 raw traces (analysed on the fly).
 """
 
@@ -209,11 +209,6 @@ def load_side(path: str | Path, *, rules: list[Path] | None = None, model_config
     if got.run_json is not None:
         loaded = replace(loaded, breakdown=replace(loaded.breakdown, capture=RunRecord.read(got.run_json)))
     return loaded
-
-
-def load_comparable(path_or_dir: str | Path, *, rules: list[Path] | None = None) -> Breakdown:
-    """The breakdown of a diff input (breakdown JSON, run directory or raw trace)."""
-    return load_side(path_or_dir, rules=rules).breakdown
 
 
 def _analyze(trace: Path, rules: list[Path] | None, model_config: str | None = None) -> Loaded:

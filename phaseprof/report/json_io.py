@@ -23,11 +23,6 @@ _MAJOR, _MINOR = (int(x) for x in SCHEMA_VERSION.split("."))
 _MAX_BREAKDOWN_BYTES = 256 << 20  # a breakdown is ~100 KB; far bigger is not one (and would be read whole)
 
 
-def breakdown_to_dict(bd: Breakdown) -> dict[str, Any]:
-    """The JSON document as plain values (what :func:`dumps` writes, read back)."""
-    return orjson.loads(dumps(bd))
-
-
 def dumps(bd: Breakdown) -> bytes:
     """The JSON document; ``capture`` as the flat subset a capture embeds in its trace (``RunRecord.embedded``),
     {} when the breakdown has none. orjson writes the dataclasses itself, fields in order (what

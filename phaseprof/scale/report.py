@@ -69,11 +69,6 @@ def write_report(report: MultiRankReport, path: str | Path) -> Path:
     return atomic_write_bytes(path, dumps(report) + b"\n")
 
 
-def load_report(raw: bytes) -> MultiRankReport:
-    """Parse a multi-rank JSON (rank keys come back as ints)."""
-    return msgspec.convert(orjson.loads(raw), MultiRankReport, strict=False)
-
-
 def json_schema() -> dict[str, Any]:
     schema = msgspec.json.schema(MultiRankReport)
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"

@@ -2,6 +2,6 @@
 
 ``model`` reads a model's shape from its config (on top of ``memory.model_shape``), ``work`` turns a step's
 token counts into FLOPs and bytes per component and bucket, ``ceilings`` holds the GPUs' peak figures (spec
-sheets in ``ceilings.toml``, or a measured ``phaseprof ceilings`` file), ``analyze`` puts work, time and
+sheets in the GPU catalogue ``phaseprof/gpus.toml``, or a measured ``phaseprof ceilings`` file), ``analyze`` puts work, time and
 ceilings together into the breakdown's optional ``sol`` section, ``project`` explains cross-GPU diffs.
 """

@@ -1,4 +1,5 @@
-"""GPU ceilings: what a GPU can do at most, from its datasheet (``ceilings.toml``) or measured on it
+"""GPU ceilings: what a GPU can do at most, from its datasheet (the GPU catalogue ``phaseprof/gpus.toml``: its
+entries with throughput) or measured on it
 (``phaseprof ceilings`` → a JSON file). Loading validates like the classification rules: a bad file fails
 with one line naming the file and the entry."""
 
@@ -20,12 +21,16 @@ except ModuleNotFoundError:  # Python 3.10
 
 from phaseprof.classify.rules import check_keys
 from phaseprof.errors import PhaseprofError
-from phaseprof.gpu_names import gpu_key
+from phaseprof.gpu_names import CATALOGUE_PATH, gpu_key
 
-SPEC_PATH = Path(__file__).with_name("ceilings.toml")
+SPEC_PATH = CATALOGUE_PATH
 PRECISIONS = ("bf16", "fp8", "fp4")
 _REQUIRED = frozenset({"name", "match", "bf16_tflops", "hbm_tbps", "source"})
-_ALLOWED = _REQUIRED | {"fp8_tflops", "fp4_tflops", "sm_count", "examples"}
+_ALLOWED = _REQUIRED | {"fp8_tflops", "fp4_tflops", "sm_count", "examples", "aliases",
+                         # the catalogue's memory facts (memory.gpus reads them)
+                         "vendor", "memory_gb", "compute_capability", "visible_bytes", "visible_source"}
+_THROUGHPUT = frozenset({"match", "bf16_tflops", "fp8_tflops", "fp4_tflops", "hbm_tbps", "sm_count", "examples",
+                         "source"})
 MEASURED_SCHEMA_VERSION = 1
 _MEASURED_REQUIRED = ("gpu_name", "bf16_dense_tflops", "hbm_copy_tbps", "method")
 
@@ -62,6 +67,7 @@ class SpecEntry:
     ceiling: Ceiling
     patterns: tuple[re.Pattern[str], ...]
     sm_count: int | None
+    aliases: tuple[str, ...] = ()  # other spellings of the name (the catalogue's ``aliases``)
 
     def match(self, gpu_name: str, sm_count: int | None = None) -> bool:
         if not any(p.search(gpu_name) for p in self.patterns):
@@ -77,10 +83,14 @@ def _positive(v: Any, what: str, fail: Any, *, optional: bool = False) -> float 
     return float(v)
 
 
-def _entry(table: Any, where: str, file: Path) -> SpecEntry:
+def _entry(table: Any, where: str, file: Path) -> SpecEntry | None:
+    """One entry's ceiling; None for a GPU the catalogue knows without throughput (memory facts only)."""
     def fail(problem: str) -> PhaseprofError:
         return PhaseprofError(f"{where}: {problem}", path=file)
 
+    if isinstance(table, dict) and not set(table) & _THROUGHPUT:
+        check_keys(table, required=frozenset({"name"}), allowed=_ALLOWED, fail=fail)
+        return None
     check_keys(table, required=_REQUIRED, allowed=_ALLOWED, fail=fail)
     for key in ("name", "source"):
         if not isinstance(table[key], str) or not table[key].strip():
@@ -99,7 +109,10 @@ def _entry(table: Any, where: str, file: Path) -> SpecEntry:
                 hbm_tbps=_positive(table["hbm_tbps"], "hbm_tbps", fail), source=table["source"],
                 fp8_tflops=_positive(table.get("fp8_tflops"), "fp8_tflops", fail, optional=True),
                 fp4_tflops=_positive(table.get("fp4_tflops"), "fp4_tflops", fail, optional=True))
-    entry = SpecEntry(c, compiled, sm)
+    aliases = table.get("aliases", [])
+    if not isinstance(aliases, list) or not all(isinstance(a, str) for a in aliases):
+        raise fail("'aliases' must be a list of strings")
+    entry = SpecEntry(c, compiled, sm, tuple(aliases))
     examples = table.get("examples", [])
     if not isinstance(examples, list) or not all(isinstance(e, str) for e in examples):
         raise fail("'examples' must be a list of strings")
@@ -140,7 +153,9 @@ def _load_spec(path: str, _mtime_ns: int) -> tuple[SpecEntry, ...]:
     tables = data.get("gpu", [])
     if not isinstance(tables, list) or not tables:
         raise PhaseprofError("no [[gpu]] entries", path=file)
-    entries = tuple(_entry(t, f"[[gpu]] #{i}", file) for i, t in enumerate(tables, 1))
+    entries = tuple(e for i, t in enumerate(tables, 1) if (e := _entry(t, f"[[gpu]] #{i}", file)) is not None)
+    if not entries:
+        raise PhaseprofError("no [[gpu]] entry with throughput", path=file)
     names = [e.ceiling.gpu for e in entries]
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:
@@ -164,13 +179,17 @@ def spec_for(gpu_name: str | None, props: Mapping[str, Any] | None = None, *,
 
 
 def spec_by_name(name: str, *, path: str | Path = SPEC_PATH) -> Ceiling:
-    """A datasheet ceiling by table name (``B200``) or by a device name that matches an entry."""
+    """A datasheet ceiling by table name (``B200``), by a device name that matches an entry, or by one of an
+    entry's aliases (``H100-SXM5-80GB``), in that order."""
     entries = load_spec(path)
     for e in entries:
         if gpu_key(e.ceiling.gpu) == gpu_key(name):
             return e.ceiling
     for e in entries:
         if e.match(name):
+            return e.ceiling
+    for e in entries:
+        if gpu_key(name) in {gpu_key(a) for a in e.aliases}:
             return e.ceiling
     raise PhaseprofError(f"no ceilings for GPU {name!r}; known: {', '.join(e.ceiling.gpu for e in entries)}")
 

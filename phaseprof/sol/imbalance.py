@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from phaseprof.analysis.results import Breakdown
-from phaseprof.routing import Routing, gini
+from phaseprof.routing import Routing, gini, hottest
 from phaseprof.sol.ceilings import Ceiling
 from phaseprof.sol.model import SolModel
 from phaseprof.sol.results import SolMoeLayer
@@ -67,8 +67,7 @@ def moe_layers(bd: Breakdown, model: SolModel, ceiling: Ceiling, tokens: list[St
             mean = counts.sum(axis=1) / e
             t = times[li] if times is not None else None
             bal = t * balanced / floor if t is not None and floor else None
-            last = counts[-1]
-            hot = [int(x) for x in np.lexsort((np.arange(e), -last))[:4] if last[x] > 0]
+            hot = hottest(counts[-1])
             out.append(SolMoeLayer(
                 phase=phase, layer=li, steps=len(sel), tokens=sum(tok.tokens for _, tok in sel),
                 distinct_experts=float((counts > 0).sum(axis=1).mean()),

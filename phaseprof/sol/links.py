@@ -1,4 +1,4 @@
-"""Interconnect bandwidths (``[[link]]`` entries of ``ceilings.toml``): how fast a prefill engine's KV cache and
+"""Interconnect bandwidths (``[[link]]`` entries of the GPU catalogue ``phaseprof/gpus.toml``): how fast a prefill engine's KV cache and
 GDN state reach a decode engine (``pareto --disagg``). Validated like the GPU entries: a bad entry fails with
 one line naming the file and the entry."""
 

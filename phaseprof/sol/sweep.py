@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from rich import box
 from rich.console import Console
@@ -76,19 +75,3 @@ def print_sweep_sol(rec: SweepRecord, console: Console, *, model_config: str | N
     console.print(t)
     console.print(f"[dim]ceilings: {escape(ceiling.label)}, {escape(ceiling.source)}[/]")
 
-
-def floor_figure(floors: list[SweepFloor], *, phase: str) -> Any:
-    """Plotly figure for the dashboard's sweep page: measured TTFT/TPOT and the speed-of-light floor per point."""
-    import plotly.graph_objects as go
-
-    what = "TTFT" if phase == "prefill" else "TPOT"
-    xs = [f.x for f in floors]
-    fig = go.Figure()
-    fig.add_scatter(x=xs, y=[f.measured_ms for f in floors], mode="lines+markers", name=f"measured {what}")
-    fig.add_scatter(x=xs, y=[f.floor_ms for f in floors], mode="lines+markers", name="speed-of-light floor",
-                    line=dict(dash="dash"), hovertext=[f"{f.pct_of_light:.0f}% of light" for f in floors],
-                    hoverinfo="text+y")
-    fig.update_layout(title=f"{what} vs speed of light", template="plotly_white", height=420,
-                      xaxis_title="prompt tokens" if phase == "prefill" else "concurrency", yaxis_title="ms",
-                      margin=dict(l=10, r=10, t=50, b=10))
-    return fig

@@ -326,12 +326,3 @@ def step_work(m: SolModel, t: StepTokens) -> dict[Component, Work]:
     """Every component's work for one step (components with no work are left out)."""
     out = {c: f(m, t) for c, f in COMPONENTS.items()}
     return {c: w for c, w in out.items() if w.flops or w.bytes}
-
-
-def bucket_work(components: dict[Component, Work]) -> dict[str, Work]:
-    """Components summed into their kernel-view buckets."""
-    out: dict[str, Work] = {}
-    for c, w in components.items():
-        b = str(COMPONENT_BUCKET[c])
-        out[b] = out.get(b, ZERO) + w
-    return out

@@ -63,7 +63,7 @@ def poison(v: Any, key: str = "", keep: frozenset[str] = KEEP) -> Any:
 
 
 def _breakdown_with_sol(run: Path) -> dict[str, Any]:
-    from phaseprof.report.json_io import breakdown_to_dict, load_breakdown
+    from phaseprof.report.json_io import dumps, load_breakdown
     from phaseprof.sol.attach import sol_of
 
     bd = load_breakdown(run / "breakdown.json")
@@ -71,7 +71,7 @@ def _breakdown_with_sol(run: Path) -> dict[str, Any]:
         sol = sol_of(bd, source=str(run / "breakdown.json"))
         assert sol.ok, sol.status  # the roofline needs numbers: the fixture must have them
         bd = dataclasses.replace(bd, sol=sol)
-    return breakdown_to_dict(bd)
+    return json.loads(dumps(bd))
 
 
 def _run_dir(dest: Path, run: Path) -> None:

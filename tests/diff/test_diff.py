@@ -9,7 +9,7 @@ import pytest
 
 from phaseprof.errors import PhaseprofError
 from phaseprof.records import ModelInfo, RunRecord
-from phaseprof.report.diff import clean_timings, diff_breakdowns, load_comparable, load_side
+from phaseprof.report.diff import clean_timings, diff_breakdowns, load_side
 from phaseprof.report.json_io import write_breakdown
 
 from .builders import K, PUBLIC_CUT, breakdown, phase
@@ -139,7 +139,7 @@ def test_timings_delta_when_inputs_carry_them():
 def test_load_breakdown_json_and_run_directory(tmp_path):
     bd = breakdown(phase())
     write_breakdown(bd, tmp_path / "x.json")
-    assert load_comparable(tmp_path / "x.json") == bd
+    assert load_side(tmp_path / "x.json").breakdown == bd
     run = tmp_path / "run1"
     write_breakdown(bd, run / "breakdown.json")
     (run / "run.json").write_text(json.dumps({"model": "llama-3.1-8b", "ttft_ms": 12.0}))

@@ -43,7 +43,7 @@ def model_dir(tmp_path):
 
 def test_page_builds_the_cli_plan_from_sidebar_inputs(model_dir):
     st = FakeStreamlit()
-    inputs = MemoryInputs(model=model_dir, gpu="H100", max_model_len=8192, cudagraph_max_size=8192,
+    inputs = MemoryInputs(model=model_dir, gpu="H100-SXM", max_model_len=8192, cudagraph_max_size=8192,
                           max_num_batched_tokens=8192, prefix_caching=False)
     plan = view.show(st, inputs)
     assert plan == build_memory_plan(inputs)                       # the same function, the same numbers
@@ -88,6 +88,6 @@ def test_real_streamlit_runs_the_page(model_dir):
     assert len(at.table) >= 4 and "Memory" in at.header[0].value
     gpu = next(w for w in at.sidebar.selectbox if w.label == "GPU")
     assert gpu.value == "H200"
-    gpu.set_value("H100").run()
+    gpu.set_value("H100-SXM").run()
     assert not at.exception
     assert any("H100" in sub.value for sub in at.subheader)

@@ -7,7 +7,8 @@ import json
 import pytest
 
 from phaseprof.memory import MemoryInputs, build_memory_plan
-from phaseprof.memory.facts import load_run_facts, parse_log_lines
+from phaseprof.memory.facts import load_run_facts
+from phaseprof.vllm_log import parse_values
 from tests.memory.configs import qwen35_35b_a3b_as_qwen3next
 
 # SYNTHETIC lines, not a capture: vLLM 0.23's INFO format strings (platforms/interface.py, gpu_worker.py,
@@ -24,8 +25,8 @@ INFO 05-01 12:02:01 [kv_cache_utils.py:1745] Maximum concurrency for 8,192 token
 """
 
 
-def test_parse_log_lines_reads_every_known_fact():
-    f = parse_log_lines(LOG.splitlines())
+def test_parse_values_reads_every_known_fact():
+    f, _ = parse_values(LOG.splitlines())
     assert f == {"attention_block_size_tokens": 544, "mamba_page_padding_pct": 1.49, "model_loading_gib": 64.61,
                  "cudagraph_estimate_gib": 0.95, "available_kv_cache_gib": 57.60, "kv_cache_tokens": 2_066_990,
                  "max_concurrency_tokens": 8192, "max_concurrency": 252.32}
@@ -33,7 +34,7 @@ def test_parse_log_lines_reads_every_known_fact():
 
 def test_028_one_line_capacity_format_is_read_too():
     line = "GPU KV cache size: 1,234 tokens, Maximum concurrency for 4,096 tokens per request: 3.50x"
-    assert parse_log_lines([line]) == {"kv_cache_tokens": 1234, "max_concurrency_tokens": 4096, "max_concurrency": 3.5}
+    assert parse_values([line])[0] == {"kv_cache_tokens": 1234, "max_concurrency_tokens": 4096, "max_concurrency": 3.5}
 
 
 def test_run_json_keys_win_and_missing_keys_are_tolerated(tmp_path):

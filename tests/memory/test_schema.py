@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from importlib import resources
 
 import jsonschema
 import pytest
@@ -10,14 +11,14 @@ import pytest
 from phaseprof.cli import main
 from phaseprof.memory import MemoryInputs, build_memory_plan
 from phaseprof.memory.defaults import SCHEMA_VERSION
-from phaseprof.memory.report import load_schema, plan_to_dict
+from phaseprof.memory.report import SCHEMA_FILE, plan_to_dict
 from tests.memory.configs import llama31_8b, qwen35_35b_a3b, qwen38_2p4t
 from tests.memory.test_facts import LOG
 
 
 @pytest.fixture(scope="module")
 def validator():
-    schema = load_schema()
+    schema = json.loads(resources.files("phaseprof.memory").joinpath(SCHEMA_FILE).read_text())  # as installed
     jsonschema.Draft202012Validator.check_schema(schema)
     return jsonschema.Draft202012Validator(schema)
 

@@ -47,8 +47,7 @@ def test_serving_metrics_of_two_rounds() -> None:
 
 
 def test_committed_schema_is_the_records() -> None:
-    # Regenerate: python -c "import json; from phaseprof.pareto.records import *; \
-    #   PARETO_SCHEMA_PATH.write_text(json.dumps(pareto_schema(), indent=2) + '\n')"
+    # Regenerate with: python -m phaseprof.report.schemas_cli
     assert json.loads(PARETO_SCHEMA_PATH.read_text()) == json.loads(json.dumps(pareto_schema()))
 
 

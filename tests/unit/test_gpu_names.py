@@ -1,5 +1,6 @@
-"""One GPU-name normaliser (``phaseprof.gpu_names.gpu_key``) behind every place that compares GPU names: the
-memory planner's catalogue, the datasheet ceilings by name, and the measured-ceilings file against a trace."""
+"""One GPU catalogue (``phaseprof/gpus.toml``) and one GPU-name normaliser (``phaseprof.gpu_names.gpu_key``)
+behind every place that names GPUs: the memory planner, the datasheet ceilings by name, and the measured-ceilings
+file against a trace."""
 
 from __future__ import annotations
 
@@ -21,9 +22,28 @@ def test_names_compare_without_case_spaces_dashes_or_underscores() -> None:
 
 
 def test_the_memory_catalogue_and_the_datasheet_take_the_same_spellings() -> None:
-    for spelling in ("H100-SXM", "h100 sxm", "H100_SXM"):
-        assert lookup_gpu(spelling).name == "H100"
-        assert spec_by_name(spelling).gpu == "H100-SXM"
+    for spelling in ("H100-SXM", "h100 sxm", "H100_SXM", "H100", "H100-SXM5-80GB"):  # old display name: alias
+        assert lookup_gpu(spelling).name == spec_by_name(spelling).gpu == "H100-SXM"
+    for spelling in ("H100-PCIe", "H100-PCIE", "h100 pcie"):
+        assert lookup_gpu(spelling).name == spec_by_name(spelling).gpu == "H100-PCIe"
+
+
+def test_one_display_name_per_gpu() -> None:
+    """Every GPU the planner and the speed of light both know is one catalogue entry: the same display name,
+    and no spelling (name or alias) that leads to two entries."""
+    from phaseprof.gpu_names import catalogue_gpus
+    from phaseprof.memory.gpus import KNOWN_GPUS
+    from phaseprof.sol.ceilings import load_spec
+
+    gpus = catalogue_gpus()
+    keys = [gpu_key(s) for g in gpus for s in (g["name"], *g.get("aliases", ()))]
+    assert len(keys) == len(set(keys))
+    memory, sol = {g.name for g in KNOWN_GPUS}, {e.ceiling.gpu for e in load_spec()}
+    assert memory | sol == {g["name"] for g in gpus}
+    assert {"H100-SXM", "H100-PCIe", "H200", "B200", "MI300X"} <= memory & sol
+    for g in KNOWN_GPUS:  # a measured fact names where it was measured
+        assert (g.visible_bytes is None) == (not g.visible_source)
+    assert all(e.ceiling.source for e in load_spec())
 
 
 def test_a_measured_file_is_found_and_matched_by_the_same_key(tmp_path: Path) -> None:

@@ -8,7 +8,7 @@ from jsonschema import Draft202012Validator
 
 from phaseprof.analysis.pipeline import analyze_trace
 from phaseprof.cli import main
-from phaseprof.report.json_io import SCHEMA_PATH, breakdown_to_dict, json_schema, load_breakdown, write_breakdown
+from phaseprof.report.json_io import SCHEMA_PATH, dumps, json_schema, load_breakdown, write_breakdown
 from phaseprof.trace.markers import phaseprof_step_name
 
 from .builders import TraceBuilder
@@ -23,13 +23,13 @@ def _trace(tmp_path):
 
 
 def test_committed_schema_is_the_generated_one():
-    # Regenerate with: python -c "from phaseprof.report.json_io import *; ..." (see json_schema()).
+    # Regenerate with: python -m phaseprof.report.schemas_cli
     assert orjson.loads(SCHEMA_PATH.read_bytes()) == orjson.loads(orjson.dumps(json_schema()))
 
 
 def test_output_validates_and_round_trips(tmp_path):
     bd = analyze_trace(_trace(tmp_path))
-    doc = breakdown_to_dict(bd)
+    doc = orjson.loads(dumps(bd))
     Draft202012Validator(orjson.loads(SCHEMA_PATH.read_bytes())).validate(orjson.loads(orjson.dumps(doc)))
     out = write_breakdown(bd, tmp_path / "b.json")
     again = load_breakdown(out)
@@ -51,3 +51,16 @@ def test_load_breakdown_rejects_other_documents(tmp_path):
     p.write_text('{"traceEvents": []}')
     with pytest.raises(Exception, match="not a phaseprof breakdown"):
         load_breakdown(p)
+
+
+def test_schema_generator_finds_and_rewrites_a_stale_schema(tmp_path, monkeypatch, capsys):
+    from phaseprof.report import schemas_cli
+
+    assert schemas_cli.stale() == {} and schemas_cli.main(["--check"]) == 0  # every committed schema is current
+    stale = tmp_path / "breakdown.schema.json"
+    stale.write_text("{}\n")
+    monkeypatch.setattr(schemas_cli, "SCHEMAS", {stale: json_schema})
+    assert schemas_cli.main(["--check"]) == 1 and stale.read_text() == "{}\n"  # --check writes nothing
+    assert schemas_cli.main([]) == 0 and orjson.loads(stale.read_bytes()) == orjson.loads(orjson.dumps(json_schema()))
+    assert schemas_cli.main(["--bad"]) == 2
+    assert f"stale: {stale}" in capsys.readouterr().out

@@ -101,10 +101,10 @@ def test_public_tp4_rank0_alone_says_which_ranks_are_missing(tmp_path, name, wor
 
 
 def test_diff_tp1_against_tp2_of_the_same_model():
-    from phaseprof.report.diff import diff_breakdowns, load_comparable
+    from phaseprof.report.diff import diff_breakdowns, load_side
 
     (tp1,) = sorted((ROOT / "traces/h200/eager").glob("*prefill-4096"))
-    d = diff_breakdowns(load_comparable(tp1), load_comparable(TP2 / "rank0.pt.trace.json.gz"))
+    d = diff_breakdowns(load_side(tp1).breakdown, load_side(TP2 / "rank0.pt.trace.json.gz").breakdown)
     assert "world size differs: 1 (A) vs 2 (B)" in d.warnings
     assert not any(w.startswith("mode differs") for w in d.warnings)  # eager vs eager (inferred)
     kv = {r.bucket: r.time_ms for r in d.phase("prefill").kernel_view}

@@ -113,7 +113,7 @@ def test_a_sweep_record_refuses_other_json(tmp_path: Path) -> None:
 
 
 def test_committed_schemas_are_the_records() -> None:
-    # Regenerate with: python -c "import json; from phaseprof.records import *; ..." (see records.schema).
+    # Regenerate with: python -m phaseprof.report.schemas_cli
     for path, cls in ((RUN_SCHEMA_PATH, RunRecord), (SWEEP_SCHEMA_PATH, SweepRecord)):
         assert json.loads(path.read_text()) == json.loads(json.dumps(schema(cls))), path.name
     props = schema(RunRecord)["$defs"]["RunRecord"]["properties"]
@@ -134,12 +134,12 @@ BREAKDOWNS = sorted((REPO / "traces").rglob("*breakdown.json"))
 def test_every_committed_breakdowns_capture_reads_typed_and_writes_back_the_same(path: Path) -> None:
     """A breakdown's ``capture`` section is the trace's embedded subset: typed on read, the same keys, values
     and order on write (committed breakdown JSON stays byte-identical)."""
-    from phaseprof.report.json_io import breakdown_to_dict, load_breakdown
+    from phaseprof.report.json_io import dumps, load_breakdown
 
     section = json.loads(path.read_text())["capture"]
     bd = load_breakdown(path)
     assert (bd.capture is None) == (section == {})
-    assert list(breakdown_to_dict(bd)["capture"].items()) == list(section.items())
+    assert list(json.loads(dumps(bd))["capture"].items()) == list(section.items())
     if bd.capture is not None:
         assert bd.capture.request.phase == section["phase"] and bd.capture.model.name == section["model"]
         assert bd.capture.clean_ms.get("ttft_ms") == section["ttft_ms"]
