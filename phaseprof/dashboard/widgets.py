@@ -57,10 +57,6 @@ def guarded(st: Any, render: Callable[..., None], *args: Any, **kwargs: Any) -> 
         st.error(f"internal error ({type(e).__name__}): {md(one_line(e))}")
 
 
-def label(src: Source) -> str:
-    return f"{src.key}  [{src.kind}]"
-
-
 def _copy(st: Any, src_key: str, dst_key: str) -> None:
     st.session_state[dst_key] = st.session_state[src_key]
 

@@ -18,7 +18,7 @@ from phaseprof.dashboard.text import md, md_frame, plot
 from phaseprof.errors import PhaseprofError
 from phaseprof.memory import defaults as D
 from phaseprof.memory.dtypes import KV_CACHE_DTYPES, MAMBA_DTYPES
-from phaseprof.memory.gpus import known_gpu_names
+from phaseprof.memory.gpus import known_gpu_names, lookup_gpu
 from phaseprof.memory.plan import MemoryInputs, MemoryPlan, build_memory_plan
 from phaseprof.memory.render import comparison_rows, headline, sections
 
@@ -37,6 +37,14 @@ def _index(options: list[Any], value: Any) -> int:
     return options.index(value) if value in options else 0
 
 
+def _catalogue_name(name: str) -> str:
+    """A GPU name as the catalogue spells it (an alias such as "H100" selects "H100-SXM"); unknown: as given."""
+    try:
+        return lookup_gpu(name).name
+    except PhaseprofError:
+        return name
+
+
 def sidebar_inputs(st: Any, defaults: MemoryInputs | None = None) -> MemoryInputs:
     """Sidebar widgets → MemoryInputs. 0 in a number box means "vLLM's default"."""
     presets = _presets()
@@ -51,7 +59,7 @@ def sidebar_inputs(st: Any, defaults: MemoryInputs | None = None) -> MemoryInput
     if choice == CUSTOM_MODEL:
         model = sb.text_input("config directory", value="" if is_preset else d.model)
     gpus = known_gpu_names()
-    gpu = sb.selectbox("GPU", gpus, index=_index(gpus, d.gpu or "H200"))
+    gpu = sb.selectbox("GPU", gpus, index=_index(gpus, _catalogue_name(d.gpu or "H200")))
     util = sb.slider("gpu_memory_utilization", min_value=0.05, max_value=1.0,
                      value=float(d.gpu_memory_utilization), step=0.01)
     max_len = sb.number_input("max_model_len (0 = config's)", min_value=0, value=int(d.max_model_len or 0), step=1024)

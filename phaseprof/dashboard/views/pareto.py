@@ -177,7 +177,7 @@ def render(st: Any, ctx: data.Context) -> None:
         frontier.default_ceilings(by_key[chosen[0]], files, ctx.runs_dir)
     options = [*gpu_of, frontier.SPEC]
     ceil = c2.selectbox("Ceilings for the speed-of-light floor", options, index=options.index(pre),
-                        key="pareto_ceilings", format_func=lambda k: "datasheet (ceilings.toml)" if k == frontier.SPEC
+                        key="pareto_ceilings", format_func=lambda k: "datasheet (gpus.toml)" if k == frontier.SPEC
                         else f"{k} (measured on {gpu_of[k]})",
                         help="Measured ceilings (phaseprof ceilings) in a ceilings/ folder under the runs "
                         "directory, or the datasheet. Default: the one `pareto` finds above the first sweep.")
