@@ -1,6 +1,6 @@
 """Every intermediate table's columns, declared once: name, dtype, unit and meaning (as Perfetto's
-``tables/*.py`` declare theirs). ``check`` validates a DataFrame against its declaration; the tests run it on
-the tables and work items of every committed trace.
+``tables/*.py`` declare theirs). ``tests/unit/test_columns.py`` checks the tables and work items of every
+committed trace against these declarations.
 
 Tables (``trace.tables.EventTables`` holds the first five; ``analysis.items`` builds the last):
 
@@ -131,30 +131,6 @@ EVENT_TABLES: tuple[Table, ...] = (GPU, RUNTIME, OPS, GPU_ANNOTATIONS, MEMORY, M
 #: dtype of the bucket columns: only ``Bucket`` values fit; categories in name order, so grouping by bucket
 #: lists buckets as sorting their names would.
 BUCKET_DTYPE = pd.CategoricalDtype(sorted(b.value for b in Bucket))
-_KINDS = frozenset(k.value for k in EventKind)
-
-
-def check(frame: pd.DataFrame, table: Table) -> list[str]:
-    """What is wrong with ``frame`` as a ``table`` (empty list: nothing). Checks the column names and order,
-    each column's dtype, that ``kind`` and bucket values are known and that no row ends before it starts."""
-    problems: list[str] = []
-    if tuple(frame.columns) != table.names:
-        return [f"{table.name}: columns {list(frame.columns)}, declared {list(table.names)}"]
-    for col in table.columns:
-        s = frame[col.name]
-        if col.dtype == Dtype.CATEGORY:
-            ok = isinstance(s.dtype, pd.CategoricalDtype)
-        elif col.dtype == Dtype.BUCKET:
-            ok = s.dtype == BUCKET_DTYPE and not s.isna().any()
-        else:
-            ok = s.dtype == np.dtype(col.dtype.value)
-        if not ok:
-            problems.append(f"{table.name}.{col.name}: dtype {s.dtype}, declared {col.dtype}")
-    if "kind" in table.names and not set(frame["kind"].cat.categories) <= _KINDS:
-        problems.append(f"{table.name}.kind: unknown kinds {set(frame['kind'].cat.categories) - _KINDS}")
-    if "end_ns" in table.names and len(frame) and (frame["end_ns"] < frame["ts_ns"]).any():
-        problems.append(f"{table.name}: rows ending before they start")
-    return problems
 
 
 def buckets(values: np.ndarray) -> pd.Categorical:
@@ -164,10 +140,3 @@ def buckets(values: np.ndarray) -> pd.Categorical:
         bad = sorted({str(v) for v in values[pd.isna(out)]})
         raise ValueError(f"not buckets: {bad[:5]}")
     return out
-
-
-def validate(frame: pd.DataFrame, table: Table) -> None:
-    """Raise ValueError listing every problem ``check`` finds."""
-    problems = check(frame, table)
-    if problems:
-        raise ValueError("; ".join(problems))

@@ -19,10 +19,6 @@ REPO = Path(__file__).resolve().parents[2]
 PROGRAM = ("phaseprof", "scripts", "benchmarks", "dashboards")
 #: (module, function) -> why it has no caller the scan can see. Keep it empty unless unavoidable.
 ALLOWED: dict[tuple[str, str], str] = {
-    ("phaseprof.columns", "validate"): "the declared-columns check is run by tests only (test_columns.py; "
-                                       "``check`` is called through it); columns.py was outside the scope of the "
-                                       "session that wrote this test: move check/validate into the test, or let "
-                                       "analysis/invariants.py run them, then drop this entry",
 }
 
 
