@@ -14,14 +14,9 @@ from typing import Any, Mapping
 
 import orjson
 
-try:
-    import tomllib
-except ModuleNotFoundError:  # Python 3.10
-    import tomli as tomllib  # type: ignore[no-redef]
-
 from phaseprof.classify.rules import check_keys
 from phaseprof.errors import PhaseprofError
-from phaseprof.gpu_names import CATALOGUE_PATH, gpu_key
+from phaseprof.gpu_names import CATALOGUE_PATH, gpu_key, read_catalogue
 
 SPEC_PATH = CATALOGUE_PATH
 PRECISIONS = ("bf16", "fp8", "fp4")
@@ -122,17 +117,6 @@ def _entry(table: Any, where: str, file: Path) -> SpecEntry | None:
     return entry
 
 
-def read_ceilings_toml(file: Path) -> dict[str, Any]:
-    """The ceilings catalogue's TOML document ([[gpu]] and [[link]] tables); a missing file or bad TOML →
-    PhaseprofError naming the file."""
-    try:
-        return tomllib.loads(file.read_text())
-    except OSError:
-        raise PhaseprofError("ceilings file not found", path=file) from None
-    except tomllib.TOMLDecodeError as e:
-        raise PhaseprofError(f"not valid TOML: {e}", path=file) from None
-
-
 def load_spec(path: str | Path = SPEC_PATH) -> tuple[SpecEntry, ...]:
     """The datasheet table, in match order. Bad TOML, keys, numbers or regexes → PhaseprofError."""
     p = Path(path)
@@ -146,7 +130,7 @@ def load_spec(path: str | Path = SPEC_PATH) -> tuple[SpecEntry, ...]:
 @lru_cache(maxsize=8)
 def _load_spec(path: str, _mtime_ns: int) -> tuple[SpecEntry, ...]:
     file = Path(path)
-    data = read_ceilings_toml(file)
+    data = read_catalogue(file)
     unknown = sorted(set(data) - {"gpu", "link"})  # [[link]]: interconnects, read by sol/links.py
     if unknown:
         raise PhaseprofError(f"unknown section {unknown[0]!r} (expected [[gpu]] or [[link]])", path=file)

@@ -10,7 +10,8 @@ from pathlib import Path
 
 from phaseprof.classify.rules import check_keys
 from phaseprof.errors import PhaseprofError
-from phaseprof.sol.ceilings import SPEC_PATH, read_ceilings_toml
+from phaseprof.gpu_names import read_catalogue
+from phaseprof.sol.ceilings import SPEC_PATH
 
 _KEYS = frozenset({"name", "gb_per_s", "source"})
 
@@ -26,7 +27,7 @@ class Link:
 
 def load_links(path: str | Path = SPEC_PATH) -> tuple[Link, ...]:
     file = Path(path)
-    data = read_ceilings_toml(file)
+    data = read_catalogue(file)
     out = []
     for i, t in enumerate(data.get("link", []), 1):
         def fail(problem: str, _i: int = i) -> PhaseprofError:
