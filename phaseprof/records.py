@@ -191,6 +191,30 @@ class ServerRecord:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class DisaggSide:
+    """One engine of a disaggregated (PD) capture: its server's ``url``, its trace and breakdown (paths inside the
+    run directory; ``breakdown_error`` when the analysis failed) and the profiled steps per phase."""
+
+    url: str | None = None
+    trace: str | None = None
+    breakdown: str | None = None
+    breakdown_error: str | None = None
+    steps: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class DisaggInfo:
+    """A disaggregated capture's parts (``capture --server P --decode-server D``): the prefill and decode
+    engines (``DisaggSide``), the KV connector they ran and the per-request handoff table (``handoff.json``,
+    ``disagg.records.HandoffReport``)."""
+
+    prefill: DisaggSide = field(default_factory=DisaggSide)
+    decode: DisaggSide = field(default_factory=DisaggSide)
+    connector: str | None = None
+    handoff: str | None = None
+
+
 #: Sub-records whose unknown keys are kept in their own ``extra`` (run.json and sweep.json field -> type).
 _OPEN = {"headline": Headline, "device": DeviceRecord, "engine": EngineInfo, "profile": ProfileInfo,
          "trace": TraceFileInfo, "server": ServerRecord}
@@ -296,12 +320,14 @@ class RunRecord:
     # MoE routing of the profiled steps (``routing.RoutingRecord.to_dict``: routing.npz and what it holds, or why
     # none was recorded); captures of MoE models since issue 30 only.
     routing: dict[str, Any] | None = None
+    # Disaggregated (PD) captures only: both engines' files and the handoff table.
+    disagg: DisaggInfo | None = None
     schema_version: int = RUN_SCHEMA_VERSION
     extra: dict[str, Any] = field(default_factory=dict)  # keys this version does not know, kept as read
 
     def to_dict(self) -> dict[str, Any]:
         doc = _plain(self)
-        for key in ("parallel", "vllm_log", "routing", *_SERVER_ONLY):
+        for key in ("parallel", "vllm_log", "routing", "disagg", *_SERVER_ONLY):
             if doc[key] is None:
                 del doc[key]
         return doc

@@ -11,7 +11,15 @@ from typing import Any
 import typer
 from rich.console import Console
 
-from phaseprof.capture.server.cli import RAY_HELP, SERVER_HELP, TRACE_DIR_HELP, capture_server, sweep_server
+from phaseprof.capture.server.cli import (
+    DECODE_SERVER_HELP,
+    RAY_HELP,
+    SERVER_HELP,
+    TRACE_DIR_HELP,
+    capture_disagg,
+    capture_server,
+    sweep_server,
+)
 from phaseprof.capture.shared.options import (
     DEFAULT_HIERARCHY,
     CaptureOptions,
@@ -180,16 +188,33 @@ def capture(
                                      "to wait after /stop_profile for every rank's trace to be written (big "
                                      "traces of many ranks take a while)."),
     ray: str | None = typer.Option(None, "--ray", metavar="ADDRESS", help=RAY_HELP),
+    decode_server: str | None = typer.Option(None, "--decode-server", help=DECODE_SERVER_HELP),
+    decode_trace_dir: Path | None = typer.Option(None, "--decode-trace-dir", help="With --decode-server: the "
+                                                 "decode server's torch_profiler_dir, as seen from here."),
+    link: str = typer.Option("nvlink4", "--link", help="With --decode-server: the link the handoff is modelled "
+                             "on ([[link]] of phaseprof/gpus.toml)."),
 ) -> None:
     """Start vLLM in-process, time each phase and prompt length without the profiler, profile each once, and
     write one run directory per combination (one engine start for all of them); or, with --server, do the same
-    through a running vLLM server (one phase and one length)."""
+    through a running vLLM server (one phase and one length); or, with --server and --decode-server, a
+    disaggregated prefill/decode pair (one length)."""
     console = Console()
     if list_presets:
         _print_presets(console)
         return
     phases = parse_phases(phase)
     lengths = parse_int_list(tokens, what="tokens")
+    if decode_server is not None:
+        if server is None or len(lengths) != 1:
+            raise PhaseprofError("--decode-server goes with --server (the prefill server) and one --tokens value")
+        _positive("tokens", lengths[0])
+        _positive("reps", reps)
+        capture_disagg(CaptureOptions.of(Phase.DECODE, lengths[0], output_tokens=output_tokens, reps=reps,
+                                         warmup=warmup, seed=seed, out=out),
+                       prefill=(server, trace_dir), decode=(decode_server, decode_trace_dir), link=link,
+                       timeout_s=request_timeout, trace_wait_s=trace_wait, console=console,
+                       argv=canonical_command(ctx))
+        return
     if server is not None:
         if len(phases) != 1 or len(lengths) != 1:
             raise PhaseprofError("--server takes one --phase and one --tokens value")

@@ -218,6 +218,12 @@ def _expand(paths: list[Path], rules: list[Path], console: Callable[[], Console]
         if str(p) == "-":  # standard input, read once by the loader
             out.append(p)
             continue
+        if p.is_dir() and (p / "run.json").is_file():
+            from phaseprof.disagg.run import is_pd_run  # noqa: PLC0415
+
+            if is_pd_run(p):
+                out.extend(_pd_run(p, fmt=fmt, console=console, documents=documents))
+                continue
         got = resolve(p)
         protect_inputs(got.trace, *got.rank_traces)
         if got.kind == InputKind.RANKS:
@@ -230,11 +236,61 @@ def _expand(paths: list[Path], rules: list[Path], console: Callable[[], Console]
                                  "dashboard read breakdowns)", path=p)
         elif got.kind == InputKind.SWEEP:
             raise PhaseprofError("a sweep, not a trace: show it with phaseprof sweep --show", path=p)
+        elif got.trace is None and got.breakdown is not None:  # a run that kept its breakdown, not its trace
+            _print_stored(got.breakdown, fmt=fmt, console=console, documents=documents)
         elif got.trace is None:
             raise scan_traces(p).none_error(p)
         else:
             out.append(got.trace)
     return out
+
+
+def _print_stored(path: Path, *, fmt: str, console: Callable[[], Console], documents: list[bytes] | None,
+                  title: str | None = None) -> None:
+    """A breakdown.json as analyze prints a trace's (its trace was not kept: committed runs keep only this)."""
+    from phaseprof.report.json_io import load_breakdown
+    from phaseprof.report.markdown import breakdown_markdown
+    from phaseprof.report.table import print_breakdown
+    from phaseprof.safe_text import for_markdown, for_terminal, terminal
+
+    bd = load_breakdown(path)
+    if fmt == "json":
+        if documents is not None:
+            documents.append(path.read_bytes())
+    elif fmt == "table":
+        console().print(f"[dim]{terminal(title or str(path))}: the stored breakdown (no trace kept)[/]")
+        print_breakdown(for_terminal(bd), console())
+    else:
+        typer.echo(breakdown_markdown(for_markdown(bd)))
+
+
+def _pd_run(p: Path, *, fmt: str, console: Callable[[], Console], documents: list[bytes] | None) -> list[Path]:
+    """A disaggregated (PD) run: the handoff summary and the profiled request's timeline (``disagg.run``),
+    then each engine's trace to analyse (or its stored breakdown when the trace was not kept)."""
+    from phaseprof.disagg.render import requests_table, summary_lines, timeline_lines
+    from phaseprof.disagg.run import read_pd_run
+
+    run = read_pd_run(p)
+    if fmt == "json":
+        if documents is not None:
+            documents.append((p / (run.record.disagg.handoff or "handoff.json")).read_bytes())
+        return []
+    lines = [*summary_lines(run.handoff), *timeline_lines(run.timeline, run.timeline_note)]
+    if fmt == "table":
+        for line in lines:
+            console().print(line, markup=False, highlight=False)
+        console().print(requests_table(run.handoff))
+    else:
+        typer.echo("\n".join(lines))
+    traces: list[Path] = []
+    for name, side in (("prefill", run.record.disagg.prefill), ("decode", run.record.disagg.decode)):
+        trace = p / side.trace if side.trace else None
+        if trace is not None and trace.is_file() and trace.resolve().parent.parent == p.resolve():
+            traces.append(trace)
+        elif side.breakdown and (p / side.breakdown).is_file():
+            _print_stored(p / side.breakdown, fmt=fmt, console=console, documents=None,
+                          title=f"{name} engine ({side.breakdown})")
+    return traces
 
 
 def _step_range(spec: str | None, traces: list[Path], ray: str | None):  # noqa: ANN202 - StepRange | None

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from phaseprof.disagg.records import HANDOFF_SCHEMA_PATH, handoff_schema
 from phaseprof.io import atomic_write_bytes
 from phaseprof.pareto.records import PARETO_SCHEMA_PATH, pareto_schema
 from phaseprof.records import RUN_SCHEMA_PATH, SWEEP_SCHEMA_PATH, RunRecord, SweepRecord, schema
@@ -27,6 +28,7 @@ SCHEMAS: dict[Path, Callable[[], dict[str, Any]]] = {
     SWEEP_SCHEMA_PATH: lambda: schema(SweepRecord),  # sweep.json
     multirank.SCHEMA_PATH: multirank.json_schema,  # multirank.json
     PARETO_SCHEMA_PATH: pareto_schema,  # pareto --format json
+    HANDOFF_SCHEMA_PATH: handoff_schema,  # handoff.json of a disaggregated (PD) capture
 }
 
 

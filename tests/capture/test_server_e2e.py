@@ -186,3 +186,16 @@ def test_decode_sweep_through_server(server: Server, tmp_path: Path) -> None:
         assert s["latency_source"] == "client_stream" and s["world_size"] == 1 and s["rounds"] == 1
         assert s["ttft"]["n"] == s["tpot"]["n"] == p["concurrency"] and s["tps_per_gpu"] > 0
     assert doc["engine"]["world_size"] == 1 and doc["engine"]["async_scheduling"]["timed"] is False
+
+
+def test_disaggregated_capture_needs_a_kv_connector(server: Server, tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """A real vLLM server without --kv-transfer-config answers the prefill half of a PD request without
+    kv_transfer_params: one line naming the fix, exit 2, no run directory."""
+    out = tmp_path / "out"
+    assert main(["capture", "--server", server.url, "--trace-dir", str(server.trace_dir), "--decode-server",
+                 server.url, "--decode-trace-dir", str(server.trace_dir), "--tokens", "32", "--output-tokens", "4",
+                 "--reps", "1", "--warmup", "0", "--out", str(out)]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "without kv_transfer_params" in err and "NixlConnector" in err, err
+    assert not out.exists() or not [p for p in out.iterdir() if not p.name.startswith(".")]

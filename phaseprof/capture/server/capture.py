@@ -95,7 +95,7 @@ def connect(url: str, *, timeout_s: float, max_requests: int = MAX_REQUESTS) -> 
     return client, probe(client)
 
 
-def _post_profile(client: ServerClient, path: str, info: ServerInfo, timeout_s: float) -> None:
+def post_profile(client: ServerClient, path: str, info: ServerInfo, timeout_s: float) -> None:
     resp = client.request("POST", path, timeout_s=timeout_s)
     if resp.status == 404:
         raise profiling_disabled(info.url)
@@ -150,13 +150,13 @@ def capture_from_server(req: ServerCapture, *, console: Console, argv: list[str]
                                  warmup=c.warmup)
     collect = _Collector(req.ray, trace_dir)
     with console.status(f"Profiling {what} (the server's own profiler)") as status:
-        _post_profile(client, "/start_profile", info, target.timeout_s)
+        post_profile(client, "/start_profile", info, target.timeout_s)
         try:
             profiled = run_round(client, plan, c.concurrency)
         finally:
             status.update("Stopping the profiler (the server writes its traces now)")
             stop_sent = time.time_ns()  # this capture's traces are exported while /stop_profile runs
-            _post_profile(client, "/stop_profile", info, target.timeout_s)
+            post_profile(client, "/stop_profile", info, target.timeout_s)
         window = ProfileWindow(stop_sent, time.time_ns())
         collected = collect.wait(expected=info.world_size, timeout_s=req.trace_wait_s, window=window,
                                  on_wait=status.update)

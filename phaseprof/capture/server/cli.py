@@ -18,6 +18,9 @@ TRACE_DIR_HELP = ("With --server: the server's torch_profiler_dir as seen from t
                   "are collected from it.")
 SERVER_HELP = ("Capture from a running vLLM server (http://HOST:PORT) instead of starting an engine; the server "
                "must run with --profiler-config '{\"profiler\": \"torch\", \"torch_profiler_dir\": DIR}'.")
+DECODE_SERVER_HELP = ("A disaggregated capture: --server is the prefill server and this the decode server "
+                      "(http://HOST:PORT), both run with the same --kv-transfer-config (NixlConnector) and "
+                      "--profiler-config; requests go through both one at a time, as vLLM's PD proxy sends them.")
 RAY_HELP = ("With --server: collect the rank traces from --trace-dir on every node of this Ray cluster ('auto', "
             "HOST:PORT); traces on other nodes are analysed there and stay there. $VARS in --trace-dir (quoted) "
             "expand on each node.")
@@ -88,6 +91,38 @@ def capture_server(capture: CaptureOptions, *, server: str, trace_dir: Path | No
         from phaseprof.scale.cli import print_multirank  # noqa: PLC0415
 
         print_multirank(res.rank_summary, console)
+
+
+def capture_disagg(capture: CaptureOptions, *, prefill: tuple[str, Path | None], decode: tuple[str, Path | None],
+                   link: str, timeout_s: float, trace_wait_s: float, console: Console, argv: list[str]) -> None:
+    """``phaseprof capture --server P --decode-server D``: time and profile requests through a disaggregated
+    prefill/decode pair (``disagg/capture.py``), write the run directory, print the handoff table."""
+    from phaseprof.capture.server.capture import ServerTarget  # noqa: PLC0415
+    from phaseprof.disagg.capture import PdCapture, capture_pd  # noqa: PLC0415
+    from phaseprof.disagg.render import print_handoff  # noqa: PLC0415
+    from phaseprof.sol.links import link_by_name  # noqa: PLC0415
+
+    (p_url, p_dir), (d_url, d_dir) = prefill, decode
+    if p_dir is None or d_dir is None:
+        raise PhaseprofError("--decode-server needs --trace-dir (the prefill server's torch_profiler_dir) and "
+                             "--decode-trace-dir (the decode server's), as seen from here")
+    if capture.output_tokens < 2:
+        raise PhaseprofError("--decode-server needs --output-tokens of at least 2 (TPOT is the time per token "
+                             "after the first)")
+    check_request_timeout(timeout_s)
+    if not trace_wait_s > 0:  # also NaN
+        raise PhaseprofError(f"--trace-wait must be more than 0 seconds, got {trace_wait_s}")
+    link_by_name(link)  # an unknown link fails before any request
+    req = PdCapture(capture=capture, prefill=ServerTarget(p_url, timeout_s=timeout_s),
+                    decode=ServerTarget(d_url, timeout_s=timeout_s), prefill_trace_dir=p_dir,
+                    decode_trace_dir=d_dir, trace_wait_s=trace_wait_s, link=link)
+    res = capture_pd(req, console=console, argv=argv)
+    print_handoff(res.report, console)
+    console.print(f"run directory: {res.run_dir}")
+    err = res.sides.prefill.breakdown_error or res.sides.decode.breakdown_error
+    if err:
+        raise PhaseprofError(f"no breakdown: {err} (the traces, handoff.json and run.json are kept there)",
+                             path=res.run_dir)
 
 
 #: the most of a server log ``--server-log`` reads: vLLM logs its start-up facts in the first few thousand lines

@@ -176,7 +176,12 @@ def _dev_info(client: ServerClient) -> tuple[ParallelLayout | None, EngineModel 
                                                            "/server_info async_scheduling")
     cache = optional_object(cfg.get("cache_config"), "/server_info cache_config")
     layout = None if par is None else ParallelLayout.of(par)
-    return layout, (None if model is None else EngineModel.of(model)), async_sched, _settings(cache, sched, layout)
+    settings = _settings(cache, sched, layout)
+    kv = optional_object(cfg.get("kv_transfer_config"), "/server_info kv_transfer_config")
+    connector = None if kv is None else optional_text(kv.get("kv_connector"), "/server_info kv_connector", limit=64)
+    if connector:  # a disaggregated (PD) capture names the KV connector both servers run
+        settings["kv_connector"] = connector
+    return layout, (None if model is None else EngineModel.of(model)), async_sched, settings
 
 
 def probe(client: ServerClient) -> ServerInfo:

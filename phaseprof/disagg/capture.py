@@ -1,0 +1,248 @@
+"""``phaseprof capture --server P --decode-server D``: a disaggregated (PD) capture of two running vLLM servers
+joined by a KV connector (NixlConnector).
+
+Order: both trace directories exist -> both servers are vLLM, serve the same model, have the profiling route ->
+``warmup`` + ``reps`` requests one at a time through prefill then decode (``exchange.run_request``: the proxy's
+clock and the decode server's NIXL counters), no profiler -> ``profiled`` requests with both servers' profilers
+on -> each server's new trace -> the run directory, written atomically: ``prefill/`` and ``decode/`` (each
+``trace.json.gz`` + ``breakdown.json``, as a one-rank server capture), ``handoff.json`` (``records.HandoffReport``:
+every request's TTFT split and NIXL transfer next to the planner's model of it) and ``run.json`` (kind ``pd``).
+"""
+
+from __future__ import annotations
+
+import statistics
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from phaseprof import __version__
+from phaseprof.capture.server.capture import ServerTarget, connect, post_profile, write_rank_traces
+from phaseprof.capture.server.probe import FALLBACK_VOCAB, ServerInfo, check_length, check_profiling
+from phaseprof.capture.server.rounds import RequestPlan
+from phaseprof.capture.server.traces import ProfileWindow, snapshot, trace_dir_or_error, wait_for_traces
+from phaseprof.capture.shared.options import CaptureOptions
+from phaseprof.capture.shared.record import capture_record
+from phaseprof.capture.shared.rundir import make_readable, run_dir_name, run_directory, unique_run_dir, utc_stamp
+from phaseprof.capture.shared.timing import PhaseTiming, summarize
+from phaseprof.disagg.exchange import PdPair, run_request
+from phaseprof.disagg.records import HandoffReport, HandoffRequest, Median
+from phaseprof.errors import PhaseprofError
+from phaseprof.io import atomic_write_bytes
+from phaseprof.records import DisaggInfo, DisaggSide, ModelInfo, ServerRecord
+
+#: The proxy's clock: PhaseTiming.source of a disaggregated capture.
+PROXY_CLOCK = "pd_proxy_client"
+#: Requests one PD capture may send to each server in all.
+MAX_PD_REQUESTS = 200
+
+
+@dataclass(frozen=True)
+class PdCapture:
+    """One disaggregated capture: ``capture`` (prompt and output tokens, warm-up, reps, seed, --out) on the
+    ``prefill`` and ``decode`` servers, whose profiler directories (as seen from here) are ``prefill_trace_dir``
+    and ``decode_trace_dir``; ``profiled`` requests run with both profilers on. ``link``: the catalogue link
+    (``phaseprof/gpus.toml`` ``[[link]]``) the handoff is modelled on."""
+
+    capture: CaptureOptions
+    prefill: ServerTarget
+    decode: ServerTarget
+    prefill_trace_dir: Path
+    decode_trace_dir: Path
+    profiled: int = 1
+    trace_wait_s: float = 120.0
+    link: str = "nvlink4"
+
+
+@dataclass(frozen=True)
+class PdResult:
+    run_dir: Path
+    report: HandoffReport
+    sides: DisaggInfo
+
+
+def _same_model(p: ServerInfo, d: ServerInfo) -> None:
+    if p.model_id != d.model_id:
+        raise PhaseprofError(f"the prefill server {p.url} serves {p.model_id!r} but the decode server {d.url} "
+                             f"serves {d.model_id!r}: a handoff needs the same model on both")
+
+
+def _median(xs: list[float]) -> float | None:
+    return statistics.median(xs) if xs else None
+
+
+def _medians(rows: list[HandoffRequest]) -> Median:
+    nixl = [r.nixl for r in rows if r.nixl is not None and r.nixl.transfers > 0]
+    tp = [r.tpot_ms for r in rows if r.tpot_ms is not None]
+    by = _median([float(n.bytes) for n in nixl])
+    ds = _median([float(n.descriptors) for n in nixl])
+    return Median(requests=len(rows), prefill_ms=statistics.median(r.prefill_ms for r in rows),
+                  handoff_ms=statistics.median(r.handoff_ms for r in rows),
+                  ttft_ms=statistics.median(r.ttft_ms for r in rows), tpot_ms=_median(tp),
+                  xfer_ms=_median([n.xfer_ms for n in nixl]), bytes=None if by is None else round(by),
+                  descriptors=None if ds is None else round(ds))
+
+
+def _modelled(info: ServerInfo, prompt_tokens: int, req: PdCapture) -> tuple[Any, int, str | None]:
+    """(the planner's Handoff or None, tokens the prefill server computes, why no model)."""
+    from phaseprof.memory.defaults import VLLM_VERSIONS  # noqa: PLC0415
+    from phaseprof.memory.kv_plan import CacheSettings, kv_layout  # noqa: PLC0415
+    from phaseprof.memory.model_shape import shape_from_hf_config  # noqa: PLC0415
+    from phaseprof.pareto.disagg import handoff  # noqa: PLC0415
+    from phaseprof.sol.links import link_by_name  # noqa: PLC0415
+
+    if not info.hf_config:
+        return None, prompt_tokens, "the server reported no model config"
+    version = next((m for m in VLLM_VERSIONS if info.version == m or info.version.startswith(m + ".")), None)
+    if version is None:
+        return None, prompt_tokens, f"vLLM {info.version} is not modelled by the memory plan"
+    kw = info.settings or {}
+    try:
+        layout = kv_layout(shape_from_hf_config(info.hf_config), CacheSettings(
+            vllm_version=version, kv_cache_dtype=str(kw.get("kv_cache_dtype") or "auto"),
+            mamba_cache_dtype=str(kw.get("mamba_cache_dtype") or "auto"),
+            mamba_ssm_cache_dtype=str(kw.get("mamba_ssm_cache_dtype") or "auto"),
+            tensor_parallel_size=int(kw.get("tensor_parallel_size") or 1),
+            enable_prefix_caching=bool(kw.get("enable_prefix_caching", True)), block_size=kw.get("block_size")))
+    except (PhaseprofError, KeyError, ValueError, TypeError) as e:
+        return None, prompt_tokens, f"memory plan: {e}"
+    # vLLM's NixlConnector (0.23): for a model with Mamba/GDN layers the prefill server drops the last prompt
+    # token and the decode server recomputes it (nixl/scheduler.py _truncate_mamba_request_for_prefill)
+    computed = prompt_tokens - 1 if layout.num_gdn_layers and prompt_tokens > 1 else prompt_tokens
+    return handoff(layout, computed, link_by_name(req.link)), computed, None
+
+
+def _collect(trace_dir: Path, before: dict, window: ProfileWindow, wait_s: float, what: str,
+             on_wait: Any) -> list[tuple[int, Path]]:
+    got = wait_for_traces(trace_dir, before, expected=1, timeout_s=wait_s, window=window, on_wait=on_wait)
+    files = [(r, p) for r, p in zip(got.ranks, got.files, strict=True) if r is not None]
+    if len(files) != 1:
+        raise PhaseprofError(f"the {what} server's profile gave {len(files)} rank traces; a PD capture takes "
+                             "one engine of one GPU per side", path=trace_dir)
+    return files
+
+
+def _side(tmp: Path, final: Path, name: str, files: list[tuple[int, Path]], info: ServerInfo, trace_dir: Path,
+          meta: dict[str, Any]) -> tuple[DisaggSide, Any]:
+    (tmp / name).mkdir()
+    ranks = write_rank_traces(tmp / name, final / name, files, world_size=1, trace_dir=trace_dir, metadata=meta,
+                              model_config=info.hf_config)
+    bd = next(iter(ranks.breakdowns.values()), None)
+    steps = {ph.phase: ph.steps for ph in bd.phases} if bd is not None else {}
+    return DisaggSide(url=info.url, trace=f"{name}/trace.json.gz",
+                      breakdown=None if bd is None else f"{name}/breakdown.json", breakdown_error=ranks.error,
+                      steps=steps), bd
+
+
+def capture_pd(req: PdCapture, *, console: Console, argv: list[str] | None = None) -> PdResult:
+    """Run the whole capture (see the module docstring) and return what was written."""
+    c = req.capture
+    p_dir, d_dir = trace_dir_or_error(req.prefill_trace_dir), trace_dir_or_error(req.decode_trace_dir)
+    n = c.warmup + c.reps + req.profiled
+    if n > MAX_PD_REQUESTS:
+        raise PhaseprofError(f"warm-up + reps + profiled = {n} requests exceeds the limit of {MAX_PD_REQUESTS}")
+    p_client, p_info = connect(req.prefill.url, timeout_s=req.prefill.timeout_s, max_requests=n)
+    d_client, d_info = connect(req.decode.url, timeout_s=req.decode.timeout_s, max_requests=n)
+    _same_model(p_info, d_info)
+    for info in (p_info, d_info):
+        check_profiling(info)
+        check_length(info, prompt_tokens=c.prompt_tokens, output_tokens=c.output_tokens)
+    pair = PdPair(p_client, d_client)
+    plan = RequestPlan(model=p_info.model_id, prompt_tokens=c.prompt_tokens, max_tokens=c.output_tokens,
+                       vocab_size=p_info.vocab_size or FALLBACK_VOCAB, seed=c.seed)
+    rows: list[HandoffRequest] = []
+
+    def send(count: int, *, profiled: bool, keep: bool) -> None:
+        for _ in range(count):
+            row = run_request(pair, plan.body(), index=len(rows), profiled=profiled, prompt_tokens=c.prompt_tokens)
+            if keep:
+                rows.append(row)
+
+    what = f"{c.prompt_tokens} prompt + {c.output_tokens} output tokens"
+    with console.status(f"Timing {what} through {p_info.url} -> {d_info.url}: {c.warmup} warm-up + {c.reps} "
+                        "requests, one at a time (no profiler)"):
+        send(c.warmup, profiled=False, keep=False)
+        send(c.reps, profiled=False, keep=True)
+    timed = list(rows)
+    p_before, d_before = snapshot(p_dir), snapshot(d_dir)
+    with console.status("Profiling both servers") as status:
+        post_profile(p_client, "/start_profile", p_info, req.prefill.timeout_s)
+        try:
+            post_profile(d_client, "/start_profile", d_info, req.decode.timeout_s)
+            try:
+                send(req.profiled, profiled=True, keep=True)
+            finally:
+                status.update("Stopping the profilers (the servers write their traces now)")
+                d_sent = time.time_ns()
+                post_profile(d_client, "/stop_profile", d_info, req.decode.timeout_s)
+                d_window = ProfileWindow(d_sent, time.time_ns())
+        finally:
+            p_sent = time.time_ns()
+            post_profile(p_client, "/stop_profile", p_info, req.prefill.timeout_s)
+            p_window = ProfileWindow(p_sent, time.time_ns())
+        p_files = _collect(p_dir, p_before, p_window, req.trace_wait_s, "prefill", status.update)
+        d_files = _collect(d_dir, d_before, d_window, req.trace_wait_s, "decode", status.update)
+    modelled, computed, why = _modelled(p_info, c.prompt_tokens, req)
+    median = _medians(timed)
+    ratio = lambda a, b: None if a is None or not b else round(a / b, 4)  # noqa: E731
+    report = HandoffReport(
+        prefill_url=p_info.url, decode_url=d_info.url, connector=_connector(p_info), model=p_info.model_id,
+        prompt_tokens=c.prompt_tokens, prefill_computed_tokens=computed, output_tokens=c.output_tokens,
+        requests=rows, median=median, modelled=modelled, model_note=why,
+        bytes_ratio=ratio(median.bytes, modelled.bytes if modelled else None),
+        time_ratio=ratio(median.xfer_ms, modelled.transfer_ms if modelled else None),
+        notes=[] if any(r.nixl for r in rows) else ["the decode server exported no vllm:nixl_* metrics (/metrics "
+                                                    "off, or no NixlConnector): no transfer measured"])
+    timing = PhaseTiming(phase=c.phase, prompt_tokens=c.prompt_tokens, output_tokens=c.output_tokens,
+                         reps=len(timed), warmup=c.warmup, source=PROXY_CLOCK,
+                         ttft=summarize([r.ttft_ms / 1e3 for r in timed]),
+                         ttft_host=summarize([r.ttft_ms / 1e3 for r in timed]),
+                         tpot=_tpot(timed), tpot_host=_tpot(timed), step_host_ms=())
+    final = unique_run_dir(c.out, run_dir_name(device_slug="pd", model_slug=p_info.model_slug, phase="decode",
+                                               tokens=c.label, stamp=utc_stamp()))
+    meta = capture_record(c, timing, argv=argv, clock=PROXY_CLOCK, source="server",
+                          server=ServerRecord(url=p_info.url), model=ModelInfo(name=p_info.model_id),
+                          versions={"vllm": p_info.version}).embedded()
+    with run_directory(final) as tmp:
+        with console.status("Analyzing both traces"), tempfile.TemporaryDirectory():
+            p_side, _ = _side(tmp, final, "prefill", p_files, p_info, p_dir, meta)
+            d_side, _ = _side(tmp, final, "decode", d_files, d_info, d_dir, meta)
+        atomic_write_bytes(tmp / "handoff.json", _json(report.to_dict()))
+        sides = DisaggInfo(prefill=p_side, decode=d_side, connector=report.connector, handoff="handoff.json")
+        rec = capture_record(
+            c, timing, argv=argv, clock=PROXY_CLOCK,
+            prompt="random token ids, one seeded prompt per request (seed + request index)",
+            kind="pd", source="server", versions={"vllm": p_info.version, "phaseprof": __version__},
+            server=ServerRecord(**{k: v for k, v in p_info.to_dict().items() if k in _SERVER_KEYS},
+                                trace_dir=str(p_dir)),
+            mode=p_info.mode, quant=p_info.quant, model_config=p_info.hf_config,
+            model=ModelInfo(name=p_info.model_id, kind="server", path=p_info.root, architecture=p_info.architecture),
+            requests_sent=2 * n, vocab_size=p_info.vocab_size or FALLBACK_VOCAB, disagg=sides,
+            breakdown_error=p_side.breakdown_error or d_side.breakdown_error)
+        rec.write(tmp / "run.json")
+        make_readable(tmp)
+    return PdResult(run_dir=final, report=report, sides=sides)
+
+
+_SERVER_KEYS = {"url", "model", "version", "root", "max_model_len", "world_size", "mode", "quant", "async_scheduling",
+                "profiling_route"}
+
+
+def _connector(info: ServerInfo) -> str | None:
+    kv = (info.settings or {}).get("kv_connector")
+    return str(kv) if kv else None
+
+
+def _tpot(rows: list[HandoffRequest]) -> Any:
+    vals = [r.tpot_ms / 1e3 for r in rows if r.tpot_ms is not None]
+    return summarize(vals) if vals else None
+
+
+def _json(doc: Any) -> bytes:
+    import orjson  # noqa: PLC0415
+
+    return orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n"

@@ -1,0 +1,141 @@
+"""The typed record of a disaggregated (PD) capture's ``handoff.json``, defined once here (msgspec Structs),
+with its committed schema ``handoff.schema.json`` (``python -m phaseprof.report.schemas_cli``).
+
+Imports only ``pareto.records`` and ``errors`` (the planner's ``Handoff`` model), so capture, analysis and dashboard can all
+read it without importing each other.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import msgspec
+
+from phaseprof.errors import PhaseprofError
+from phaseprof.pareto.records import Handoff
+
+
+
+HANDOFF_SCHEMA_VERSION = 1
+HANDOFF_SCHEMA_PATH = Path(__file__).with_name("handoff.schema.json")
+
+#: How the TTFT of a disaggregated request splits, on the client clock (the proxy's: this process).
+TTFT_SPLIT_DEFINITION = (
+    "prefill_ms: prefill request sent to the prefill server -> its answer (the prompt's KV blocks and GDN state "
+    "are computed and held for the decode server); handoff_ms: that answer -> the decode server's first token "
+    "(the decode server reads the KV blocks and GDN state over the connector, recomputes the last prompt token "
+    "and samples; plus both HTTP hops); ttft_ms = prefill_ms + handoff_ms")
+
+
+class NixlTransfer(msgspec.Struct, frozen=True, kw_only=True):
+    """What the decode server's NixlConnector counted while one request ran (the difference of its Prometheus
+    histograms ``vllm:nixl_*`` before and after; requests run one at a time, so it is that request's alone).
+    ``xfer_ms``: NIXL's transfer duration (post to completion, summed over the request's transfers);
+    ``post_ms``: time to post them; ``bytes``: bytes read; ``descriptors``: memory regions read."""
+
+    transfers: int
+    bytes: int
+    xfer_ms: float
+    post_ms: float
+    descriptors: int
+    failed: int
+
+
+class HandoffRequest(msgspec.Struct, frozen=True, kw_only=True):
+    """One disaggregated request (``TTFT_SPLIT_DEFINITION``); ``profiled``: it ran while both servers'
+    profilers recorded. ``tpot_ms``: decode server's mean time per output token after the first."""
+
+    index: int
+    profiled: bool
+    prompt_tokens: int
+    output_tokens: int
+    prefill_ms: float
+    handoff_ms: float
+    ttft_ms: float
+    tpot_ms: float | None
+    nixl: NixlTransfer | None
+
+
+class Median(msgspec.Struct, frozen=True, kw_only=True):
+    """Medians over the timed (not profiled) requests."""
+
+    requests: int
+    prefill_ms: float
+    handoff_ms: float
+    ttft_ms: float
+    tpot_ms: float | None
+    xfer_ms: float | None
+    bytes: int | None
+    descriptors: int | None
+
+
+class HandoffReport(msgspec.Struct, frozen=True, kw_only=True):
+    """``handoff.json`` of a disaggregated capture.
+
+    - ``requests``: every request, timed and profiled (``HandoffRequest``); ``median``: over the timed ones.
+    - ``modelled``: the planner's handoff for the tokens the prefill server computes (``pareto.records.Handoff``,
+      a MODEL) over a link of the catalogue (``phaseprof/gpus.toml`` ``[[link]]``); None with ``model_note`` when
+      the memory plan cannot model this engine.
+    - ``bytes_ratio`` / ``time_ratio``: measured median / modelled (NIXL bytes and transfer time).
+    """
+
+    schema_version: int = HANDOFF_SCHEMA_VERSION
+    kind: Literal["pd_handoff"] = "pd_handoff"
+    prefill_url: str
+    decode_url: str
+    connector: str | None
+    model: str
+    prompt_tokens: int
+    prefill_computed_tokens: int
+    output_tokens: int
+    ttft_split: str = TTFT_SPLIT_DEFINITION
+    requests: list[HandoffRequest]
+    median: Median
+    modelled: Handoff | None = None
+    model_note: str | None = None
+    bytes_ratio: float | None = None
+    time_ratio: float | None = None
+    notes: list[str] = []
+
+    def to_dict(self) -> dict[str, Any]:
+        return msgspec.to_builtins(self)
+
+
+class ProfiledTimeline(msgspec.Struct, frozen=True, kw_only=True):
+    """The profiled request's TTFT laid out from both traces and the connector (one profiled request only: its
+    steps are the only ones in the traces). ``prefill_step_ms`` / ``prefill_gpu_ms``: the prefill server's
+    prefill steps (wall, GPU busy); ``xfer_ms``: NIXL's transfer; ``decode_first_step_ms`` / ``_gpu_ms``: the
+    decode server's first step, which computes ``decode_first_step_tokens`` prompt tokens (the last one, for a
+    hybrid model under NixlConnector) and samples the first token; ``other_ms``: TTFT minus those three (HTTP,
+    scheduling, waiting for the transfer to be noticed). Traced steps run under the profiler, so they are
+    slower than the timed requests."""
+
+    request: int
+    ttft_ms: float
+    prefill_step_ms: float
+    prefill_gpu_ms: float
+    prefill_steps: int
+    xfer_ms: float | None
+    decode_first_step_ms: float
+    decode_first_gpu_ms: float
+    decode_first_step_tokens: int | None
+    other_ms: float
+
+
+def read_handoff(path: Path) -> HandoffReport:
+    """``handoff.json`` typed; one PhaseprofError naming the file when it is not one."""
+
+    try:
+        return msgspec.json.decode(path.read_bytes(), type=HandoffReport)
+    except OSError as e:
+        raise PhaseprofError(f"cannot read: {e.strerror or e}", path=path) from None
+    except (msgspec.ValidationError, msgspec.DecodeError) as e:
+        raise PhaseprofError(f"not a PD handoff record: {e}", path=path) from None
+
+
+def handoff_schema() -> dict[str, Any]:
+    """JSON Schema (2020-12) of ``HandoffReport`` (the committed ``handoff.schema.json``)."""
+    doc = msgspec.json.schema(HandoffReport)
+    doc["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    return doc

@@ -1,0 +1,78 @@
+"""The handoff table of a disaggregated capture in the terminal (80 columns): the medians, then every request."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+from phaseprof.disagg.records import HandoffReport, ProfiledTimeline
+
+
+def _ms(v: float | None) -> str:
+    return "-" if v is None else f"{v:.2f}"
+
+
+def _mb(v: float | None) -> str:
+    return "-" if v is None else f"{v / 1e6:.1f}"
+
+
+def _ratio(v: float | None) -> str:
+    if v is None:
+        return "-"
+    return f"{v:.0f}x" if v >= 100 else f"{v:.1f}x" if v >= 10 else f"{v:.3f}x"
+
+
+def summary_lines(r: HandoffReport) -> list[str]:
+    """The medians and the model, one fact per line (each within 80 columns for the usual names)."""
+    m = r.median
+    lines = [f"PD run of {r.model}, {r.connector or 'connector not reported'}: {r.prompt_tokens} prompt + "
+             f"{r.output_tokens} output tokens"]
+    if r.prefill_computed_tokens != r.prompt_tokens:
+        lines.append(f"  the prefill server computes {r.prefill_computed_tokens} prompt tokens, the decode server "
+                     f"the last {r.prompt_tokens - r.prefill_computed_tokens}")
+    lines += [f"median of {m.requests} timed requests: TTFT {_ms(m.ttft_ms)} ms",
+              f"  = prefill {_ms(m.prefill_ms)} ms + handoff to the first token {_ms(m.handoff_ms)} ms",
+              f"  TPOT {_ms(m.tpot_ms)} ms on the decode server"]
+    if m.xfer_ms is not None:
+        lines.append(f"NIXL transfer {_ms(m.xfer_ms)} ms: {_mb(m.bytes)} MB in {m.descriptors} descriptors")
+    if r.modelled is not None:
+        h = r.modelled
+        lines += [f"modelled: {_mb(h.bytes)} MB (KV {_mb(h.attention_bytes)} + GDN state {_mb(h.gdn_bytes)}), "
+                  f"{_ms(h.transfer_ms)} ms",
+                  f"  over {h.link} at {h.link_gb_per_s:g} GB/s"]
+        if r.bytes_ratio is not None or r.time_ratio is not None:
+            lines.append(f"measured / modelled: bytes {_ratio(r.bytes_ratio)}, time {_ratio(r.time_ratio)}")
+    elif r.model_note:
+        lines.append(f"no model: {r.model_note}")
+    return lines + list(r.notes)
+
+
+def timeline_lines(t: ProfiledTimeline | None, note: str | None) -> list[str]:
+    """The profiled request's TTFT laid out over both traces and the connector."""
+    if t is None:
+        return [f"profiled request: no timeline ({note})"] if note else []
+    tokens = "" if t.decode_first_step_tokens is None else f", {t.decode_first_step_tokens} token(s)"
+    return [f"profiled request #{t.request} (under the profiler): TTFT {_ms(t.ttft_ms)} ms =",
+            f"  prefill server, {t.prefill_steps} step(s)  {_ms(t.prefill_step_ms):>9} ms  (GPU busy "
+            f"{_ms(t.prefill_gpu_ms)})",
+            f"  NIXL transfer                {_ms(t.xfer_ms):>9} ms",
+            f"  decode server, first step    {_ms(t.decode_first_step_ms):>9} ms  (GPU busy "
+            f"{_ms(t.decode_first_gpu_ms)}{tokens})",
+            f"  rest (HTTP, scheduling)      {_ms(t.other_ms):>9} ms"]
+
+
+def requests_table(r: HandoffReport) -> Table:
+    t = Table(title="Requests (ms; MB read by the decode server)", title_justify="left")
+    for name in ("#", "profiled", "prefill", "handoff", "TTFT", "TPOT", "xfer", "MB"):
+        t.add_column(name, justify="left" if name == "profiled" else "right")
+    for q in r.requests:
+        n = q.nixl
+        t.add_row(str(q.index), "yes" if q.profiled else "", _ms(q.prefill_ms), _ms(q.handoff_ms), _ms(q.ttft_ms),
+                  _ms(q.tpot_ms), _ms(n.xfer_ms if n else None), _mb(n.bytes if n else None))
+    return t
+
+
+def print_handoff(r: HandoffReport, console: Console) -> None:
+    for line in summary_lines(r):
+        console.print(line, markup=False, highlight=False)
+    console.print(requests_table(r))
