@@ -12,7 +12,6 @@ every request's TTFT split and NIXL transfer next to the planner's model of it) 
 from __future__ import annotations
 
 import statistics
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -89,27 +88,13 @@ def _medians(rows: list[HandoffRequest]) -> Median:
 
 def _modelled(info: ServerInfo, prompt_tokens: int, req: PdCapture) -> tuple[Any, int, str | None]:
     """(the planner's Handoff or None, tokens the prefill server computes, why no model)."""
-    from phaseprof.memory.defaults import VLLM_VERSIONS  # noqa: PLC0415
-    from phaseprof.memory.kv_plan import CacheSettings, kv_layout  # noqa: PLC0415
-    from phaseprof.memory.model_shape import shape_from_hf_config  # noqa: PLC0415
+    from phaseprof.pareto.build import engine_layout  # noqa: PLC0415
     from phaseprof.pareto.disagg import handoff  # noqa: PLC0415
     from phaseprof.sol.links import link_by_name  # noqa: PLC0415
 
-    if not info.hf_config:
-        return None, prompt_tokens, "the server reported no model config"
-    version = next((m for m in VLLM_VERSIONS if info.version == m or info.version.startswith(m + ".")), None)
-    if version is None:
-        return None, prompt_tokens, f"vLLM {info.version} is not modelled by the memory plan"
-    kw = info.settings or {}
-    try:
-        layout = kv_layout(shape_from_hf_config(info.hf_config), CacheSettings(
-            vllm_version=version, kv_cache_dtype=str(kw.get("kv_cache_dtype") or "auto"),
-            mamba_cache_dtype=str(kw.get("mamba_cache_dtype") or "auto"),
-            mamba_ssm_cache_dtype=str(kw.get("mamba_ssm_cache_dtype") or "auto"),
-            tensor_parallel_size=int(kw.get("tensor_parallel_size") or 1),
-            enable_prefix_caching=bool(kw.get("enable_prefix_caching", True)), block_size=kw.get("block_size")))
-    except (PhaseprofError, KeyError, ValueError, TypeError) as e:
-        return None, prompt_tokens, f"memory plan: {e}"
+    layout, why = engine_layout(info.hf_config, info.version, info.settings or {})
+    if layout is None:
+        return None, prompt_tokens, why
     # vLLM's NixlConnector (0.23): for a model with Mamba/GDN layers the prefill server drops the last prompt
     # token and the decode server recomputes it (nixl/scheduler.py _truncate_mamba_request_for_prefill)
     computed = prompt_tokens - 1 if layout.num_gdn_layers and prompt_tokens > 1 else prompt_tokens
@@ -208,7 +193,7 @@ def capture_pd(req: PdCapture, *, console: Console, argv: list[str] | None = Non
                           server=ServerRecord(url=p_info.url), model=ModelInfo(name=p_info.model_id),
                           versions={"vllm": p_info.version}).embedded()
     with run_directory(final) as tmp:
-        with console.status("Analyzing both traces"), tempfile.TemporaryDirectory():
+        with console.status("Analyzing both traces"):
             p_side, _ = _side(tmp, final, "prefill", p_files, p_info, p_dir, meta)
             d_side, _ = _side(tmp, final, "decode", d_files, d_info, d_dir, meta)
         atomic_write_bytes(tmp / "handoff.json", _json(report.to_dict()))

@@ -1,8 +1,8 @@
 """The typed record of a disaggregated (PD) capture's ``handoff.json``, defined once here (msgspec Structs),
 with its committed schema ``handoff.schema.json`` (``python -m phaseprof.report.schemas_cli``).
 
-Imports only ``pareto.records`` and ``errors`` (the planner's ``Handoff`` model), so capture, analysis and dashboard can all
-read it without importing each other.
+Imports only ``errors`` and ``pareto.records`` (the planner's ``Handoff`` model): capture, analysis and dashboard
+all read it without importing each other.
 """
 
 from __future__ import annotations
@@ -14,8 +14,6 @@ import msgspec
 
 from phaseprof.errors import PhaseprofError
 from phaseprof.pareto.records import Handoff
-
-
 
 HANDOFF_SCHEMA_VERSION = 1
 HANDOFF_SCHEMA_PATH = Path(__file__).with_name("handoff.schema.json")

@@ -101,22 +101,19 @@ def _labels(sweeps: Sequence[Sweep]) -> list[str]:
     return [b if base.count(b) == 1 else f"{b} ({s.directory.name})" for b, s in zip(base, sweeps)]
 
 
-def _vllm_version(rec: SweepRecord) -> str | None:
-    v = str((rec.versions or {}).get("vllm") or "")
-    return next((m for m in VLLM_VERSIONS if v == m or v.startswith(m + ".")), None)
-
-
-def sweep_layout(rec: SweepRecord) -> tuple[KvLayout | None, str | None]:
-    """The memory plan's KV layout of the engine a sweep ran (its model config and engine arguments), or
-    (None, why not)."""
-    if not rec.model_config:
+def engine_layout(model_config: dict[str, Any] | None, vllm: str | None,
+                  engine_args: dict[str, Any]) -> tuple[KvLayout | None, str | None]:
+    """The memory plan's KV layout of an engine: its model config, vLLM version and the engine arguments the plan
+    reads (KV and GDN state dtypes, tensor parallelism, prefix caching, block size), or (None, why not)."""
+    if not model_config:
         return None, "no model config recorded"
-    version = _vllm_version(rec)
+    v = str(vllm or "")
+    version = next((m for m in VLLM_VERSIONS if v == m or v.startswith(m + ".")), None)
     if version is None:
-        return None, f"vLLM {rec.versions.get('vllm')} is not modelled by the memory plan ({', '.join(VLLM_VERSIONS)})"
-    kw = _engine_args(rec)
+        return None, f"vLLM {vllm} is not modelled by the memory plan ({', '.join(VLLM_VERSIONS)})"
+    kw = engine_args
     try:
-        return kv_layout(shape_from_hf_config(rec.model_config), CacheSettings(
+        return kv_layout(shape_from_hf_config(model_config), CacheSettings(
             vllm_version=version, kv_cache_dtype=str(kw.get("kv_cache_dtype") or "auto"),
             mamba_cache_dtype=str(kw.get("mamba_cache_dtype") or "auto"),
             mamba_ssm_cache_dtype=str(kw.get("mamba_ssm_cache_dtype") or "auto"),
@@ -124,6 +121,12 @@ def sweep_layout(rec: SweepRecord) -> tuple[KvLayout | None, str | None]:
             enable_prefix_caching=bool(kw.get("enable_prefix_caching", True)), block_size=kw.get("block_size"))), None
     except (PhaseprofError, KeyError, ValueError, TypeError) as e:
         return None, f"memory plan: {e}"
+
+
+def sweep_layout(rec: SweepRecord) -> tuple[KvLayout | None, str | None]:
+    """The memory plan's KV layout of the engine a sweep ran (its model config and engine arguments), or
+    (None, why not)."""
+    return engine_layout(rec.model_config, (rec.versions or {}).get("vllm"), _engine_args(rec))
 
 
 def config_capacity(s: Sweep) -> tuple[ConfigCapacity | None, str | None]:

@@ -20,8 +20,9 @@ PACKAGE = REPO / "phaseprof"
 #: ``presets`` and ``memory`` (a model's shape: layers, heads, experts) build on ``base`` only and sit below the
 #: analysis, whose layer plan (``analysis/layer_plan.py``) reads a model's shape to cut graph replays into layers.
 #: ``pareto`` (frontier of serving sweeps) builds on memory and sol; capture writes its records into sweep.json.
+#: ``disagg`` (a prefill/decode pair captured through two servers) builds on the server capture and the planner.
 LAYERS = ("base", "render", "presets", "memory", "trace", "classify", "analysis", "sol", "report", "scale",
-          "pareto", "capture", "dashboard", "cli")
+          "pareto", "capture", "disagg", "dashboard", "cli")
 #: Modules placed by what they build on rather than by their folder: top-level modules above ``base``, and
 #: ``trace.limits`` (the input bounds every reader applies, model configs included; it builds on ``errors`` only).
 MODULES = {
