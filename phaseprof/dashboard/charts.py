@@ -300,7 +300,7 @@ def pd_timeline(t: Any) -> go.Figure:
                     hovertext=[f"{v:,.2f} ms" + (f" · {busy[field]}" if field in busy else "")
                                if v is not None else "not counted"])
     fig.update_layout(barmode="stack", xaxis_title="ms", uniformtext=dict(minsize=10, mode="hide"),
-                      legend=dict(orientation="h", yanchor="top", y=-0.6, x=0))
+                      legend=dict(orientation="h", yanchor="top", y=-0.6, x=0, traceorder="normal"))
     _layout(fig, title=f"Profiled request #{t.request} (under the profiler): TTFT {t.ttft_ms:,.2f} ms", height=230)
     fig.update_layout(margin=dict(b=90))
     return fig

@@ -170,12 +170,12 @@ def test_pd_in_chromium(tmp_path: Path) -> None:
     try:
         with sync_playwright() as pw:
             b = pw.chromium.launch(executable_path=str(CHROMIUM), args=FLAGS, headless=True)
-            page = b.new_page(viewport={"width": 1300, "height": 1500})
+            page = b.new_page(viewport={"width": 1300, "height": 2300})
             errors: list[str] = []
             page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
             page.on("pageerror", lambda e: errors.append(str(e)))
             page.goto(f"{url}/?page=PD&pd=pd/{NAMES[1]}")
-            page.get_by_text("Open in Breakdown").nth(1).wait_for(timeout=120_000)
+            page.get_by_role("button", name="Open in Breakdown").nth(1).wait_for(timeout=120_000)
             page.wait_for_function("!document.querySelector('[data-testid=\"stStatusWidget\"]')", timeout=120_000)
             page.wait_for_function("document.querySelectorAll('[data-testid=\"stPlotlyChart\"] .js-plotly-plot "
                                    ".main-svg').length >= 3", timeout=60_000)
@@ -190,7 +190,7 @@ def test_pd_in_chromium(tmp_path: Path) -> None:
             page.locator('[data-testid="stMain"]').screenshot(path=str(shot))  # no sidebar (a local path)
             if os.environ.get("PHASEPROF_UPDATE_DOCS_IMG"):
                 shutil.copy(shot, DOCS_IMG)
-            page.get_by_text("Open in Breakdown").nth(1).click()  # the decode server's
+            page.get_by_role("button", name="Open in Breakdown").nth(1).click()  # the decode server's
             page.get_by_text("Download breakdown JSON").first.wait_for(timeout=120_000)
             assert f"pd/{NAMES[1]}/decode/breakdown.json" in page.locator('[data-testid="stMain"]').inner_text()
             assert not errors, errors[:10]
