@@ -14,6 +14,7 @@ the part worth showing, and stores it as a small palette PNG:
 - timeline.png / timeline-zoom.png: step 1 of the eager decode, whole and zoomed to 13-17 ms;
 - compare.png: eager (A) vs CUDA-graph (B) decode 128+32, decode phase;
 - sweep.png: TTFT vs prompt tokens, the eager, graph and server sweeps overlaid;
+- pd.png: the H200 disaggregated 4,096-token run (handoff summary, the profiled request's TTFT, both servers);
 - ranks.png: the H200 TP2 rank folder (verdicts per rank, who waited for whom);
 - memory.png: the memory plan of the default preset.
 
@@ -55,6 +56,7 @@ SHOTS = {
     "timeline-zoom": ("timeline-zoom", "h1"),
     "compare": ("compare-decode", "text=What to look at first, A"),
     "sweep": ("sweep", "h1"),
+    "pd": ("pd", "h1"),
     "ranks": ("ranks", "h1"),
     "memory": ("memory", "h2"),
 }

@@ -14,12 +14,13 @@ from typing import Any
 from phaseprof.dashboard import widgets
 from phaseprof.dashboard.data import Context
 from phaseprof.dashboard.text import code
-from phaseprof.dashboard.views import breakdown, compare, memory, pareto, ranks, runs, sweep, timeline
+from phaseprof.dashboard.views import breakdown, compare, disagg, memory, pareto, ranks, runs, sweep, timeline
 
 #: Page name -> ``render(st, ctx)``, in sidebar order.
 PAGES: dict[str, Callable[[Any, Context], None]] = {
     "Runs": runs.render, "Breakdown": breakdown.render, "Timeline": timeline.render, "Compare": compare.render,
-    "Sweep": sweep.render, "Pareto": pareto.render, "Ranks": ranks.render, "Memory": memory.render,
+    "Sweep": sweep.render, "Pareto": pareto.render, "PD": disagg.render, "Ranks": ranks.render,
+    "Memory": memory.render,
 }
 
 

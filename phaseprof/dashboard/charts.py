@@ -44,10 +44,11 @@ def _layout(fig: go.Figure, *, title: str, height: int = 420) -> go.Figure:
 IDLE_PART_COLORS = {**{IDLE_LABELS[k]: c for k, c in IDLE_COLORS.items()}, "busy: other steps' work": "#6f6f9f"}
 
 
-def phase_buckets(bd: Breakdown, *, view: str, unit: str = "ms") -> go.Figure:
+def phase_buckets(bd: Breakdown, *, view: str, unit: str = "ms", title: str | None = None) -> go.Figure:
     """One horizontal stacked bar per phase: its mean step, split into GPU busy time by bucket, GPU idle time by
     cause and neighbouring steps' work (``analysis.digest.step_parts``), so the bar is the step's wall time.
-    ``unit``: "ms" (per step) or "%" (of the step's wall time)."""
+    ``unit``: "ms" (per step) or "%" (of the step's wall time); ``title``: instead of the usual one (plain text,
+    escaped here)."""
     from phaseprof.analysis.digest import step_parts
 
     parts = {ph.phase: {p.name: p for p in step_parts(ph, bd.steps, view=view)} for ph in bd.phases}
@@ -73,7 +74,8 @@ def phase_buckets(bd: Breakdown, *, view: str, unit: str = "ms") -> go.Figure:
                       yaxis=dict(autorange="reversed"))
     busy = "CPU op time" if bd.trace.device == "cpu" else "GPU busy"  # a CPU-only trace's work items are CPU ops
     plot_px, bottom_px = 80 + 60 * (len(y) - 1), 120
-    _layout(fig, title=f"Where a step's time goes: {busy} by bucket ({view} view), then idle by cause",
+    _layout(fig, title=plot(title) if title is not None else
+            f"Where a step's time goes: {busy} by bucket ({view} view), then idle by cause",
             height=plot_px + bottom_px + 50)
     # The legend 50 px under the plot, below the axis title, whatever the number of bars (paper units scale
     # with the plot's height).
@@ -271,3 +273,34 @@ def _log10(v: float) -> float:
     import math
 
     return math.log10(v)
+
+
+#: The profiled PD request's TTFT parts (``disagg.records.ProfiledTimeline``), in order, with their colours.
+PD_PARTS: tuple[tuple[str, str, str], ...] = (
+    ("prefill_step_ms", "prefill server", "#4c78a8"), ("xfer_ms", "NIXL transfer", "#e45756"),
+    ("decode_first_step_ms", "decode server, first step", "#54a24b"),
+    ("other_ms", "rest (HTTP, scheduling)", "#b0b0b0"),
+)
+
+
+def pd_timeline(t: Any) -> go.Figure:
+    """One horizontal stacked bar: the profiled request's TTFT laid out over both traces and the connector
+    (``ProfiledTimeline``: prefill steps, NIXL transfer, the decode server's first step, the rest), each part
+    labelled in ms as stored; the hover adds the steps' GPU busy time."""
+    busy = {"prefill_step_ms": f"{t.prefill_steps} step(s), GPU busy {t.prefill_gpu_ms:,.2f} ms",
+            "decode_first_step_ms": f"GPU busy {t.decode_first_gpu_ms:,.2f} ms"
+            + ("" if t.decode_first_step_tokens is None else f", {t.decode_first_step_tokens} token(s)")}
+    fig = go.Figure()
+    y = [f"request #{t.request}"]
+    for field, name, colour in PD_PARTS:
+        v = getattr(t, field)
+        fig.add_bar(y=y, x=[v], name=name if v is not None else f"{name} (not counted)", orientation="h",
+                    marker_color=colour, text=[f"{v:,.2f} ms" if v is not None else ""], textposition="inside",
+                    insidetextanchor="middle", textangle=0, hoverinfo="text+name",
+                    hovertext=[f"{v:,.2f} ms" + (f" · {busy[field]}" if field in busy else "")
+                               if v is not None else "not counted"])
+    fig.update_layout(barmode="stack", xaxis_title="ms", uniformtext=dict(minsize=10, mode="hide"),
+                      legend=dict(orientation="h", yanchor="top", y=-0.6, x=0, traceorder="normal"))
+    _layout(fig, title=f"Profiled request #{t.request} (under the profiler): TTFT {t.ttft_ms:,.2f} ms", height=230)
+    fig.update_layout(margin=dict(b=90))
+    return fig

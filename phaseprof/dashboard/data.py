@@ -350,3 +350,50 @@ def verdicts(src: Source, bd: Breakdown, roots: Roots) -> Any:
         bd = replace(bd, sol=sol)
     return verdicts_of(bd, run=run_json(src, roots))
 
+
+
+# ------------------------------------------------------------------------------- disaggregated (PD) runs
+def is_pd(src: Source, roots: Roots) -> bool:
+    """Whether the source is a disaggregated (PD) run directory: its run.json (typed, cached) has kind ``pd``
+    (``disagg.run.is_pd_run``'s test). A run.json that does not read is no PD run."""
+    if src.kind != Kind.RUN or src.run_json is None:
+        return False
+    try:
+        rec = run_json(src, roots)
+    except PhaseprofError:
+        return False
+    return rec is not None and rec.kind == "pd"
+
+
+def pd_files(src: Source, roots: Roots) -> list[Path]:
+    """The files ``disagg.run.read_pd_run`` opens in the run directory (run.json, its handoff record, each side's
+    breakdown that is there), each guarded inside the roots: a link leading out refuses the whole run."""
+    d = guard(src.path, roots)
+    rec = run_json(src, roots)
+    if rec is None or rec.kind != "pd" or rec.disagg is None:
+        raise PhaseprofError("not a disaggregated (PD) run: run.json has no kind 'pd' and disagg section",
+                             path=d / "run.json")
+    rels = [rec.disagg.handoff or "handoff.json", rec.disagg.prefill.breakdown, rec.disagg.decode.breakdown]
+    files = [guard(d / "run.json", roots), guard(d / rels[0], roots)]  # handoff.json: the run has none without it
+    for rel in rels[1:]:
+        f = d / rel if rel else None
+        if f is not None and (f.is_symlink() or f.exists()):
+            files.append(guard(f, roots))
+    return files
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def _pd_run(key: str, path: str) -> Any:
+    from phaseprof.disagg.run import read_pd_run
+
+    try:
+        return read_pd_run(Path(path))
+    except PhaseprofError as e:
+        return _Failed(str(e))
+
+
+def pd_run(src: Source, roots: Roots) -> Any:
+    """The PD run directory read once (``disagg.run.read_pd_run``, a ``PdRun``), cached by the content of every
+    file it reads; PhaseprofError (one line) when it is not one or a file of it is bad."""
+    files = pd_files(src, roots)
+    return _raise(_pd_run("+".join(sha256_of(f) for f in files), str(guard(src.path, roots))))

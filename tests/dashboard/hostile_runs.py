@@ -45,6 +45,12 @@ PUBLIC_DECODE = PUBLIC_CUT_DIR / "h100_vllm_llama70b_tp4_decode_2steps.json.gz"
 RUN_A = "A <b>PAYBOLD [PAYLINK](x) www.payweb.example $PAYTEX$"
 RUN_B = "B <i>PAYITALIC pay@paymail.example"
 TRACE = "T <b>PAYBOLD www.payweb.example.json.gz"
+#: A disaggregated (PD) run: the committed 4,096-token one.
+PD_RUN = "P <b>PAYBOLD [PAYLINK](x) pay@paymail.example $PAYTEX$"
+PD_SOURCE = H200 / "pd" / "qwen3.5-35b-a3b-fp8-eager-4096in-32out"
+#: What a PD run's records keep: what it is (kind), the files it names (relative paths) and the phases (so the
+#: profiled request's timeline is still laid out).
+PD_KEEP = KEEP | {"kind", "breakdown", "handoff", "trace", "phase"}
 
 
 def hostile(s: str) -> str:
@@ -93,11 +99,19 @@ def _trace(dest: Path, src: Path) -> None:
     dest.write_bytes(gzip.compress(json.dumps(doc).encode()))
 
 
+def _pd_run(dest: Path, src: Path) -> None:
+    """The PD run with every string of its run.json, handoff.json and both breakdowns hostile (but ``PD_KEEP``)."""
+    for rel in ("run.json", "handoff.json", "prefill/breakdown.json", "decode/breakdown.json"):
+        (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+        (dest / rel).write_text(json.dumps(poison(json.loads((src / rel).read_text()), keep=PD_KEEP)))
+
+
 def build(root: Path) -> Path:
-    """The hostile runs directory under ``root``: two run directories, a trace, a sweep."""
+    """The hostile runs directory under ``root``: two run directories, a trace, a sweep, a PD run."""
     _run_dir(root / RUN_A, HOOKS_PREFILL)
     _run_dir(root / RUN_B, GRAPH_DECODE)
     _trace(root / TRACE, PUBLIC_DECODE)
+    _pd_run(root / PD_RUN, PD_SOURCE)
     (root / "sweep <b>PAYBOLD").mkdir()
     sweep = poison(json.loads(PREFILL_SWEEP.read_text()), keep=KEEP | {"kind", "phase"})  # what it is: kept
     (root / "sweep <b>PAYBOLD" / "sweep.json").write_text(json.dumps(sweep))

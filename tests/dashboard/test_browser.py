@@ -37,6 +37,7 @@ PAGES = {
     "Compare": ("Download markdown", ["NVIDIA H100 80GB HBM3 (A) with", "NVIDIA B200 (B)", "Delta by bucket",
                                       "Markdown for a PR"]),
     "Sweep": ("Lines: median over reps", ["TTFT ms vs prompt tokens"]),
+    "PD": ("PD", ["No disaggregated (PD) run"]),
     "Memory": ("Memory", []),
     "Ranks": ("Ranks", ["No directory with several rank traces"]),
 }
@@ -154,6 +155,7 @@ def test_every_page_in_headless_chromium(browser: object, server: str, runs_dir:
     text = _visit(page, server, "Compare", query=f"&a={H100_DECODE}&b={B200_PREFILL}")
     assert H100_DECODE in text and B200_PREFILL in text
     _visit(page, server, "Sweep")
+    _visit(page, server, "PD")
     _visit(page, server, "Memory")
     _visit(page, server, "Ranks")
     assert not errors, errors[:10]

@@ -36,6 +36,7 @@ GRAPH_DECODE = _run("graph", "decode-128in-32out")
 CPU_RUN = "cpu/tiny-hybrid-prefill128-decode8"
 RANK_SET = "h200x2/tp2-eager-prefill4096-decode8"
 OWN_EAGER = "h200/own-eager/vllm-own-eager-prefill4096-decode1.pt.trace.json.gz"
+PD_RUN = "h200/pd/qwen3.5-35b-a3b-fp8-eager-4096in-32out"
 
 
 @dataclass(frozen=True)
@@ -72,6 +73,9 @@ VISITS = [
     Visit("compare-decode", "Compare", f"&a={EAGER_DECODE}&b={GRAPH_DECODE}", "Download markdown",
           ["Comparing eager (A) with graph (B) on NVIDIA H200", "Delta by bucket"], {"Phase": "decode"}),
     Visit("sweep", "Sweep", "", "Lines: median over reps", ["TTFT ms vs prompt tokens", "eager", "graph"]),
+    Visit("pd", "PD", f"&pd={PD_RUN}", "Open in Breakdown",
+          ["PD run of qwen3.5-35b-a3b, NixlConnector: 4096 prompt + 32 output tokens", "NIXL transfer",
+           "Profiled request #5", "prefill server", "decode server", "Prefill and decode servers"]),
     Visit("ranks", "Ranks", f"&ranks={RANK_SET}", "Load imbalance per step",
           [FIRST, "rank 0 ·", "rank 1 ·", "Who waited for whom", "waiting for it"]),
     Visit("memory", "Memory", "", "CUDA-graph profiling scratch KV cache", ["KV-cache block"]),

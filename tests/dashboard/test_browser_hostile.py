@@ -25,6 +25,7 @@ PAGES = {
     "Timeline": (f"&run={quote(H.TRACE)}", "Largest idle gaps"),
     "Compare": (f"&a={quote(H.RUN_A)}&b={quote(H.RUN_B)}", "Download markdown"),
     "Sweep": ("", "Lines: median over reps"),
+    "PD": (f"&pd={quote(H.PD_RUN)}", "Open in Breakdown"),
     "Memory": ("", "Memory"),
     "Ranks": ("", "Ranks"),
 }

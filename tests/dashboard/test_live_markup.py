@@ -157,6 +157,7 @@ PAGES = {
     "Timeline": ({}, {"current_run": H.TRACE}, True, True),
     "Compare": ({"a": H.RUN_A, "b": H.RUN_B}, {}, True, True),
     "Sweep": ({}, {}, True, True),
+    "PD": ({}, {}, True, True),  # the hostile PD run: its picker, summary, charts and both sides
     "Memory": ({}, {}, False, False),
     "Ranks": ({}, {}, False, False),
 }

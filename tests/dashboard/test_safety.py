@@ -199,7 +199,7 @@ def test_the_checkout_entry_only_calls_the_packaged_app(runs_dir, tmp_path, monk
     monkeypatch.setenv("PHASEPROF_UPLOAD_DIR", str(tmp_path / "up"))
     at = ok(AppTest.from_file(str(entry), default_timeout=120).run())
     assert at.title[0].value == "Runs" and at.sidebar.radio(key="page").options == [
-        "Runs", "Breakdown", "Timeline", "Compare", "Sweep", "Pareto", "Ranks", "Memory"]
+        "Runs", "Breakdown", "Timeline", "Compare", "Sweep", "Pareto", "PD", "Ranks", "Memory"]
 
 
 def test_runs_page_lists_only_traces_and_breakdowns_among_loose_json(tmp_path):

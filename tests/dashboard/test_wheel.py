@@ -43,6 +43,8 @@ PAGES = {
     "Timeline": (f"&run={EAGER}", "Largest idle gaps", ["Export step", "µs since step start"]),
     "Compare": (f"&a={EAGER}&b={GRAPH}", "Download markdown", ["model: qwen3.5-35b-a3b", "Delta by bucket"]),
     "Sweep": ("", "Lines: median over reps", ["TTFT ms vs prompt tokens"]),
+    "PD": ("&pd=h200/pd/qwen3.5-35b-a3b-fp8-eager-4096in-32out", "Open in Breakdown",
+           ["PD run of qwen3.5-35b-a3b", "Prefill and decode servers"]),
     "Ranks": ("", "of world size", ["2 of world size 2 ranks", "per step and rank"]),  # the H200 TP2 capture
     "Memory": ("", "Memory", ["KV cache"]),
 }

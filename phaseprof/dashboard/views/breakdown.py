@@ -209,6 +209,14 @@ def render(st: Any, ctx: data.Context) -> None:
     src = widgets.current(st, ctx)
     if src is None:
         return
+    if src.trace is None and src.breakdown is None and data.is_pd(src, ctx.roots):
+        st.info(f"{md(src.key)} is a disaggregated (PD) run: its prefill and decode servers' breakdowns are on "
+                "the PD page.")
+        if st.button("Open on the PD page", key="bd_open_pd"):
+            st.session_state["pd_run"] = src.key
+            st.session_state["goto"] = "PD"
+            st.rerun()
+        return
     bd = data.breakdown(src, ctx.roots)
     f = data.facts(src, bd, data.run_json(src, ctx.roots))
     what = " · ".join(md(str(f[k])) for k in ("model", "mode") if f[k] is not None)

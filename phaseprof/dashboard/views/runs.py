@@ -16,6 +16,8 @@ FILTERS = ("GPU", "model", "phase", "mode", "kind")
 TABLE_ROW_PX, TABLE_MAX_PX = 35, 1200
 #: Session-state key of the last "Analyse" click's failures (their one-line messages) and how many were tried.
 FAILED = "_analyse_failed"
+#: A disaggregated (PD) run's status: its two engines' breakdowns are not one run's (the PD page shows them).
+PD_STATUS = "PD run: see the PD page"
 
 
 def _row(src: Source, ctx: data.Context) -> dict[str, Any]:
@@ -30,7 +32,7 @@ def _row(src: Source, ctx: data.Context) -> dict[str, Any]:
         if bd is None and src.breakdown is not None and status == "ok":
             bd = data.breakdown(src, ctx.roots)
         elif bd is None and status == "ok":
-            status = "not analysed yet"
+            status = PD_STATUS if run is not None and run.kind == "pd" else "not analysed yet"
     except PhaseprofError as e:
         status = f"error: {widgets.one_line(e)}"
     row = list(data.facts(src, bd, run).items())
@@ -107,7 +109,8 @@ def render(st: Any, ctx: data.Context) -> None:
         st.info(f"No runs, traces or breakdowns under {code(ctx.runs_dir)}. Capture one with `phaseprof capture`, "
                 "or add one above.")
         return
-    todo = [s for s in srcs if s.breakdown is None and data.cached_breakdown(s) is None]
+    todo = [s for s in srcs if s.breakdown is None and data.cached_breakdown(s) is None
+            and not data.is_pd(s, ctx.roots)]  # a PD run has no trace of its own to analyse
     if todo and st.button(f"Analyse the {len(todo)} trace(s) not analysed yet", key="analyse_all"):
         bar = st.progress(0.0, text="analysing…")
         failed = []
