@@ -211,9 +211,17 @@ def _first_tables(trace: Path, step_range: object, set_up: Any) -> Any:  # noqa:
     the pipeline reads the trace itself (``--steps``: only the events of those steps)."""
     if step_range is not None:
         return None
-    from phaseprof.trace.read import load_tables
+    from phaseprof.trace.readahead import ReadAhead
 
-    return load_tables(trace, meanwhile=set_up)
+    # The read starts now, on a thread; the loader's imports (numpy, msgspec, the scanner: 0.3 s) overlap it.
+    ahead = ReadAhead(trace) if str(trace) != "-" else None
+    try:
+        from phaseprof.trace.read import load_tables
+    except BaseException:
+        if ahead is not None:
+            ahead.close()
+        raise
+    return load_tables(trace, meanwhile=set_up, ahead=ahead)
 
 
 class _Consoles:

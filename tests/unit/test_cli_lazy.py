@@ -56,7 +56,9 @@ def test_analyze_reads_the_trace_before_importing_the_analysis(fmt: str) -> None
     if fmt == "json":
         heavy.add("rich.console")  # a table's spinner needs it before the read
     assert not heavy & imported, sorted(heavy & imported)
-    assert {"phaseprof.report.analyze_plain_cli", "phaseprof.trace.read"} <= imported
+    # The read starts on a thread (trace.readahead) before the loader's own imports (numpy, msgspec, the scanner),
+    # which then overlap it: whether they have begun by the thread's first open is a race, not checked.
+    assert {"phaseprof.report.analyze_plain_cli", "phaseprof.trace.readahead"} <= imported
 
 
 def test_every_command_is_registered_by_its_listed_module() -> None:
