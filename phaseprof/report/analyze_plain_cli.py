@@ -130,17 +130,14 @@ def run(traces: list[Path], json_out: Path | None = None, fmt: OutputFormat = Ou
     rulesets: list[Any] = []  # the config's rules, loaded on a thread while the first trace is read
 
     def set_up() -> None:
-        _import_analysis()
+        _import_analysis(fmt)
         rulesets.append(_config(rules, graph_reference, model_config, ceilings).ruleset())
 
     if fmt == OutputFormat.table:
         _console()  # rich, before the spinner
     first = _first_tables(traces[0], step_range, set_up)
     from phaseprof.analysis.pipeline import analyze as run_pipeline
-    from phaseprof.report.attribution import print_layers
     from phaseprof.report.json_io import dumps, write_breakdown
-    from phaseprof.report.markdown import breakdown_markdown
-    from phaseprof.report.table import print_breakdown
     from phaseprof.safe_text import for_markdown, for_terminal, terminal
     from phaseprof.sol.attach import reported
 
@@ -156,6 +153,9 @@ def run(traces: list[Path], json_out: Path | None = None, fmt: OutputFormat = Ou
             write_breakdown(bd, dest)
             _console().print(f"[dim]wrote {terminal(str(dest))}[/]") if fmt == OutputFormat.table else None
         if fmt == OutputFormat.table:
+            from phaseprof.report.attribution import print_layers
+            from phaseprof.report.table import print_breakdown
+
             print_breakdown(for_terminal(bd), _console(), full_names=full_names)
             if by == "layer":
                 print_layers(for_terminal(bd), _console())
@@ -166,6 +166,8 @@ def run(traces: list[Path], json_out: Path | None = None, fmt: OutputFormat = Ou
         elif fmt == OutputFormat.json:
             documents.append(dumps(bd))
         else:
+            from phaseprof.report.markdown import breakdown_markdown
+
             _echo(breakdown_markdown(for_markdown(bd), by_layer=by == "layer"))
         if cross_check == "shapes":
             from phaseprof.sol.attach import shape_check
@@ -185,16 +187,18 @@ def run(traces: list[Path], json_out: Path | None = None, fmt: OutputFormat = Ou
     _print_json(documents, several=several)
 
 
-#: What a run of ``analyze`` imports beyond typer: imported on a thread while the first trace is read.
-ANALYSIS_MODULES = ("phaseprof.analysis.pipeline", "phaseprof.report.attribution", "phaseprof.report.json_io",
-                    "phaseprof.report.markdown", "phaseprof.report.table", "phaseprof.safe_text",
+#: What a run of ``analyze`` imports besides its loader: imported on a thread while the first trace is read.
+ANALYSIS_MODULES = ("phaseprof.analysis.pipeline", "phaseprof.report.json_io", "phaseprof.safe_text",
                     "phaseprof.sol.attach")
+#: And the renderer of its format: a run that prints JSON never imports rich (~0.05-0.1 s of CPU).
+RENDERERS = {OutputFormat.table: ("phaseprof.report.table", "phaseprof.report.attribution"),
+             OutputFormat.markdown: ("phaseprof.report.markdown",), OutputFormat.json: ()}
 
 
-def _import_analysis() -> None:
+def _import_analysis(fmt: OutputFormat) -> None:
     import importlib
 
-    for name in ANALYSIS_MODULES:
+    for name in ANALYSIS_MODULES + RENDERERS[fmt]:
         importlib.import_module(name)
 
 
