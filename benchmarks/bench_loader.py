@@ -16,8 +16,12 @@ shared machine falls on all of them), best wall of the rounds:
   of the process's wall time, start-up included).
 
 Peak memory: the analysing process's RSS plus its forked reader's own pages (``children.wait_sampling``),
-against the decompressed size. CPU: the process's own user + system time (the split read's forked reader not
-included), steadier than wall on a shared machine. Usage::
+against the decompressed size. CPU: the process's user + system time as ``wait4`` reports it, which includes
+the children it waited for (the split read's forked reader; checked: a child's busy grandchild is counted),
+steadier than wall on a shared machine. ``phaseprof analyze`` itself reads in one process with a read-ahead
+thread (``trace/readahead.py``); the ``loader`` children call ``load_tables`` without one (the split read).
+
+Usage::
 
     python benchmarks/bench_loader.py TRACE.json.gz --repeat 3           # ~115 MB: all contenders
     python benchmarks/bench_loader.py BIG.json.gz --repeat 1 --no-orjson # multi-GB: orjson would need ~9x RAM

@@ -26,7 +26,7 @@ class ChildRun:
     """One run of one contender."""
 
     wall_s: float  # process start to exit, seen from here
-    cpu_s: float  # its user + system time (its own, not its children's): steadier than wall on a shared machine
+    cpu_s: float  # its user + system time, with that of the children it waited for (wait4): steadier than wall
     own_peak_bytes: int  # its own peak RSS (``ru_maxrss`` from ``wait4``: exact)
     tree_peak_bytes: int  # its RSS plus its descendants' USS, sampled; at least ``own_peak_bytes``
     stdout: bytes

@@ -6,8 +6,6 @@ import importlib
 import sys
 from typing import Any
 
-import typer
-
 from phaseprof import __version__
 from phaseprof.errors import PhaseprofError
 from phaseprof.io import inputs_guarded
@@ -27,35 +25,47 @@ COMMAND_MODULES = {
     "pareto": "phaseprof.pareto.cli",
 }
 
-_app = typer.Typer(
-    name="phaseprof",
-    help="Where every microsecond of a vLLM prefill and decode step goes.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-    # click's plain help: rich's help panels shrink the option-name column to fit long help words and cut names
-    # (``--gpu-memory-uti…`` at 80 columns); click moves a long option's help to the next line instead.
-    rich_markup_mode=None,
-)
 _registered: list[str] = []  # modules registered so far, in order
+_made: list[Any] = []  # the typer app, made on first use (typer is not imported by a plain ``phaseprof analyze``)
 
 
 def _print_version(value: bool) -> None:
+    import typer
+
     if value:
         typer.echo(f"phaseprof {__version__}")
         raise typer.Exit(0)
 
 
-@_app.callback()
-def _root(version: bool = typer.Option(False, "--version", is_eager=True, callback=_print_version,
-                                       help="Print the version and exit.")) -> None:
-    # Eager: click runs the callback while parsing, before it asks for a command ("Missing command", exit 2).
-    pass
+def _typer_app() -> Any:  # noqa: ANN401 - typer.Typer
+    if not _made:
+        import typer
+
+        app = typer.Typer(
+            name="phaseprof",
+            help="Where every microsecond of a vLLM prefill and decode step goes.",
+            no_args_is_help=True,
+            add_completion=False,
+            pretty_exceptions_enable=False,
+            # click's plain help: rich's help panels shrink the option-name column to fit long help words and cut
+            # names (``--gpu-memory-uti…`` at 80 columns); click moves a long option's help to the next line instead.
+            rich_markup_mode=None,
+        )
+
+        @app.callback()
+        def _root(version: bool = typer.Option(False, "--version", is_eager=True, callback=_print_version,
+                                               help="Print the version and exit.")) -> None:
+            # Eager: click runs the callback while parsing, before it asks for a command ("Missing command", exit 2).
+            pass
+
+        _made.append(app)
+    return _made[0]
 
 
-def _register(command: str | None) -> typer.Typer:
+def _register(command: str | None) -> Any:  # noqa: ANN401 - typer.Typer
     """The app with ``command``'s module registered (``None`` or an unknown name: every command, for the help and
     for click's "No such command"). Heavy dependencies (vllm, torch, streamlit) are imported inside commands."""
+    _app = _typer_app()
     wanted = [COMMAND_MODULES[command]] if command in COMMAND_MODULES else list(dict.fromkeys(COMMAND_MODULES.values()))
     if command not in COMMAND_MODULES and _registered != wanted:  # all of them, in the listed order
         _app.registered_commands.clear()
@@ -98,20 +108,31 @@ def _click_exceptions() -> tuple[type[BaseException], ...]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point: PhaseprofError becomes one line on stderr and its exit code."""
+    """Entry point: PhaseprofError becomes one line on stderr and its exit code. ``phaseprof analyze`` with a plain
+    command line runs without typer (``report.analyze_plain_cli.parse``); every other one goes through typer."""
     args = sys.argv[1:] if argv is None else argv
+    if args[:1] == ["analyze"]:
+        from phaseprof.report import analyze_plain_cli
+
+        options = analyze_plain_cli.parse(args[1:])
+        if options is not None:
+            try:
+                with inputs_guarded():
+                    analyze_plain_cli.run(**options)
+            except PhaseprofError as e:
+                return _error(e)
+            except KeyboardInterrupt:
+                print("aborted", file=sys.stderr)
+                return 130
+            return 0
+    import typer
+
     app = _register(_command(args))
     try:
         with inputs_guarded():  # no output of this command may replace one of its inputs (phaseprof.io)
             rv = app(args=args, standalone_mode=False)
     except PhaseprofError as e:
-        from rich.console import Console
-
-        from phaseprof.safe_text import terminal
-
-        err_console = Console(stderr=True)
-        err_console.print(f"[bold red]error:[/] {terminal(str(e))}", highlight=False, soft_wrap=True)
-        return e.exit_code
+        return _error(e)
     except typer.Exit as e:
         return e.exit_code
     except (typer.Abort, KeyboardInterrupt):
@@ -124,6 +145,17 @@ def main(argv: list[str] | None = None) -> int:
         raise
     # With standalone_mode=False, click returns the code of a typer.Exit raised inside a command.
     return rv if isinstance(rv, int) else 0
+
+
+def _error(e: PhaseprofError) -> int:
+    """``e`` as one line on stderr; its exit code."""
+    from rich.console import Console
+
+    from phaseprof.safe_text import terminal
+
+    err_console = Console(stderr=True)
+    err_console.print(f"[bold red]error:[/] {terminal(str(e))}", highlight=False, soft_wrap=True)
+    return e.exit_code
 
 
 #: Commands that run vLLM or torch in this process: they keep pyarrow, which their libraries may import.

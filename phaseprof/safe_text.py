@@ -18,8 +18,6 @@ from collections.abc import Callable
 from enum import Enum
 from typing import Any, TypeVar
 
-from rich.markup import escape as _rich_escape
-
 T = TypeVar("T")
 
 # ANSI/VT escape sequences (CSI ... final byte, OSC ... BEL/ST, two-byte ESC x), then any C0/C1 control
@@ -38,7 +36,9 @@ def plain(text: str) -> str:
 
 def terminal(text: str) -> str:
     """``text`` for rich: control stripped, markup escaped (``[with T = float]`` prints as written)."""
-    return _rich_escape(plain(text))
+    from rich.markup import escape  # here: a run that prints JSON never imports rich
+
+    return escape(plain(text))
 
 
 # Every ASCII punctuation character markdown or GFM could act on (CommonMark lets any of them be backslash-escaped):

@@ -16,6 +16,7 @@ from pathlib import Path
 from phaseprof.errors import TraceError
 from phaseprof.trace.limits import TraceValueError
 from phaseprof.trace.load import decode_trace, read_trace_bytes
+from phaseprof.trace.readahead import ReadAhead
 from phaseprof.trace.split_read import load_split, split_point
 from phaseprof.trace.stream import stream_trace
 from phaseprof.trace.native import builder_for
@@ -68,7 +69,7 @@ class _Meanwhile:
 
 def load_tables(path: str | Path, *, streaming: bool = True, keep: Keep | None = None,
                 origin_us: float | None = None, native: bool | None = None,
-                meanwhile: Callable[[], object] | None = None) -> EventTables:
+                meanwhile: Callable[[], object] | None = None, ahead: ReadAhead | None = None) -> EventTables:
     """Read, decode and tabulate one trace file. Raises TraceError (one line, names the file) on bad input.
 
     Reads chunk by chunk (:func:`~phaseprof.trace.stream.stream_trace`); when the file is not in the shape that
@@ -81,40 +82,51 @@ def load_tables(path: str | Path, *, streaming: bool = True, keep: Keep | None =
 
     ``meanwhile``: work (imports, say) run on a thread while the native scanner reads, else before the read; done
     before the tables are built, and its exception raised in preference to the read's own.
+
+    ``ahead``: ``path`` already being read and inflated on a thread (``trace.readahead``): its pieces feed the
+    first chunked read, in this process (no split read: the thread inflates the file once while this one scans;
+    a fork would copy a process with a thread mid-read); a fallback reads the file again.
     """
     from phaseprof.trace import native as scanner
 
     use_native = native if native is not None else (streaming and keep is None and scanner.available())
     other = _Meanwhile(meanwhile)
+    if ahead is not None and not (streaming and keep is None):
+        ahead.close()  # the whole-document or --steps read opens the file itself
+        ahead = None
     try:
         if not use_native:
             other.join()  # the pure-Python read holds the GIL: nothing to overlap
         if use_native:
             try:
                 return _load_tables(path, streaming=True, keep=None, origin_us=origin_us, native=True,
-                                    meanwhile=other)
+                                    meanwhile=other, ahead=ahead)
             except scanner.NativeUnsupported:
                 if native:
                     raise
-        return _load_tables(path, streaming=streaming, keep=keep, origin_us=origin_us, meanwhile=other)
+        return _load_tables(path, streaming=streaming, keep=keep, origin_us=origin_us, meanwhile=other,
+                            ahead=ahead if ahead is not None and not ahead.taken() else None)
     except TraceValueError as e:
         raise TraceError(str(e), path=path) from None
     finally:
+        if ahead is not None:
+            ahead.close()
         other.join()
 
 
 def _load_tables(path: str | Path, *, streaming: bool, keep: Keep | None, origin_us: float | None,
-                 native: bool = False, meanwhile: _Meanwhile | None = None) -> EventTables:
+                 native: bool = False, meanwhile: _Meanwhile | None = None,
+                 ahead: ReadAhead | None = None) -> EventTables:
     other = meanwhile or _Meanwhile(None)
     with gc_paused():
-        if streaming and keep is None and (at := split_point(path)) is not None:
+        if ahead is None and streaming and keep is None and (at := split_point(path)) is not None:
             tables = load_split(path, at, origin_us, native=native, forked=other.start, before_tables=other.join)
             if tables is not None:
                 return tables
         other.start()
         if streaming:
             builder = builder_for(keep, native)
-            streamed = stream_trace(path, builder.add, chunks=builder.add_json if native else None)
+            streamed = stream_trace(path, builder.add, chunks=builder.add_json if native else None, ahead=ahead)
             if streamed is not None:
                 other.join()
                 return builder.finish(streamed.doc, path=str(path), sha256=streamed.sha256,

@@ -20,23 +20,19 @@ decoding the whole document, which gives the same result or the same error. Inpu
 
 from __future__ import annotations
 
-import hashlib
 import re
 import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
 
 import msgspec
 
-from phaseprof.trace.limits import GZIP_MAGIC, bounded, inflate, open_trace
+from phaseprof.trace import readahead
 from phaseprof.trace.schema import Event, TraceDoc
 
-#: Decompressed bytes per piece, about one decode chunk. Measured on a 55 MB trace: 1 MB chunks decode ~20 %
-#: faster than the whole document at once (they stay in cache); 8-16 MB chunks are slower than the whole.
-PIECE_BYTES = 1 << 20
-_READ_BYTES = 1 << 18  # compressed bytes per read(): ~4 MB decompressed for a typical 16x Kineto trace
+#: Decompressed bytes per piece (``trace.readahead``, which reads and inflates them): about one decode chunk.
+PIECE_BYTES = readahead.PIECE_BYTES
 _WS = b" \t\n\r"  # JSON whitespace exactly: \f and \v are not, so no regex \s anywhere here
 _WS_NUL = _WS + b"\0"
 _WS_ENDS = frozenset(bytes([c]) for c in _WS)
@@ -84,14 +80,15 @@ class StreamedTrace:
 
 
 def stream_trace(path: str | Path, sink: Callable[[list[Event]], None] | None, *,
-                 piece_bytes: int | None = None, chunks: Chunks | None = None) -> StreamedTrace | None:
+                 piece_bytes: int | None = None, chunks: Chunks | None = None,
+                 ahead: readahead.ReadAhead | None = None) -> StreamedTrace | None:
     """Decode ``path``'s events chunk by chunk into ``sink`` (called in file order); ``None`` when the input
     needs the whole-document path. ``sink`` may have been called before ``None`` is returned: discard its state.
     ``piece_bytes`` (default :data:`PIECE_BYTES`) sets the chunk size; tests make it tiny to cut everywhere.
     ``chunks`` (instead of ``sink``) takes each chunk's bytes undecoded (the native scanner, ``trace/native.py``).
+    ``ahead``: the file's pieces already being read on a thread (``trace.readahead``; ``piece_bytes`` is its own).
     """
-    digest = hashlib.sha256()
-    pieces = _Pieces(Path(path), digest, piece_bytes or PIECE_BYTES)
+    pieces = _Pieces(Path(path), piece_bytes or PIECE_BYTES, ahead)
     source = iter(pieces)
     try:
         doc, count = _read(source, chunks or _decoding(sink), pieces.piece_bytes)
@@ -99,7 +96,8 @@ def stream_trace(path: str | Path, sink: Callable[[list[Event]], None] | None, *
         return None
     finally:
         source.close()  # closes the file now rather than when the generator is collected
-    return StreamedTrace(doc=doc, sha256=digest.hexdigest(), decompressed_bytes=pieces.size, event_count=count)
+    return StreamedTrace(doc=doc, sha256=pieces.source.digest.hexdigest(), decompressed_bytes=pieces.source.size,
+                         event_count=count)
 
 
 @dataclass(frozen=True)
@@ -121,8 +119,7 @@ def stream_half(path: str | Path, sink: Callable[[list[Event]], None] | None, sp
     boundary is known only to the first half: its last chunk, ending at that ``}``, decodes only if so. ``None``
     when there is no such separator within 8 MB of ``split_at``, or as :func:`stream_trace`.
     """
-    digest = hashlib.sha256()
-    pieces = _Pieces(Path(path), digest, piece_bytes or PIECE_BYTES)
+    pieces = _Pieces(Path(path), piece_bytes or PIECE_BYTES)
     split = _Split(split_at)
     source = (split.after if second else split.before)(iter(pieces))
     try:
@@ -135,8 +132,8 @@ def stream_half(path: str | Path, sink: Callable[[list[Event]], None] | None, sp
     if not split.found:
         return None
     doc, keys = (trailer, trailer_keys) if second else (header, header_keys)
-    return StreamedHalf(doc=doc, keys=keys, sha256=digest.hexdigest(), decompressed_bytes=pieces.size,
-                        event_count=count)
+    return StreamedHalf(doc=doc, keys=keys, sha256=pieces.source.digest.hexdigest(),
+                        decompressed_bytes=pieces.source.size, event_count=count)
 
 
 def merged_halves(first: StreamedHalf, second: StreamedHalf) -> TraceDoc | None:
@@ -204,31 +201,22 @@ class _Split:
 
 
 class _Pieces:
-    """The file's decompressed bytes in pieces of at most ``piece_bytes``; hashes the stored bytes on the way."""
+    """The file's decompressed bytes in pieces of at most ``piece_bytes`` (``readahead.stored_pieces``, or the
+    pieces of ``ahead`` where a thread already reads them); ``source``: the stored bytes' digest and the size."""
 
-    def __init__(self, path: Path, digest: "hashlib._Hash", piece_bytes: int) -> None:
-        self.path, self.digest, self.piece_bytes = path, digest, piece_bytes
-        self.size = 0  # decompressed bytes produced so far; the total once exhausted
+    def __init__(self, path: Path, piece_bytes: int, ahead: readahead.ReadAhead | None = None) -> None:
+        self.path, self.ahead = path, ahead
+        self.piece_bytes = ahead.piece_bytes if ahead is not None else piece_bytes
+        self.source = ahead if ahead is not None else readahead.Source()
 
     def __iter__(self) -> Iterator[bytes]:
-        with open_trace(self.path) as f:
-            first = f.read(min(_READ_BYTES, self.piece_bytes))
-            if not first:
-                raise _Inconsistent("empty file")
-            self.digest.update(first)
-            gz = first[:2] == GZIP_MAGIC
-            blocks = _blocks(first, f, self.digest, _READ_BYTES if gz else self.piece_bytes)
-            for piece in bounded(inflate(blocks, self.piece_bytes) if gz else blocks, self.path):
-                self.size += len(piece)
-                yield piece
-
-
-def _blocks(first: bytes, f: BinaryIO, digest: "hashlib._Hash", size: int) -> Iterator[bytes]:
-    """The stored bytes in blocks, ``first`` (already hashed) included; hashes the rest as it reads them."""
-    yield first
-    while block := f.read(size):
-        digest.update(block)
-        yield block
+        try:
+            if self.ahead is not None:
+                yield from self.ahead.pieces()
+            else:
+                yield from readahead.stored_pieces(self.path, self.source, self.piece_bytes)
+        except readahead.EmptyTrace:
+            raise _Inconsistent("empty file") from None
 
 
 def _read(pieces: Iterator[bytes], sink: Chunks, piece_bytes: int) -> tuple[TraceDoc, int]:

@@ -1,0 +1,87 @@
+"""A trace read ahead on a thread (``trace.readahead.ReadAhead``, what ``phaseprof analyze`` starts before its
+imports) gives exactly the tables, or the error, of the loader's own read: native and pure-Python, on every
+committed trace, with tiny pieces, on bad input; and it stops its thread when the read ends early."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import threading
+from pathlib import Path
+
+import pytest
+
+from phaseprof.errors import TraceError
+from phaseprof.lean_process import SPLIT_ENV
+from phaseprof.trace import limits
+from phaseprof.trace.read import load_tables
+from phaseprof.trace.readahead import ReadAhead
+from phaseprof.trace.tables import EventTables
+
+from .test_bad_input import CASES as BAD_INPUTS
+from .test_split_read import COMMITTED, assert_same_tables
+
+
+def _load(path: Path, *, ahead: bool, native: bool | None = None, **kw: object) -> EventTables | str:
+    try:
+        return load_tables(path, ahead=ReadAhead(path, **kw) if ahead else None, native=native)
+    except TraceError as e:
+        return f"TraceError: {e}"
+
+
+def _same(a: EventTables | str, b: EventTables | str) -> None:
+    if isinstance(a, str) or isinstance(b, str):
+        assert a == b
+    else:
+        assert_same_tables(a, b)
+
+
+@pytest.fixture(autouse=True)
+def _one_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(SPLIT_ENV, "0")
+
+
+@pytest.mark.parametrize("native", [True, False], ids=["native", "pure-Python"])
+@pytest.mark.parametrize("path", COMMITTED, ids=lambda p: p.parent.name[-50:] + "/" + p.name.split(".json")[0])
+def test_read_ahead_gives_the_same_tables(path: Path, native: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    from phaseprof.trace import native as scanner
+
+    if native and not scanner.available():
+        pytest.skip("the native scanner is not built")
+    _same(_load(path, ahead=True, native=native), _load(path, ahead=False, native=native))
+
+
+def test_tiny_pieces() -> None:
+    path = COMMITTED[0]
+    _same(_load(path, ahead=True, piece_bytes=4096), _load(path, ahead=False))
+
+
+@pytest.mark.parametrize("case", list(BAD_INPUTS))
+def test_bad_input_gives_the_same_error(case: str, tmp_path: Path) -> None:
+    make, _ = BAD_INPUTS[case]
+    path = make(tmp_path)
+    _same(_load(path, ahead=True), _load(path, ahead=False))
+
+
+def test_a_limit_hit_on_the_thread_is_raised_by_the_reader(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(limits, "MAX_TRACE_BYTES", 1 << 16)
+    events = [{"ph": "X", "cat": "kernel", "name": f"k{i}", "ts": i, "dur": 1, "pid": 0, "tid": 7} for i in range(5000)]
+    path = tmp_path / "big.json.gz"
+    path.write_bytes(gzip.compress(json.dumps({"traceEvents": events}).encode()))
+    got = _load(path, ahead=True)
+    assert isinstance(got, str) and "decompresses to more than" in got and str(path) in got
+    assert got == _load(path, ahead=False)
+
+
+def test_closing_early_stops_the_thread() -> None:
+    ahead = ReadAhead(COMMITTED[0], piece_bytes=4096)
+    pieces = ahead.pieces()
+    assert next(pieces)
+    pieces.close()
+    assert not ahead._thread.is_alive()
+    with pytest.raises(RuntimeError):
+        ahead.pieces()
+    unread = ReadAhead(COMMITTED[0], piece_bytes=4096)
+    unread.close()
+    assert not unread._thread.is_alive()
+    assert not [t for t in threading.enumerate() if t.name == "phaseprof-readahead"]
