@@ -70,7 +70,10 @@ def _note_size(trace: Path, old: int, new: int) -> None:
     if not isinstance(t, dict) or t.get("file") != trace.name or t.get("gz_bytes") != old:
         return
     t["gz_bytes"] = new
-    t["recompressed"] = f"zopfli (scripts/recompress_traces.py): {old:,} B as captured, same content"
+    if t.get("recompressed"):  # re-encoded before: its note names the size as captured; keep it
+        t["recompressed"] += f"; zopfli again: {old:,} -> {new:,} B, same content"
+    else:
+        t["recompressed"] = f"zopfli (scripts/recompress_traces.py): {old:,} B as captured, same content"
     run.write_text(json.dumps(doc, indent=2) + "\n")
     print(f"  gz_bytes updated in {run.relative_to(ROOT)}")
 
