@@ -5,6 +5,10 @@ Which events a window keeps (host ops that overlap it, launch calls that start i
 launched, their flows and annotations; metadata unless ``--no-metadata``) is ``phaseprof.trace.cut``'s rule,
 documented there once; the dashboard's one-step export uses the same function.
 
+``--no-flows`` also leaves out the launch flow events (``ac2g``, Kineto's arrows from a launch call to its GPU work):
+phaseprof and HTA pair GPU work with its launch through ``args.correlation``, which every kernel and runtime event
+keeps; a CUDA-graph replay has one flow per replayed kernel, so flows are up to a fifth of a gzipped trace.
+
 ``--steps A:B`` (Python slice, half-open) resolves to the host window of phaseprof's steps A..B-1 (markers or
 inferred), printed so that the cut can be repeated with ``--abs-window``. The output is written atomically and
 gzipped deterministically (``mtime=0``), so the same command gives the same bytes.
@@ -14,6 +18,7 @@ Usage::
     python scripts/cut_trace.py SRC.json.gz DEST.json.gz --steps 3:5
     python scripts/cut_trace.py SRC.json.gz DEST.json.gz --window 1200:4800     # us from the first event
     python scripts/cut_trace.py SRC.json.gz DEST.json.gz --abs-window 3676600034000.5:3676600072000
+    python scripts/cut_trace.py SRC.json.gz DEST.json.gz --steps 0:3 --no-flows
 """
 
 from __future__ import annotations
@@ -26,7 +31,23 @@ from pathlib import Path
 import orjson
 
 # The selection lives in the package (the dashboard's step export uses it too); re-exported for the tests.
-from phaseprof.trace.cut import CutStats, cut_trace, select_events, trace_origin_us  # noqa: F401
+from phaseprof.io import atomic_write_bytes
+from phaseprof.trace.cut import (CutStats, cut_document, cut_trace, encode, read_document,  # noqa: F401
+                                 select_events, trace_origin_us)
+
+FLOW_CATEGORY = "ac2g"  # Kineto's launch -> GPU work flow events ('s' at the launch, 'f' at each kernel)
+
+
+def cut_trace_without_flows(src: Path, dest: Path, start_us: float, end_us: float, *,
+                            keep_metadata: bool = True) -> CutStats:
+    """``cut_trace``, and the launch flow events of the window left out too (``events_out`` counts what is kept)."""
+    out, stats = cut_document(read_document(src), start_us, end_us, keep_metadata=keep_metadata)
+    listed = isinstance(out, list)
+    kept = [e for e in (out if listed else out["traceEvents"]) if e.get("cat") != FLOW_CATEGORY]
+    out = kept if listed else {**out, "traceEvents": kept}
+    atomic_write_bytes(dest, encode(out, gz=dest.name.endswith(".gz")))
+    dest.chmod(0o644)
+    return CutStats(stats.events_in, len(kept), stats.kernels_out, stats.start_us, stats.end_us)
 
 
 def step_window_us(path: Path, first: int, stop: int) -> tuple[float, float]:
@@ -72,6 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     how.add_argument("--abs-window", type=_pair, help="START:END in the file's own us timestamps")
     how.add_argument("--steps", type=_pair, help="A:B: phaseprof's steps A..B-1 (half-open, like a slice)")
     p.add_argument("--no-metadata", action="store_true", help="drop the 'M' (process/thread name) events")
+    p.add_argument("--no-flows", action="store_true", help="drop the launch flow events (cat 'ac2g') too")
     a = p.parse_args(argv)
     if a.steps:
         start, end = step_window_us(a.src, int(a.steps[0] or 0), int(a.steps[1] or 1 << 30))
@@ -83,7 +105,8 @@ def main(argv: list[str] | None = None) -> int:
         start, end = origin + float(a.window[0]), origin + float(a.window[1])
     else:
         start, end = float(a.abs_window[0]), float(a.abs_window[1])
-    st = cut_trace(a.src, a.dest, start, end, keep_metadata=not a.no_metadata)
+    cut = cut_trace_without_flows if a.no_flows else cut_trace
+    st = cut(a.src, a.dest, start, end, keep_metadata=not a.no_metadata)
     print(f"{a.dest}: kept {st.events_out} of {st.events_in} events ({st.kernels_out} kernels), "
           f"window --abs-window {st.start_us!r}:{st.end_us!r}, {a.dest.stat().st_size} bytes")
     return 0

@@ -1,12 +1,13 @@
 #!/usr/bin/env python
 """Re-encode committed gzip traces with zopfli (same gzip format, ~15 % smaller), so `traces/` stays ≲ 12 MB.
 
-    pip install zopfli && python scripts/recompress_traces.py [--min-kb 100] [--dry-run]
+    pip install zopfli && python scripts/recompress_traces.py [--min-kb 100] [--dry-run] [FILE ...]
 
-For every `*.gz` under `traces/` of at least `--min-kb`: deflate the decompressed bytes again with zopfli
-(one iteration), check that the result decompresses to exactly the same bytes, and replace the file only when
-smaller. A breakdown.json or run.json under `traces/` that records the old file's sha256 (phaseprof hashes the
-file as stored) gets the new one, so records keep pointing at the file they describe. Prints each file.
+For every `*.gz` under `traces/` of at least `--min-kb` (or only the FILEs named, whatever their size): deflate
+the decompressed bytes again with zopfli (one iteration), check that the result decompresses to exactly the same
+bytes, and replace the file only when smaller. A breakdown.json or run.json under `traces/` that records the old
+file's sha256 (phaseprof hashes the file as stored) gets the new one, so records keep pointing at the file they
+describe. Prints each file.
 """
 
 from __future__ import annotations
@@ -27,13 +28,15 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--min-kb", type=int, default=100)
     ap.add_argument("--dry-run", action="store_true")
+    ap.add_argument("files", nargs="*", type=Path, help="only these .gz files under traces/ (default: all)")
     args = ap.parse_args(argv)
     traces = ROOT / "traces"
     records = [p for p in traces.rglob("*.json") if p.name.endswith(("breakdown.json", "run.json"))]
     saved = 0
-    for p in sorted(traces.rglob("*.gz"), key=lambda q: -q.stat().st_size):
+    chosen = [f.resolve() for f in args.files] or sorted(traces.rglob("*.gz"), key=lambda q: -q.stat().st_size)
+    for p in chosen:
         old = p.read_bytes()
-        if len(old) < args.min_kb * 1024:
+        if not args.files and len(old) < args.min_kb * 1024:
             continue
         data = gzip.decompress(old)
         new = zopfli.gzip.compress(data, numiterations=1)
@@ -67,7 +70,10 @@ def _note_size(trace: Path, old: int, new: int) -> None:
     if not isinstance(t, dict) or t.get("file") != trace.name or t.get("gz_bytes") != old:
         return
     t["gz_bytes"] = new
-    t["recompressed"] = f"zopfli (scripts/recompress_traces.py): {old:,} B as captured, same content"
+    if t.get("recompressed"):  # re-encoded before: its note names the size as captured; keep it
+        t["recompressed"] += f"; zopfli again: {old:,} -> {new:,} B, same content"
+    else:
+        t["recompressed"] = f"zopfli (scripts/recompress_traces.py): {old:,} B as captured, same content"
     run.write_text(json.dumps(doc, indent=2) + "\n")
     print(f"  gz_bytes updated in {run.relative_to(ROOT)}")
 

@@ -35,7 +35,7 @@ def _export(path: Path, step: int, tmp_path: Path, window_us=None):
     return ex, out, index
 
 
-@pytest.mark.parametrize("path, step", [(PUBLIC_CUT_DIR / H100_DECODE, 1), (H200_EAGER_DECODE, 3), (CPU_RUN, 2)],
+@pytest.mark.parametrize("path, step", [(PUBLIC_CUT_DIR / H100_DECODE, 1), (H200_EAGER_DECODE, 2), (CPU_RUN, 2)],
                          ids=["h100-decode", "h200-eager-decode", "cpu"])
 def test_an_exported_step_is_that_step_for_phaseprof(path, step, tmp_path):
     src = analyze_trace(path)
@@ -62,29 +62,29 @@ def test_an_exported_step_is_that_step_for_phaseprof(path, step, tmp_path):
 
 def test_a_zoom_window_exports_only_the_work_launched_in_it(tmp_path):
     path = H200_EAGER_DECODE
-    full, _, index = _export(path, 3, tmp_path)
-    tl = step_timeline(index, step=3)
+    full, _, index = _export(path, 2, tmp_path)
+    tl = step_timeline(index, step=2)
     wall_us = tl.wall_ns / 1e3
     window = (0.25 * wall_us, 0.5 * wall_us)
-    lo, hi = export_window_ns(index, 3, window)
+    lo, hi = export_window_ns(index, 2, window)
     assert (lo, hi) == (tl.start_ns + round(window[0] * 1e3), tl.start_ns + round(window[1] * 1e3))
-    part, out, _ = _export(path, 3, tmp_path, window_us=window)
-    assert "-step3-" in out.name and out.name.endswith("us.pt.trace.json.gz")
+    part, out, _ = _export(path, 2, tmp_path, window_us=window)
+    assert "-step2-" in out.name and out.name.endswith("us.pt.trace.json.gz")
     assert 0 < part.stats.kernels_out < full.stats.kernels_out
     # Exactly the GPU activities whose launch call starts in the window (the Timeline's own launch times).
     rt = index.tables.runtime
-    items = index.items[index.items["step"] == 3]
+    items = index.items[index.items["step"] == 2]
     launch_ts = rt["ts_ns"].to_numpy()[items["launch"].to_numpy()]
     kernels = items["kind"].astype(str).to_numpy() == "kernel"
     assert part.stats.kernels_out == int((kernels & (launch_ts >= lo) & (launch_ts < hi)).sum())
     for bad in ((10.0, 10.0), (wall_us + 10, wall_us + 20)):
         with pytest.raises(PhaseprofError):
-            export_window_ns(index, 3, bad)
+            export_window_ns(index, 2, bad)
 
 
 @pytest.mark.skipif(importlib.util.find_spec("hta") is None, reason="HolisticTraceAnalysis not installed "
                     "(the 'hta' extra; scripts/install.sh installs it)")
-@pytest.mark.parametrize("path, step", [(PUBLIC_CUT_DIR / H100_DECODE, 1), (H200_EAGER_DECODE, 3)],
+@pytest.mark.parametrize("path, step", [(PUBLIC_CUT_DIR / H100_DECODE, 1), (H200_EAGER_DECODE, 2)],
                          ids=["h100-decode", "h200-eager-decode"])
 def test_an_exported_step_opens_in_hta(path, step, tmp_path):
     from phaseprof.analysis.hta_check import cross_check_hta

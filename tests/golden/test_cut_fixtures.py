@@ -92,6 +92,20 @@ def test_cut_writes_the_same_bytes_twice(tmp_path: Path) -> None:
     assert re.search(r'"rank":\s+(\d+)', gzip.decompress(a.read_bytes()).decode())
 
 
+def test_no_flows_leaves_out_only_the_flow_events(tmp_path: Path) -> None:
+    events = [X("cuda_runtime", "cudaLaunchKernel", 10, 2, correlation=5), X("kernel", "k", 20, 3, correlation=5),
+              {"ph": "s", "cat": "ac2g", "id": 5, "pid": 1, "tid": 1, "ts": 10, "name": "ac2g"},
+              {"ph": "f", "cat": "ac2g", "id": 5, "pid": 0, "tid": 7, "ts": 20, "name": "ac2g", "bp": "e"}]
+    src = tmp_path / "src.json"
+    src.write_text(json.dumps({"schemaVersion": 1, "traceEvents": events}))
+    with_flows, without = tmp_path / "a.json.gz", tmp_path / "b.json.gz"
+    assert cut.main([str(src), str(with_flows), "--abs-window", "0:100"]) == 0
+    assert cut.main([str(src), str(without), "--abs-window", "0:100", "--no-flows"]) == 0
+    a = json.loads(gzip.decompress(with_flows.read_bytes()))["traceEvents"]
+    b = json.loads(gzip.decompress(without.read_bytes()))["traceEvents"]
+    assert b == [e for e in a if e.get("cat") != "ac2g"] == events[:2] and len(a) == 4
+
+
 def test_public_cuts_are_small_and_documented() -> None:
     files = fixture_files()
     total = sum(p.stat().st_size for p in files)

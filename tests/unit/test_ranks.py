@@ -28,7 +28,7 @@ def test_tp2_capture_is_one_run_of_two_ranks(tp2):
     assert tp2.warnings == []
     for bd in tp2.ranks.values():
         assert bd.step_detection["method"] == "markers:vllm"  # vLLM's own profiler writes execute_context_*
-        assert [s.phase for s in bd.steps] == ["prefill", "decode", "decode"]
+        assert [s.phase for s in bd.steps] == ["prefill", "decode"]  # the cut keeps the prefill and decode step 1
         assert bd.steps[0].context_tokens == 4096
         assert bd.trace.gpu_name == "NVIDIA H200"
 
@@ -68,12 +68,12 @@ def test_duplicate_rank_and_mixed_runs_are_errors(tmp_path, capsys):
 
 def test_different_step_counts_warn(tmp_path):
     shutil.copy(TP2 / "rank0.pt.trace.json.gz", tmp_path)
-    subprocess.run([sys.executable, str(ROOT / "scripts/cut_trace.py"), "--steps", "0:2",
+    subprocess.run([sys.executable, str(ROOT / "scripts/cut_trace.py"), "--steps", "0:1",
                     str(TP2 / "rank1.pt.trace.json.gz"), str(tmp_path / "rank1.pt.trace.json.gz")],
                    check=True, capture_output=True)
     summary = analyze_ranks(find_trace_files(tmp_path))
     assert any("different step counts" in w for w in summary.warnings)
-    assert len(summary.steps) == 2
+    assert len(summary.steps) == 1
 
 
 def test_cli_prints_the_rank_table(capsys):

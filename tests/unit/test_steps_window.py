@@ -20,8 +20,8 @@ from ..conftest import REPO
 from ..hostile.helpers import one_line_error
 
 H200 = REPO / "traces" / "h200"
-GRAPH_DECODE = next((H200 / "graph").glob("*decode*/trace.json.gz"))  # 17 steps, phaseprof markers
-EAGER_DECODE = next((H200 / "eager").glob("*decode*/trace.json.gz"))  # 8 steps
+GRAPH_DECODE = next((H200 / "graph").glob("*decode*/trace.json.gz"))  # 5 steps (cut), phaseprof markers
+EAGER_DECODE = next((H200 / "eager").glob("*decode*/trace.json.gz"))  # 3 steps (prefill, decode 1-2)
 TP2_RANK = REPO / "traces" / "h200x2" / "tp2-eager-prefill4096-decode8" / "rank0.pt.trace.json.gz"  # vLLM markers
 NO_MARKERS = H200 / "plain" / "graph_decode_plain_profiler_6steps.json.gz"
 
@@ -41,8 +41,8 @@ def _rows(path: Path, spec: str | None) -> tuple[dict, Any]:
 
 
 @pytest.mark.parametrize(("trace", "spec", "expected"), [
-    (GRAPH_DECODE, "8:9", [8]), (GRAPH_DECODE, "1:16", list(range(1, 16))), (GRAPH_DECODE, "16:", [16]),
-    (EAGER_DECODE, ":3", [0, 1, 2]), (EAGER_DECODE, "7:", [7]), (TP2_RANK, "1:2", [1]), (TP2_RANK, "2:", [2]),
+    (GRAPH_DECODE, "2:3", [2]), (GRAPH_DECODE, "1:4", [1, 2, 3]), (GRAPH_DECODE, "4:", [4]),
+    (EAGER_DECODE, ":2", [0, 1]), (EAGER_DECODE, "2:", [2]), (TP2_RANK, "0:1", [0]), (TP2_RANK, "1:", [1]),
 ], ids=lambda v: v.parent.name[:30] if isinstance(v, Path) else str(v))
 def test_window_rows_equal_the_whole_traces(trace: Path, spec: str, expected: list[int]) -> None:
     whole, whole_tables = _rows(trace, None)
@@ -70,8 +70,8 @@ def test_bad_spec_is_one_line(spec: str, words: list[str], capsys: pytest.Captur
 
 
 def test_window_past_the_last_step(capsys: pytest.CaptureFixture[str]) -> None:
-    one_line_error(["analyze", str(EAGER_DECODE), "--steps", "8:"], capsys, "8 steps (0 to 7)", EAGER_DECODE.name)
-    one_line_error(["analyze", str(EAGER_DECODE), "--steps", "2:9"], capsys, "8 steps (0 to 7)")
+    one_line_error(["analyze", str(EAGER_DECODE), "--steps", "3:"], capsys, "3 steps (0 to 2)", EAGER_DECODE.name)
+    one_line_error(["analyze", str(EAGER_DECODE), "--steps", "2:9"], capsys, "3 steps (0 to 2)")
 
 
 def test_no_markers_and_rank_directories_are_refused(capsys: pytest.CaptureFixture[str]) -> None:
