@@ -13,7 +13,9 @@ import sys
 import time
 import urllib.request
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -92,6 +94,30 @@ def _stop(proc: subprocess.Popen) -> None:
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait()
+
+
+@contextmanager
+def page_on(runs: Path, tmp: Path, *, height: int) -> Iterator[tuple[Any, str, list[str]]]:
+    """A headless Chromium page (1300 x ``height``) and a dashboard serving ``runs``: (page, the dashboard's URL,
+    the console and page errors seen so far). Skips without playwright or Chromium; stops the dashboard."""
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        pytest.skip("playwright (python) is not installed: pip install playwright")
+    if not CHROMIUM.exists():
+        pytest.skip(f"no Chromium at {CHROMIUM}")
+    proc, url = _serve(runs, tmp)
+    try:
+        with sync_playwright() as pw:
+            b = pw.chromium.launch(executable_path=str(CHROMIUM), args=FLAGS, headless=True)
+            page = b.new_page(viewport={"width": 1300, "height": height})
+            errors: list[str] = []
+            page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            yield page, url, errors
+            b.close()
+    finally:
+        _stop(proc)
 
 
 @pytest.fixture()

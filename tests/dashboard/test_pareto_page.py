@@ -177,51 +177,36 @@ def test_hostile_names_stay_text(make_app, tmp_path: Path) -> None:
 # ---------------------------------------------------------------------------------------------------- browser
 @pytest.mark.browser
 def test_pareto_in_chromium(tmp_path: Path) -> None:
-    from .test_browser import CHROMIUM, FLAGS, _serve, _stop
+    from .test_browser import page_on
 
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        pytest.skip("playwright (python) is not installed: pip install playwright")
-    if not CHROMIUM.exists():
-        pytest.skip(f"no Chromium at {CHROMIUM}")
-    proc, url = _serve(H200, tmp_path)
-    try:
-        with sync_playwright() as pw:
-            b = pw.chromium.launch(executable_path=str(CHROMIUM), args=FLAGS, headless=True)
-            page = b.new_page(viewport={"width": 1300, "height": 1900})
-            errors: list[str] = []
-            page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-            page.goto(f"{url}/?page=Pareto")
-            page.get_by_text("Download pareto JSON").first.wait_for(timeout=120_000)
-            page.wait_for_function("!document.querySelector('[data-testid=\"stStatusWidget\"]')", timeout=120_000)
-            page.wait_for_function("document.querySelector('[data-testid=\"stPlotlyChart\"] .js-plotly-plot "
-                                   ".main-svg')", timeout=60_000)
-            page.wait_for_timeout(800)
-            svg = page.evaluate("Array.from(document.querySelectorAll('.js-plotly-plot')).map(e => e.textContent)"
-                                ".join(' ')")
-            assert "tokens/s per user" in svg and "frontier" in svg and "bf16" in svg and "fp8" in svg
-            text = page.locator('[data-testid="stMain"]').inner_text()
-            assert "Traceback" not in text and "internal error" not in text
-            shot = tmp_path / "pareto.png"
-            page.locator('[data-testid="stMain"]').screenshot(path=str(shot))  # no sidebar (a local path)
-            assert shot.stat().st_size <= 250_000
-            if os.environ.get("PHASEPROF_UPDATE_DOCS_IMG"):
-                shutil.copy(shot, DOCS_IMG)
-            # hover the fp8 c=16 point (profiled) and click it: its breakdown opens
-            # traces: bf16, its floors (segments, markers), fp8 (c = 1, 4, 16, ...)
-            fp8 = page.locator(".scatterlayer .trace").nth(3).locator("path.point").nth(2)
-            box = fp8.bounding_box()
-            assert box is not None
-            page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
-            page.wait_for_timeout(500)
-            hover = page.locator(".hoverlayer").first.text_content() or ""
-            assert "fp8" in hover and "c = 16" in hover and "serving/fp8/profiled/c16" in hover, hover
-            page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
-            page.get_by_text("Download breakdown JSON").first.wait_for(timeout=120_000)
-            page.wait_for_function("!document.querySelector('[data-testid=\"stStatusWidget\"]')", timeout=120_000)
-            assert "serving/fp8/profiled/c16" in page.locator('[data-testid="stMain"]').inner_text()
-            assert not errors, errors[:10]
-            b.close()
-    finally:
-        _stop(proc)
+    with page_on(H200, tmp_path, height=1900) as (page, url, errors):
+        page.goto(f"{url}/?page=Pareto")
+        page.get_by_text("Download pareto JSON").first.wait_for(timeout=120_000)
+        page.wait_for_function("!document.querySelector('[data-testid=\"stStatusWidget\"]')", timeout=120_000)
+        page.wait_for_function("document.querySelector('[data-testid=\"stPlotlyChart\"] .js-plotly-plot "
+                               ".main-svg')", timeout=60_000)
+        page.wait_for_timeout(800)
+        svg = page.evaluate("Array.from(document.querySelectorAll('.js-plotly-plot')).map(e => e.textContent)"
+                            ".join(' ')")
+        assert "tokens/s per user" in svg and "frontier" in svg and "bf16" in svg and "fp8" in svg
+        text = page.locator('[data-testid="stMain"]').inner_text()
+        assert "Traceback" not in text and "internal error" not in text
+        shot = tmp_path / "pareto.png"
+        page.locator('[data-testid="stMain"]').screenshot(path=str(shot))  # no sidebar (a local path)
+        assert shot.stat().st_size <= 250_000
+        if os.environ.get("PHASEPROF_UPDATE_DOCS_IMG"):
+            shutil.copy(shot, DOCS_IMG)
+        # hover the fp8 c=16 point (profiled) and click it: its breakdown opens
+        # traces: bf16, its floors (segments, markers), fp8 (c = 1, 4, 16, ...)
+        fp8 = page.locator(".scatterlayer .trace").nth(3).locator("path.point").nth(2)
+        box = fp8.bounding_box()
+        assert box is not None
+        page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+        page.wait_for_timeout(500)
+        hover = page.locator(".hoverlayer").first.text_content() or ""
+        assert "fp8" in hover and "c = 16" in hover and "serving/fp8/profiled/c16" in hover, hover
+        page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+        page.get_by_text("Download breakdown JSON").first.wait_for(timeout=120_000)
+        page.wait_for_function("!document.querySelector('[data-testid=\"stStatusWidget\"]')", timeout=120_000)
+        assert "serving/fp8/profiled/c16" in page.locator('[data-testid="stMain"]').inner_text()
+        assert not errors, errors[:10]

@@ -158,42 +158,26 @@ def test_a_hostile_pd_run_stays_text(make_app, tmp_path: Path) -> None:
 # ---------------------------------------------------------------------------------------------------- browser
 @pytest.mark.browser
 def test_pd_in_chromium(tmp_path: Path) -> None:
-    from .test_browser import CHROMIUM, FLAGS, _serve, _stop
+    from .test_browser import page_on
 
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        pytest.skip("playwright (python) is not installed: pip install playwright")
-    if not CHROMIUM.exists():
-        pytest.skip(f"no Chromium at {CHROMIUM}")
-    proc, url = _serve(H200, tmp_path)
-    try:
-        with sync_playwright() as pw:
-            b = pw.chromium.launch(executable_path=str(CHROMIUM), args=FLAGS, headless=True)
-            page = b.new_page(viewport={"width": 1300, "height": 2300})
-            errors: list[str] = []
-            page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-            page.on("pageerror", lambda e: errors.append(str(e)))
-            page.goto(f"{url}/?page=PD&pd=pd/{NAMES[1]}")
-            page.get_by_role("button", name="Open in Breakdown").nth(1).wait_for(timeout=120_000)
-            page.wait_for_function("!document.querySelector('[data-testid=\"stStatusWidget\"]')", timeout=120_000)
-            page.wait_for_function("document.querySelectorAll('[data-testid=\"stPlotlyChart\"] .js-plotly-plot "
-                                   ".main-svg').length >= 3", timeout=60_000)
-            page.wait_for_timeout(800)
-            svg = page.evaluate("Array.from(document.querySelectorAll('.js-plotly-plot')).map(e => e.textContent)"
-                                ".join(' ')")
-            assert "NIXL transfer" in svg and "prefill server" in svg and "decode server" in svg, svg[:500]
-            text = page.locator('[data-testid="stMain"]').inner_text()
-            assert "Traceback" not in text and "internal error" not in text
-            assert "PD run of qwen3.5-35b-a3b, NixlConnector: 4096 prompt + 32 output tokens" in text
-            shot = tmp_path / "pd.png"
-            page.locator('[data-testid="stMain"]').screenshot(path=str(shot))  # no sidebar (a local path)
-            if os.environ.get("PHASEPROF_UPDATE_DOCS_IMG"):
-                shutil.copy(shot, DOCS_IMG)
-            page.get_by_role("button", name="Open in Breakdown").nth(1).click()  # the decode server's
-            page.get_by_text("Download breakdown JSON").first.wait_for(timeout=120_000)
-            assert f"pd/{NAMES[1]}/decode/breakdown.json" in page.locator('[data-testid="stMain"]').inner_text()
-            assert not errors, errors[:10]
-            b.close()
-    finally:
-        _stop(proc)
+    with page_on(H200, tmp_path, height=2300) as (page, url, errors):
+        page.goto(f"{url}/?page=PD&pd=pd/{NAMES[1]}")
+        page.get_by_role("button", name="Open in Breakdown").nth(1).wait_for(timeout=120_000)
+        page.wait_for_function("!document.querySelector('[data-testid=\"stStatusWidget\"]')", timeout=120_000)
+        page.wait_for_function("document.querySelectorAll('[data-testid=\"stPlotlyChart\"] .js-plotly-plot "
+                               ".main-svg').length >= 3", timeout=60_000)
+        page.wait_for_timeout(800)
+        svg = page.evaluate("Array.from(document.querySelectorAll('.js-plotly-plot')).map(e => e.textContent)"
+                            ".join(' ')")
+        assert "NIXL transfer" in svg and "prefill server" in svg and "decode server" in svg, svg[:500]
+        text = page.locator('[data-testid="stMain"]').inner_text()
+        assert "Traceback" not in text and "internal error" not in text
+        assert "PD run of qwen3.5-35b-a3b, NixlConnector: 4096 prompt + 32 output tokens" in text
+        shot = tmp_path / "pd.png"
+        page.locator('[data-testid="stMain"]').screenshot(path=str(shot))  # no sidebar (a local path)
+        if os.environ.get("PHASEPROF_UPDATE_DOCS_IMG"):
+            shutil.copy(shot, DOCS_IMG)
+        page.get_by_role("button", name="Open in Breakdown").nth(1).click()  # the decode server's
+        page.get_by_text("Download breakdown JSON").first.wait_for(timeout=120_000)
+        assert f"pd/{NAMES[1]}/decode/breakdown.json" in page.locator('[data-testid="stMain"]').inner_text()
+        assert not errors, errors[:10]
