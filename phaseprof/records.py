@@ -516,8 +516,17 @@ def run_record_beside(trace_or_dir: str | Path | None) -> RunRecord | None:
     if trace_or_dir is None:
         return None
     p = Path(trace_or_dir)
-    f = (p if p.is_dir() else p.parent) / "run.json"
+    d = p if p.is_dir() else p.parent
     try:
-        return RunRecord.read(f) if f.is_file() else None
+        if (d / "run.json").is_file():
+            return RunRecord.read(d / "run.json")
+        # one engine's folder of a disaggregated run (prefill/, decode/): the pair's run.json one level up
+        up = d.parent / "run.json"
+        if up.is_file():
+            rec = RunRecord.read(up)
+            sides = (rec.disagg.prefill, rec.disagg.decode) if rec.disagg is not None else ()
+            if any(s.breakdown and Path(s.breakdown).parent.name == d.name for s in sides):
+                return rec
+        return None
     except PhaseprofError:
         return None

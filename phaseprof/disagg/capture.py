@@ -115,7 +115,7 @@ def _side(tmp: Path, final: Path, name: str, files: list[tuple[int, Path]], info
           meta: dict[str, Any]) -> tuple[DisaggSide, Any]:
     (tmp / name).mkdir()
     ranks = write_rank_traces(tmp / name, final / name, files, world_size=1, trace_dir=trace_dir, metadata=meta,
-                              model_config=info.hf_config)
+                              model_config=info.hf_config, quant=info.quant)
     bd = next(iter(ranks.breakdowns.values()), None)
     steps = {ph.phase: ph.steps for ph in bd.phases} if bd is not None else {}
     return DisaggSide(url=info.url, trace=f"{name}/trace.json.gz",

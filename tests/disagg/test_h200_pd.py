@@ -137,3 +137,15 @@ def test_decoding_alone_is_as_slow_as_after_a_handoff() -> None:
     alone = json.loads((PD / "decode-alone/run.json").read_text())["tpot_ms"]
     after = read_handoff(RUNS[4096] / "handoff.json").median.tpot_ms
     assert after is not None and abs(after - alone) <= 0.1 * alone
+
+
+def test_an_engine_folder_reads_the_pairs_run_record() -> None:
+    """prefill/ and decode/ have no run.json of their own: the pair's (one level up) gives their model and the
+    served weight format (fp8) to the speed of light and every other reader."""
+    from phaseprof.records import run_record_beside
+
+    for side in ("prefill", "decode"):
+        rec = run_record_beside(RUNS[4096] / side / "breakdown.json")
+        assert rec is not None and rec.kind == "pd" and rec.quant == "fp8"
+    assert run_record_beside(PD / "decode-alone").kind == "capture"
+    assert run_record_beside(PD / "nowhere" / "x.json") is None

@@ -180,7 +180,8 @@ def capture_from_server(req: ServerCapture, *, console: Console, argv: list[str]
             else:
                 ranks = write_rank_traces(tmp, final, rank_files, world_size=info.world_size, trace_dir=trace_dir,
                                           metadata=meta, max_trace_bytes=req.max_trace_bytes,
-                                          model_config=info.hf_config, missing_note=collect.missing_note)
+                                          model_config=info.hf_config, quant=info.quant,
+                                          missing_note=collect.missing_note)
                 ranks = collect.with_locations(ranks)
         breakdowns, err, trace_doc, warnings = ranks.breakdowns, ranks.error, ranks.trace_doc, list(ranks.warnings)
         rec = _run_json(req, info, timing, prof_ms, ratio, collected, other, trace_doc, breakdowns, err, warnings,
@@ -259,7 +260,7 @@ class _Collector:
 def write_rank_traces(tmp: Path, final: Path, rank_files: list[tuple[int, Path]], *, world_size: int | None,
                       trace_dir: Path, metadata: dict[str, Any],
                       max_trace_bytes: int = DEFAULT_MAX_TRACE_BYTES,
-                      model_config: dict[str, Any] | None = None,
+                      model_config: dict[str, Any] | None = None, quant: str | None = None,
                       missing_note: Callable[[list[int], int], str] | None = None) -> RankTraces:
     """Copy and analyse collected rank traces into the run directory being written (``tmp``, renamed to
     ``final`` later). One rank: ``trace.json.gz`` (finalized as an in-process capture's, ``metadata`` as its
@@ -267,7 +268,8 @@ def write_rank_traces(tmp: Path, final: Path, rank_files: list[tuple[int, Path]]
     ``rank<N>.breakdown.json`` and ``multirank.json`` (the report ``phaseprof analyze`` gives for ``ranks/``).
     ``world_size``: ranks the server runs (None = the traces' own
     ``distributedInfo``); ranks without a file here are named in a warning. ``model_config``: the served
-    model's config.json (the one rank's breakdown gets its speed of light from it). ``missing_note``: the
+    model's config.json (the one rank's breakdown gets its speed of light from it, with ``quant``, the
+    weights' format as served). ``missing_note``: the
     warning for missing ranks (default: they have no file in ``trace_dir``)."""
     warnings: list[str] = []
     summary = None
@@ -276,7 +278,7 @@ def write_rank_traces(tmp: Path, final: Path, rank_files: list[tuple[int, Path]]
             trace = finalize_trace(_plain_trace(rank_files[0][1], Path(work)), tmp / "trace.json.gz",
                                    metadata=metadata, max_bytes=max_trace_bytes)
         bd, err = analyze_into(tmp / "trace.json.gz", tmp, final_trace=final / "trace.json.gz",
-                               model_config=model_config)
+                               model_config=model_config, quant=quant)
         breakdowns = {} if bd is None else {rank_files[0][0]: bd}
         trace_doc: dict[str, Any] = trace.to_dict()
         traced = (bd.trace.distributed or {}).get("world_size") if bd is not None else None

@@ -126,7 +126,7 @@ def in_final_place(summary: Any, tmp: Path, final: Path) -> Any:
 
 def analyze_into(trace: Path, run_dir: Path, *, final_trace: Path | None = None,
                  model_config: dict[str, Any] | None = None,
-                 routing: dict[str, Any] | None = None) -> tuple[Any | None, str | None]:
+                 routing: dict[str, Any] | None = None, quant: str | None = None) -> tuple[Any | None, str | None]:
     """Run phaseprof's analysis on ``trace`` and write ``run_dir/breakdown.json`` (with its speed-of-light
     section).
 
@@ -134,6 +134,7 @@ def analyze_into(trace: Path, run_dir: Path, *, final_trace: Path | None = None,
     names that path, not the temporary one). ``model_config``: the model's config.json content, as run.json
     will record it (it is written after the analysis); it gives the speed of light its model. ``routing``:
     run.json's ``routing`` value (``routing.npz`` already in ``run_dir``): the MoE floor reads measured experts.
+    ``quant``: the weights' format as served (a server's ``fp8``): the floor reads weights at its bytes.
 
     Returns (Breakdown, None), or (None, reason) when the analysis is not available or fails; a capture still
     succeeds without a breakdown (the trace is the primary artefact) and run.json records the reason.
@@ -147,7 +148,7 @@ def analyze_into(trace: Path, run_dir: Path, *, final_trace: Path | None = None,
     try:
         capture = None
         if model_config or (routing and routing.get("file")):
-            capture = RunRecord(model_config=model_config or None,
+            capture = RunRecord(model_config=model_config or None, quant=quant,
                                 routing=routing if routing and routing.get("file") else None)
         bd = reported(analyze(trace, config=AnalysisConfig(capture=capture)))
         if final_trace is not None and dataclasses.is_dataclass(getattr(bd, "trace", None)):
