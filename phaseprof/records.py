@@ -19,6 +19,7 @@ know are kept in ``extra`` (of the record, or of the sub-record they were found 
 from __future__ import annotations
 
 import dataclasses
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -266,8 +267,19 @@ def _write(path: Path, doc: dict[str, Any]) -> Path:
                                                  orjson.OPT_SERIALIZE_NUMPY) + b"\n")
 
 
-def _read(path: Path, kind: str) -> dict[str, Any]:
+#: run.json, sweep.json and handoff.json are a few hundred KB; far bigger is none of them (and would be read whole).
+MAX_RECORD_BYTES = 64 << 20
+
+
+def read_json_object(path: Path, kind: str) -> dict[str, Any]:
+    """The JSON object in a record file (``kind``: its name in errors), read whole once it is known to be a
+    regular file of at most ``MAX_RECORD_BYTES``; one PhaseprofError naming the file otherwise."""
     try:
+        st = Path(path).stat()
+        if stat.S_ISREG(st.st_mode) and st.st_size > MAX_RECORD_BYTES:
+            raise PhaseprofError(f"over {MAX_RECORD_BYTES >> 20} MB: not a {kind}", path=path)
+        if not stat.S_ISREG(st.st_mode) and not stat.S_ISDIR(st.st_mode):  # a FIFO would block the read
+            raise PhaseprofError(f"not a regular file (a FIFO, device or socket): cannot read {kind}", path=path)
         doc = orjson.loads(Path(path).read_bytes())
     except OSError as e:
         raise PhaseprofError(f"cannot read {kind}: {e.strerror}", path=path) from None
@@ -437,7 +449,7 @@ class RunRecord:
 
     @classmethod
     def read(cls, path: str | Path) -> RunRecord:
-        return cls.from_dict(_read(Path(path), "run.json"), source=str(path))
+        return cls.from_dict(read_json_object(Path(path), "run.json"), source=str(path))
 
 
 @dataclass(frozen=True)
@@ -507,7 +519,7 @@ class SweepRecord:
 
     @classmethod
     def read(cls, path: str | Path) -> SweepRecord:
-        return cls.from_dict(_read(Path(path), "sweep.json"), source=str(path))
+        return cls.from_dict(read_json_object(Path(path), "sweep.json"), source=str(path))
 
 
 def run_record_beside(trace_or_dir: str | Path | None) -> RunRecord | None:

@@ -1,8 +1,8 @@
 """The typed record of a disaggregated (PD) capture's ``handoff.json``, defined once here (msgspec Structs),
 with its committed schema ``handoff.schema.json`` (``python -m phaseprof.report.schemas_cli``).
 
-Imports only ``errors`` and ``pareto.records`` (the planner's ``Handoff`` model): capture, analysis and dashboard
-all read it without importing each other.
+Imports only ``errors``, ``records`` (its bounded reader) and ``pareto.records`` (the planner's ``Handoff``
+model): capture, analysis and dashboard all read it without importing each other.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import msgspec
 
 from phaseprof.errors import PhaseprofError
 from phaseprof.pareto.records import Handoff
+from phaseprof.records import read_json_object
 
 HANDOFF_SCHEMA_VERSION = 1
 HANDOFF_SCHEMA_PATH = Path(__file__).with_name("handoff.schema.json")
@@ -124,11 +125,10 @@ class ProfiledTimeline(msgspec.Struct, frozen=True, kw_only=True):
 def read_handoff(path: Path) -> HandoffReport:
     """``handoff.json`` typed; one PhaseprofError naming the file when it is not one."""
 
+    doc = read_json_object(path, "handoff.json")  # bounded, regular files only
     try:
-        return msgspec.json.decode(path.read_bytes(), type=HandoffReport)
-    except OSError as e:
-        raise PhaseprofError(f"cannot read: {e.strerror or e}", path=path) from None
-    except (msgspec.ValidationError, msgspec.DecodeError) as e:
+        return msgspec.convert(doc, HandoffReport)
+    except msgspec.ValidationError as e:
         raise PhaseprofError(f"not a PD handoff record: {e}", path=path) from None
 
 

@@ -58,3 +58,21 @@ def test_prefill_answer_without_connector_parameters_is_one_line() -> None:
             kv_params(answer, "http://p:1")
     params = {"remote_engine_id": "e", "remote_block_ids": [[1]], "remote_host": "h", "remote_port": 5600}
     assert kv_params({"kv_transfer_params": params}, "http://p:1") == params
+
+
+def test_record_reads_are_bounded(tmp_path: Path) -> None:
+    """handoff.json and run.json are read whole only as regular files of at most MAX_RECORD_BYTES."""
+    import os
+
+    from phaseprof.disagg.records import read_handoff
+    from phaseprof.records import MAX_RECORD_BYTES, RunRecord
+
+    big = tmp_path / "handoff.json"
+    with big.open("wb") as f:
+        f.truncate(MAX_RECORD_BYTES + 1)  # sparse: nothing is written
+    with pytest.raises(PhaseprofError, match="over 64 MB: not a handoff.json"):
+        read_handoff(big)
+    fifo = tmp_path / "run.json"
+    os.mkfifo(fifo)
+    with pytest.raises(PhaseprofError, match="not a regular file"):
+        RunRecord.read(fifo)
