@@ -74,7 +74,7 @@ def _note_size(trace: Path, old: int, new: int) -> None:
         t["recompressed"] += f"; zopfli again: {old:,} -> {new:,} B, same content"
     else:
         t["recompressed"] = f"zopfli (scripts/recompress_traces.py): {old:,} B as captured, same content"
-    run.write_text(json.dumps(doc, indent=2) + "\n")
+    run.write_text(json.dumps(doc, separators=(",", ":")) + "\n")  # compact: scripts/compact_records.py
     print(f"  gz_bytes updated in {run.relative_to(ROOT)}")
 
 

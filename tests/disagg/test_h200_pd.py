@@ -94,6 +94,10 @@ def test_nixl_counters_from_the_decode_servers_metrics() -> None:
 
 def test_profiled_request_timeline() -> None:
     for tokens, run in RUNS.items():
+        if tokens < 0:  # the UCX_TLS repeat kept only handoff.json and run.json (traces/h200/pd/README.md)
+            pd = read_pd_run(run)
+            assert pd.timeline is None and pd.timeline_note == "a breakdown is missing"
+            continue
         pd = read_pd_run(run)
         t = pd.timeline
         assert t is not None and not pd.errors, pd.timeline_note
