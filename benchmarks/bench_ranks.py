@@ -9,6 +9,9 @@ peak summed RSS of its process tree and the peak RSS of its largest process (sam
 
     python benchmarks/bench_ranks.py                     # 16 ranks x 150 MB (the issue's benchmark)
     python benchmarks/bench_ranks.py --ranks 4 --mb 0    # small: the committed rank files as they are (CI)
+    python benchmarks/bench_ranks.py --jobs 2,4,8,16 --skip-ray   # scaling in cores, on a machine that has them
+
+"efficiency" is the speed-up over the sequential reference divided by the worker count: 1.00 is linear in cores.
 """
 
 from __future__ import annotations
@@ -102,11 +105,22 @@ def _normalised(doc: bytes) -> dict:
     return d
 
 
+def _job_counts(text: str) -> list[int]:
+    try:
+        counts = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        counts = []
+    if not counts or min(counts) < 1:
+        raise argparse.ArgumentTypeError(f"--jobs: worker counts >= 1, comma-separated, not {text!r}")
+    return [n for n in dict.fromkeys(counts) if n != 1]  # jobs 1 is always run (the shipped default)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--ranks", type=int, default=16)
     p.add_argument("--mb", type=float, default=150.0, help="decompressed MB per rank file (0: as committed)")
-    p.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
+    p.add_argument("--jobs", type=_job_counts, default=[os.cpu_count() or 2],
+                   help="worker counts to compare, comma-separated (e.g. 2,4,8,16; default: every core)")
     p.add_argument("--skip-ray", action="store_true")
     p.add_argument("--repeat", type=int, default=2, help="interleaved runs per contender; the fastest counts")
     p.add_argument("--dir", type=Path, help="where the rank files go (default: a temp dir, reused by --mb/--ranks)")
@@ -119,8 +133,9 @@ def main(argv: list[str] | None = None) -> int:
     # The reference is the sequential analysis: one process, each file read in one process. "jobs 1" as shipped
     # already uses a second core for the read of each big file (trace.split_read).
     contenders = {"jobs 1 serial": ([*base, str(dest), "--jobs", "1"], {"PHASEPROF_SPLIT_READ": "0"}),
-                  "jobs 1": ([*base, str(dest), "--jobs", "1"], None),
-                  f"jobs {a.jobs}": ([*base, str(dest), "--jobs", str(a.jobs)], None)}
+                  "jobs 1": ([*base, str(dest), "--jobs", "1"], None)}
+    for n in a.jobs:
+        contenders[f"jobs {n}"] = ([*base, str(dest), "--jobs", str(n)], None)
     if not a.skip_ray:
         contenders["ray local"] = ([*base, "--ray", "local", str(dest / "*.pt.trace.json.gz")], None)
     # Interleaved rounds (a, b, c, a, b, c): a burst of load from elsewhere on a shared machine then falls on one
@@ -141,11 +156,13 @@ def main(argv: list[str] | None = None) -> int:
     print("memory, sampled every 20 ms: tree = peak summed RSS of all its processes; largest = peak RSS of its largest process "
           "(x file: / one file's decompressed size)")
     print(f"best of {a.repeat} interleaved runs each (all runs' wall s in brackets)")
-    print(f"{'contender':<14} {'wall s':>7} {'speed-up':>9} {'tree MB':>8} {'x file':>7} {'largest MB':>11} "
-          f"{'x file':>7}  runs")
+    print(f"{'contender':<14} {'wall s':>7} {'speed-up':>9} {'effic.':>7} {'tree MB':>8} {'x file':>7} "
+          f"{'largest MB':>11} {'x file':>7}  runs")
     for k, v in runs.items():
-        print(f"{k:<14} {v['wall_s']:7.2f} {ref / v['wall_s']:8.2f}x {v['tree_mb']:8.0f} {v['tree_mb'] / raw_mb:7.2f} "
-              f"{v['largest_mb']:11.0f} {v['largest_mb'] / raw_mb:7.2f}  "
+        n = int(k.split()[1]) if k.startswith("jobs ") else None
+        eff = f"{ref / v['wall_s'] / n:7.2f}" if n else f"{'':>7}"
+        print(f"{k:<14} {v['wall_s']:7.2f} {ref / v['wall_s']:8.2f}x {eff} {v['tree_mb']:8.0f} "
+              f"{v['tree_mb'] / raw_mb:7.2f} {v['largest_mb']:11.0f} {v['largest_mb'] / raw_mb:7.2f}  "
               f"[{', '.join(f'{w:.1f}' for w in v['walls'])}]")
     return 0 if same else 1
 
