@@ -542,3 +542,59 @@ def run_record_beside(trace_or_dir: str | Path | None) -> RunRecord | None:
         return None
     except PhaseprofError:
         return None
+
+
+@dataclass(frozen=True)
+class RecordOnly:
+    """A run directory that keeps its run.json but neither a trace nor breakdown.json (committed runs drop traces
+    over the repository's budget; some kept only the record): nothing there to analyse, only the record to read.
+    ``not_kept``: the files run.json names that are not beside it; ``kept``: the breakdowns that are (a
+    multi-GPU run's rank breakdowns)."""
+
+    directory: Path
+    record: RunRecord
+    not_kept: tuple[str, ...]
+    kept: tuple[str, ...]
+
+    @property
+    def what(self) -> str:
+        """What made the record: "a server capture", "an in-process capture", "a multi-GPU capture", ..."""
+        rec = self.record
+        if rec.kind != "capture":
+            return f"a {rec.kind} record"
+        server = rec.source == "server"
+        if rec.parallel is not None or (rec.trace is not None and rec.trace.files):
+            return "a multi-GPU server capture" if server else "a multi-GPU capture"
+        return "a server capture" if server else "an in-process capture"
+
+    @property
+    def line(self) -> str:
+        """Why there is nothing to analyse, in one line (``phaseprof analyze``'s error, the dashboard's note)."""
+        err = self.record.breakdown_error
+        why = (f"; not kept beside it: {', '.join(self.not_kept)}" if self.not_kept else
+               "; it names no trace file" + (f" (its analysis failed: {err})" if err else ""))
+        kept = f" (kept: {', '.join(self.kept)})" if self.kept else ""
+        return f"nothing to analyse: run.json records {self.what}{why}{kept}"
+
+
+def record_only(directory: Path, record: RunRecord) -> RecordOnly:
+    """``directory``'s run.json (``record``) as a ``RecordOnly``: which of the trace (or rank traces) and breakdown
+    files it names are beside it, and the breakdowns there (``*.breakdown.json``: rank breakdowns). For a
+    directory with neither a trace nor breakdown.json (``inputs.resolve``'s run without them)."""
+    t, par = record.trace, record.parallel
+    rank_traces = list(t.files) if t is not None and t.files else list(par.rank_traces) if par is not None else []
+    named: list[tuple[str, bool]] = []
+    if rank_traces:
+        ranks_dir = (t.ranks_dir if t is not None else None) or ("ranks" if (directory / "ranks").is_dir() else "")
+        here = directory / ranks_dir
+        named.append((f"{len(rank_traces)} rank traces" + (f" ({ranks_dir}/)" if ranks_dir else ""),
+                      all((here / str(f)).is_file() for f in rank_traces)))
+    elif t is not None and t.file:
+        named.append((t.file, (directory / t.file).is_file()))
+    if record.breakdown:
+        named.append((record.breakdown, (directory / record.breakdown).is_file()))
+    named += [(n, (directory / n).is_file()) for n in record.rank_breakdowns or []]
+    kept = [n for n, here in named if here and n.endswith(".json")]
+    kept += sorted(p.name for p in directory.glob("*.breakdown.json") if p.is_file() and p.name not in kept)
+    return RecordOnly(directory=directory, record=record, not_kept=tuple(n for n, here in named if not here),
+                      kept=tuple(kept))
