@@ -216,6 +216,63 @@ class DisaggInfo:
     handoff: str | None = None
 
 
+class PointStats(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """One timing of a sweep point over its reps, in ms (``capture.shared.timing.TimingStats.to_dict()``)."""
+
+    median_ms: float
+    p10_ms: float | None = None
+    p90_ms: float | None = None
+    min_ms: float | None = None
+    max_ms: float | None = None
+    n: int | None = None
+    values_ms: list[float] | None = None
+
+
+class RateSpread(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """A rate over a decode point's rounds (tokens/s): median, 10th and 90th percentile."""
+
+    median: float
+    p10: float | None = None
+    p90: float | None = None
+
+
+class SweepPoint(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """One point of ``sweep.json`` as written (``capture.shared.sweep.PrefillPoint`` / ``DecodePoint.to_dict()``).
+    Prefill: ``prompt_tokens``, ``ttft`` (from ``source``'s clock) and ``ttft_host``. Decode: ``concurrency``,
+    ``prompt_tokens`` and ``output_tokens`` per request, ``tpot``, ``output_tok_per_s`` (c x N / round wall time)
+    and ``decode_tok_per_s`` (c / median TPOT); ``serving``: the point as a serving benchmark reports it
+    (``pareto.records.ServingMetrics`` as JSON, typed by its reader ``pareto.build``; absent in sweeps recorded
+    before it existed). Keys this version does not know are kept in ``extra`` and written back."""
+
+    prompt_tokens: int | None = None
+    concurrency: int | None = None
+    output_tokens: int | None = None
+    ttft: PointStats | None = None
+    ttft_host: PointStats | None = None
+    tpot: PointStats | None = None
+    output_tok_per_s: RateSpread | None = None
+    decode_tok_per_s: float | None = None
+    source: str | None = None
+    serving: dict[str, Any] | None = None
+    extra: dict[str, Any] = {}
+
+    @classmethod
+    def from_dict(cls, doc: dict[str, Any], *, source: str = "", index: int = 0) -> SweepPoint:
+        """A point (``points[index]`` of ``source``) from its JSON object (types checked, lenient as every
+        record); unknown keys into ``extra``."""
+        known = set(cls.__struct_fields__) - {"extra"}
+        try:
+            point = msgspec.convert({k: v for k, v in doc.items() if k in known}, cls, strict=False)
+        except msgspec.ValidationError as e:
+            raise PhaseprofError(f"not a valid sweep point (points[{index}]): {e}", path=source or None) from None
+        extra = {k: v for k, v in doc.items() if k not in known}
+        return msgspec.structs.replace(point, extra=extra) if extra else point
+
+    def stats(self, key: str) -> PointStats | None:
+        """The timing named ``key`` ("ttft", "tpot": a record's ``y_key``)."""
+        return {"ttft": self.ttft, "ttft_host": self.ttft_host, "tpot": self.tpot}[key]
+
+
 #: Sub-records whose unknown keys are kept in their own ``extra`` (run.json and sweep.json field -> type).
 _OPEN = {"headline": Headline, "device": DeviceRecord, "engine": EngineInfo, "profile": ProfileInfo,
          "trace": TraceFileInfo, "server": ServerRecord}
@@ -250,7 +307,10 @@ def schema(cls: type) -> dict[str, Any]:
 
 
 def _plain(obj: Any) -> Any:
-    """Dataclasses and tuples as JSON-ready dicts and lists; a record's ``extra`` keys beside its fields."""
+    """Dataclasses, Structs and tuples as JSON-ready dicts and lists; a record's ``extra`` keys beside its fields."""
+    if isinstance(obj, msgspec.Struct):  # unset optional fields are left out, as the writers leave them out
+        doc = msgspec.to_builtins(obj)
+        return {**doc.pop("extra", {}), **doc}
     if dataclasses.is_dataclass(obj):
         doc = {f.name: _plain(getattr(obj, f.name)) for f in dataclasses.fields(obj) if f.name != "extra"}
         return {**_plain(getattr(obj, "extra", {})), **doc}
@@ -454,8 +514,8 @@ class RunRecord:
 
 @dataclass(frozen=True)
 class SweepRecord:
-    """One sweep's ``sweep.json``: ``points`` as ``capture.shared.sweep.PrefillPoint`` / ``DecodePoint.to_dict()``
-    (times in ms: ``ttft`` / ``tpot`` hold median_ms, p10_ms, p90_ms, ...)."""
+    """One sweep's ``sweep.json``: ``points`` typed (``SweepPoint``: times in ms, ``ttft`` / ``tpot`` hold
+    median_ms, p10_ms, p90_ms, ...)."""
 
     phase: str  # "prefill": TTFT vs prompt_tokens; "decode": TPOT vs concurrency
     kind: str = "sweep"
@@ -470,7 +530,7 @@ class SweepRecord:
     reps: int | None = None
     warmup: int | None = None
     seed: int | None = None
-    points: list[dict[str, Any]] = field(default_factory=list)
+    points: list[SweepPoint] = field(default_factory=list)
     skipped: list[int] = field(default_factory=list)  # lengths / concurrencies not run (deadline)
     slope_us_per_token: float | None = None  # prefill: least-squares TTFT slope
     profiles: dict[str, Any] | None = None  # --profile-at: length (prefill) / concurrency (decode) -> capture dir
@@ -489,6 +549,10 @@ class SweepRecord:
     def y_key(self) -> str:
         """The point field holding the timing statistics."""
         return "tpot" if self.phase == "decode" else "ttft"
+
+    def x_of(self, point: SweepPoint) -> int | None:
+        """The point's value on the x axis (``x_key``)."""
+        return point.concurrency if self.phase == "decode" else point.prompt_tokens
 
     def to_dict(self) -> dict[str, Any]:
         doc = _plain(self)
@@ -511,8 +575,12 @@ class SweepRecord:
             d["model"] = {"name": d["model"]}
         skipped = d.pop("skipped_lengths", None) or d.pop("skipped_concurrency", None) or []
         d.pop("skipped_concurrency", None)
+        points = d.pop("points", None) or []
+        if not isinstance(points, list) or not all(isinstance(p, dict) for p in points):
+            raise PhaseprofError("not a valid SweepRecord: points must be a list of objects", path=source or None)
         known = {k: d.pop(k) for k in list(d) if k in _known(cls) and k != "extra"}
-        return dataclasses.replace(_convert(cls, {**known, "skipped": skipped}, source), extra=d)
+        typed = [SweepPoint.from_dict(p, source=source, index=i) for i, p in enumerate(points)]
+        return dataclasses.replace(_convert(cls, {**known, "skipped": skipped}, source), extra=d, points=typed)
 
     def write(self, path: str | Path) -> Path:
         return _write(Path(path), self.to_dict())
@@ -542,3 +610,59 @@ def run_record_beside(trace_or_dir: str | Path | None) -> RunRecord | None:
         return None
     except PhaseprofError:
         return None
+
+
+@dataclass(frozen=True)
+class RecordOnly:
+    """A run directory that keeps its run.json but neither a trace nor breakdown.json (committed runs drop traces
+    over the repository's budget; some kept only the record): nothing there to analyse, only the record to read.
+    ``not_kept``: the files run.json names that are not beside it; ``kept``: the breakdowns that are (a
+    multi-GPU run's rank breakdowns)."""
+
+    directory: Path
+    record: RunRecord
+    not_kept: tuple[str, ...]
+    kept: tuple[str, ...]
+
+    @property
+    def what(self) -> str:
+        """What made the record: "a server capture", "an in-process capture", "a multi-GPU capture", ..."""
+        rec = self.record
+        if rec.kind != "capture":
+            return f"a {rec.kind} record"
+        server = rec.source == "server"
+        if rec.parallel is not None or (rec.trace is not None and rec.trace.files):
+            return "a multi-GPU server capture" if server else "a multi-GPU capture"
+        return "a server capture" if server else "an in-process capture"
+
+    @property
+    def line(self) -> str:
+        """Why there is nothing to analyse, in one line (``phaseprof analyze``'s error, the dashboard's note)."""
+        err = self.record.breakdown_error
+        why = (f"; not kept beside it: {', '.join(self.not_kept)}" if self.not_kept else
+               "; it names no trace file" + (f" (its analysis failed: {err})" if err else ""))
+        kept = f" (kept: {', '.join(self.kept)})" if self.kept else ""
+        return f"nothing to analyse: run.json records {self.what}{why}{kept}"
+
+
+def record_only(directory: Path, record: RunRecord) -> RecordOnly:
+    """``directory``'s run.json (``record``) as a ``RecordOnly``: which of the trace (or rank traces) and breakdown
+    files it names are beside it, and the breakdowns there (``*.breakdown.json``: rank breakdowns). For a
+    directory with neither a trace nor breakdown.json (``inputs.resolve``'s run without them)."""
+    t, par = record.trace, record.parallel
+    rank_traces = list(t.files) if t is not None and t.files else list(par.rank_traces) if par is not None else []
+    named: list[tuple[str, bool]] = []
+    if rank_traces:
+        ranks_dir = (t.ranks_dir if t is not None else None) or ("ranks" if (directory / "ranks").is_dir() else "")
+        here = directory / ranks_dir
+        named.append((f"{len(rank_traces)} rank traces" + (f" ({ranks_dir}/)" if ranks_dir else ""),
+                      all((here / str(f)).is_file() for f in rank_traces)))
+    elif t is not None and t.file:
+        named.append((t.file, (directory / t.file).is_file()))
+    if record.breakdown:
+        named.append((record.breakdown, (directory / record.breakdown).is_file()))
+    named += [(n, (directory / n).is_file()) for n in record.rank_breakdowns or []]
+    kept = [n for n, here in named if here and n.endswith(".json")]
+    kept += sorted(p.name for p in directory.glob("*.breakdown.json") if p.is_file() and p.name not in kept)
+    return RecordOnly(directory=directory, record=record, not_kept=tuple(n for n, here in named if not here),
+                      kept=tuple(kept))

@@ -44,11 +44,17 @@ def _layout(fig: go.Figure, *, title: str, height: int = 420) -> go.Figure:
 IDLE_PART_COLORS = {**{IDLE_LABELS[k]: c for k, c in IDLE_COLORS.items()}, "busy: other steps' work": "#6f6f9f"}
 
 
-def phase_buckets(bd: Breakdown, *, view: str, unit: str = "ms", title: str | None = None) -> go.Figure:
+#: The horizontal legend under a chart: one row's height, and the axis (tick labels and title) above it (px).
+LEGEND_ROW_PX, AXIS_PX = 20, 60
+
+
+def phase_buckets(bd: Breakdown, *, view: str, unit: str = "ms", title: str | None = None,
+                  legend_columns: int = 6) -> go.Figure:
     """One horizontal stacked bar per phase: its mean step, split into GPU busy time by bucket, GPU idle time by
     cause and neighbouring steps' work (``analysis.digest.step_parts``), so the bar is the step's wall time.
     ``unit``: "ms" (per step) or "%" (of the step's wall time); ``title``: instead of the usual one (plain text,
-    escaped here)."""
+    escaped here); ``legend_columns``: legend entries a row holds at the chart's width (a full-width chart about
+    6; a half-width column 2), for the room kept under the axis."""
     from phaseprof.analysis.digest import step_parts
 
     parts = {ph.phase: {p.name: p for p in step_parts(ph, bd.steps, view=view)} for ph in bd.phases}
@@ -73,14 +79,16 @@ def phase_buckets(bd: Breakdown, *, view: str, unit: str = "ms", title: str | No
     fig.update_layout(barmode="stack", xaxis_title=axis, uniformtext=dict(minsize=10, mode="hide"),
                       yaxis=dict(autorange="reversed"))
     busy = "CPU op time" if bd.trace.device == "cpu" else "GPU busy"  # a CPU-only trace's work items are CPU ops
-    plot_px, bottom_px = 80 + 60 * (len(y) - 1), 120
+    plot_px = 80 + 60 * (len(y) - 1)
+    bottom_px = AXIS_PX + LEGEND_ROW_PX * -(-len(names) // max(legend_columns, 1))
     _layout(fig, title=plot(title) if title is not None else
             f"Where a step's time goes: {busy} by bucket ({view} view), then idle by cause",
             height=plot_px + bottom_px + 50)
-    # The legend 50 px under the plot, below the axis title, whatever the number of bars (paper units scale
-    # with the plot's height).
-    fig.update_layout(legend=dict(orientation="h", yanchor="top", y=-50 / plot_px, x=0, traceorder="normal"),
-                      margin=dict(b=bottom_px))
+    # The legend on the figure's bottom edge (container units), the axis title in the margin above it: a legend
+    # that wraps into more rows than kept for it (a narrower column) takes the plot's height, never the title's
+    # place (placed under the plot in paper units, it rose into the title as plotly grew the margin for it).
+    fig.update_layout(legend=dict(orientation="h", yref="container", yanchor="bottom", y=0, x=0,
+                                  traceorder="normal"), margin=dict(b=bottom_px))
     return fig
 
 

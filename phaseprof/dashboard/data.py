@@ -23,7 +23,7 @@ from phaseprof.dashboard.sources import (ADDED_PATHS, Kind, Roots, Source, added
                                          guard_members, iso_time, scan)
 from phaseprof.dashboard.text import md
 from phaseprof.errors import PhaseprofError
-from phaseprof.records import RunRecord
+from phaseprof.records import RecordOnly, RunRecord, record_only as _record_only
 
 #: Traces at least this big show a step-by-step progress box while they are analysed.
 BIG_TRACE_BYTES = 100 * 1024 * 1024
@@ -181,6 +181,9 @@ def breakdown(src: Source, roots: Roots) -> Breakdown:
     if src.kind == Kind.RUN and src.trace is None and src.breakdown is None and src.run_json is None:
         raise PhaseprofError("no trace, breakdown.json or run.json inside the runs directory here (links leading "
                              "outside it are not followed)", path=src.path)
+    only = record_only(src, roots)
+    if only is not None:  # as `phaseprof analyze` of it says
+        raise PhaseprofError(only.line, path=src.path)
     for f in (src.trace, src.breakdown, src.run_json):
         if f is not None:
             guard(f, roots)  # each file, not only its directory: a run directory may hold links to elsewhere
@@ -221,6 +224,16 @@ def run_json(src: Source, roots: Roots) -> RunRecord | None:
         return None
     path = guard(src.run_json, roots)
     return _raise(_run_json(sha256_of(path), str(path)))
+
+
+def record_only(src: Source, roots: Roots) -> RecordOnly | None:
+    """A run directory that keeps only its record (run.json; no trace, no breakdown.json; not a PD run) as
+    ``phaseprof analyze`` of it reads it (``records.record_only``: what the record is, which files it names were
+    not kept), else None. PhaseprofError (one line) when its run.json does not read."""
+    if src.kind != Kind.RUN or src.trace is not None or src.breakdown is not None or src.run_json is None:
+        return None
+    rec = run_json(src, roots)
+    return None if rec is None or rec.kind == "pd" else _record_only(guard(src.path, roots), rec)
 
 
 def kernel_order(src: Source, roots: Roots) -> Any:

@@ -51,11 +51,11 @@ def decode_sweep(sweep_json: Path, roots: Roots) -> DecodeSweep | None:
     """The sweep if ``pareto`` can take it (decode, every point with ``serving``), else None."""
     f = guard(sweep_json, roots)
     rec = SweepRecord.read(f)
-    if rec.phase != "decode" or not rec.points or not all(p.get("serving") for p in rec.points):
+    if rec.phase != "decode" or not rec.points or not all(p.serving for p in rec.points):
         return None
     d = f.parent
     key = d.relative_to(roots.runs_dir).as_posix() if d != roots.runs_dir else "."
-    first = rec.points[0]["serving"]
+    first = rec.points[0].serving or {}
     return DecodeSweep(key=key, directory=d, points=len(rec.points), device=rec.device.name,
                        prompt_tokens=int(first.get("prompt_tokens") or 0),
                        output_tokens=int(first.get("output_tokens") or 0))

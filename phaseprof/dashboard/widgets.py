@@ -155,3 +155,49 @@ def verdicts(st: Any, v: Any, *, title: str = "What to look at first", prefix: s
     for n in v.noise:
         st.warning(f"{prefix}{md(n)}")
 
+
+
+def _ms(v: float | None) -> str | None:
+    return None if v is None else f"{v:,.2f}"
+
+
+def record_facts(only: Any) -> Any:
+    """What a run.json holds (``records.RecordOnly``'s record), one fact a row, each as the record stores it
+    (times in ms: the clean, profiler-off medians the capture measured); facts it does not record are left out."""
+    import pandas as pd
+
+    rec = only.record
+    req, head, prof, srv = rec.request, rec.headline, rec.profile, rec.server
+    request = [req.phase, f"{req.prompt_tokens:,} prompt tokens" if req.prompt_tokens else None,
+               f"{req.max_tokens:,} output tokens" if req.max_tokens else None, f"concurrency {req.concurrency}"]
+    headline = None
+    if head is not None and head.median_ms is not None:
+        spread = f" (p10 {_ms(head.p10_ms)}, p90 {_ms(head.p90_ms)})" if head.p10_ms is not None else ""
+        headline = f"{head.metric} median {_ms(head.median_ms)} ms{spread}" + (
+            f", {head.source}" if head.source else "")
+    overhead = None
+    if prof is not None and prof.overhead_ratio is not None:
+        overhead = f"{prof.overhead_ratio:.2f}x" + (
+            f" ({prof.overhead_definition})" if prof.overhead_definition else "")
+    rows = {
+        "record": only.what, "recorded (UTC)": rec.created_utc, "model": rec.model.name, "GPU": rec.device.name,
+        "vLLM": rec.versions.get("vllm"),
+        "server": " ".join(str(x) for x in (srv.url, srv.version) if x) if srv is not None else None,
+        "request": ", ".join(x for x in request if x), "headline": headline,
+        "TTFT ms (clean median)": _ms(rec.ttft_ms), "TPOT ms (clean median)": _ms(rec.tpot_ms),
+        "profiler overhead": overhead, "requests sent": rec.requests_sent, "not kept": ", ".join(only.not_kept),
+        "kept beside it": ", ".join(only.kept), "command": " ".join(rec.command),
+    }
+    return pd.DataFrame([{"fact": k, "value": str(v)} for k, v in rows.items() if v not in (None, "")])
+
+
+def run_record(st: Any, only: Any, *, key: str) -> None:
+    """A run that kept only its record (``records.RecordOnly``): why there is nothing to analyse (the line
+    ``phaseprof analyze`` of it prints), its clean timings, and what else the record holds."""
+    st.info(md(only.line))
+    clean = {k: v for k, v in (("TTFT (clean, ms)", only.record.ttft_ms), ("TPOT (clean, ms)", only.record.tpot_ms))
+             if v is not None}
+    if clean:
+        for c, (k, v) in zip(st.columns(4), clean.items()):
+            c.metric(k, f"{v:,.2f}")
+    st.dataframe(record_facts(only), hide_index=True, width="stretch", key=key)

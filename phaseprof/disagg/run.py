@@ -76,10 +76,11 @@ def timeline(h: HandoffReport, prefill: Any, decode: Any) -> tuple[ProfiledTimel
                             other_ms=r.ttft_ms - p_ms - (xfer or 0.0) - d_ms), None
 
 
-def read_pd_run(directory: Path) -> PdRun:
+def read_pd_run(directory: Path, record: RunRecord | None = None) -> PdRun:
     """The PD run in ``directory``; one PhaseprofError naming the file when run.json or handoff.json is not a
-    PD run's."""
-    rec = RunRecord.read(directory / "run.json")
+    PD run's. ``record``: its run.json when the caller has read it already (``phaseprof analyze`` reads it to
+    tell a PD run from others), so the file is parsed once."""
+    rec = record if record is not None else RunRecord.read(directory / "run.json")
     if rec.kind != "pd" or rec.disagg is None:
         raise PhaseprofError("not a disaggregated (PD) run: run.json has no kind 'pd' and disagg section",
                              path=directory / "run.json")

@@ -65,13 +65,13 @@ def read_sweep(path: str | Path) -> Sweep:
                           wrong_phase="pareto takes decode sweeps (phaseprof sweep --phase decode)")
     metrics = []
     for point in rec.points:
-        if not point.get("serving"):
-            raise PhaseprofError(f"point c={point.get('concurrency')} has no serving metrics (recorded before "
+        if not point.serving:
+            raise PhaseprofError(f"point c={point.concurrency} has no serving metrics (recorded before "
                                  "they existed); run the sweep again", path=f)
         try:
-            metrics.append(msgspec.convert(point["serving"], ServingMetrics))
+            metrics.append(msgspec.convert(point.serving, ServingMetrics))
         except msgspec.ValidationError as e:
-            raise PhaseprofError(f"point c={point.get('concurrency')}: bad serving metrics: {e}", path=f) from None
+            raise PhaseprofError(f"point c={point.concurrency}: bad serving metrics: {e}", path=f) from None
     if not metrics:
         raise PhaseprofError("the sweep has no points", path=f)
     return Sweep(rec, f.parent, tuple(metrics))

@@ -43,10 +43,10 @@ def _prefill_ttft_ms(path: str | Path, prompt_tokens: int) -> tuple[float, int]:
     rec, f = sweep_record(path, phase="prefill", prefix="--disagg: ",
                           wrong_phase="--disagg takes a prefill sweep (phaseprof sweep --phase prefill)")
     for point in rec.points:
-        if int(point.get("prompt_tokens", -1)) == prompt_tokens:
+        if point.prompt_tokens == prompt_tokens and point.ttft is not None:
             world = int(rec.engine.world_size or 1)
-            return float(point["ttft"]["median_ms"]), world
-    have = ", ".join(str(x.get("prompt_tokens")) for x in rec.points)
+            return point.ttft.median_ms, world
+    have = ", ".join(str(x.prompt_tokens) for x in rec.points)
     raise PhaseprofError(f"--disagg: the prefill sweep has no {prompt_tokens}-token point (the decode sweeps' "
                          f"prompt length; it has {have})", path=f)
 

@@ -267,12 +267,10 @@ def _expand(paths: list[Path], rules: list[Path], console: Callable[[], Console]
         if str(p) == "-":  # standard input, read once by the loader
             out.append(p)
             continue
-        if p.is_dir() and (p / "run.json").is_file():
-            from phaseprof.disagg.run import is_pd_run  # noqa: PLC0415
-
-            if is_pd_run(p):
-                out.extend(_pd_run(p, fmt=fmt, console=console, documents=documents))
-                continue
+        record = _run_record(p)  # read once: it tells a PD run, and a run that kept only its record
+        if record is not None and record.kind == "pd":
+            out.extend(_pd_run(p, record, fmt=fmt, console=console, documents=documents))
+            continue
         got = resolve(p)
         protect_inputs(got.trace, *got.rank_traces)
         if got.kind == InputKind.RANKS:
@@ -287,6 +285,10 @@ def _expand(paths: list[Path], rules: list[Path], console: Callable[[], Console]
             raise PhaseprofError("a sweep, not a trace: show it with phaseprof sweep --show", path=p)
         elif got.trace is None and got.breakdown is not None:  # a run that kept its breakdown, not its trace
             _print_stored(got.breakdown, fmt=fmt, console=console, documents=documents)
+        elif got.trace is None and record is not None and got.kind == InputKind.RUN:
+            from phaseprof.records import record_only  # noqa: PLC0415
+
+            raise PhaseprofError(record_only(p, record).line, path=p)
         elif got.trace is None:
             raise scan_traces(p).none_error(p)
         else:
@@ -316,12 +318,27 @@ def _print_stored(path: Path, *, fmt: str, console: Callable[[], Console], docum
         _echo(breakdown_markdown(for_markdown(bd)))
 
 
-def _pd_run(p: Path, *, fmt: str, console: Callable[[], Console], documents: list[bytes] | None) -> list[Path]:
-    """A disaggregated (PD) run: the handoff summary and the profiled request's timeline (``disagg.run``),
-    then each engine's trace to analyse (or its stored breakdown when the trace was not kept)."""
+def _run_record(p: Path) -> Any:  # noqa: ANN401 - RunRecord | None
+    """A run directory's run.json, typed; None for anything else, and for a run.json that does not read (a
+    trace beside it is still analysed; the reader that needs the record says what is wrong with it)."""
+    if not (p.is_dir() and (p / "run.json").is_file()):
+        return None
+    from phaseprof.records import RunRecord  # noqa: PLC0415
+
+    try:
+        return RunRecord.read(p / "run.json")
+    except PhaseprofError:
+        return None
+
+
+def _pd_run(p: Path, record: Any, *, fmt: str, console: Callable[[], Console],
+            documents: list[bytes] | None) -> list[Path]:
+    """A disaggregated (PD) run (``record``: its run.json, read once): the handoff summary and the profiled
+    request's timeline (``disagg.run``), then each engine's trace to analyse (or its stored breakdown when the
+    trace was not kept)."""
     from phaseprof.disagg.run import read_pd_run
 
-    run = read_pd_run(p)
+    run = read_pd_run(p, record)
     if fmt == "json":
         if documents is not None:
             documents.append((p / (run.record.disagg.handoff or "handoff.json")).read_bytes())

@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from phaseprof.errors import PhaseprofError
 from phaseprof.records import SweepRecord
 from phaseprof.sol.ceilings import Ceiling, ceiling_for
 from phaseprof.sol.model import SolModel
@@ -38,14 +39,16 @@ def step_floor_ms(model: SolModel, tokens: StepTokens, ceiling: Ceiling) -> floa
 def sweep_floors(rec: SweepRecord, model: SolModel, ceiling: Ceiling) -> list[SweepFloor]:
     out = []
     for p in rec.points:
+        stats, x = p.stats(rec.y_key), rec.x_of(p)
+        tokens = (p.prompt_tokens, p.output_tokens) if rec.phase == "decode" else (p.prompt_tokens,)
+        if stats is None or x is None or None in tokens:
+            raise PhaseprofError(f"a {rec.phase} sweep point without its {rec.x_key}, token counts or {rec.y_key}")
         if rec.phase == "prefill":
-            x, tok, measured = p["prompt_tokens"], StepTokens((int(p["prompt_tokens"]),)), p["ttft"]["median_ms"]
+            tok = StepTokens((p.prompt_tokens,))
         else:
-            kv = int(p["prompt_tokens"]) + int(p["output_tokens"]) // 2
-            x, tok, measured = p["concurrency"], StepTokens(decode_kv_lens=(kv,) * int(p["concurrency"])), \
-                p["tpot"]["median_ms"]
+            tok = StepTokens(decode_kv_lens=(p.prompt_tokens + p.output_tokens // 2,) * x)
         f = step_floor_ms(model, tok, ceiling)
-        out.append(SweepFloor(int(x), f, float(measured), 100.0 * f / measured if measured else 0.0))
+        out.append(SweepFloor(x, f, stats.median_ms, 100.0 * f / stats.median_ms if stats.median_ms else 0.0))
     return out
 
 

@@ -143,8 +143,8 @@ def test_runs_and_breakdown_pages_send_pd_runs_here(make_app) -> None:
     df = frame(at, "run", "status")
     status = dict(zip(df["run"], df["status"]))
     assert {k: status[k] for k in NAMES} == dict.fromkeys(NAMES, "PD run: see the PD page")
-    assert status["decode-alone"] == "not analysed yet"  # a plain capture's run.json
-    assert [b.label for b in at.button if b.key == "analyse_all"] == ["Analyse the 1 trace(s) not analysed yet"]
+    assert status["decode-alone"] == "record only: nothing to analyse"  # a plain capture's run.json, no trace
+    assert not [b for b in at.button if b.key == "analyse_all"]  # no trace here: nothing to offer to analyse
     at = make_app("Breakdown", runs=PD)
     at.session_state["current_run"] = NAMES[2]
     ok(at.run())
@@ -170,6 +170,16 @@ def test_a_hostile_pd_run_stays_text(make_app, tmp_path: Path) -> None:
 
 
 # ---------------------------------------------------------------------------------------------------- browser
+#: Each drawn plotly chart's title, and the page boxes (px) of its plot area, x-axis title and legend.
+BOXES = """Array.from(document.querySelectorAll('.js-plotly-plot')).map(g => {
+  const box = s => { const e = g.querySelector(s); if (!e) return null; const r = e.getBoundingClientRect();
+                     return {top: r.top, bottom: r.bottom, left: r.left, right: r.right}; };
+  const t = g.querySelector('.gtitle'), x = g.querySelector('.g-xtitle');
+  return {title: t ? t.textContent : '', xtitle_text: x ? x.textContent : '', plot: box('.nsewdrag'),
+          xtitle: box('.g-xtitle'), legend: box('.legend')};
+})"""
+
+
 @pytest.mark.browser
 def test_pd_in_chromium(tmp_path: Path) -> None:
     from .test_browser import page_on
@@ -187,6 +197,15 @@ def test_pd_in_chromium(tmp_path: Path) -> None:
         text = page.locator('[data-testid="stMain"]').inner_text()
         assert "Traceback" not in text and "internal error" not in text
         assert "PD run of qwen3.5-35b-a3b, NixlConnector: 4096 prompt + 32 output tokens" in text
+        # In their half-width columns, each server's bucket chart keeps its legend under its axis title (the
+        # legend had risen into "ms per step" as plotly grew the margin for its wrapped rows).
+        boxes = page.evaluate(BOXES)
+        sides = {b["title"]: b for b in boxes if b["title"] in ("prefill server", "decode server")}
+        assert set(sides) == {"prefill server", "decode server"}, boxes
+        for b in sides.values():
+            assert b["xtitle_text"] == "ms per step" and b["legend"] and b["xtitle"], b
+            assert b["legend"]["top"] >= b["xtitle"]["bottom"], b
+            assert b["xtitle"]["top"] >= b["plot"]["bottom"], b
         shot = tmp_path / "pd.png"
         page.locator('[data-testid="stMain"]').screenshot(path=str(shot))  # no sidebar (a local path)
         if os.environ.get("PHASEPROF_UPDATE_DOCS_IMG"):

@@ -153,3 +153,39 @@ def test_an_engine_folder_reads_the_pairs_run_record() -> None:
         assert rec is not None and rec.kind == "pd" and rec.quant == "fp8"
     assert run_record_beside(PD / "decode-alone").kind == "capture"
     assert run_record_beside(PD / "nowhere" / "x.json") is None
+
+
+def test_analyze_reads_a_pd_runs_record_once(monkeypatch: pytest.MonkeyPatch,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """run.json tells analyze that the directory is a PD run and is then the run's record: parsed once (JSON
+    output: no stored breakdown is printed, whose readers look for run.json on their own)."""
+    import phaseprof.records as records
+
+    read = records.read_json_object
+    seen: list[Path] = []
+
+    def spy(path: Path, kind: str) -> dict:
+        seen.append(Path(path).resolve())
+        return read(path, kind)
+
+    monkeypatch.setattr(records, "read_json_object", spy)
+    assert main(["analyze", str(RUNS[4096]), "-f", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["kind"] == "pd_handoff"
+    assert seen.count((RUNS[4096] / "run.json").resolve()) == 1
+
+
+@pytest.mark.parametrize("run, says", [
+    (PD / "decode-alone", "a server capture; not kept beside it: trace.json.gz, breakdown.json"),
+    (PD.parent / "serving/llama-3.1-8b-inprocess-decode-1024in-128out",
+     "an in-process capture; not kept beside it: trace.json.gz, breakdown.json"),
+    (PD.parents[1] / "h200x2/server-tp2-ep/prefill-4096", "a multi-GPU server capture; not kept beside it: 2 rank "
+     "traces (ranks/) (kept: rank0.breakdown.json, rank1.breakdown.json)"),
+])
+def test_analyze_a_run_that_kept_only_its_record_says_so(run: Path, says: str,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """A run directory with run.json and no trace or breakdown.json: one line saying what the record is and
+    which of the files it names were not kept (not "no trace files"), exit 2, nothing on stdout."""
+    assert main(["analyze", str(run)]) == 2
+    out, err = capsys.readouterr()
+    assert not out and err.count("\n") == 1
+    assert err == f"error: {run}: nothing to analyse: run.json records {says}\n"

@@ -7,11 +7,12 @@ import json
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pytest
 
 from phaseprof.errors import PhaseprofError
 from phaseprof.records import (RUN_SCHEMA_PATH, SWEEP_SCHEMA_PATH, DeviceRecord, EngineInfo, Headline, ProfileInfo,
-                               RunRecord, SweepRecord, TraceFileInfo, schema)
+                               RunRecord, SweepPoint, SweepRecord, TraceFileInfo, schema)
 from phaseprof.trace.read import load_tables
 
 REPO = Path(__file__).resolve().parents[2]
@@ -66,8 +67,11 @@ def test_every_committed_sweep_json_reads_back_whole(path: Path) -> None:
     doc = json.loads(path.read_text())
     rec = SweepRecord.read(path)
     assert len(rec.points) == len(doc["points"]) > 0
-    assert all(p[rec.x_key] is not None and p[rec.y_key]["median_ms"] > 0 for p in rec.points)
+    assert all(isinstance(p, SweepPoint) and p.extra == {} for p in rec.points)  # every key typed
+    assert all(rec.x_of(p) == p_doc[rec.x_key] and p.stats(rec.y_key).median_ms == p_doc[rec.y_key]["median_ms"] > 0
+               for p, p_doc in zip(rec.points, doc["points"]))
     assert _values(rec.to_dict()) == _values(doc)
+    jsonschema.validate(doc, json.loads(SWEEP_SCHEMA_PATH.read_text()))  # the committed schema describes it
 
 
 def test_the_old_multi_gpu_layout_lands_in_the_same_fields() -> None:
@@ -110,6 +114,27 @@ def test_a_sweep_record_refuses_other_json(tmp_path: Path) -> None:
     f.write_text(json.dumps({"kind": "capture"}))
     with pytest.raises(PhaseprofError, match="not a phaseprof sweep.json"):
         SweepRecord.read(f)
+
+
+def test_a_sweep_point_keeps_keys_it_does_not_know_and_refuses_bad_types(tmp_path: Path) -> None:
+    """A committed decode sweep with a key this version does not know added to a point: the point is typed, the
+    key is kept in its ``extra`` and written back; a timing that is not an object is one line naming the file."""
+    src = next(p for p in SWEEPS if json.loads(p.read_text())["phase"] == "decode")
+    doc = json.loads(src.read_text())
+    doc["points"][0]["new_key"] = [1]
+    f = tmp_path / "sweep.json"
+    f.write_text(json.dumps(doc))
+    rec = SweepRecord.read(f)
+    assert rec.points[0].extra == {"new_key": [1]} and rec.points[0].tpot.median_ms == doc["points"][0]["tpot"][
+        "median_ms"]
+    rec.write(tmp_path / "again.json")
+    assert _values(json.loads((tmp_path / "again.json").read_text())) == _values(doc)
+    doc["points"][0]["tpot"] = 5
+    f.write_text(json.dumps(doc))
+    with pytest.raises(PhaseprofError, match=r"not a valid sweep point \(points\[0\]\): Expected `object \| null`, got "
+                       r"`int` - at `\$\.tpot`") as e:
+        SweepRecord.read(f)
+    assert str(f) in str(e.value) and "\n" not in str(e.value)
 
 
 def test_committed_schemas_are_the_records() -> None:

@@ -42,7 +42,7 @@ from phaseprof.capture.shared.sweep import (
 )
 from phaseprof.errors import PhaseprofError
 from phaseprof.pareto.records import AsyncScheduling, to_builtins
-from phaseprof.records import DeviceRecord, EngineInfo, ModelInfo, SweepRecord
+from phaseprof.records import DeviceRecord, EngineInfo, ModelInfo, SweepPoint, SweepRecord
 
 
 @dataclass(frozen=True)
@@ -95,7 +95,7 @@ def run_sweep(session: EngineSession, req: SweepRequest, *, console: Console,
                                                  f"TTFT {p.ttft.median_ms:.2f} ms"))
             spec = prefill_plot_spec(points, title=f"TTFT vs prompt length — {title}")
             prof_session = marker(session) if marker and req.profile_at else session
-            rec = replace(rec, points=[p.to_dict() for p in points], skipped=list(skipped),
+            rec = replace(rec, points=[SweepPoint.from_dict(p.to_dict()) for p in points], skipped=list(skipped),
                           slope_us_per_token=slope_us_per_token(points),
                           profiles=_profiles(prof_session, req, tmp, console, argv))
         else:
@@ -105,7 +105,7 @@ def run_sweep(session: EngineSession, req: SweepRequest, *, console: Console,
                     output_tokens=sp.output_tokens, reps=sp.reps, warmup=sp.warmup, seed=sp.seed,
                     deadline=req.deadline,
                     on_point=lambda p: st.update(f"Decode sweep: c={p.concurrency} TPOT {p.tpot.median_ms:.2f} ms"))
-            rec = replace(rec, points=[p.to_dict() for p in points_d], skipped=list(skipped))
+            rec = replace(rec, points=[SweepPoint.from_dict(p.to_dict()) for p in points_d], skipped=list(skipped))
             spec = decode_plot_spec(points_d, title=f"Decode TPOT and throughput — {title}")
             if req.profile_at:
                 try:

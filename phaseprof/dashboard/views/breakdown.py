@@ -217,6 +217,11 @@ def render(st: Any, ctx: data.Context) -> None:
             st.session_state["goto"] = "PD"
             st.rerun()
         return
+    only = data.record_only(src, ctx.roots)
+    if only is not None:  # nothing to break down: what the record holds instead
+        st.markdown(f"**{md(src.key)}**")
+        widgets.run_record(st, only, key="bd_record")
+        return
     bd = data.breakdown(src, ctx.roots)
     f = data.facts(src, bd, data.run_json(src, ctx.roots))
     what = " · ".join(md(str(f[k])) for k in ("model", "mode") if f[k] is not None)

@@ -62,7 +62,8 @@ def _side(st: Any, ctx: data.Context, src: Source, run: Any, side: str, heading:
     if not bd.phases:
         st.caption("No steps with work in this trace: nothing to break down.")
     else:
-        widgets.chart(st, charts.phase_buckets(bd, view=view, unit="ms", title=heading), key=f"pd_{side}_buckets")
+        fig = charts.phase_buckets(bd, view=view, unit="ms", title=heading, legend_columns=2)  # a half column
+        widgets.chart(st, fig, key=f"pd_{side}_buckets")
     if st.button("Open in Breakdown", key=f"pd_open_{side}", help=f"This engine's {rel} on the Breakdown page"):
         _open(st, ctx, str(src.path / rel))
         st.rerun()

@@ -18,6 +18,8 @@ TABLE_ROW_PX, TABLE_MAX_PX = 35, 1200
 FAILED = "_analyse_failed"
 #: A disaggregated (PD) run's status: its two engines' breakdowns are not one run's (the PD page shows them).
 PD_STATUS = "PD run: see the PD page"
+#: A run that kept only its record (run.json; no trace, no breakdown.json): ``records.RecordOnly`` says the rest.
+RECORD_STATUS = "record only: nothing to analyse"
 
 
 def _row(src: Source, ctx: data.Context) -> dict[str, Any]:
@@ -32,7 +34,8 @@ def _row(src: Source, ctx: data.Context) -> dict[str, Any]:
         if bd is None and src.breakdown is not None and status == "ok":
             bd = data.breakdown(src, ctx.roots)
         elif bd is None and status == "ok":
-            status = PD_STATUS if run is not None and run.kind == "pd" else "not analysed yet"
+            status = (PD_STATUS if run is not None and run.kind == "pd" else
+                      RECORD_STATUS if data.record_only(src, ctx.roots) is not None else "not analysed yet")
     except PhaseprofError as e:
         status = f"error: {widgets.one_line(e)}"
     row = list(data.facts(src, bd, run).items())
@@ -48,6 +51,15 @@ def bound(bd: Any, run: Any) -> str:
 
     v = bd.verdicts if bd.verdicts is not None else verdicts_of(bd, run=run)
     return ", ".join(f"{p.phase} {p.bound}" for p in v.phases)
+
+
+def _record_only(src: Source | None, ctx: data.Context) -> Any:
+    """The current run as a run that kept only its record (``data.record_only``), else None (a run.json that
+    does not read: the table's status column says why)."""
+    try:
+        return data.record_only(src, ctx.roots) if src is not None else None
+    except PhaseprofError:
+        return None
 
 
 def _select(st: Any) -> None:
@@ -109,8 +121,8 @@ def render(st: Any, ctx: data.Context) -> None:
         st.info(f"No runs, traces or breakdowns under {code(ctx.runs_dir)}. Capture one with `phaseprof capture`, "
                 "or add one above.")
         return
-    todo = [s for s in srcs if s.breakdown is None and data.cached_breakdown(s) is None
-            and not data.is_pd(s, ctx.roots)]  # a PD run has no trace of its own to analyse
+    # Only traces: a PD run has none of its own, nor has a run that kept only its record.
+    todo = [s for s in srcs if s.has_trace and s.breakdown is None and data.cached_breakdown(s) is None]
     if todo and st.button(f"Analyse the {len(todo)} trace(s) not analysed yet", key="analyse_all"):
         bar = st.progress(0.0, text="analysing…")
         failed = []
@@ -149,6 +161,9 @@ def render(st: Any, ctx: data.Context) -> None:
                  column_config={"TTFT ms": st.column_config.NumberColumn(format="%.2f"),
                                 "TPOT ms": st.column_config.NumberColumn(format="%.2f")})
     cur = widgets.pick(st, srcs, title="Current run", state="current_run")
+    only = _record_only(cur, ctx)
+    if only is not None:
+        widgets.run_record(st, only, key="runs_record")
     c1, c2, c3 = st.columns(3)
     if c1.button("Open in Breakdown", key="open_breakdown"):
         st.session_state["goto"] = "Breakdown"

@@ -23,14 +23,14 @@ def curve(rec: SweepRecord, name: str) -> dict[str, Any] | None:
     """One sweep as ``{"name", "phase", "x", "y", "lo", "hi"}`` (ms), or None when it has no usable points."""
     xs, ys, lo, hi, throughput = [], [], [], [], []
     for p in rec.points:
-        x, stats = p.get(rec.x_key), p.get(rec.y_key)
-        if x is None or not isinstance(stats, dict) or stats.get("median_ms") is None:
+        x, stats = rec.x_of(p), p.stats(rec.y_key)
+        if x is None or stats is None:
             continue
         xs.append(x)
-        ys.append(stats["median_ms"])
-        lo.append(stats.get("p10_ms"))
-        hi.append(stats.get("p90_ms"))
-        throughput.append((p.get("output_tok_per_s") or {}).get("median"))
+        ys.append(stats.median_ms)
+        lo.append(stats.p10_ms)
+        hi.append(stats.p90_ms)
+        throughput.append(p.output_tok_per_s.median if p.output_tok_per_s is not None else None)
     if not xs:
         return None
     spread = all(v is not None for v in lo + hi)
