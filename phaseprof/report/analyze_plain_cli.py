@@ -274,6 +274,9 @@ def _expand(paths: list[Path], rules: list[Path], console: Callable[[], Console]
         got = resolve(p)
         protect_inputs(got.trace, *got.rank_traces)
         if got.kind == InputKind.RANKS:
+            from phaseprof.scale.workers import start_early
+
+            start_early(jobs, len(got.rank_traces))  # the workers' imports run beside this process's
             from phaseprof.scale.cli import analyze_rank_dir
 
             analyze_rank_dir(list(got.rank_traces), rules=list(rules), jobs=jobs, fmt=fmt, json_out=json_out,

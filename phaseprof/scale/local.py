@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import multiprocessing as mp
-import os
 import sys
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -12,20 +10,9 @@ from pathlib import Path
 
 from phaseprof.lean_process import init_rank_worker
 from phaseprof.scale.rank_task import RankResult, analyze_rank
+from phaseprof.scale.workers import clamp_jobs, default_jobs, worker_context
 
-
-def default_jobs() -> int:
-    """Cores this process may use (cgroup/affinity aware where the OS says so)."""
-    try:
-        return max(len(os.sched_getaffinity(0)), 1)
-    except AttributeError:  # not Linux
-        return max(os.cpu_count() or 1, 1)
-
-
-def clamp_jobs(jobs: int | None, files: int) -> int:
-    """Worker processes for ``files`` rank files: ``jobs`` (default: every usable core), never more than the cores
-    nor the files (``-j 10000`` on 200 files started ~289 processes and ~800 MB), at least 1."""
-    return max(min(jobs or default_jobs(), default_jobs(), files), 1)
+__all__ = ["analyze_rank_files", "clamp_jobs", "default_jobs"]
 
 
 @contextlib.contextmanager
@@ -52,8 +39,10 @@ def analyze_rank_files(paths: list[Path], *, jobs: int | None = None, rule_files
                        on_done: Callable[[Path], None] | None = None) -> list[RankResult]:
     """Analyse each file once; results in the order of ``paths`` whatever ``jobs`` is (deterministic output).
 
-    ``jobs=1`` runs in this process. Workers are spawned (not forked): a fork of a process that already runs
-    pyarrow/numpy threads can deadlock. Each worker streams its file and returns only a :class:`RankResult`.
+    ``jobs=1`` runs in this process. Workers are forked from a server that imported the analysis once, or
+    spawned where there is none (``scale/workers.py``); never forked from this process, which may run
+    pyarrow/numpy threads (a fork of it can deadlock). Each worker streams its file and returns only a
+    :class:`RankResult`.
     """
     jobs = clamp_jobs(jobs, len(paths))
     rules = [str(r) for r in rule_files] if rule_files else None
@@ -64,7 +53,7 @@ def analyze_rank_files(paths: list[Path], *, jobs: int | None = None, rule_files
             if on_done:
                 on_done(p)
         return out
-    with _main_not_reimported(), ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("spawn"),
+    with _main_not_reimported(), ProcessPoolExecutor(max_workers=jobs, mp_context=worker_context(),
                                                      initializer=init_rank_worker) as pool:
         futures = {pool.submit(analyze_rank, p, rules): i for i, p in enumerate(paths)}
         results: list[RankResult | None] = [None] * len(paths)

@@ -1,0 +1,14 @@
+"""What the rank workers' forkserver imports once before it forks them (``scale/workers.py``): pyarrow left out
+and BLAS single-threaded (each worker already has a core of its own) before numpy and pandas load, then the
+analysis. Setting up here is what ``lean_process.init_rank_worker`` does in a spawned worker."""
+
+import os
+
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
+
+from phaseprof.lean_process import init_rank_worker  # noqa: E402
+
+init_rank_worker()
+
+import phaseprof.scale.rank_task  # noqa: E402,F401
