@@ -11,6 +11,8 @@ peak summed RSS of its process tree and the peak RSS of its largest process (sam
     python benchmarks/bench_ranks.py --ranks 4 --mb 0    # small: the committed rank files as they are (CI)
     python benchmarks/bench_ranks.py --jobs 2,4,8,16 --skip-ray   # scaling in cores, on a machine that has them
 
+``--compare-spawn`` adds the largest ``--jobs`` with every worker spawned fresh (before: each imported the
+analysis itself; now they fork from a server that imported it once, ``phaseprof/scale/workers.py``).
 "efficiency" is the speed-up over the sequential reference divided by the worker count: 1.00 is linear in cores.
 """
 
@@ -122,6 +124,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--jobs", type=_job_counts, default=[os.cpu_count() or 2],
                    help="worker counts to compare, comma-separated (e.g. 2,4,8,16; default: every core)")
     p.add_argument("--skip-ray", action="store_true")
+    p.add_argument("--compare-spawn", action="store_true",
+                   help="also run the largest --jobs with spawned workers (PHASEPROF_WORKERS=spawn, the earlier way)")
     p.add_argument("--repeat", type=int, default=2, help="interleaved runs per contender; the fastest counts")
     p.add_argument("--dir", type=Path, help="where the rank files go (default: a temp dir, reused by --mb/--ranks)")
     a = p.parse_args(argv)
@@ -136,6 +140,9 @@ def main(argv: list[str] | None = None) -> int:
                   "jobs 1": ([*base, str(dest), "--jobs", "1"], None)}
     for n in a.jobs:
         contenders[f"jobs {n}"] = ([*base, str(dest), "--jobs", str(n)], None)
+    if a.compare_spawn and a.jobs:
+        n = max(a.jobs)
+        contenders[f"jobs {n} spawn"] = ([*base, str(dest), "--jobs", str(n)], {"PHASEPROF_WORKERS": "spawn"})
     if not a.skip_ray:
         contenders["ray local"] = ([*base, "--ray", "local", str(dest / "*.pt.trace.json.gz")], None)
     # Interleaved rounds (a, b, c, a, b, c): a burst of load from elsewhere on a shared machine then falls on one
