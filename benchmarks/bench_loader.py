@@ -32,6 +32,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import compileall
 import json
 import os
 import platform
@@ -117,6 +118,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-pure", action="store_true", help="leave the pure-Python contenders out")
     p.add_argument("--baseline-src", type=Path, help="also run the native contender importing phaseprof from DIR")
     a = p.parse_args(argv)
+    # Compiled bytecode in both trees, as an installed package has it: where PYTHONDONTWRITEBYTECODE is set (as on
+    # this project's machines), each child would otherwise compile every phaseprof module it imports.
+    for tree in (ROOT, a.baseline_src):
+        if tree is not None:
+            compileall.compile_dir(str(tree / "phaseprof"), quiet=1)
     from phaseprof.trace import native
 
     if not native.available():

@@ -24,4 +24,7 @@ fi
 # The native trace scanner (native/, Rust without dependencies: cargo builds it offline); where it cannot be built,
 # phaseprof reads traces with its pure-Python loader (same tables, slower) and this says so.
 .venv/bin/python -m phaseprof.trace.native || true
+# Bytecode compiled once: where PYTHONDONTWRITEBYTECODE is set, every phaseprof command (and each --jobs worker)
+# would otherwise compile each module it imports, ~0.1 s a run.
+.venv/bin/python -m compileall -q phaseprof >/dev/null || true
 .venv/bin/python -c "import phaseprof, vllm, torch; print('phaseprof', phaseprof.__version__, '| vllm', vllm.__version__, '| torch', torch.__version__, '| CUDA', torch.cuda.is_available())"
