@@ -155,6 +155,10 @@ pub struct Scanner {
     offsets: Vec<u64>,
     pad: Vec<u8>,
     avx2: bool,
+    /// caches over `ids` and `names` (cleared when a chunk fails): the last integer pid and tid with their codes
+    /// (code -1: none), and the code of "" (-1: not given yet)
+    last_ids: [(i64, i32); 2],
+    empty_name: i32,
 }
 
 #[derive(Clone, Copy, PartialEq)]
@@ -1056,10 +1060,27 @@ impl Scanner {
             offsets: Vec::new(),
             pad: Vec::new(),
             avx2: use_avx2(),
+            last_ids: [(0, -1); 2],
+            empty_name: -1,
         }
     }
 
-    fn id_code(&mut self, v: Val, key: &mut Vec<u8>) -> i32 {
+    #[inline(always)]
+    fn id_code(&mut self, v: Val, key: &mut Vec<u8>, slot: usize) -> i32 {
+        // Events of one thread come in runs: the last integer pid and tid and their codes, checked first.
+        if let Val::Num(Num::Int(i)) = v {
+            let (last, code) = self.last_ids[slot];
+            if last == i && code >= 0 {
+                return code;
+            }
+            let c = self.id_code_slow(v, key);
+            self.last_ids[slot] = (i, c);
+            return c;
+        }
+        self.id_code_slow(v, key)
+    }
+
+    fn id_code_slow(&mut self, v: Val, key: &mut Vec<u8>) -> i32 {
         key.clear();
         match v {
             Val::Null => key.push(b'n'),
@@ -1099,6 +1120,8 @@ impl Scanner {
                 self.names.truncate(names_len);
                 self.ids.truncate(ids_len);
                 self.int_ids.clear();
+                self.last_ids = [(0, -1); 2];
+                self.empty_name = -1;
                 self.process_names.truncate(pn_len);
                 match f {
                     Fail::Syntax => SYNTAX,
@@ -1211,14 +1234,19 @@ impl Scanner {
                     return Ok(false);
                 };
                 let name_code = self.names.code(name);
-                let pid = self.id_code(e.pid, key);
-                let tid = self.id_code(e.tid, key);
+                let pid = self.id_code(e.pid, key, 0);
+                let tid = self.id_code(e.tid, key, 1);
                 let launched = match args.kernel {
                     Some(Val::Str(raw, esc)) => {
                         let k = unescape(raw, esc, nbuf);
                         self.names.code(k)
                     }
-                    _ => self.names.code(b""),
+                    _ => {
+                        if self.empty_name < 0 {
+                            self.empty_name = self.names.code(b"");
+                        }
+                        self.empty_name
+                    }
                 };
                 let external = args.external_id.or(args.external_id_legacy).unwrap_or(-1);
                 let correlation = to_int(args.correlation, -1)?;
@@ -1249,8 +1277,8 @@ impl Scanner {
                 };
                 if ph == b"i" && name == b"[memory]" {
                     let ts = e.ts.map(num_f64).unwrap_or(0.0);
-                    let pid = self.id_code(e.pid, key);
-                    let tid = self.id_code(e.tid, key);
+                    let pid = self.id_code(e.pid, key, 0);
+                    let tid = self.id_code(e.tid, key, 1);
                     let m = &mut self.mem;
                     m.ts.push(ts);
                     m.pid.push(pid);
