@@ -593,22 +593,52 @@ impl<'a> P<'a> {
         }
     }
 
-    /// Object keys: calls `field(parser, key)` with the parser at the value (it must consume it).
+    /// An event or args object: calls `field(parser, key)` with the parser at the value (it must consume it), the
+    /// key as an index into `keys` (None: a key not read), after checking it is not one seen before in this object
+    /// (which of two duplicates msgspec keeps is not modelled). `pred`: the keys expected at each position.
     #[inline(always)]
-    fn object<F: FnMut(&mut Self, &[u8], bool) -> R<()>>(&mut self, mut field: F) -> R<()> {
+    fn keyed_object<K: Copy, const N: usize, F: FnMut(&mut Self, Option<K>) -> R<()>>(
+        &mut self, keys: &[(&[u8], K); N], table: &KeyTable, pred: &mut Predicted, mut field: F) -> R<()> {
         self.expect(b'{')?;
         self.ws();
         if self.c() == b'}' {
             self.i += 1;
             return Ok(());
         }
+        let mut mask = 0u32;
+        let mut pos = 0;
         loop {
             self.ws();
-            let (k, esc) = self.string()?;
+            let start = self.i;
+            // SAFETY: start <= n: 16 bytes inside the padded chunk
+            let here = unsafe { std::ptr::read_unaligned(self.b.as_ptr().add(start) as *const u128) };
+            let (w, len, bit) = pred[pos & 15];
+            let bit = if pos < 16 && len != 0 && here & low_bytes(len as usize) == w {
+                // the same bytes as a key read and checked before: the same key
+                self.i = start + len as usize;
+                bit
+            } else {
+                let (k, esc) = self.string()?;
+                let bit = key_index(table, k, esc)?.unwrap_or(u8::MAX);
+                if self.c() == b':' && self.i - start < 16 && pos < 16 {
+                    let len = self.i + 1 - start;
+                    pred[pos] = (here & low_bytes(len), len as u8, bit);
+                }
+                self.ws();
+                self.expect(b':')?;
+                bit
+            };
             self.ws();
-            self.expect(b':')?;
-            self.ws();
-            field(self, k, esc)?;
+            let key = if bit != u8::MAX {
+                if mask & (1 << bit) != 0 {
+                    return Err(Fail::Unsupported);
+                }
+                mask |= 1 << bit;
+                Some(keys[bit as usize].1)
+            } else {
+                None
+            };
+            field(self, key)?;
             self.ws();
             match self.c() {
                 b',' => self.i += 1,
@@ -618,6 +648,7 @@ impl<'a> P<'a> {
                 }
                 _ => return Err(Fail::Syntax),
             }
+            pos += 1;
         }
     }
 }
@@ -822,13 +853,10 @@ const fn key_table<K: Copy, const N: usize>(keys: &[(&[u8], K); N]) -> KeyTable 
 const EVENT_TABLE: KeyTable = key_table(&EVENT_KEYS);
 const ARG_TABLE: KeyTable = key_table(&ARG_KEYS);
 
-/// Which of `keys` the object key `k` is (None: a key not read), after checking it is not one seen before in this
-/// object (`mask`: a bit per key): which of two duplicates msgspec keeps is not modelled. An escaped key is not
-/// modelled either (msgspec matches the decoded key). `k` must come from `P::string`: the 16 bytes at its start
-/// are inside the padded chunk.
+/// Which of `table`'s keys the object key `k` is (None: a key not read). An escaped key is not modelled (msgspec
+/// matches the decoded key). `k` must come from `P::string`: the 16 bytes at its start are inside the padded chunk.
 #[inline(always)]
-fn known_key<K: Copy, const N: usize>(keys: &[(&[u8], K); N], table: &KeyTable, k: &[u8], esc: bool,
-                                      mask: &mut u32) -> R<Option<K>> {
+fn key_index(table: &KeyTable, k: &[u8], esc: bool) -> R<Option<u8>> {
     if esc {
         return Err(Fail::Unsupported);
     }
@@ -836,17 +864,22 @@ fn known_key<K: Copy, const N: usize>(keys: &[(&[u8], K); N], table: &KeyTable, 
         return Ok(None);
     }
     // SAFETY: k starts at an index <= n of the padded chunk, which has PAD >= 16 bytes after n
-    let w = unsafe { std::ptr::read_unaligned(k.as_ptr() as *const u128) } & u128::MAX.checked_shr(128 - 8 * k.len() as u32).unwrap_or(0);
+    let w = unsafe { std::ptr::read_unaligned(k.as_ptr() as *const u128) } & low_bytes(k.len());
     let (x, bit) = table.slots[slot(w, k.len(), table.mul)];
-    if x != w || bit == u8::MAX {
-        return Ok(None);
-    }
-    if *mask & (1 << bit) != 0 {
-        return Err(Fail::Unsupported);
-    }
-    *mask |= 1 << bit;
-    Ok(Some(keys[bit as usize].1))
+    Ok(if x == w && bit != u8::MAX { Some(bit) } else { None })
 }
+
+/// A mask of the low `n` bytes of a u128 (n <= 16).
+#[inline(always)]
+fn low_bytes(n: usize) -> u128 {
+    u128::MAX.checked_shr(128 - 8 * n as u32).unwrap_or(0)
+}
+
+/// The keys seen at each position of the last objects of one kind, as their bytes `"key":` (when 16 or fewer,
+/// without whitespace): Kineto writes the keys of its events and args in a fixed order, so the key at a position
+/// is most often the one seen there before, and one 16-byte compare replaces reading and looking it up.
+/// (bytes, their count (0: none), key index or u8::MAX for a key not read)
+type Predicted = [(u128, u8, u8); 16];
 
 fn int_only(v: Val) -> R<Option<i64>> {
     match v {
@@ -878,7 +911,7 @@ fn str_only(v: Val) -> R<Option<Val>> {
 
 /// `args` into `a` (left as it is for `null`).
 #[inline(always)]
-fn parse_args<'a>(p: &mut P<'a>, a: &mut Args<'a>) -> R<()> {
+fn parse_args<'a>(p: &mut P<'a>, a: &mut Args<'a>, pred: &mut Predicted) -> R<()> {
     if p.peek()? == b'n' {
         return p.literal(b"null");
     }
@@ -886,9 +919,8 @@ fn parse_args<'a>(p: &mut P<'a>, a: &mut Args<'a>) -> R<()> {
         p.skip(1)?;
         return Err(Fail::Unsupported);
     }
-    let mut mask = 0u32;
-    p.object(|p, k, esc| {
-        let Some(key) = known_key(&ARG_KEYS, &ARG_TABLE, k, esc, &mut mask)? else {
+    p.keyed_object(&ARG_KEYS, &ARG_TABLE, pred, |p, key| {
+        let Some(key) = key else {
             return p.skip(2);
         };
         let v = p.scalar(2)?;
@@ -914,19 +946,19 @@ fn parse_args<'a>(p: &mut P<'a>, a: &mut Args<'a>) -> R<()> {
 
 /// One event into `e` (reset first).
 #[inline(always)]
-fn parse_event<'a>(p: &mut P<'a>, e: &mut Event<'a>) -> R<()> {
+fn parse_event<'a>(p: &mut P<'a>, e: &mut Event<'a>, pred: &mut [Predicted; 2]) -> R<()> {
     if p.peek()? != b'{' {
         p.skip(1)?;
         return Err(Fail::Unsupported); // not an object: msgspec's ValidationError
     }
     *e = Event::default();
-    let mut mask = 0u32;
-    p.object(|p, k, esc| {
-        let Some(key) = known_key(&EVENT_KEYS, &EVENT_TABLE, k, esc, &mut mask)? else {
+    let [event_pred, args_pred] = pred;
+    p.keyed_object(&EVENT_KEYS, &EVENT_TABLE, event_pred, |p, key| {
+        let Some(key) = key else {
             return p.skip(1);
         };
         if let EventKey::Args = key {
-            return parse_args(p, &mut e.args);
+            return parse_args(p, &mut e.args, args_pred);
         }
         let v = p.scalar(1)?;
         match key {
@@ -1150,6 +1182,7 @@ impl Scanner {
         let mut key = Vec::new();
         let mut nbuf = Vec::new();
         let mut e = Event::default();
+        let mut pred = [[(0u128, 0u8, 0u8); 16]; 2];
         p.ws();
         p.expect(b'[')?;
         p.ws();
@@ -1158,7 +1191,7 @@ impl Scanner {
         } else {
             loop {
                 p.ws();
-                parse_event(&mut p, &mut e)?;
+                parse_event(&mut p, &mut e, &mut pred)?;
                 events += 1;
                 kept += self.route(&e, &mut key, &mut nbuf)? as u64;
                 p.ws();
