@@ -512,6 +512,16 @@ impl<'a> P<'a> {
         }
     }
 
+    /// Any JSON value, validated and dropped: numbers and strings here, the rest in `skip`.
+    #[inline(always)]
+    fn skip_value(&mut self, depth: usize) -> R<()> {
+        match self.c() {
+            b'-' | b'0'..=b'9' => self.number().map(|_| ()),
+            b'"' => self.string().map(|_| ()),
+            _ => self.skip(depth),
+        }
+    }
+
     /// Any JSON value, validated and dropped.
     fn skip(&mut self, depth: usize) -> R<()> {
         if depth > MAX_DEPTH {
@@ -612,8 +622,8 @@ impl<'a> P<'a> {
             let start = self.i;
             // SAFETY: start <= n: 16 bytes inside the padded chunk
             let here = unsafe { std::ptr::read_unaligned(self.b.as_ptr().add(start) as *const u128) };
-            let (w, len, bit) = pred[pos & 15];
-            let bit = if pos < 16 && len != 0 && here & low_bytes(len as usize) == w {
+            let (w, len_mask, len, bit) = pred[pos & 15];
+            let bit = if pos < 16 && len_mask != 0 && here & len_mask == w {
                 // the same bytes as a key read and checked before: the same key
                 self.i = start + len as usize;
                 bit
@@ -622,7 +632,7 @@ impl<'a> P<'a> {
                 let bit = key_index(table, k, esc)?.unwrap_or(u8::MAX);
                 if self.c() == b':' && self.i - start < 16 && pos < 16 {
                     let len = self.i + 1 - start;
-                    pred[pos] = (here & low_bytes(len), len as u8, bit);
+                    pred[pos] = (here & low_bytes(len), low_bytes(len), len as u8, bit);
                 }
                 self.ws();
                 self.expect(b':')?;
@@ -878,8 +888,8 @@ fn low_bytes(n: usize) -> u128 {
 /// The keys seen at each position of the last objects of one kind, as their bytes `"key":` (when 16 or fewer,
 /// without whitespace): Kineto writes the keys of its events and args in a fixed order, so the key at a position
 /// is most often the one seen there before, and one 16-byte compare replaces reading and looking it up.
-/// (bytes, their count (0: none), key index or u8::MAX for a key not read)
-type Predicted = [(u128, u8, u8); 16];
+/// (bytes, a mask of their count (0: none), their count, key index or u8::MAX for a key not read)
+type Predicted = [(u128, u128, u8, u8); 16];
 
 fn int_only(v: Val) -> R<Option<i64>> {
     match v {
@@ -921,7 +931,7 @@ fn parse_args<'a>(p: &mut P<'a>, a: &mut Args<'a>, pred: &mut Predicted) -> R<()
     }
     p.keyed_object(&ARG_KEYS, &ARG_TABLE, pred, |p, key| {
         let Some(key) = key else {
-            return p.skip(2);
+            return p.skip_value(2);
         };
         let v = p.scalar(2)?;
         match key {
@@ -955,7 +965,7 @@ fn parse_event<'a>(p: &mut P<'a>, e: &mut Event<'a>, pred: &mut [Predicted; 2]) 
     let [event_pred, args_pred] = pred;
     p.keyed_object(&EVENT_KEYS, &EVENT_TABLE, event_pred, |p, key| {
         let Some(key) = key else {
-            return p.skip(1);
+            return p.skip_value(1);
         };
         if let EventKey::Args = key {
             return parse_args(p, &mut e.args, args_pred);
@@ -1182,7 +1192,7 @@ impl Scanner {
         let mut key = Vec::new();
         let mut nbuf = Vec::new();
         let mut e = Event::default();
-        let mut pred = [[(0u128, 0u8, 0u8); 16]; 2];
+        let mut pred = [[(0u128, 0u128, 0u8, 0u8); 16]; 2];
         p.ws();
         p.expect(b'[')?;
         p.ws();
