@@ -1380,6 +1380,13 @@ pub extern "C" fn pp_new() -> *mut Scanner {
     Box::into_raw(Box::new(Scanner::new()))
 }
 
+/// The string and number paths scanners made now use: 2 AVX2, 0 portable (SSE2 on x86-64, else 8 bytes a step;
+/// also where `PHASEPROF_SCAN_ISA=portable`).
+#[no_mangle]
+pub extern "C" fn pp_isa() -> i32 {
+    if use_avx2() { 2 } else { 0 }
+}
+
 /// # Safety
 /// `h` from pp_new, not freed before.
 #[no_mangle]
