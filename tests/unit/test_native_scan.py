@@ -264,3 +264,14 @@ def test_chunk_scanned_in_place_leaves_the_buffer_as_it_was() -> None:
             in_place.add_json(view[:len(chunk) - 3])
     assert bytes(buf) == before
     assert pickle.dumps(in_place.exported()) == pickle.dumps(copied.exported())  # columns, codes, counts
+
+
+@pytest.mark.parametrize("number", ["99999999999999999999999", "1e400", "-1e400", "123456789012345678901234567890.5"])
+def test_numbers_beyond_range_in_keys_not_read_are_skipped(tmp_path: Path, number: str, scan_isa: str) -> None:
+    """A number no double or int64 holds, under keys phaseprof does not read (an event's and an args' own): msgspec
+    skips it, and so does the scanner (it refuses such a number only where it reads the value)."""
+    event = (f'{{"ph":"X","cat":"kernel","name":"k","pid":0,"tid":7,"ts":10.5,"dur":1.5,"queued":{number},'
+             f'"args":{{"correlation":1,"device":0,"stream":7,"grid":[{number},1,1],"registers per thread":{number}}}}}')
+    trace = tmp_path / "trace.json"
+    trace.write_text('{"traceEvents":[' + event + "," + event + "]}")
+    assert_same(trace)
