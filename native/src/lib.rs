@@ -56,6 +56,9 @@ impl Hasher for Fnv {
 }
 type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<Fnv>>;
 
+const NAME_CACHE_BITS: u32 = 10;
+const NAME_CACHE: usize = 1 << NAME_CACHE_BITS;
+
 /// Strings in order of first appearance -> code (TableBuilder's `_Codes`).
 #[derive(Default)]
 struct Codes {
@@ -63,6 +66,31 @@ struct Codes {
     order: Vec<Vec<u8>>,
 }
 impl Codes {
+    /// `code` through a small cache in front of the map, indexed by a hash of the key's length and its first and
+    /// last 16 bytes (a kernel name runs to 1 KB: hashing it all, as the map does, costs more than comparing it
+    /// with the one name the cache offers). A hit is checked against the whole key, so a collision only misses.
+    #[inline(always)]
+    fn code_cached(&mut self, key: &[u8], cache: &mut [i32; NAME_CACHE]) -> i32 {
+        let n = key.len();
+        let (head, tail) = if n >= 16 {
+            (u128::from_le_bytes(key[..16].try_into().unwrap()), u128::from_le_bytes(key[n - 16..].try_into().unwrap()))
+        } else {
+            let mut b = [0u8; 16];
+            b[..n].copy_from_slice(key);
+            (u128::from_le_bytes(b), 0)
+        };
+        let h = ((head as u64) ^ ((head >> 64) as u64).rotate_left(17) ^ (tail as u64).rotate_left(31)
+                 ^ ((tail >> 64) as u64).rotate_left(47) ^ n as u64).wrapping_mul(0x9E3779B97F4A7C15);
+        let slot = (h >> (64 - NAME_CACHE_BITS)) as usize;
+        let c = cache[slot];
+        if c >= 0 && self.order.get(c as usize).is_some_and(|k| k.as_slice() == key) {
+            return c;
+        }
+        let c = self.code(key);
+        cache[slot] = c;
+        c
+    }
+
     fn code(&mut self, key: &[u8]) -> i32 {
         if let Some(&c) = self.map.get(key) {
             return c;
@@ -159,6 +187,8 @@ pub struct Scanner {
     /// (code -1: none), and the code of "" (-1: not given yet)
     last_ids: [(i64, i32); 2],
     empty_name: i32,
+    /// codes of recent names (-1: none), see `Codes::code_cached`
+    name_cache: Box<[i32; NAME_CACHE]>,
 }
 
 #[derive(Clone, Copy, PartialEq)]
@@ -1095,6 +1125,7 @@ fn float_to_int(f: f64) -> R<i64> {
 
 /// `tables._to_int` on a string: ASCII `-?[0-9]+` parsed (over 20 characters or beyond int64: the Python loader
 /// raises; left to it), anything else -> default.
+#[inline(never)]
 fn str_to_int(raw: &[u8], esc: bool, default: i64) -> R<i64> {
     if esc {
         return Err(Fail::Unsupported);
@@ -1109,6 +1140,7 @@ fn str_to_int(raw: &[u8], esc: bool, default: i64) -> R<i64> {
     std::str::from_utf8(raw).unwrap().parse::<i64>().map_err(|_| Fail::Unsupported)
 }
 
+#[inline(always)]
 fn to_int(v: Val, default: i64) -> R<i64> {
     match v {
         Val::Null => Ok(default),
@@ -1139,6 +1171,7 @@ impl Scanner {
             avx2: use_avx2(),
             last_ids: [(0, -1); 2],
             empty_name: -1,
+            name_cache: Box::new([-1; NAME_CACHE]),
         }
     }
 
@@ -1201,6 +1234,7 @@ impl Scanner {
                 self.int_ids.clear();
                 self.last_ids = [(0, -1); 2];
                 self.empty_name = -1;
+                self.name_cache.fill(-1);
                 self.process_names.truncate(pn_len);
                 match f {
                     Fail::Syntax => SYNTAX,
@@ -1313,13 +1347,13 @@ impl Scanner {
                 } else {
                     return Ok(false);
                 };
-                let name_code = self.names.code(name);
+                let name_code = self.names.code_cached(name, &mut self.name_cache);
                 let pid = self.id_code(e.pid, key, 0);
                 let tid = self.id_code(e.tid, key, 1);
                 let launched = match args.kernel {
                     Some(Val::Str(raw, esc)) => {
                         let k = unescape(raw, esc, nbuf);
-                        self.names.code(k)
+                        self.names.code_cached(k, &mut self.name_cache)
                     }
                     _ => {
                         if self.empty_name < 0 {
