@@ -5,10 +5,12 @@ measured in the same run.
 The trace's ``traceEvents`` array is cut into chunks the way the stream loader cuts it (``stream._cut``: a
 separator ``}`` ws ``,`` ws ``{`` near the end of each ~1 MB piece; a chunk cut at a false separator is merged with
 the next) and held in memory; then, rounds interleaved (a burst of load from other work on the shared machine
-falls on every contender), each contender scans all chunks into a fresh scanner:
+falls on every contender) and each round starting at the next contender, each contender scans all chunks into a
+fresh scanner:
 
 - **scanner**: this tree's ``phaseprof/trace/_phaseprof_scan.so`` (the ISA it picks at run time);
-- **portable**: the same library with ``PHASEPROF_SCAN_ISA=portable`` (SSE2 / 8-bytes-a-step paths only);
+- **portable**: the same library with ``PHASEPROF_SCAN_ISA=portable`` (SSE2 / 8-bytes-a-step paths only; the
+  variable is read when a scanner is made, so this runs in the same process, in the same rounds);
 - **baseline** (``--baseline-src DIR``): the scanner built in ``DIR`` (``git archive COMMIT phaseprof native | tar
   -x -C DIR`` and ``python -m phaseprof.trace.native`` there);
 - **orjson**: ``orjson.loads`` of the same chunks (a general JSON parser building Python objects; for scale).
@@ -29,7 +31,6 @@ import ctypes
 import gc
 import os
 import platform
-import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -156,16 +157,13 @@ def orjson_scan(chunks: list[bytes]) -> float:
     return time.process_time() - t0
 
 
-def in_process_with_isa(so: Path, isa: str, chunks_file: Path, repeat: int) -> tuple[float, bytes]:
-    """The scanner with ``PHASEPROF_SCAN_ISA`` set, in a child (the library reads it once, when loaded)."""
-    code = (f"import sys, pickle; sys.path.insert(0, {str(ROOT / 'benchmarks')!r}); import bench_scan as b; "
-            f"chunks = pickle.load(open({str(chunks_file)!r}, 'rb')); s = b.Scanner(b.Path({str(so)!r})); "
-            f"runs = [s.scan(chunks) for _ in range({repeat})]; "
-            f"sys.stdout.buffer.write(pickle.dumps((min(r[0] for r in runs), runs[0][1])))")
-    out = subprocess.run([sys.executable, "-c", code], env={**os.environ, ISA_ENV: isa}, check=True,
-                         capture_output=True).stdout
-    import pickle
-    return pickle.loads(out)
+def portable(scanner: Scanner, chunks: list[bytes]) -> tuple[float, bytes]:
+    """``scanner.scan`` with ``PHASEPROF_SCAN_ISA=portable`` (read when the scan's scanner is made)."""
+    os.environ[ISA_ENV] = "portable"
+    try:
+        return scanner.scan(chunks)
+    finally:
+        del os.environ[ISA_ENV]
 
 
 def main() -> None:
@@ -185,6 +183,7 @@ def main() -> None:
     mb = sum(len(c) for c in chunks) / 1e6
     contenders: dict[str, Callable[[], tuple[float, bytes | None]]] = {}
     contenders["scanner"] = lambda: mine.scan(chunks)
+    contenders["portable"] = lambda: portable(mine, chunks)
     if args.baseline_src is not None:
         base = Scanner(args.baseline_src / "phaseprof" / "trace" / "_phaseprof_scan.so")
         contenders["baseline"] = lambda: base.scan(chunks)
@@ -194,19 +193,17 @@ def main() -> None:
     best: dict[str, float] = {}
     dumps: dict[str, bytes] = {}
     gc.disable()
-    for _ in range(args.repeat):
-        for name, run in contenders.items():
+    names = list(contenders)
+    for r in range(args.repeat):
+        # each round starts at the next contender: who runs after whom (memory just freed by another scan, or by
+        # orjson's objects) changes the page faults a scan pays
+        for name in names[r % len(names):] + names[:r % len(names)]:
+            run = contenders[name]
             cpu, dump = run()
             best[name] = min(best.get(name, cpu), cpu)
             if dump is not None:
                 dumps.setdefault(name, dump)
     gc.enable()
-    import pickle
-    import tempfile
-    with tempfile.NamedTemporaryFile(suffix=".pickle") as f:
-        pickle.dump(chunks, f)
-        f.flush()
-        best["portable"], dumps["portable"] = in_process_with_isa(so, "portable", Path(f.name), args.repeat)
 
     reference = "baseline" if "baseline" in dumps else "portable"
     for name, dump in dumps.items():
