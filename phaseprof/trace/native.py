@@ -33,6 +33,9 @@ from phaseprof.trace.tables import _FAMILY_COLUMNS, TableBuilder, _Growing
 
 #: Set to "0" to read with the pure-Python loader even where the scanner is built.
 NATIVE_ENV = "PHASEPROF_NATIVE"
+#: Set to "portable" to keep scanners made afterwards off AVX2 where the CPU has it (SSE2 / 8 bytes a step; the
+#: tests compare both with the pure-Python loader).
+ISA_ENV = "PHASEPROF_SCAN_ISA"
 LIBRARY = Path(__file__).with_name("_phaseprof_scan.so")
 SOURCE = Path(__file__).resolve().parents[2] / "native"  # the crate, in a source checkout
 _OK, _SYNTAX, _UNSUPPORTED = 0, 1, 2
@@ -71,17 +74,26 @@ def library() -> ctypes.CDLL | None:
         lib.pp_free.argtypes = [vp]
         lib.pp_add.argtypes = [vp, vp, sz, ctypes.POINTER(ctypes.c_uint64)]
         lib.pp_add.restype = ctypes.c_int
+        lib.pp_add_in_place.argtypes = [vp, vp, sz, sz, ctypes.POINTER(ctypes.c_uint64)]
+        lib.pp_add_in_place.restype = ctypes.c_int
         lib.pp_column.argtypes = [vp, ctypes.c_int, ctypes.c_int, ctypes.POINTER(vp)]
         lib.pp_column.restype = sz
         lib.pp_drop_family.argtypes = [vp, ctypes.c_int]
         lib.pp_strings.argtypes = [vp, ctypes.c_int, ctypes.POINTER(vp), ctypes.POINTER(sz), ctypes.POINTER(vp)]
         lib.pp_strings.restype = sz
+        lib.pp_isa.restype = ctypes.c_int
         _lib = lib
     return _lib
 
 
 def available() -> bool:
     return library() is not None
+
+
+def isa() -> str | None:
+    """The vector paths a scanner made now uses: "avx2" or "portable" (``ISA_ENV``); None: not built."""
+    lib = library()
+    return None if lib is None else "avx2" if lib.pp_isa() == 2 else "portable"
 
 
 def _copy(lib: ctypes.CDLL, h: int, fam: int, col: int, dtype: type) -> np.ndarray:
@@ -130,10 +142,19 @@ class NativeTableBuilder(TableBuilder):
         raise NativeUnsupported("NativeTableBuilder takes chunk bytes (add_json)")
 
     def add_json(self, data: bytes | bytearray | memoryview) -> int:
-        """Scan one chunk ``[event, ...]``; the number of events in it."""
+        """Scan one chunk ``[event, ...]``; the number of events in it. A chunk that is a view into a bytearray
+        with room after it (the stream reader's buffer) is scanned in place: the scanner borrows the 64 bytes
+        after it for the call (restored before it returns) instead of copying the chunk."""
         counts = (ctypes.c_uint64 * 2)()
         if isinstance(data, bytes):
             rc = self._lib.pp_add(self._h, ctypes.cast(ctypes.c_char_p(data), ctypes.c_void_p), len(data), counts)
+        elif (isinstance(data, memoryview) and isinstance(data.obj, bytearray) and not data.readonly
+              and data.c_contiguous and data.nbytes == len(data) > 0):
+            whole = (ctypes.c_char * len(data.obj)).from_buffer(data.obj)  # the bytearray's start (and a pin)
+            arr = np.frombuffer(data, dtype=np.uint8)
+            room = ctypes.addressof(whole) + len(whole) - (arr.ctypes.data + len(data))
+            rc = self._lib.pp_add_in_place(self._h, arr.ctypes.data, len(data), room, counts)
+            del arr, whole
         else:
             n = len(data)
             arr = np.frombuffer(data, dtype=np.uint8) if n else np.zeros(0, dtype=np.uint8)
