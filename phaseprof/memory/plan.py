@@ -6,6 +6,7 @@ in ``render.py`` and ``report.py``.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -266,5 +267,34 @@ def build_memory_plan(inputs: MemoryInputs, *, hf_config: dict[str, Any] | None 
         warnings += _settings_warnings(inputs, layout, facts)
         if facts.is_empty:
             warnings.append(f"{facts.source}: holds none of vLLM's memory facts")
-    return MemoryPlan(inputs, source, shape, cache, layout, max_len, request, weights, gpu, serving, scratch,
+    plan = MemoryPlan(inputs, source, shape, cache, layout, max_len, request, weights, gpu, serving, scratch,
                       budget, kv_budget, facts, comparisons, tuple(warnings))
+    _check_int64(plan, source)
+    return plan
+
+
+def _check_int64(plan: MemoryPlan, source: str) -> None:
+    """Each config field is bounded on its own, but their products are not: 16M heads of head_dim 16M gave weight
+    counts past 2^63, printed as JSON no int64 reader takes. One line naming the config and the first such
+    number (a field path of the plan) instead."""
+    def walk(v: Any, path: str) -> tuple[str, int] | None:
+        if isinstance(v, bool):
+            return None
+        if isinstance(v, int):
+            return (path, v) if abs(v) >= 1 << 63 else None
+        if dataclasses.is_dataclass(v) and not isinstance(v, type):
+            items = ((f.name, getattr(v, f.name)) for f in dataclasses.fields(v))
+        elif isinstance(v, dict):
+            items = ((str(k), x) for k, x in v.items())
+        elif isinstance(v, (list, tuple)):
+            items = ((str(i), x) for i, x in enumerate(v))
+        else:
+            return None
+        for name, x in items:
+            if (hit := walk(x, f"{path}.{name}" if path else name)) is not None:
+                return hit
+        return None
+
+    if (hit := walk(plan, "")) is not None:
+        raise PhaseprofError(f"{source}: its sizes multiply to {hit[0]} = {_short(hit[1])}, beyond a 64-bit "
+                             "integer: no model this size exists (check its dims, heads, experts and layers)")

@@ -101,3 +101,12 @@ def test_generated_configs(changes: dict[str, int], tmp_path: Path, capsys: pyte
         assert all(abs(n) < 2**63 for n in _ints(json.loads(out)))
     else:
         assert rc == 2 and len([ln for ln in err.splitlines() if ln.strip()]) == 1, err
+
+
+def test_fields_in_range_whose_products_leave_int64(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Found by test_generated_configs: 16M heads of head_dim 16M are each allowed, their weight count is not."""
+    (tmp_path / "config.json").write_text(json.dumps(_text(num_attention_heads=1 << 24, head_dim=1 << 24)))
+    assert main(["memory", "--model", str(tmp_path), "--gpu", "H200", "--format", "json"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and len(err.strip().splitlines()) == 1 and "beyond a 64-bit integer" in err
+    assert str(tmp_path) in " ".join(err.split())
