@@ -197,20 +197,22 @@ def _nested_parents(ts: np.ndarray, end: np.ndarray, key: np.ndarray) -> np.ndar
     depth = np.arange(n, dtype=pos_t)
     depth -= np.searchsorted(s_end, s_ts, side="right").astype(pos_t)
     del s_end, s_ts
-    new_group = new_thread.copy()
-    np.logical_or(new_group[1:], ts[1:] != ts[:-1], out=new_group[1:])
-    group_starts = np.flatnonzero(new_group)
-    group = np.cumsum(new_group, dtype=pos_t)
-    del new_group
-    group -= 1
-    zero_after = np.r_[group_starts[1:], n].astype(pos_t)[group]  # the end of i's start group, for now
-    zero_in_group = np.add.reduceat((end == ts).astype(pos_t), group_starts)[group]
-    del group, group_starts
-    zero_after -= np.arange(n, dtype=pos_t)
-    np.minimum(zero_after, zero_in_group, out=zero_after)
-    del zero_in_group
-    depth += zero_after
-    del zero_after
+    zero = end == ts
+    if zero.any():  # only rows in a start group holding a zero-length op have zero_after > 0
+        new_group = new_thread.copy()
+        np.logical_or(new_group[1:], ts[1:] != ts[:-1], out=new_group[1:])
+        group_starts = np.flatnonzero(new_group)
+        group = np.cumsum(new_group, dtype=pos_t)
+        del new_group
+        group -= 1
+        zero_in_group = np.bincount(group[zero], minlength=group_starts.size)
+        rows = np.flatnonzero((zero_in_group > 0)[group])
+        g = group[rows]
+        del group
+        group_end = np.r_[group_starts[1:], n]  # the end of i's start group
+        depth[rows] += np.minimum(group_end[g] - rows, zero_in_group[g]).astype(pos_t)
+        del group_starts, zero_in_group, rows, g, group_end
+    del zero
     # Parent: the last earlier op one level up (when the ops nest properly, the top of the sweep's stack).
     small = depth.astype(np.int16) if depth.max() < 1 << 15 else depth
     by_level = np.argsort(small, kind="stable").astype(pos_t)  # radix sort; positions ascending within a level
