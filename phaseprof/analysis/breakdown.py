@@ -192,16 +192,25 @@ def _idle_splits(work: GpuWork, start: np.ndarray, end: np.ndarray, ctx: _StepCo
     i0 = np.searchsorted(ue, start, side="right")
     i1 = np.searchsorted(us, end, side="left")
     m = np.where(live, np.maximum(i1 - i0, 0), 0)
+    del i1
     cand = np.where(live, m + 1, 0)
     step = np.repeat(np.arange(start.size), cand)
     j = np.arange(step.size) - np.repeat(np.cumsum(cand) - cand, cand)  # candidate number within its window
-    s, e, first, mm = start[step], end[step], i0[step], m[step]
-    piece_before = np.clip(first + j - 1, 0, max(us.size - 1, 0))
-    piece_after = np.clip(first + j, 0, max(us.size - 1, 0))
+    del cand
+    # Memory: one entry per union piece (about one per kernel) in each of these columns; each is deleted when used.
+    s, e = start[step], end[step]
+    piece = i0[step]
+    piece += j
+    top = max(us.size - 1, 0)
+    piece_before = np.clip(piece - 1, 0, top)
+    piece_after = np.clip(piece, 0, top, out=piece)
     gs = np.where(j == 0, s, np.minimum(ue[piece_before], e) if us.size else s)
-    ge = np.where(j == mm, e, np.maximum(us[piece_after], s) if us.size else e)
+    del piece_before
+    ge = np.where(j == m[step], e, np.maximum(us[piece_after], s) if us.size else e)
+    del piece_after, piece, j, s
     keep = ge > gs
     step, gs, ge, e = step[keep], gs[keep], ge[keep], e[keep]
+    del keep
     # the work that ends a gap: the first interval starting at or after it, if it starts inside the window
     nxt = np.searchsorted(work.ts, ge, side="left")
     has_next = nxt < work.ts.size
@@ -210,6 +219,7 @@ def _idle_splits(work: GpuWork, start: np.ndarray, end: np.ndarray, ctx: _StepCo
     call_end = ctx.rt_end
     launched_at = np.where(has_next & (nl >= 0), call_end[np.maximum(nl, 0)] if call_end.size else 0, gs)
     starved_end = np.where(has_next, np.clip(launched_at, gs, ge), gs)
+    del launched_at, nl, nxt, has_next, e
     launches = np.flatnonzero(ctx.is_launch)
     in_launch = iv.overlap_with_union(gs, starved_end, ctx.rt_ts[launches], ctx.rt_end[launches])
     by_step = _Groups(step, start.size)  # gaps are already by step, in order: the sort keeps them
