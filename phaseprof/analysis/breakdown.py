@@ -56,7 +56,7 @@ def _kernel_stats(items: pd.DataFrame, busy_ns: float, limit: int | None) -> lis
         return []
     keys, kernel = np.unique((name_code * len(buckets) + bucket_code)[ok], return_inverse=True)
     share_ns = pd.Series(items["share_ns"].to_numpy()[ok]).groupby(kernel).sum().to_numpy()
-    module, modules = pd.factorize(items["module_bucket"].to_numpy()[ok], use_na_sentinel=False)
+    module, modules = _codes(items["module_bucket"], ok)
     pairs, first_row, n = np.unique(kernel * len(modules) + module, return_index=True, return_counts=True)
     order = np.lexsort((first_row, -n, pairs // len(modules)))
     lead = np.r_[True, np.diff(pairs[order] // len(modules)) != 0]
@@ -69,6 +69,19 @@ def _kernel_stats(items: pd.DataFrame, busy_ns: float, limit: int | None) -> lis
     return [KernelStat(str(names[k // len(buckets)]), str(buckets[k % len(buckets)]), str(m), int(c),
                        float(t) * _US, 100.0 * float(t) / busy_ns if busy_ns else 0.0)
             for k, t, c, m in zip(keys[g.index.to_numpy()], g["time"], g["count"], g["module"])]
+
+
+def _codes(col: pd.Series, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """An integer per selected row naming its value, and the values (null as a value of its own): a categorical's
+    codes as they are (its values never turned into one Python object per row: issue 28), else ``pd.factorize``."""
+    if isinstance(col.dtype, pd.CategoricalDtype):
+        values = np.empty(len(col.cat.categories) + 1, dtype=object)
+        values[:-1] = np.asarray(col.cat.categories, dtype=object)
+        values[-1] = np.nan
+        codes = col.cat.codes.to_numpy()[rows].astype(np.int64)
+        codes[codes < 0] = len(values) - 1
+        return codes, values
+    return pd.factorize(col.to_numpy()[rows], use_na_sentinel=False)
 
 
 class _StepContext:
