@@ -84,16 +84,31 @@ def _codes(col: pd.Series, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return pd.factorize(col.to_numpy()[rows], use_na_sentinel=False)
 
 
+def _label_ids(col: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """Per row, the index of its label (``trace.tables.labels``: a null is "") among the distinct labels, and those
+    labels; equal labels share one index."""
+    if isinstance(col.dtype, pd.CategoricalDtype):
+        lab = np.empty(len(col.cat.categories) + 1, dtype=object)
+        lab[0] = ""
+        lab[1:] = [str(c) for c in col.cat.categories]
+        same, names = pd.factorize(lab)
+        return same[col.cat.codes.to_numpy().astype(np.int64) + 1], np.asarray(names, dtype=object)
+    ids, names = pd.factorize(labels(col))
+    return ids, np.asarray(names, dtype=object)
+
+
 class _StepContext:
     """Host-side columns shared by all steps, computed once."""
 
     def __init__(self, t: EventTables, det: StepDetection):
         rt = t.runtime
-        self.rt_names = labels(rt["name"])
+        # API names as ids into the distinct names (issue 28: one Python string per call, 1.3M at 2 GB, was built
+        # and hashed twice: for the call kinds and for the launch counts)
+        self.rt_name_id, self.api_names = _label_ids(rt["name"])
         self.rt_ts = rt["ts_ns"].to_numpy()
         self.rt_end = rt["end_ns"].to_numpy()
         self.rt_step = assign_to_steps(self.rt_ts, det.steps)
-        calls = HostCalls.of(self.rt_names)
+        calls = HostCalls.of_ids(self.rt_name_id, self.api_names)
         self.is_launch, self.is_sync = calls.is_launch, calls.is_sync
         self.is_malloc, self.is_free = calls.is_malloc, calls.is_free
         mem = t.memory
@@ -244,7 +259,7 @@ def _launch_counts(ctx: _StepContext, n: int) -> list[LaunchCounts]:
     """Per step, its launch calls by API: most frequent first, ties in order of first call (``Counter``'s
     ``most_common``), counted for all steps at once."""
     rows = np.flatnonzero(ctx.is_launch & (ctx.rt_step >= 0) & (ctx.rt_step < n))
-    code, apis = pd.factorize(np.asarray(ctx.rt_names[rows], dtype=object), use_na_sentinel=False)
+    code, apis = ctx.rt_name_id[rows], ctx.api_names  # api ids name the apis; the order below is by first call
     pair, first, count = np.unique(ctx.rt_step[rows] * max(len(apis), 1) + code, return_index=True,
                                    return_counts=True)
     step, api = pair // max(len(apis), 1), pair % max(len(apis), 1)
