@@ -219,9 +219,12 @@ def _nested_parents(ts: np.ndarray, end: np.ndarray, key: np.ndarray) -> np.ndar
     bounds = np.searchsorted(small[by_level], np.arange(int(depth.max()) + 2))
     del small
     cand = np.full(n, -1, dtype=pos_t)  # position of the parent
-    for d in range(1, len(bounds) - 1):
+    levels = len(bounds) - 1
+    for d in range(1, levels):
         up, here = by_level[bounds[d - 1]:bounds[d]], by_level[bounds[d]:bounds[d + 1]]
-        found = np.searchsorted(up, here)  # ups before each; the last of them is the candidate
+        # ups before each; the last of them is the candidate. Few levels (the rule): a running count of the ups
+        # over all rows, read at each row of this level (~3x cheaper than searching, issue 28); many: a search.
+        found = np.cumsum(depth == d - 1, dtype=pos_t)[here] if levels <= 32 else np.searchsorted(up, here)
         has = found > 0
         cand[here[has]] = up[found[has] - 1]
     del by_level

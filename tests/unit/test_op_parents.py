@@ -223,3 +223,13 @@ def test_factorize_small_is_pd_factorize() -> None:
         codes, uniq = _factorize_small(pc, tc, n_t)
         np.testing.assert_array_equal(codes, want_codes)
         np.testing.assert_array_equal(uniq, want_uniq)
+
+
+def test_deep_nesting() -> None:
+    """More than 32 levels (the array path then searches each level instead of counting over all rows), with
+    siblings, zero-length ops and a partial overlap among them, on two threads."""
+    rows = [(i, 1000 - i, 1) for i in range(40)] + [(100 + 10 * i, 105 + 10 * i, 1) for i in range(20)]
+    rows += [(300, 300, 1), (500, 520, 1), (510, 530, 1)] + [(i, 500 - i, 2) for i in range(35)]
+    for order in (list(range(len(rows))), list(np.random.default_rng(4).permutation(len(rows)))):
+        f = frame([rows[i] for i in order])
+        np.testing.assert_array_equal(_op_parents(f), reference_op_parents(f))
