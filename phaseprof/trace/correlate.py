@@ -109,9 +109,12 @@ def _op_parents(ops: pd.DataFrame, key_codes: np.ndarray | None = None) -> np.nd
     if sorted_parent is None:  # times the array path does not handle (not integers, huge spans): sweep them all
         sorted_parent = np.full(n, -1, dtype=np.int64)
         _sweep(np.arange(n), np.r_[True, key[1:] != key[:-1]], ts.tolist(), end.tolist(), sorted_parent)
-    parent = np.full(n, -1, dtype=np.int64)
-    has = sorted_parent >= 0
-    parent[order[has]] = order[sorted_parent[has]]
+    del ts, end, key
+    mapped = order[sorted_parent]  # rows; where there is no parent (-1) the last row, overwritten next
+    mapped[sorted_parent < 0] = -1
+    del sorted_parent
+    parent = np.empty(n, dtype=np.int64)
+    parent[order] = mapped
     return parent
 
 
@@ -123,12 +126,14 @@ def _sweep_order(ts: np.ndarray, end: np.ndarray, key: np.ndarray) -> np.ndarray
     t = ts[order]
     tie = np.zeros(len(t), dtype=bool)
     same = t[1:] == t[:-1]
+    del t
     tie[1:] |= same
     tie[:-1] |= same
     if tie.any():
         sub = np.flatnonzero(tie)
         rows = order[sub]
-        group = np.cumsum(~np.r_[False, same])[sub]  # one id per run of equal starts
+        group = np.cumsum(~np.r_[False, same], dtype=np.int64 if len(ts) >> 31 else np.int32)[sub]  # run ids
+        del same
         order[sub] = rows[np.lexsort((rows, -(end[rows] - ts[rows]), group))]
     by_key = key[order]
     if by_key.size and 0 <= by_key.min() and by_key.max() < 1 << 15:
@@ -161,9 +166,9 @@ def _sweep(positions: np.ndarray, restart: np.ndarray, ts: list, end: list, pare
 
 def _nested_parents(ts: np.ndarray, end: np.ndarray, key: np.ndarray) -> np.ndarray | None:
     """:func:`_op_parents` on ops already in sweep order (thread ``key``, then start, then longest first), as
-    positions in that order; None when the times are not integers or too far apart for one int64 key."""
+    positions in that order; None when the times are not int64 or too far apart for one int64 key."""
     n = len(ts)
-    if ts.dtype.kind not in "iu" or end.dtype.kind not in "iu" or (end < ts).any():
+    if ts.dtype != np.int64 or end.dtype != np.int64 or (end < ts).any():  # the tables' times are int64
         return None
     # Memory: this runs on every op (millions of rows), each temporary a whole column: positions, levels and
     # thread numbers are int32 (half an int64 column; issue 28: correlate was the analysis' largest transient),
@@ -179,24 +184,25 @@ def _nested_parents(ts: np.ndarray, end: np.ndarray, key: np.ndarray) -> np.ndar
     if span * (int(thread[-1]) + 2) >= 1 << 62:  # thread[-1] + 1 threads
         return None
     # Times shifted per thread so one sorted array serves every thread: thread k's times lie in [k*span, (k+1)*span).
-    base = thread.astype(np.int64)
-    base *= span
-    base -= lo
-    s_end = end + base
+    s_end = thread.astype(np.int64)
+    s_end *= span
+    s_end -= lo
+    s_end += end
     s_end.sort(kind="stable")  # timsort: nearly sorted
-    if ts.dtype == np.int64:
-        base += ts
-        s_ts = base
-    else:
-        s_ts = ts + base
-    del base
     # Ops open at i's start (its depth): the earlier ops of its thread, (i - first), less those ended by then:
     # all of the thread's ops ending at or before it, (ended_all - first), less the zero-length ops at that very
     # instant that come at or after i (they sort last in a start group), (zero_after). The thread's first position
-    # cancels out: depth = i - ended_all + zero_after.
+    # cancels out: depth = i - ended_all + zero_after. The shifted starts and their counts are made a block of
+    # rows at a time (two int64 columns fewer at once).
     depth = np.arange(n, dtype=pos_t)
-    depth -= np.searchsorted(s_end, s_ts, side="right").astype(pos_t)
-    del s_end, s_ts
+    for a in range(0, n, 1 << 16):
+        b = min(a + (1 << 16), n)
+        s_ts = thread[a:b].astype(np.int64)
+        s_ts *= span
+        s_ts -= lo
+        s_ts = s_ts + ts[a:b]
+        depth[a:b] -= np.searchsorted(s_end, s_ts, side="right").astype(pos_t)
+    del s_end
     zero = end == ts
     if zero.any():  # only rows in a start group holding a zero-length op have zero_after > 0
         new_group = new_thread.copy()
