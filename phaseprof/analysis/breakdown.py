@@ -54,10 +54,10 @@ def _kernel_stats(items: pd.DataFrame, busy_ns: float, limit: int | None) -> lis
     ok = (name_code >= 0) & (bucket_code >= 0)
     if not ok.any():
         return []
-    keys, kernel = np.unique((name_code * len(buckets) + bucket_code)[ok], return_inverse=True)
+    keys, kernel = _unique((name_code * len(buckets) + bucket_code)[ok], inverse=True)
     share_ns = pd.Series(items["share_ns"].to_numpy()[ok]).groupby(kernel).sum().to_numpy()
     module, modules = _codes(items["module_bucket"], ok)
-    pairs, first_row, n = np.unique(kernel * len(modules) + module, return_index=True, return_counts=True)
+    pairs, first_row, n = _unique(kernel * len(modules) + module, index=True, counts=True)
     order = np.lexsort((first_row, -n, pairs // len(modules)))
     lead = np.r_[True, np.diff(pairs[order] // len(modules)) != 0]
     g = pd.DataFrame({"time": share_ns, "count": np.bincount(kernel),
@@ -69,6 +69,26 @@ def _kernel_stats(items: pd.DataFrame, busy_ns: float, limit: int | None) -> lis
     return [KernelStat(str(names[k // len(buckets)]), str(buckets[k % len(buckets)]), str(m), int(c),
                        float(t) * _US, 100.0 * float(t) / busy_ns if busy_ns else 0.0)
             for k, t, c, m in zip(keys[g.index.to_numpy()], g["time"], g["count"], g["module"])]
+
+
+def _unique(v: np.ndarray, *, index: bool = False, inverse: bool = False, counts: bool = False) -> tuple:
+    """``np.unique(v, return_index=..., return_inverse=..., return_counts=...)``; for non-negative integers of a
+    range about as large as ``v`` at most (kernel and module numbers: always), by counting instead of sorting."""
+    if v.size == 0 or v.min() < 0 or int(v.max()) >= 4 * v.size + (1 << 16):
+        return np.unique(v, return_index=index, return_inverse=inverse, return_counts=counts)
+    cnt = np.bincount(v)
+    present = cnt > 0
+    keys = np.flatnonzero(present)
+    out = [keys]
+    if index:  # each value's first row
+        first = np.full(cnt.size, v.size, dtype=np.int64)
+        np.minimum.at(first, v, np.arange(v.size))
+        out.append(first[keys])
+    if inverse:
+        out.append((np.cumsum(present) - 1)[v])
+    if counts:
+        out.append(cnt[keys])
+    return tuple(out)
 
 
 def _codes(col: pd.Series, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
