@@ -40,7 +40,7 @@ from phaseprof.classify.classifier import kernel_bucket
 from phaseprof.classify.rules import RuleSet
 from phaseprof.defaults import GRAPH_LAUNCH_APIS
 from phaseprof.trace.correlate import Correlated
-from phaseprof.trace.tables import EventTables, labels
+from phaseprof.trace.tables import EventTables, label_in
 
 _US = 1e-3
 
@@ -92,8 +92,7 @@ def attribute_items(items: pd.DataFrame, t: EventTables, c: Correlated, rules: R
         launch = items["launch"].to_numpy()
         ok = launch >= 0
         op = np.where(ok, c.runtime_op[np.maximum(launch, 0)] if c.runtime_op.size else -1, -1)
-        rt_names = labels(t.runtime["name"]) if len(t.runtime) else np.zeros(0, dtype=object)
-        replayed = ok & np.isin(rt_names[np.maximum(launch, 0)], list(GRAPH_LAUNCH_APIS)) if rt_names.size \
+        replayed = ok & label_in(t.runtime["name"], GRAPH_LAUNCH_APIS)[np.maximum(launch, 0)] if len(t.runtime) \
             else np.zeros(n, dtype=bool)
         mod = tree.innermost(t.runtime)[np.maximum(launch, 0)] if not tree.empty else np.full(n, -1)
         mod = np.where(ok, mod, -1)

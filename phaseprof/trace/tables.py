@@ -14,7 +14,7 @@ from __future__ import annotations
 import gc
 import re
 from collections import defaultdict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from itertools import repeat
@@ -636,6 +636,17 @@ def gc_paused() -> Iterator[None]:
     finally:
         if was_enabled:
             gc.enable()
+
+
+def label_in(column: pd.Series, names: Collection[str]) -> np.ndarray:
+    """Per row, whether its label (:func:`labels`) is one of ``names``: ``np.isin(labels(column), list(names))``,
+    decided once per category of a categorical column (no string per row: issue 28)."""
+    import pandas as pd
+
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        hit = np.asarray([str(c) in names for c in column.cat.categories] + ["" in names], dtype=bool)
+        return hit[column.cat.codes.to_numpy()]  # a null's code, -1, reads the last slot: ""
+    return np.isin(labels(column), list(names))
 
 
 def labels(column: pd.Series) -> np.ndarray:
