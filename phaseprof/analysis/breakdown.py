@@ -72,8 +72,9 @@ def _kernel_stats(items: pd.DataFrame, busy_ns: float, limit: int | None) -> lis
 
 
 def _unique(v: np.ndarray, *, index: bool = False, inverse: bool = False, counts: bool = False) -> tuple:
-    """``np.unique(v, return_index=..., return_inverse=..., return_counts=...)``; for non-negative integers of a
-    range about as large as ``v`` at most (kernel and module numbers: always), by counting instead of sorting."""
+    """``np.unique(v, return_index=..., return_inverse=..., return_counts=...)`` (at least one of them asked for);
+    for non-negative integers of a range about as large as ``v`` at most (kernel and module numbers: always), by
+    counting instead of sorting."""
     if v.size == 0 or v.min() < 0 or int(v.max()) >= 4 * v.size + (1 << 16):
         return np.unique(v, return_index=index, return_inverse=inverse, return_counts=counts)
     cnt = np.bincount(v)
