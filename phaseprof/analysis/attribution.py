@@ -40,7 +40,7 @@ from phaseprof.classify.classifier import kernel_bucket
 from phaseprof.classify.rules import RuleSet
 from phaseprof.defaults import GRAPH_LAUNCH_APIS
 from phaseprof.trace.correlate import Correlated
-from phaseprof.trace.tables import EventTables, labels
+from phaseprof.trace.tables import EventTables, label_in
 
 _US = 1e-3
 
@@ -92,8 +92,7 @@ def attribute_items(items: pd.DataFrame, t: EventTables, c: Correlated, rules: R
         launch = items["launch"].to_numpy()
         ok = launch >= 0
         op = np.where(ok, c.runtime_op[np.maximum(launch, 0)] if c.runtime_op.size else -1, -1)
-        rt_names = labels(t.runtime["name"]) if len(t.runtime) else np.zeros(0, dtype=object)
-        replayed = ok & np.isin(rt_names[np.maximum(launch, 0)], list(GRAPH_LAUNCH_APIS)) if rt_names.size \
+        replayed = ok & label_in(t.runtime["name"], GRAPH_LAUNCH_APIS)[np.maximum(launch, 0)] if len(t.runtime) \
             else np.zeros(n, dtype=bool)
         mod = tree.innermost(t.runtime)[np.maximum(launch, 0)] if not tree.empty else np.full(n, -1)
         mod = np.where(ok, mod, -1)
@@ -107,9 +106,11 @@ def attribute_items(items: pd.DataFrame, t: EventTables, c: Correlated, rules: R
     has_op = ~pd.isna(op_b) & ~replayed
     has_mod = (mod >= 0) & ~has_op & ~replayed
     module = kernel_view.copy()
-    method = np.full(n, Method.KERNEL_NAME.value, dtype=object)
+    method = np.empty(n, dtype=object)
+    method.fill(Method.KERNEL_NAME.value)  # np.full would convert the string to a unicode array first (0.15 s/1M)
     layer = np.full(n, -1, dtype=np.int64)
-    module[has_op] = [str(b) for b in op_b[has_op]]
+    codes, distinct = pd.factorize(op_b[has_op])  # each distinct bucket named once, not each row
+    module[has_op] = np.asarray([str(b) for b in distinct] or [""], dtype=object)[codes]
     method[has_op] = Method.OP_STACK.value
     if not tree.empty:
         module[has_mod] = tree.label[mod[has_mod]]

@@ -54,10 +54,10 @@ def _kernel_stats(items: pd.DataFrame, busy_ns: float, limit: int | None) -> lis
     ok = (name_code >= 0) & (bucket_code >= 0)
     if not ok.any():
         return []
-    keys, kernel = np.unique((name_code * len(buckets) + bucket_code)[ok], return_inverse=True)
+    keys, kernel = _unique((name_code * len(buckets) + bucket_code)[ok], inverse=True)
     share_ns = pd.Series(items["share_ns"].to_numpy()[ok]).groupby(kernel).sum().to_numpy()
-    module, modules = pd.factorize(items["module_bucket"].to_numpy()[ok], use_na_sentinel=False)
-    pairs, first_row, n = np.unique(kernel * len(modules) + module, return_index=True, return_counts=True)
+    module, modules = _codes(items["module_bucket"], ok)
+    pairs, first_row, n = _unique(kernel * len(modules) + module, index=True, counts=True)
     order = np.lexsort((first_row, -n, pairs // len(modules)))
     lead = np.r_[True, np.diff(pairs[order] // len(modules)) != 0]
     g = pd.DataFrame({"time": share_ns, "count": np.bincount(kernel),
@@ -71,16 +71,65 @@ def _kernel_stats(items: pd.DataFrame, busy_ns: float, limit: int | None) -> lis
             for k, t, c, m in zip(keys[g.index.to_numpy()], g["time"], g["count"], g["module"])]
 
 
+def _unique(v: np.ndarray, *, index: bool = False, inverse: bool = False, counts: bool = False) -> tuple:
+    """``np.unique(v, return_index=..., return_inverse=..., return_counts=...)`` (at least one of them asked for);
+    for non-negative integers of a range about as large as ``v`` at most (kernel and module numbers: always), by
+    counting instead of sorting."""
+    if v.size == 0 or v.min() < 0 or int(v.max()) >= 4 * v.size + (1 << 16):
+        return np.unique(v, return_index=index, return_inverse=inverse, return_counts=counts)
+    cnt = np.bincount(v)
+    present = cnt > 0
+    keys = np.flatnonzero(present)
+    out = [keys]
+    if index:  # each value's first row
+        first = np.full(cnt.size, v.size, dtype=np.int64)
+        np.minimum.at(first, v, np.arange(v.size))
+        out.append(first[keys])
+    if inverse:
+        out.append((np.cumsum(present) - 1)[v])
+    if counts:
+        out.append(cnt[keys])
+    return tuple(out)
+
+
+def _codes(col: pd.Series, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """An integer per selected row naming its value, and the values (null as a value of its own): a categorical's
+    codes as they are (its values never turned into one Python object per row: issue 28), else ``pd.factorize``."""
+    if isinstance(col.dtype, pd.CategoricalDtype):
+        values = np.empty(len(col.cat.categories) + 1, dtype=object)
+        values[:-1] = np.asarray(col.cat.categories, dtype=object)
+        values[-1] = np.nan
+        codes = col.cat.codes.to_numpy()[rows].astype(np.int64)
+        codes[codes < 0] = len(values) - 1
+        return codes, values
+    return pd.factorize(col.to_numpy()[rows], use_na_sentinel=False)
+
+
+def _label_ids(col: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """Per row, the index of its label (``trace.tables.labels``: a null is "") among the distinct labels, and those
+    labels; equal labels share one index."""
+    if isinstance(col.dtype, pd.CategoricalDtype):
+        lab = np.empty(len(col.cat.categories) + 1, dtype=object)
+        lab[0] = ""
+        lab[1:] = [str(c) for c in col.cat.categories]
+        same, names = pd.factorize(lab)
+        return same[col.cat.codes.to_numpy().astype(np.int64) + 1], np.asarray(names, dtype=object)
+    ids, names = pd.factorize(labels(col))
+    return ids, np.asarray(names, dtype=object)
+
+
 class _StepContext:
     """Host-side columns shared by all steps, computed once."""
 
     def __init__(self, t: EventTables, det: StepDetection):
         rt = t.runtime
-        self.rt_names = labels(rt["name"])
+        # API names as ids into the distinct names (issue 28: one Python string per call, 1.3M at 2 GB, was built
+        # and hashed twice: for the call kinds and for the launch counts)
+        self.rt_name_id, self.api_names = _label_ids(rt["name"])
         self.rt_ts = rt["ts_ns"].to_numpy()
         self.rt_end = rt["end_ns"].to_numpy()
         self.rt_step = assign_to_steps(self.rt_ts, det.steps)
-        calls = HostCalls.of(self.rt_names)
+        calls = HostCalls.of_ids(self.rt_name_id, self.api_names)
         self.is_launch, self.is_sync = calls.is_launch, calls.is_sync
         self.is_malloc, self.is_free = calls.is_malloc, calls.is_free
         mem = t.memory
@@ -192,16 +241,25 @@ def _idle_splits(work: GpuWork, start: np.ndarray, end: np.ndarray, ctx: _StepCo
     i0 = np.searchsorted(ue, start, side="right")
     i1 = np.searchsorted(us, end, side="left")
     m = np.where(live, np.maximum(i1 - i0, 0), 0)
+    del i1
     cand = np.where(live, m + 1, 0)
     step = np.repeat(np.arange(start.size), cand)
     j = np.arange(step.size) - np.repeat(np.cumsum(cand) - cand, cand)  # candidate number within its window
-    s, e, first, mm = start[step], end[step], i0[step], m[step]
-    piece_before = np.clip(first + j - 1, 0, max(us.size - 1, 0))
-    piece_after = np.clip(first + j, 0, max(us.size - 1, 0))
+    del cand
+    # Memory: one entry per union piece (about one per kernel) in each of these columns; each is deleted when used.
+    s, e = start[step], end[step]
+    piece = i0[step]
+    piece += j
+    top = max(us.size - 1, 0)
+    piece_before = np.clip(piece - 1, 0, top)
+    piece_after = np.clip(piece, 0, top, out=piece)
     gs = np.where(j == 0, s, np.minimum(ue[piece_before], e) if us.size else s)
-    ge = np.where(j == mm, e, np.maximum(us[piece_after], s) if us.size else e)
+    del piece_before
+    ge = np.where(j == m[step], e, np.maximum(us[piece_after], s) if us.size else e)
+    del piece_after, piece, j, s
     keep = ge > gs
     step, gs, ge, e = step[keep], gs[keep], ge[keep], e[keep]
+    del keep
     # the work that ends a gap: the first interval starting at or after it, if it starts inside the window
     nxt = np.searchsorted(work.ts, ge, side="left")
     has_next = nxt < work.ts.size
@@ -210,6 +268,7 @@ def _idle_splits(work: GpuWork, start: np.ndarray, end: np.ndarray, ctx: _StepCo
     call_end = ctx.rt_end
     launched_at = np.where(has_next & (nl >= 0), call_end[np.maximum(nl, 0)] if call_end.size else 0, gs)
     starved_end = np.where(has_next, np.clip(launched_at, gs, ge), gs)
+    del launched_at, nl, nxt, has_next, e
     launches = np.flatnonzero(ctx.is_launch)
     in_launch = iv.overlap_with_union(gs, starved_end, ctx.rt_ts[launches], ctx.rt_end[launches])
     by_step = _Groups(step, start.size)  # gaps are already by step, in order: the sort keeps them
@@ -221,7 +280,7 @@ def _launch_counts(ctx: _StepContext, n: int) -> list[LaunchCounts]:
     """Per step, its launch calls by API: most frequent first, ties in order of first call (``Counter``'s
     ``most_common``), counted for all steps at once."""
     rows = np.flatnonzero(ctx.is_launch & (ctx.rt_step >= 0) & (ctx.rt_step < n))
-    code, apis = pd.factorize(np.asarray(ctx.rt_names[rows], dtype=object), use_na_sentinel=False)
+    code, apis = ctx.rt_name_id[rows], ctx.api_names  # api ids name the apis; the order below is by first call
     pair, first, count = np.unique(ctx.rt_step[rows] * max(len(apis), 1) + code, return_index=True,
                                    return_counts=True)
     step, api = pair // max(len(apis), 1), pair % max(len(apis), 1)

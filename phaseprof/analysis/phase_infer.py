@@ -24,7 +24,7 @@ from phaseprof.analysis.attribution_types import InferredPhase
 from phaseprof.analysis.steps import Phase, StepDetection
 from phaseprof.defaults import GRAPH_LAUNCH_APIS
 from phaseprof.errors import PhaseprofError
-from phaseprof.trace.tables import EventTables, labels
+from phaseprof.trace.tables import EventTables, label_in, labels
 
 try:
     import tomllib
@@ -109,6 +109,15 @@ def infer_phases(det: StepDetection, items: pd.DataFrame) -> tuple[StepDetection
                          tuple(steps), det.notes), out
 
 
+def _inductor_names(names: pd.Series) -> np.ndarray:
+    """Per row, whether its name (``labels``: a null is "") is an inductor-generated kernel's, each name tested once."""
+    if isinstance(names.dtype, pd.CategoricalDtype):
+        per = [bool(_INDUCTOR.match(str(c))) for c in names.cat.categories] + [bool(_INDUCTOR.match(""))]
+        return np.asarray(per, dtype=bool)[names.cat.codes.to_numpy()]
+    is_inductor = {n: bool(_INDUCTOR.match(n)) for n in dict.fromkeys(labels(names).tolist())}
+    return np.fromiter(map(is_inductor.__getitem__, labels(names)), dtype=bool, count=len(names))
+
+
 def infer_mode(t: EventTables, items: pd.DataFrame, det: StepDetection, device: str) -> tuple[str, str]:
     """(mode, evidence): how the forward passes ran (see module docstring)."""
     if device != "gpu":
@@ -116,14 +125,10 @@ def infer_mode(t: EventTables, items: pd.DataFrame, det: StepDetection, device: 
     if items.empty:
         return "eager", "no GPU work in steps"
     launch = items["launch"].to_numpy()
-    rt_names = labels(t.runtime["name"]) if len(t.runtime) else np.zeros(0, dtype=object)
-    by_graph = (launch >= 0) & np.isin(rt_names[np.maximum(launch, 0)], list(GRAPH_LAUNCH_APIS)) \
-        if rt_names.size else np.zeros(len(items), dtype=bool)
-    names = labels(items["name"])
-    direct = ~by_graph & (labels(items["kind"]) == "kernel")
-    direct_names = names[direct]
-    is_inductor = {n: bool(_INDUCTOR.match(n)) for n in dict.fromkeys(direct_names.tolist())}  # each name once
-    inductor = np.fromiter(map(is_inductor.__getitem__, direct_names), dtype=bool, count=len(direct_names))
+    by_graph = (launch >= 0) & label_in(t.runtime["name"], GRAPH_LAUNCH_APIS)[np.maximum(launch, 0)] \
+        if len(t.runtime) else np.zeros(len(items), dtype=bool)
+    direct = ~by_graph & label_in(items["kind"], ("kernel",))
+    inductor = _inductor_names(items["name"])[direct]
     ind_share = float(inductor.mean()) if inductor.size else 0.0
     if by_graph.any():
         steps = items["step"].to_numpy()

@@ -16,7 +16,7 @@ import pandas as pd
 from phaseprof.analysis.attribution import ItemAttribution, attribute_items
 from phaseprof.analysis.attribution_types import InferredPhase
 from phaseprof.analysis.graph_align import Reference
-from phaseprof.analysis.items import _kernel_view, cpu_items, gpu_items, op_modules
+from phaseprof.analysis.items import _kernel_view, cpu_items, gpu_items, op_modules, str_categorical
 from phaseprof.analysis.layer_plan import LayerPlan
 from phaseprof.analysis.phase_infer import drop_empty_steps, infer_phases
 from phaseprof.analysis.steps import StepDetection, detect_steps
@@ -58,8 +58,8 @@ def prepare(t: EventTables, rules: RuleSet, *, reference: Reference | None = Non
                                 plan_note=plan_note)
     # The module view names Bucket values or, for a module class no rule names, the class itself (never folded
     # into another bucket), so it is a free categorical, unlike the kernel view (columns.ITEMS).
-    items["module_bucket"] = pd.Categorical(items["module_bucket"].astype(str))
-    items["attribution"] = pd.Categorical(items["attribution"].astype(str))
+    items["module_bucket"] = str_categorical(items["module_bucket"])
+    items["attribution"] = str_categorical(items["attribution"])
     det, items, dropped = drop_empty_steps(det, items)
     det, inferred = infer_phases(det, items)
     if only_steps_in is not None:

@@ -81,12 +81,22 @@ class HostCalls:
         # Each distinct name tested once (np.isin on strings compares every row with every API name: ~50 ms
         # on 100K calls), then the rows looked up by their name's code.
         codes, distinct = pd.factorize(np.asarray(names, dtype=object), use_na_sentinel=False)
-        masks = {k: np.asarray([d in apis for d in distinct], dtype=bool)[codes] if len(names)
-                 else np.zeros(0, dtype=bool) for apis, k in _APIS}
-        kind = np.full(len(names), HostCallKind.OTHER.value, dtype=object)
-        for k, m in masks.items():
-            kind[m] = k.value
-        return cls(kind=kind, is_launch=masks[HostCallKind.LAUNCH], is_sync=masks[HostCallKind.SYNC],
+        return cls.of_ids(codes, distinct)
+
+    @classmethod
+    def of_ids(cls, ids: np.ndarray, names: np.ndarray) -> HostCalls:
+        """:meth:`of` of ``names[ids]``: each row given as the index of its API name in ``names`` (a categorical's
+        codes, say: no name per row is built)."""
+        per_name = {k: np.asarray([d in apis for d in names], dtype=bool) for apis, k in _APIS}
+        kinds = np.full(len(names), HostCallKind.OTHER.value, dtype=object)
+        for k, m in per_name.items():
+            kinds[m] = k.value
+        if len(ids) == 0:
+            empty = np.zeros(0, dtype=bool)
+            return cls(kind=np.zeros(0, dtype=object), is_launch=empty, is_sync=empty, is_malloc=empty,
+                       is_free=empty)
+        masks = {k: m[ids] for k, m in per_name.items()}
+        return cls(kind=kinds[ids], is_launch=masks[HostCallKind.LAUNCH], is_sync=masks[HostCallKind.SYNC],
                    is_malloc=masks[HostCallKind.MALLOC], is_free=masks[HostCallKind.FREE])
 
 

@@ -27,7 +27,7 @@ class Correlated:
 
 
 def _thread_codes(*frames: pd.DataFrame) -> list[np.ndarray]:
-    """Per frame, per row, an integer code of its host thread: exactly ``pd.factorize`` of all ``frames``' rows'
+    """Per frame, per row, an int32 code of its host thread: exactly ``pd.factorize`` of all ``frames``' rows'
     "pid/tid" strings concatenated (codes in order of first appearance), split back per frame (tested against
     that definition: ``thread_keys`` in tests/unit/test_op_parents.py).
 
@@ -39,21 +39,51 @@ def _thread_codes(*frames: pd.DataFrame) -> list[np.ndarray]:
     for frame in frames:
         pc, tc = frame["pid"].cat.codes.to_numpy(), frame["tid"].cat.codes.to_numpy()
         n_t = len(frame["tid"].cat.categories) + 1
-        codes, uniq = pd.factorize(pc.astype(np.int64) * n_t + tc)
+        codes, uniq = _factorize_small(pc, tc, n_t)
         pcat, tcat = frame["pid"].cat.categories, frame["tid"].cat.categories
         pair_codes.append(codes)
         names.append([f"{pcat[u // n_t]}/{tcat[u % n_t]}" for u in uniq.tolist()])
     # The distinct pairs of each frame come in first-appearance order, frames in order: factorizing their names in
     # that order numbers the threads as factorizing every row's name would.
-    by_name = pd.factorize(np.asarray([n for ns in names for n in ns], dtype=object))[0]
+    by_name = pd.factorize(np.asarray([n for ns in names for n in ns], dtype=object))[0].astype(np.int32)
     out, at = [], 0
     for codes, ns in zip(pair_codes, names):
-        out.append(by_name[at:at + len(ns)][codes] if len(ns) else np.zeros(len(codes), dtype=np.int64))
+        out.append(by_name[at:at + len(ns)][codes] if len(ns) else np.zeros(len(codes), dtype=np.int32))
         at += len(ns)
     return out
 
 
-def _op_parents(ops: pd.DataFrame) -> np.ndarray:
+def _factorize_small(pc: np.ndarray, tc: np.ndarray, n_t: int) -> tuple[np.ndarray, np.ndarray]:
+    """``pd.factorize(pc * n_t + tc)`` (codes in order of first appearance, and the distinct values), the codes as
+    int32. Where the pairs are non-negative and few (threads: always), without pandas' hash table, which held
+    ~48 bytes a row (12.7 MiB at once on 268k ops): a count per value says which occur, and each one's first row
+    is found in leading blocks of doubling size (the threads all appear early as a rule; the blocks' sizes add up
+    to at most twice the rows when one does not)."""
+    n = pc.size
+    k = (int(pc.max()) + 1) * n_t if n else 0
+    if n == 0 or pc.min() < 0 or tc.min() < 0 or k > 4 * n + (1 << 16) or k >= 1 << 31:
+        codes, uniq = pd.factorize(pc.astype(np.int64) * n_t + tc)
+        return codes.astype(np.int32), uniq
+    pair = pc.astype(np.int32)
+    pair *= n_t
+    pair += tc
+    present = np.flatnonzero(np.bincount(pair, minlength=k))
+    first = np.full(k, n, dtype=np.int64)
+    todo, lo, size = present.size, 0, 4096
+    while todo:
+        vals, at = np.unique(pair[lo:lo + size], return_index=True)
+        new = first[vals] == n
+        first[vals[new]] = at[new] + lo
+        todo -= int(new.sum())
+        lo += size
+        size *= 2
+    uniq = present[np.argsort(first[present], kind="stable")]
+    code_of = np.zeros(k, dtype=np.int32)
+    code_of[uniq] = np.arange(uniq.size, dtype=np.int32)
+    return code_of[pair], uniq.astype(np.int64)
+
+
+def _op_parents(ops: pd.DataFrame, key_codes: np.ndarray | None = None) -> np.ndarray:
     """Per row of ``ops`` (or of any frame with pid/tid categoricals and ts_ns/end_ns), the row of the innermost
     op enclosing it on the same thread, or -1.
 
@@ -62,14 +92,16 @@ def _op_parents(ops: pd.DataFrame) -> np.ndarray:
     clock jitter) is taken as the top's sibling, replacing it on the stack. :func:`_sweep` is that sweep; it runs
     only on the stretches of a thread that hold a partial overlap. Everywhere else (properly nested ops) the same
     parents come from array operations: an op's depth is the number of earlier ops still open at its start, and
-    its parent is the last earlier op one level up.
+    its parent is the last earlier op one level up. ``key_codes``: ``_thread_codes(ops)[0]`` where the caller
+    has it already.
     """
     n = len(ops)
     if n == 0:
         return np.zeros(0, dtype=np.int64)
     ts_a = ops["ts_ns"].to_numpy()
     end_a = ops["end_ns"].to_numpy()
-    key_codes = _thread_codes(ops)[0]
+    if key_codes is None:
+        key_codes = _thread_codes(ops)[0]
     order = _sweep_order(ts_a, end_a, key_codes)
     ts, end, key = ts_a[order], end_a[order], key_codes[order]
     del key_codes
@@ -77,9 +109,12 @@ def _op_parents(ops: pd.DataFrame) -> np.ndarray:
     if sorted_parent is None:  # times the array path does not handle (not integers, huge spans): sweep them all
         sorted_parent = np.full(n, -1, dtype=np.int64)
         _sweep(np.arange(n), np.r_[True, key[1:] != key[:-1]], ts.tolist(), end.tolist(), sorted_parent)
-    parent = np.full(n, -1, dtype=np.int64)
-    has = sorted_parent >= 0
-    parent[order[has]] = order[sorted_parent[has]]
+    del ts, end, key
+    mapped = order[sorted_parent]  # rows; where there is no parent (-1) the last row, overwritten next
+    mapped[sorted_parent < 0] = -1
+    del sorted_parent
+    parent = np.empty(n, dtype=np.int64)
+    parent[order] = mapped
     return parent
 
 
@@ -91,14 +126,19 @@ def _sweep_order(ts: np.ndarray, end: np.ndarray, key: np.ndarray) -> np.ndarray
     t = ts[order]
     tie = np.zeros(len(t), dtype=bool)
     same = t[1:] == t[:-1]
+    del t
     tie[1:] |= same
     tie[:-1] |= same
     if tie.any():
         sub = np.flatnonzero(tie)
         rows = order[sub]
-        group = np.cumsum(~np.r_[False, same])[sub]  # one id per run of equal starts
+        group = np.cumsum(~np.r_[False, same], dtype=np.int64 if len(ts) >> 31 else np.int32)[sub]  # run ids
+        del same
         order[sub] = rows[np.lexsort((rows, -(end[rows] - ts[rows]), group))]
-    return order[np.argsort(key[order], kind="stable")]
+    by_key = key[order]
+    if by_key.size and 0 <= by_key.min() and by_key.max() < 1 << 15:
+        by_key = by_key.astype(np.int16)  # numpy's stable sort of 16-bit keys is a radix sort: O(n)
+    return order[np.argsort(by_key, kind="stable")]
 
 
 def _sweep(positions: np.ndarray, restart: np.ndarray, ts: list, end: list, parent: np.ndarray) -> None:
@@ -126,79 +166,93 @@ def _sweep(positions: np.ndarray, restart: np.ndarray, ts: list, end: list, pare
 
 def _nested_parents(ts: np.ndarray, end: np.ndarray, key: np.ndarray) -> np.ndarray | None:
     """:func:`_op_parents` on ops already in sweep order (thread ``key``, then start, then longest first), as
-    positions in that order; None when the times are not integers or too far apart for one int64 key."""
+    positions in that order; None when the times are not int64 or too far apart for one int64 key."""
     n = len(ts)
-    if ts.dtype.kind not in "iu" or end.dtype.kind not in "iu" or (end < ts).any():
+    if ts.dtype != np.int64 or end.dtype != np.int64 or (end < ts).any():  # the tables' times are int64
         return None
+    # Memory: this runs on every op (millions of rows), each temporary a whole column: positions, levels and
+    # thread numbers are int32 (half an int64 column; issue 28: correlate was the analysis' largest transient),
+    # updated in place and deleted as soon as they are used up.
+    pos_t = np.int32 if n < 1 << 31 else np.int64
     new_thread = np.empty(n, dtype=bool)
     new_thread[0] = True
     np.not_equal(key[1:], key[:-1], out=new_thread[1:])
-    thread = np.cumsum(new_thread) - 1
+    thread = np.cumsum(new_thread, dtype=pos_t)
+    thread -= 1
     lo = int(ts.min())
     span = int(end.max()) - lo + 1
     if span * (int(thread[-1]) + 2) >= 1 << 62:  # thread[-1] + 1 threads
         return None
-    # Memory: this runs on every op (millions of rows); each temporary is a whole int64 column, so they are
-    # updated in place and deleted as soon as they are used up (the peak was ~19 columns at once).
     # Times shifted per thread so one sorted array serves every thread: thread k's times lie in [k*span, (k+1)*span).
-    base = thread * span - lo
-    s_end = end + base
+    s_end = thread.astype(np.int64)
+    s_end *= span
+    s_end -= lo
+    s_end += end
     s_end.sort(kind="stable")  # timsort: nearly sorted
-    s_ts = ts + base
-    del base
     # Ops open at i's start (its depth): the earlier ops of its thread, (i - first), less those ended by then:
     # all of the thread's ops ending at or before it, (ended_all - first), less the zero-length ops at that very
     # instant that come at or after i (they sort last in a start group), (zero_after). The thread's first position
-    # cancels out: depth = i - ended_all + zero_after.
-    ended_all = np.searchsorted(s_end, s_ts, side="right")
-    del s_end, s_ts
-    new_group = new_thread.copy()
-    np.logical_or(new_group[1:], ts[1:] != ts[:-1], out=new_group[1:])
-    group_starts = np.flatnonzero(new_group)
-    group = np.cumsum(new_group)
-    del new_group
-    group -= 1
-    zero_after = np.r_[group_starts[1:], n][group]  # the end of i's start group, for now
-    zero_in_group = np.add.reduceat((end == ts).astype(np.int64), group_starts)[group]
-    del group, group_starts
-    depth = np.arange(n)
-    zero_after -= depth
-    np.minimum(zero_after, zero_in_group, out=zero_after)
-    del zero_in_group
-    depth -= ended_all
-    depth += zero_after
-    del ended_all, zero_after
+    # cancels out: depth = i - ended_all + zero_after. The shifted starts and their counts are made a block of
+    # rows at a time (two int64 columns fewer at once).
+    depth = np.arange(n, dtype=pos_t)
+    for a in range(0, n, 1 << 16):
+        b = min(a + (1 << 16), n)
+        s_ts = thread[a:b].astype(np.int64)
+        s_ts *= span
+        s_ts -= lo
+        s_ts = s_ts + ts[a:b]
+        depth[a:b] -= np.searchsorted(s_end, s_ts, side="right").astype(pos_t)
+    del s_end
+    zero = end == ts
+    if zero.any():  # only rows in a start group holding a zero-length op have zero_after > 0
+        new_group = new_thread.copy()
+        np.logical_or(new_group[1:], ts[1:] != ts[:-1], out=new_group[1:])
+        group_starts = np.flatnonzero(new_group)
+        group = np.cumsum(new_group, dtype=pos_t)
+        del new_group
+        group -= 1
+        zero_in_group = np.bincount(group[zero], minlength=group_starts.size)
+        rows = np.flatnonzero((zero_in_group > 0)[group])
+        g = group[rows]
+        del group
+        group_end = np.r_[group_starts[1:], n]  # the end of i's start group
+        depth[rows] += np.minimum(group_end[g] - rows, zero_in_group[g]).astype(pos_t)
+        del group_starts, zero_in_group, rows, g, group_end
+    del zero
     # Parent: the last earlier op one level up (when the ops nest properly, the top of the sweep's stack).
     small = depth.astype(np.int16) if depth.max() < 1 << 15 else depth
-    by_level = np.argsort(small, kind="stable")  # radix sort; positions ascending within a level
+    by_level = np.argsort(small, kind="stable").astype(pos_t)  # radix sort; positions ascending within a level
     bounds = np.searchsorted(small[by_level], np.arange(int(depth.max()) + 2))
     del small
-    at = np.full(n, -1, dtype=np.int64)  # index into by_level of the parent
-    for d in range(1, len(bounds) - 1):
-        up, here = slice(bounds[d - 1], bounds[d]), slice(bounds[d], bounds[d + 1])
-        found = np.searchsorted(by_level[up], by_level[here]) - 1
-        at[by_level[here]] = np.where(found >= 0, found + bounds[d - 1], -1)
-    cand = by_level[np.maximum(at, 0)]
+    cand = np.full(n, -1, dtype=pos_t)  # position of the parent
+    levels = len(bounds) - 1
+    for d in range(1, levels):
+        up, here = by_level[bounds[d - 1]:bounds[d]], by_level[bounds[d]:bounds[d + 1]]
+        # ups before each; the last of them is the candidate. Few levels (the rule): a running count of the ups
+        # over all rows, read at each row of this level (~3x cheaper than searching, issue 28); many: a search.
+        found = np.cumsum(depth == d - 1, dtype=pos_t)[here] if levels <= 32 else np.searchsorted(up, here)
+        has = found > 0
+        cand[here[has]] = up[found[has] - 1]
     del by_level
-    found = at >= 0
-    del at
     inner = depth > 0
-    parent = np.where(inner, cand, -1)
+    parent = np.where(inner, cand, pos_t(-1))
     # Where that parent is not the sweep's (a partial overlap made the stack differ), sweep the stretch again:
     # stretches start where every earlier op of the thread has ended (the sweep's stack is empty there).
     # ok = ~inner | (found & (depth[cand] == depth - 1) & (thread[cand] == thread) & (end <= end[cand])), one
-    # term at a time (a whole temporary column each).
+    # term at a time (a whole temporary column each); cand is -1 where none was found (its terms read the last
+    # row, then found clears them).
     ok = depth[cand]
     ok += 1
     ok = ok == depth
-    ok &= found
-    del found
+    ok &= cand >= 0
     ok &= thread[cand] == thread
     ok &= end <= end[cand]
     ok |= ~inner
     del cand, inner, depth
     if not ok.all():
-        base = thread * span - lo
+        base = thread.astype(np.int64)
+        base *= span
+        base -= lo
         s_ts, s_end = ts + base, end + base
         del base
         open_before = np.empty(n, dtype=s_end.dtype)
@@ -212,14 +266,16 @@ def _nested_parents(ts: np.ndarray, end: np.ndarray, key: np.ndarray) -> np.ndar
     return parent
 
 
-def _innermost_ops(runtime: pd.DataFrame, ops: pd.DataFrame, parent: np.ndarray) -> np.ndarray:
+def _innermost_ops(runtime: pd.DataFrame, ops: pd.DataFrame, parent: np.ndarray,
+                   codes: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
     """Per row of ``runtime``, the innermost row of ``ops`` on its thread that encloses its start, or -1: the last
-    op starting at or before it (ties: the last row), then up its parents while they end before the call."""
+    op starting at or before it (ties: the last row), then up its parents while they end before the call.
+    ``codes``: ``_thread_codes(ops, runtime)`` where the caller has them already."""
     out = np.full(len(runtime), -1, dtype=np.int64)
     if runtime.empty or ops.empty:
         return out
     ots, oend = ops["ts_ns"].to_numpy(), ops["end_ns"].to_numpy()
-    ocode, rcode = _thread_codes(ops, runtime)
+    ocode, rcode = codes if codes is not None else _thread_codes(ops, runtime)
     o_order = np.lexsort((ots, ocode))  # by thread, then start; equal starts in row order
     o_sorted_code, o_sorted_ts = ocode[o_order], ots[o_order]
     rts = runtime["ts_ns"].to_numpy()
@@ -243,12 +299,32 @@ def _innermost_ops(runtime: pd.DataFrame, ops: pd.DataFrame, parent: np.ndarray)
 def correlate(t: EventTables) -> Correlated:
     """Compute launch and op-stack links for all events in ``t``."""
     rt = t.runtime
-    corr = rt["correlation"].to_numpy()
-    valid = corr >= 0
-    lookup = pd.Series(np.flatnonzero(valid), index=corr[valid])
-    lookup = lookup[~lookup.index.duplicated(keep="first")]
-    g_corr = t.gpu["correlation"].to_numpy()
-    gpu_launch = lookup.reindex(g_corr).fillna(-1).to_numpy(dtype=np.int64).copy()
-    gpu_launch[g_corr < 0] = -1
-    parent = _op_parents(t.ops)
-    return Correlated(gpu_launch=gpu_launch, runtime_op=_innermost_ops(rt, t.ops, parent), op_parent=parent)
+    codes = _thread_codes(t.ops, rt)  # once for both searches (they were a third of correlate's time at 2 GB)
+    parent = _op_parents(t.ops, key_codes=codes[0])
+    return Correlated(gpu_launch=_launches(rt["correlation"].to_numpy(), t.gpu["correlation"].to_numpy()),
+                      runtime_op=_innermost_ops(rt, t.ops, parent, codes), op_parent=parent)
+
+
+def _launches(corr: np.ndarray, g_corr: np.ndarray) -> np.ndarray:
+    """Per GPU row (its correlation id ``g_corr``), the first runtime row with that id (``corr``), or -1; ids below
+    0 are none. Was ``pd.Series(rows, index=ids).reindex(g_corr)``: a hash table over the runtime's ids, 0.37 s
+    of 1M kernels at 2 GB; here the distinct ids (``np.unique`` gives each one's first row) index a dense table
+    where they are about as many as its size, else are searched in sorted order."""
+    out = np.full(len(g_corr), -1, dtype=np.int64)
+    valid = np.flatnonzero(corr >= 0)
+    if valid.size == 0 or g_corr.size == 0:
+        return out
+    ids, first = np.unique(corr[valid], return_index=True)
+    rows = valid[first]
+    hit = g_corr >= 0
+    top = int(ids[-1])
+    if top < 4 * ids.size + (1 << 16):
+        table = np.full(top + 1, -1, dtype=np.int64)
+        table[ids] = rows
+        hit &= g_corr <= top
+        out[hit] = table[g_corr[hit]]
+    else:
+        pos = np.searchsorted(ids, g_corr[hit])
+        pos_c = np.minimum(pos, ids.size - 1)
+        out[hit] = np.where(ids[pos_c] == g_corr[hit], rows[pos_c], -1)
+    return out

@@ -201,3 +201,35 @@ def test_thread_codes_are_factorized_thread_keys() -> None:
         t = load_tables(path)
         for fr in (t.ops, t.runtime):
             np.testing.assert_array_equal(_thread_codes(fr)[0], pd.factorize(thread_keys(fr))[0])
+
+
+def test_factorize_small_is_pd_factorize() -> None:
+    """``_factorize_small`` (the thread pairs' codes without pandas' hash table) numbers exactly as
+    ``pd.factorize``: pairs first seen late (past its first blocks), a missing code (-1: pandas' path), one row."""
+    from phaseprof.trace.correlate import _factorize_small
+
+    rng = np.random.default_rng(3)
+    cases = []
+    for _ in range(100):
+        n, n_pid, n_tid = int(rng.integers(1, 30000)), int(rng.integers(1, 5)), int(rng.integers(1, 40))
+        pc, tc = rng.integers(0, n_pid, n).astype(np.int8), rng.integers(0, n_tid, n).astype(np.int16)
+        if rng.random() < 0.4:
+            tc[:max(n - 3, 0)] = 0  # other threads appear only in the last rows
+        cases.append((pc, tc, n_tid + 1))
+    cases.append((np.array([0, 1, -1, 1], dtype=np.int8), np.array([2, -1, 0, 2], dtype=np.int8), 4))
+    cases.append((np.array([0], dtype=np.int8), np.array([0], dtype=np.int8), 2))
+    for pc, tc, n_t in cases:
+        want_codes, want_uniq = pd.factorize(pc.astype(np.int64) * n_t + tc)
+        codes, uniq = _factorize_small(pc, tc, n_t)
+        np.testing.assert_array_equal(codes, want_codes)
+        np.testing.assert_array_equal(uniq, want_uniq)
+
+
+def test_deep_nesting() -> None:
+    """More than 32 levels (the array path then searches each level instead of counting over all rows), with
+    siblings, zero-length ops and a partial overlap among them, on two threads."""
+    rows = [(i, 1000 - i, 1) for i in range(40)] + [(100 + 10 * i, 105 + 10 * i, 1) for i in range(20)]
+    rows += [(300, 300, 1), (500, 520, 1), (510, 530, 1)] + [(i, 500 - i, 2) for i in range(35)]
+    for order in (list(range(len(rows))), list(np.random.default_rng(4).permutation(len(rows)))):
+        f = frame([rows[i] for i in order])
+        np.testing.assert_array_equal(_op_parents(f), reference_op_parents(f))
