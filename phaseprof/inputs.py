@@ -3,8 +3,9 @@ or a sweep. Decided here once for ``phaseprof analyze``, ``phaseprof diff``, the
 
 Rules, in order:
 
-- a file: ``sweep.json`` is a sweep; a JSON whose first 4 KiB hold ``"schema_version"`` and no ``"traceEvents"``
-  (uncompressed: phaseprof writes breakdowns plain) is a breakdown; anything else is a trace;
+- a file: ``sweep.json`` is a sweep; a JSON whose first 4 KiB hold a string ``"schema_version"`` ("1.4") and no
+  ``"traceEvents"`` (uncompressed: phaseprof writes breakdowns plain) is a breakdown; anything else is a trace
+  (records such as run.json number their schema with an integer: stored compact, theirs falls in the 4 KiB);
 - a directory with ``sweep.json`` is a sweep;
 - a directory with two or more trace files directly inside (vLLM's profiler writes one per TP/EP rank), or a
   ``ranks/`` sub-directory holding them (``phaseprof capture --tensor-parallel-size``), is a rank directory;
@@ -66,6 +67,11 @@ class Input:
     rank_traces: tuple[Path, ...] = ()
 
 
+#: A breakdown's (and a multi-rank report's) schema version is a string; the run records' (run.json, sweep.json,
+#: handoff.json) an integer.
+_BREAKDOWN_VERSION = re.compile(rb'"schema_version"\s*:\s*"')
+
+
 def is_breakdown_json(path: Path) -> bool:
     """A breakdown JSON (phaseprof's own, uncompressed) rather than a trace: checked from the first 4 KiB.
     Special files (a FIFO would block this read) and unreadable files are one-line errors."""
@@ -77,7 +83,7 @@ def is_breakdown_json(path: Path) -> bool:
             head = f.read(4096)
     except OSError as e:
         raise PhaseprofError(f"cannot read: {e.strerror}", path=path) from None
-    return head[:2] != b"\x1f\x8b" and b'"schema_version"' in head and b'"traceEvents"' not in head
+    return head[:2] != b"\x1f\x8b" and _BREAKDOWN_VERSION.search(head) is not None and b'"traceEvents"' not in head
 
 
 def _is_trace_name(name: str) -> bool:
