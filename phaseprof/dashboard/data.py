@@ -368,7 +368,7 @@ def verdicts(src: Source, bd: Breakdown, roots: Roots) -> Any:
 # ------------------------------------------------------------------------------- disaggregated (PD) runs
 def is_pd(src: Source, roots: Roots) -> bool:
     """Whether the source is a disaggregated (PD) run directory: its run.json (typed, cached) has kind ``pd``
-    (``disagg.run.is_pd_run``'s test). A run.json that does not read is no PD run."""
+    (as ``phaseprof analyze`` tells one). A run.json that does not read is no PD run."""
     if src.kind != Kind.RUN or src.run_json is None:
         return False
     try:

@@ -29,17 +29,6 @@ class PdRun:
     timeline_note: str | None
 
 
-def is_pd_run(directory: Path) -> bool:
-    """Whether ``directory`` holds a disaggregated capture (run.json of kind ``pd``)."""
-    f = directory / "run.json"
-    if not f.is_file():
-        return False
-    try:
-        return RunRecord.read(f).kind == "pd"
-    except PhaseprofError:
-        return False
-
-
 def _breakdown(directory: Path, rel: str | None, err: str | None) -> tuple[Any, str | None]:
     from phaseprof.report.json_io import load_breakdown  # noqa: PLC0415
 

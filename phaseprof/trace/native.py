@@ -230,7 +230,7 @@ def build(source: Path = SOURCE, *, quiet: bool = False) -> str | None:
     shutil.copyfile(built, tmp)
     os.replace(tmp, LIBRARY)  # atomic: a process that has the old one mapped keeps it
     if not quiet:
-        print(f"native trace scanner built: {LIBRARY}")
+        print(f"native trace scanner built: {LIBRARY} (vector paths: {isa() or 'not loaded'})")
     return None
 
 

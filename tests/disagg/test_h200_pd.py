@@ -17,7 +17,8 @@ from phaseprof.cli import main
 from phaseprof.disagg.nixl_metrics import parse_counters
 from phaseprof.disagg.records import HANDOFF_SCHEMA_PATH, read_handoff
 from phaseprof.disagg.render import summary_lines, timeline_lines
-from phaseprof.disagg.run import is_pd_run, read_pd_run
+from phaseprof.disagg.run import read_pd_run
+from phaseprof.records import RunRecord
 
 PD = Path(__file__).resolve().parents[2] / "traces/h200/pd"
 RUNS = {4096: PD / "qwen3.5-35b-a3b-fp8-eager-4096in-32out", 1024: PD / "qwen3.5-35b-a3b-fp8-eager-1024in-32out",
@@ -112,7 +113,7 @@ def test_profiled_request_timeline() -> None:
 
 def test_pd_run_reads_as_one_and_renders_at_80_columns() -> None:
     pd = read_pd_run(RUNS[4096])
-    assert is_pd_run(RUNS[4096]) and not is_pd_run(PD / "decode-alone")
+    assert pd.record.kind == "pd" and RunRecord.read(PD / "decode-alone" / "run.json").kind == "capture"
     lines = summary_lines(pd.handoff) + timeline_lines(pd.timeline, pd.timeline_note)
     assert all(len(line) <= 80 for line in lines), [line for line in lines if len(line) > 80]
     assert any("NIXL transfer" in line for line in lines)

@@ -116,7 +116,7 @@ def test_jobs_clamped_to_cores_and_files(doc: dict[str, Any], tmp_path: Path, mo
     assert clamp_jobs(10_000, 1) == 1 and clamp_jobs(None, 3) == min(default_jobs(), 3)
     assert clamp_jobs(0, 5) >= 1
     # A machine with one usable core: the run stays in this process (no worker spawned) and says why.
-    monkeypatch.setattr("phaseprof.scale.local.default_jobs", lambda: 1)
+    monkeypatch.setattr("phaseprof.scale.workers.default_jobs", lambda: 1)
     monkeypatch.setattr("phaseprof.scale.cli.default_jobs", lambda: 1)
     d = _folder(tmp_path, doc, [{"rank": 0, "world_size": 2}, {"rank": 1, "world_size": 2}])
     assert main(["analyze", str(d), "-j", "10000", "-f", "json"]) == 0
