@@ -8,16 +8,14 @@ the next) and held in memory; then, rounds interleaved (a burst of load from oth
 falls on every contender) and each round starting at the next contender, each contender scans all chunks into a
 fresh scanner:
 
-- **scanner**: this tree's ``phaseprof/trace/_phaseprof_scan.so`` (the ISA it picks at run time);
-- **portable**: the same library with ``PHASEPROF_SCAN_ISA=portable`` (SSE2 / 8-bytes-a-step paths only; the
-  variable is read when a scanner is made, so this runs in the same process, in the same rounds);
+- **scanner**: this tree's ``phaseprof/trace/_phaseprof_scan.so``;
 - **baseline** (``--baseline-src DIR``): the scanner built in ``DIR`` (``git archive COMMIT phaseprof native | tar
   -x -C DIR`` and ``python -m phaseprof.trace.native`` there);
 - **orjson**: ``orjson.loads`` of the same chunks (a general JSON parser building Python objects; for scale).
 
 Time is the process's CPU time (user + system, ``time.process_time``: everything runs on this thread), the best
 of the rounds. Every scanner's columns and strings are compared byte for byte with the baseline's (or, without
-one, the portable path's); the run fails if they differ.
+one, nothing to compare); the run fails if they differ.
 
 Usage::
 
@@ -40,7 +38,6 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from phaseprof.trace import stream  # noqa: E402
 
-ISA_ENV = "PHASEPROF_SCAN_ISA"
 _COLUMNS = 12
 _FAMILIES = 5
 _MEMORY_COLUMNS = 7
@@ -157,15 +154,6 @@ def orjson_scan(chunks: list[bytes]) -> float:
     return time.process_time() - t0
 
 
-def portable(scanner: Scanner, chunks: list[bytes]) -> tuple[float, bytes]:
-    """``scanner.scan`` with ``PHASEPROF_SCAN_ISA=portable`` (read when the scan's scanner is made)."""
-    os.environ[ISA_ENV] = "portable"
-    try:
-        return scanner.scan(chunks)
-    finally:
-        del os.environ[ISA_ENV]
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("trace", type=Path)
@@ -183,7 +171,6 @@ def main() -> None:
     mb = sum(len(c) for c in chunks) / 1e6
     contenders: dict[str, Callable[[], tuple[float, bytes | None]]] = {}
     contenders["scanner"] = lambda: mine.scan(chunks)
-    contenders["portable"] = lambda: portable(mine, chunks)
     if args.baseline_src is not None:
         base = Scanner(args.baseline_src / "phaseprof" / "trace" / "_phaseprof_scan.so")
         contenders["baseline"] = lambda: base.scan(chunks)
@@ -205,7 +192,7 @@ def main() -> None:
                 dumps.setdefault(name, dump)
     gc.enable()
 
-    reference = "baseline" if "baseline" in dumps else "portable"
+    reference = "baseline" if "baseline" in dumps else "scanner"
     for name, dump in dumps.items():
         if dump != dumps[reference]:
             sys.exit(f"bench_scan: the {name} scanner's columns differ from the {reference}'s")
@@ -218,7 +205,7 @@ def main() -> None:
           f"columns identical to the {reference}'s")
     ref = best.get("baseline")
     print(f"{'contender':<10} {'CPU s':>7} {'MB/CPU-s':>9}" + (f" {'vs baseline':>12}" if ref else ""))
-    for name in ("scanner", "portable", "baseline", "orjson"):
+    for name in ("scanner", "baseline", "orjson"):
         if name in best:
             row = f"{name:<10} {best[name]:>7.3f} {mb / best[name]:>9.0f}"
             if ref:

@@ -182,7 +182,6 @@ pub struct Scanner {
     blob: Vec<u8>,
     offsets: Vec<u64>,
     pad: Vec<u8>,
-    avx2: bool,
     /// caches over `ids` and `names` (cleared when a chunk fails): the last integer pid and tid with their codes
     /// (code -1: none), and the code of "" (-1: not given yet)
     last_ids: [(i64, i32); 2],
@@ -265,35 +264,18 @@ impl<'a> Default for Event<'a> {
 /// The parser over one chunk. `b` is the chunk followed by `PAD` zero bytes (`Scanner::pad`), so the hot loops
 /// read without bounds checks: a zero byte stops every loop (not whitespace, not a digit, a control byte inside a
 /// string, no structural character), so `i` never passes the chunk's end `n`, where the first zero sits, and a
-/// 32-byte load at any `i <= n` stays inside `b`.
+/// 16-byte load at any `i <= n` stays inside `b`.
 struct P<'a> {
     b: &'a [u8],
     i: usize,
-    avx2: bool,
 }
 
-/// Zero bytes after each chunk: at least one 32-byte load past the chunk's last byte.
+/// Zero bytes after each chunk: more than one 16-byte load past the chunk's last byte.
 const PAD: usize = 64;
 
 #[inline]
 fn is_ws(c: u8) -> bool {
     c == b' ' || c == b'\n' || c == b'\r' || c == b'\t'
-}
-
-/// Whether this scanner uses AVX2 where the CPU has it: `PHASEPROF_SCAN_ISA=portable` forces the SSE2 /
-/// 8-bytes-a-step paths (the tests run both); read when a scanner is made.
-fn use_avx2() -> bool {
-    if std::env::var_os("PHASEPROF_SCAN_ISA").is_some_and(|v| v == "portable") {
-        return false;
-    }
-    #[cfg(target_arch = "x86_64")]
-    {
-        is_x86_feature_detected!("avx2")
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        false
-    }
 }
 
 /// The end of the run of plain string bytes (none is '"', '\\', a control byte or non-ASCII: almost all string
@@ -337,27 +319,6 @@ fn plain_run(b: &[u8], mut i: usize) -> usize {
     i
 }
 
-/// `plain_run` 32 bytes a step (long kernel names); the caller checked the CPU has AVX2.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-unsafe fn plain_run_avx2(b: &[u8], mut i: usize) -> usize {
-    use std::arch::x86_64::*;
-    let quote = _mm256_set1_epi8(b'"' as i8);
-    let slash = _mm256_set1_epi8(b'\\' as i8);
-    let space = _mm256_set1_epi8(0x20);
-    while i + 32 <= b.len() {
-        let v = _mm256_loadu_si256(b.as_ptr().add(i) as *const __m256i);
-        let special = _mm256_or_si256(_mm256_or_si256(_mm256_cmpeq_epi8(v, quote), _mm256_cmpeq_epi8(v, slash)),
-                                      _mm256_cmpgt_epi8(space, v));
-        let mask = _mm256_movemask_epi8(special) as u32;
-        if mask != 0 {
-            return i + mask.trailing_zeros() as usize;
-        }
-        i += 32;
-    }
-    plain_run(b, i)
-}
-
 /// 10^0 ..= 10^22: every one exactly a double.
 const POW10: [f64; 23] = [1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16,
                           1e17, 1e18, 1e19, 1e20, 1e21, 1e22];
@@ -397,11 +358,6 @@ impl<'a> P<'a> {
 
     #[inline(always)]
     fn run(&self, i: usize) -> usize {
-        #[cfg(target_arch = "x86_64")]
-        if self.avx2 {
-            // SAFETY: `avx2` is set only where the CPU has it (use_avx2)
-            return unsafe { plain_run_avx2(self.b, i) };
-        }
         plain_run(self.b, i)
     }
 
@@ -1168,7 +1124,6 @@ impl Scanner {
             blob: Vec::new(),
             offsets: Vec::new(),
             pad: Vec::new(),
-            avx2: use_avx2(),
             last_ids: [(0, -1); 2],
             empty_name: -1,
             name_cache: Box::new([-1; NAME_CACHE]),
@@ -1258,7 +1213,7 @@ impl Scanner {
 
     fn scan(&mut self, padded: &[u8], n: usize, counts: &mut [u64; 2]) -> R<()> {
         let data = &padded[..n];
-        let mut p = P { b: padded, i: 0, avx2: self.avx2 };
+        let mut p = P { b: padded, i: 0 };
         let (mut events, mut kept) = (0u64, 0u64);
         let mut key = Vec::new();
         let mut nbuf = Vec::new();
@@ -1447,13 +1402,6 @@ impl Scanner {
 #[no_mangle]
 pub extern "C" fn pp_new() -> *mut Scanner {
     Box::into_raw(Box::new(Scanner::new()))
-}
-
-/// The string and number paths scanners made now use: 2 AVX2, 0 portable (SSE2 on x86-64, else 8 bytes a step;
-/// also where `PHASEPROF_SCAN_ISA=portable`).
-#[no_mangle]
-pub extern "C" fn pp_isa() -> i32 {
-    if use_avx2() { 2 } else { 0 }
 }
 
 /// # Safety

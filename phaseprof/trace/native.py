@@ -33,9 +33,6 @@ from phaseprof.trace.tables import _FAMILY_COLUMNS, TableBuilder, _Growing
 
 #: Set to "0" to read with the pure-Python loader even where the scanner is built.
 NATIVE_ENV = "PHASEPROF_NATIVE"
-#: Set to "portable" to keep scanners made afterwards off AVX2 where the CPU has it (SSE2 / 8 bytes a step; the
-#: tests compare both with the pure-Python loader).
-ISA_ENV = "PHASEPROF_SCAN_ISA"
 LIBRARY = Path(__file__).with_name("_phaseprof_scan.so")
 SOURCE = Path(__file__).resolve().parents[2] / "native"  # the crate, in a source checkout
 _OK, _SYNTAX, _UNSUPPORTED = 0, 1, 2
@@ -81,19 +78,12 @@ def library() -> ctypes.CDLL | None:
         lib.pp_drop_family.argtypes = [vp, ctypes.c_int]
         lib.pp_strings.argtypes = [vp, ctypes.c_int, ctypes.POINTER(vp), ctypes.POINTER(sz), ctypes.POINTER(vp)]
         lib.pp_strings.restype = sz
-        lib.pp_isa.restype = ctypes.c_int
         _lib = lib
     return _lib
 
 
 def available() -> bool:
     return library() is not None
-
-
-def isa() -> str | None:
-    """The vector paths a scanner made now uses: "avx2" or "portable" (``ISA_ENV``); None: not built."""
-    lib = library()
-    return None if lib is None else "avx2" if lib.pp_isa() == 2 else "portable"
 
 
 def _copy(lib: ctypes.CDLL, h: int, fam: int, col: int, dtype: type) -> np.ndarray:
@@ -230,7 +220,7 @@ def build(source: Path = SOURCE, *, quiet: bool = False) -> str | None:
     shutil.copyfile(built, tmp)
     os.replace(tmp, LIBRARY)  # atomic: a process that has the old one mapped keeps it
     if not quiet:
-        print(f"native trace scanner built: {LIBRARY} (vector paths: {isa() or 'not loaded'})")
+        print(f"native trace scanner built: {LIBRARY}")
     return None
 
 

@@ -5,8 +5,8 @@ every public trace (``public`` tier) is loaded both ways, the scanner forced (``
 back), and compared frame by frame, dtypes and metadata included; files that are not traces must give the same
 error. Also: the split read with the scanner in both processes, 4 KB pieces (cuts at false separators, inside
 strings), and a real trace edited into something the scanner does not model (it must refuse, and the automatic
-path must fall back to the reference's tables). The differential tests run twice: with the vector paths the CPU
-offers (AVX2 where it has it) and with ``PHASEPROF_SCAN_ISA=portable``.
+path must fall back to the reference's tables). The scanner has one path on every x86-64 CPU (SSE2, part of
+x86-64; 8 bytes a step elsewhere): an AVX2 variant measured no faster and was dropped (docs/scale.md).
 """
 
 from __future__ import annotations
@@ -48,17 +48,6 @@ def scanner_built() -> None:
     assert native.available()
 
 
-@pytest.fixture(params=["auto", "portable"])
-def scan_isa(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Scanners made in the test use the CPU's best vector paths ("auto") or the portable ones."""
-    if request.param == "portable":
-        monkeypatch.setenv(native.ISA_ENV, "portable")
-        assert native.isa() == "portable"
-    else:
-        monkeypatch.delenv(native.ISA_ENV, raising=False)
-    return request.param
-
-
 def outcome(path: Path, *, native_scan: bool) -> EventTables | str:
     try:
         return load_tables(path, native=native_scan)
@@ -77,12 +66,12 @@ def assert_same(path: Path) -> None:
 
 
 @pytest.mark.parametrize("path", COMMITTED, ids=lambda p: str(p.relative_to(REPO / "traces")))
-def test_committed_traces_same_tables(path: Path, scan_isa: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_committed_traces_same_tables(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PHASEPROF_SPLIT_READ", "0")  # one process each: the split read is tested below
     assert_same(path)
 
 
-def test_public_traces_same_tables(public_trace: Path, scan_isa: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_public_traces_same_tables(public_trace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PHASEPROF_SPLIT_READ", "0")
     assert_same(public_trace)
 
@@ -92,7 +81,7 @@ def test_split_read_native_in_both_processes(monkeypatch: pytest.MonkeyPatch) ->
     assert_same(EAGER_DECODE)
 
 
-def test_small_pieces_cut_everywhere(scan_isa: str) -> None:
+def test_small_pieces_cut_everywhere() -> None:
     """4 KB pieces: most cuts fall at false separators or inside strings, and must be retried, not misread."""
     builder = native.NativeTableBuilder()
     s = stream_trace(EAGER_DECODE, None, piece_bytes=4096, chunks=builder.add_json)
@@ -153,7 +142,7 @@ def test_meanwhile_overlaps_the_read_and_its_error_comes_first(monkeypatch: pyte
     # 8, 9, 15, 16, 17 and 19 digits (the SWAR digit paths' edges) and 20 (past the exact u64 range)
     "12345678", "123456789", "123456789012345", "1234567890123456", "12345678901234567", "1234567890123456789",
     "12345678.12345678", "1234567.123456789012", "5175041884072.50913", "12345678901234567890.5", "10.000000000000001"])
-def test_numbers_as_the_reference_decodes_them(tmp_path: Path, number: str, scan_isa: str) -> None:
+def test_numbers_as_the_reference_decodes_them(tmp_path: Path, number: str) -> None:
     """Timestamps, durations and integer args on the scanner's quick paths (an integer of up to 18 digits; a
     decimal of at most 2^53 in its digits and 22 after the point) and just past them: the same values both ways."""
     ints = number if "." not in number and "e" not in number.lower() else "12"
@@ -176,7 +165,7 @@ def _kernel_events(data: bytes) -> list[re.Match[bytes]]:
 @pytest.mark.parametrize("number", ["-5", "-0", "-0.0", "-1.25", "-12345678901234567", "-9223372036854775808",
                                     "9223372036854775807", "9223372036854775808", "01", "1.", "-", ".5", "+1",
                                     "1.5.2", "1e", "--1", "0x10", "1_000"])
-def test_signed_and_malformed_numbers_as_the_reference(tmp_path: Path, number: str, scan_isa: str,
+def test_signed_and_malformed_numbers_as_the_reference(tmp_path: Path, number: str,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     """Signs, int64's ends and numbers that are not JSON, as an integer arg and as a timestamp: the same tables or
     the same error both ways (the scanner refuses what is not JSON, the whole-document path says why; an integer
@@ -197,7 +186,7 @@ def test_signed_and_malformed_numbers_as_the_reference(tmp_path: Path, number: s
             assert_same(trace)
 
 
-def test_escaped_and_non_ascii_names_at_every_offset(tmp_path: Path, scan_isa: str) -> None:
+def test_escaped_and_non_ascii_names_at_every_offset(tmp_path: Path) -> None:
     """Real kernel names with one character written as a \\u escape, or a 2-byte UTF-8 character put in, at each
     offset 0-79 in turn: the string paths (16 bytes, then 32 or 16 a step) meet them at every position."""
     data = gzip.decompress(EAGER_DECODE.read_bytes())
@@ -217,7 +206,7 @@ def test_escaped_and_non_ascii_names_at_every_offset(tmp_path: Path, scan_isa: s
     assert any("\u00e9" in n for n in a.gpu["name"].cat.categories)
 
 
-def test_keys_in_another_order_and_indented(tmp_path: Path, scan_isa: str) -> None:
+def test_keys_in_another_order_and_indented(tmp_path: Path) -> None:
     """The trace written again with each event's keys in another order (every other event sorted: the keys
     expected at a position from the last event are then often wrong) and indented (whitespace around every
     key): the same tables both ways."""
@@ -231,8 +220,7 @@ def test_keys_in_another_order_and_indented(tmp_path: Path, scan_isa: str) -> No
         assert_same(edited)
 
 
-def test_duplicate_key_where_a_key_is_expected(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                               scan_isa: str) -> None:
+def test_duplicate_key_where_a_key_is_expected(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A kernel event whose first key is "dur" (its own "dur" comes later, at the position where every kernel
     has it): the scanner refuses the duplicate (which of the two msgspec keeps is not modelled) and the automatic
     path falls back to the reference's tables."""
@@ -267,7 +255,7 @@ def test_chunk_scanned_in_place_leaves_the_buffer_as_it_was() -> None:
 
 
 @pytest.mark.parametrize("number", ["99999999999999999999999", "1e400", "-1e400", "123456789012345678901234567890.5"])
-def test_numbers_beyond_range_in_keys_not_read_are_skipped(tmp_path: Path, number: str, scan_isa: str) -> None:
+def test_numbers_beyond_range_in_keys_not_read_are_skipped(tmp_path: Path, number: str) -> None:
     """A number no double or int64 holds, under keys phaseprof does not read (an event's and an args' own): msgspec
     skips it, and so does the scanner (it refuses such a number only where it reads the value)."""
     event = (f'{{"ph":"X","cat":"kernel","name":"k","pid":0,"tid":7,"ts":10.5,"dur":1.5,"queued":{number},'
@@ -277,7 +265,7 @@ def test_numbers_beyond_range_in_keys_not_read_are_skipped(tmp_path: Path, numbe
     assert_same(trace)
 
 
-def test_names_alike_at_both_ends(tmp_path: Path, scan_isa: str) -> None:
+def test_names_alike_at_both_ends(tmp_path: Path) -> None:
     """Real kernel names of 40 characters or more with the middle one changed (one of five letters by event):
     names of one length and the same first and last 16 bytes, which the scanner's name cache cannot tell apart
     without comparing them whole, each keep their own code."""
