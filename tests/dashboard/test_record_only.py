@@ -27,6 +27,12 @@ TRACE = "mi300x_sglang_qwen3_8b_decode.json.gz"  # one real trace: the one thing
 
 @pytest.fixture()
 def runs(tmp_path: Path) -> Path:
+    # The dashboard remembers every trace it analysed, by content, for the life of its process (here: the test
+    # session): another test's analysis of the same public trace would read as already analysed.
+    import streamlit as st
+
+    st.cache_resource.clear()
+    st.cache_data.clear()
     root = tmp_path / "runs"
     for name, d in RECORDS.items():
         shutil.copytree(d, root / name)
