@@ -461,20 +461,7 @@ impl<'a> P<'a> {
                 m = m * POW10_INT[frac_digits] + f;
             }
         }
-        let mut exp = false;
-        if matches!(self.at(j), b'e' | b'E') {
-            exp = true;
-            j += 1;
-            if matches!(self.at(j), b'+' | b'-') {
-                j += 1;
-            }
-            if !self.at(j).is_ascii_digit() {
-                return Err(Fail::Syntax);
-            }
-            while self.at(j).is_ascii_digit() {
-                j += 1;
-            }
-        }
+        let (j, exp) = self.exponent(j)?;
         self.i = j;
         // at most 19 digits: m is exact
         if !exp && int_digits + frac_digits <= 19 && m <= 1 << 53 && frac_digits <= 22 {
@@ -487,6 +474,25 @@ impl<'a> P<'a> {
             return Err(Fail::Unsupported);
         }
         Ok(Num::Float(v))
+    }
+
+    /// The end of a number's exponent part (`e`/`E`, a sign, digits) starting at `j`, and whether there is one.
+    #[inline(always)]
+    fn exponent(&self, mut j: usize) -> R<(usize, bool)> {
+        if !matches!(self.at(j), b'e' | b'E') {
+            return Ok((j, false));
+        }
+        j += 1;
+        if matches!(self.at(j), b'+' | b'-') {
+            j += 1;
+        }
+        if !self.at(j).is_ascii_digit() {
+            return Err(Fail::Syntax);
+        }
+        while self.at(j).is_ascii_digit() {
+            j += 1;
+        }
+        Ok((j, true))
     }
 
     /// A number's grammar checked, its value not read: a number under a key not read may be beyond what a double or
@@ -508,18 +514,7 @@ impl<'a> P<'a> {
             }
             j += 1 + d;
         }
-        if matches!(self.at(j), b'e' | b'E') {
-            j += 1;
-            if matches!(self.at(j), b'+' | b'-') {
-                j += 1;
-            }
-            if !self.at(j).is_ascii_digit() {
-                return Err(Fail::Syntax);
-            }
-            while self.at(j).is_ascii_digit() {
-                j += 1;
-            }
-        }
+        let (j, _) = self.exponent(j)?;
         self.i = j;
         Ok(())
     }
