@@ -25,6 +25,10 @@ KEEP_ENV = "PHASEPROF_PYARROW"
 #: ``0`` never splits; ``1`` splits whatever the size (tests: every committed trace); unset: by size.
 SPLIT_ENV = "PHASEPROF_SPLIT_READ"
 
+#: The chunked read's switch for a second native scanner on a thread (``trace.parallel_scan``): ``0`` never,
+#: ``1`` always (tests: every committed trace); unset: where the process may use two or more CPUs.
+PARALLEL_SCAN_ENV = "PHASEPROF_PARALLEL_SCAN"
+
 
 def leave_out_pyarrow() -> bool:
     """Block pyarrow in this process unless pandas or pyarrow is already imported or ``PHASEPROF_PYARROW=1``.
@@ -38,6 +42,7 @@ def leave_out_pyarrow() -> bool:
 def init_rank_worker() -> None:
     """Initializer of ``--jobs`` rank workers. Lives here, away from pandas: a spawned worker imports its
     initializer's module before anything else. The workers already use the cores, so none splits its read in two
-    processes and the machine is not oversubscribed."""
+    processes or scans on a second thread, and the machine is not oversubscribed."""
     leave_out_pyarrow()
     os.environ[SPLIT_ENV] = "0"
+    os.environ[PARALLEL_SCAN_ENV] = "0"

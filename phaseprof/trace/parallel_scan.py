@@ -1,0 +1,194 @@
+"""One chunked read scanned by two native scanners: the reading thread's and one on a thread of its own.
+
+Why: on a multi-GB trace the scan is the read's longest stage and ran on one core, while the thread inflating the
+pieces (``trace.readahead``) was idle more than half the time (2.1 GB: the scan ~5 s, the inflate 2.2 s of CPU).
+Chunks are independent once cut at event boundaries, so the stream's cutter (``trace.stream``) hands each chunk
+to the second scanner while that one's queue has room and scans it itself otherwise: the two share the work in
+whatever proportion the cores allow, and at most :attr:`TwoScanners.DEPTH` chunks wait (bounded memory).
+
+Each scanner keeps its rows in the order it saw them and the order of the chunks is recorded, so
+:meth:`TwoScanners.merged` lays every column out in file order again, the second scanner's name and id codes
+mapped onto the first's (as the split read's ``TableBuilder.absorb`` does): the tables are those of one scanner
+(``tests/unit/test_parallel_scan.py`` compares them on every committed trace).
+
+What cannot be decided without order: a chunk the second scanner finds cut at a false separator (the reading
+thread retries its own with the next piece merged in, ``trace.stream``), and a process named differently in
+the two halves' events (the later event wins). Both raise :class:`ParallelAbort`: the caller reads the trace
+again with one scanner. Neither occurs in the committed and public traces but one (a false separator in HTA's
+ns-resolution trace).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import queue
+import threading
+
+import numpy as np
+
+from phaseprof.lean_process import PARALLEL_SCAN_ENV
+from phaseprof.trace import native, tables
+from phaseprof.trace.native import _FAMILIES, _MEMORY, _MEMORY_COLUMNS, NativeSyntaxError, NativeTableBuilder
+from phaseprof.trace.tables import _FAMILY_COLUMNS, _Growing
+
+#: Bytes after each queued chunk: the scanner reads its input followed by zero padding in place
+#: (``pp_add_in_place`` borrows 64 bytes after the chunk).
+_ROOM = 128
+#: The families in the order of :func:`_rows`' counts (the scanner's ABI order, then the allocator events).
+_ALL = (*_FAMILIES, "memory")
+
+
+class ParallelAbort(Exception):
+    """The two scanners cannot reproduce the one-scanner read of this trace: read it again with one."""
+
+
+def wanted() -> bool:
+    """Whether to scan with two scanners: ``PHASEPROF_PARALLEL_SCAN`` 1 / 0, else where this process may run on
+    two or more CPUs (rank workers set it to 0: the workers already fill the cores)."""
+    mode = os.environ.get(PARALLEL_SCAN_ENV, "")
+    if mode in ("0", "1"):
+        return mode == "1"
+    return len(os.sched_getaffinity(0)) >= 2 if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1) >= 2
+
+
+def _rows(b: NativeTableBuilder) -> tuple[int, ...]:
+    """Rows each family of ``b``'s scanner holds (:data:`_ALL` order)."""
+    ptr = ctypes.c_void_p()
+    lib, h = b._lib, b._h
+    return tuple(lib.pp_column(h, fam, 0, ctypes.byref(ptr)) for fam in (*range(len(_FAMILIES)), _MEMORY))
+
+
+class TwoScanners:
+    """A :data:`~phaseprof.trace.stream.Chunks` sink that scans with ``first`` (on the calling thread) and a second
+    :class:`NativeTableBuilder` on a thread started here. After the read: :meth:`close`, then :meth:`merged`
+    (``first``, holding every row in file order); :meth:`stop` instead when the read is abandoned."""
+
+    #: Chunks (~1 MB each) waiting for the second scanner at most.
+    DEPTH = 2
+
+    def __init__(self, first: NativeTableBuilder) -> None:
+        self.first = first
+        self.second = NativeTableBuilder()
+        self._order = bytearray()  # per chunk, in file order: 0 scanned here, 1 by the thread
+        self._counts: tuple[list[tuple[int, ...]], list[tuple[int, ...]]] = ([], [])  # rows after each chunk
+        self._queue: queue.Queue[bytearray | None] = queue.Queue(self.DEPTH)
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="phaseprof-scan", daemon=True)
+        self._thread.start()
+
+    def __call__(self, data: bytes | bytearray | memoryview) -> int:
+        """Scan one chunk (here or queued); the events counted here (queued ones are counted by the thread)."""
+        if self._error is not None:
+            self.close()  # raises it
+        if self._to_second():
+            n = len(data)
+            chunk = bytearray(n + _ROOM)
+            chunk[:n] = data
+            self._queue.put(chunk)
+            self._order.append(1)
+            events = 0
+        else:
+            events = self.first.add_json(data)  # raises NativeSyntaxError: the stream retries with more bytes
+            self._counts[0].append(_rows(self.first))
+            self._order.append(0)
+        native.check_kept(self.first._kept + self.second._kept)
+        return events
+
+    def _to_second(self) -> bool:
+        """Whether the next chunk goes to the second scanner: while its queue has room (one producer: room now
+        is room at the put), so the thread that is free takes the work."""
+        return not self._queue.full()
+
+    def _run(self) -> None:
+        try:
+            while (chunk := self._queue.get()) is not None:
+                with memoryview(chunk) as view:
+                    self.second.add_json(view[:len(chunk) - _ROOM])
+                self._counts[1].append(_rows(self.second))
+        except BaseException as e:  # noqa: BLE001 - raised by close() on the reading thread
+            self._error = e
+            while self._queue.get() is not None:  # keep taking chunks: the producer never blocks
+                pass
+
+    def stop(self) -> None:
+        """End the thread and forget its error (the read was abandoned)."""
+        if self._thread.is_alive():
+            self._queue.put(None)
+            self._thread.join()
+        self._error = None
+
+    def close(self) -> None:
+        """Wait for the queued chunks; raise what the second scanner raised (a false separator there:
+        :class:`ParallelAbort`)."""
+        if self._thread.is_alive():
+            self._queue.put(None)
+            self._thread.join()
+        error, self._error = self._error, None
+        if isinstance(error, NativeSyntaxError):
+            raise ParallelAbort("a chunk scanned on the second thread was cut at a false separator") from error
+        if error is not None:
+            raise error
+
+    def merged(self) -> NativeTableBuilder:
+        """``first`` holding both scanners' rows in file order (both scanners freed)."""
+        a, b = self.first, self.second
+        a._materialise()
+        b._materialise()
+        clash = {k for k in a._process_names.keys() & b._process_names.keys()
+                 if a._process_names[k] != b._process_names[k]}
+        if clash:
+            raise ParallelAbort(f"process {sorted(clash)[0]!r} is named differently in the two scanners' events")
+        names = np.asarray([a._names.code(v) for v in b._names._table], dtype=np.int32)
+        ids = np.asarray([a._ids.code(v) for v in b._ids._table], dtype=np.int32)
+        for k, v in b._process_names.items():
+            a._process_names[k] = v
+        order = np.frombuffer(bytes(self._order), dtype=np.uint8)
+        for i, f in enumerate(_ALL):
+            columns = _MEMORY_COLUMNS if f == "memory" else _FAMILY_COLUMNS
+            spans = _spans(order, [np.asarray([c[i] for c in counts], dtype=np.int64) for counts in self._counts])
+            for c, dtype in columns:
+                remap = names if c in ("name", "launched_kernel") else ids if c in ("pid", "tid") else None
+                a._cols[f][c] = _merged_column(a._cols[f].get(c), b._cols[f].get(c), spans, dtype, remap)
+            for col in (a._cols[f], b._cols[f]):
+                for c in [c for c, g in col.items() if g.size == 0]:
+                    del col[c]
+        a.event_count += b.event_count
+        a._kept += b._kept
+        b._cols.clear()
+        return a
+
+
+def _spans(order: np.ndarray, cumulative: list[np.ndarray]) -> list[tuple[int, int, int]]:
+    """(scanner, start row, end row) of each run of consecutive chunks one scanner holds, in file order, for one
+    family; ``cumulative[s]``: that family's rows in scanner ``s`` after each of its chunks."""
+    spans: list[tuple[int, int, int]] = []
+    at = [0, 0]
+    k = [0, 0]
+    if not order.size:
+        return spans
+    runs = np.flatnonzero(np.diff(order)) + 1
+    for lo, hi in zip([0, *runs.tolist()], [*runs.tolist(), order.size]):
+        s = int(order[lo])
+        k[s] += hi - lo
+        end = int(cumulative[s][k[s] - 1])
+        if end > at[s]:
+            spans.append((s, at[s], end))
+            at[s] = end
+    return spans
+
+
+def _merged_column(a: _Growing | None, b: _Growing | None, spans: list[tuple[int, int, int]], dtype: type,
+                   remap: np.ndarray | None) -> _Growing:
+    """One column of both scanners in file order (``b``'s codes through ``remap``)."""
+    if b is None or b.size == 0:
+        return a if a is not None else _Growing()
+    if (a is None or a.size == 0) and remap is None:
+        return b
+    if (a is not None and a.data is None and a.const is not None and b.data is None and b.const is not None
+            and remap is None and a.const[0] == b.const[0]):  # one value in both: still one constant run
+        a.size += b.size
+        return a
+    parts = (a.array(dtype) if a is not None else np.zeros(0, dtype=dtype),
+             remap[b.array(dtype)].astype(dtype, copy=False) if remap is not None else b.array(dtype))
+    return _Growing.of(np.concatenate([parts[s][lo:hi] for s, lo, hi in spans]))
