@@ -43,13 +43,15 @@ class ParallelAbort(Exception):
     """The two scanners cannot reproduce the one-scanner read of this trace: read it again with one."""
 
 
-def wanted() -> bool:
-    """Whether to scan with two scanners: ``PHASEPROF_PARALLEL_SCAN`` 1 / 0, else where this process may run on
-    two or more CPUs (rank workers set it to 0: the workers already fill the cores)."""
+def wanted() -> int | None:
+    """After how many decompressed bytes a second scanner starts (None: never). ``PHASEPROF_PARALLEL_SCAN``: 0
+    never, 1 from the first chunk (tests); unset: after :attr:`TwoScanners.START_BYTES`, where this process may
+    run on two or more CPUs (rank workers set 0: the workers already fill the cores)."""
     mode = os.environ.get(PARALLEL_SCAN_ENV, "")
     if mode in ("0", "1"):
-        return mode == "1"
-    return len(os.sched_getaffinity(0)) >= 2 if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1) >= 2
+        return 0 if mode == "1" else None
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return TwoScanners.START_BYTES if cpus >= 2 else None
 
 
 def _rows(b: NativeTableBuilder) -> tuple[int, ...]:
@@ -61,13 +63,18 @@ def _rows(b: NativeTableBuilder) -> tuple[int, ...]:
 
 class TwoScanners:
     """A :data:`~phaseprof.trace.stream.Chunks` sink that scans with ``first`` (on the calling thread) and a second
-    :class:`NativeTableBuilder` on a thread started here. After the read: :meth:`close`, then :meth:`merged`
+    :class:`NativeTableBuilder` on a thread of its own, started when the first chunk goes to it. After the read: :meth:`close`, then :meth:`merged`
     (``first``, holding every row in file order); :meth:`stop` instead when the read is abandoned."""
 
     #: Chunks (~1 MB each) waiting for the second scanner at most.
     DEPTH = 2
+    #: Decompressed bytes scanned here before the second scanner starts. Below this the read is not what the
+    #: process waits for (``phaseprof analyze`` of 115 MB waits for its imports, which hold the GIL, and two
+    #: scanners raised its peak by 5 MiB: measured), and above it the scan is (2.1 GB: ~5 s of one core).
+    START_BYTES = 128 << 20
 
-    def __init__(self, first: NativeTableBuilder) -> None:
+    def __init__(self, first: NativeTableBuilder, *, start_bytes: int | None = None) -> None:
+        """``start_bytes``: :attr:`START_BYTES` unless given (0: from the first chunk)."""
         self.first = first
         self.second = NativeTableBuilder()
         self._order = bytearray()  # per chunk, in file order: 0 scanned here, 1 by the thread
@@ -75,13 +82,15 @@ class TwoScanners:
         self._queue: queue.Queue[bytearray | None] = queue.Queue(self.DEPTH)
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name="phaseprof-scan", daemon=True)
-        self._thread.start()
+        self._wait = self.START_BYTES if start_bytes is None else start_bytes  # bytes before the thread starts
 
     def __call__(self, data: bytes | bytearray | memoryview) -> int:
         """Scan one chunk (here or queued); the events counted here (queued ones are counted by the thread)."""
         if self._error is not None:
             self.close()  # raises it
-        if self._to_second():
+        if self._to_second(len(data)):
+            if self._thread.ident is None:
+                self._thread.start()
             n = len(data)
             chunk = bytearray(n + _ROOM)
             chunk[:n] = data
@@ -95,9 +104,13 @@ class TwoScanners:
         native.check_kept(self.first._kept + self.second._kept)
         return events
 
-    def _to_second(self) -> bool:
-        """Whether the next chunk goes to the second scanner: while its queue has room (one producer: room now
-        is room at the put), so the thread that is free takes the work."""
+    def _to_second(self, size: int) -> bool:
+        """Whether the next chunk (``size`` bytes) goes to the second scanner: once :attr:`START_BYTES` are
+        scanned, while its queue has room (one producer: room now is room at the put), so the thread that is
+        free takes the work."""
+        if self._wait > 0:
+            self._wait -= size
+            return False
         return not self._queue.full()
 
     def _run(self) -> None:
@@ -113,17 +126,18 @@ class TwoScanners:
 
     def stop(self) -> None:
         """End the thread and forget its error (the read was abandoned)."""
+        self._end()
+        self._error = None
+
+    def _end(self) -> None:
         if self._thread.is_alive():
             self._queue.put(None)
             self._thread.join()
-        self._error = None
 
     def close(self) -> None:
         """Wait for the queued chunks; raise what the second scanner raised (a false separator there:
         :class:`ParallelAbort`)."""
-        if self._thread.is_alive():
-            self._queue.put(None)
-            self._thread.join()
+        self._end()
         error, self._error = self._error, None
         if isinstance(error, NativeSyntaxError):
             raise ParallelAbort("a chunk scanned on the second thread was cut at a false separator") from error

@@ -147,8 +147,9 @@ def _read_tables(path: str | Path, *, streaming: bool, keep: Keep | None, origin
 
 def _load_tables(path: str | Path, *, streaming: bool, keep: Keep | None, origin_us: float | None,
                  native: bool = False, meanwhile: _Meanwhile | None = None,
-                 ahead: ReadAhead | None = None, parallel: bool = False) -> EventTables:
-    """``parallel``: the chunked native read scans with two scanners (``trace.parallel_scan``)."""
+                 ahead: ReadAhead | None = None, parallel: int | None = None) -> EventTables:
+    """``parallel``: the chunked native read starts a second scanner after that many decompressed bytes
+    (``trace.parallel_scan``); None: one scanner."""
     other = meanwhile or _Meanwhile(None)
     with gc_paused():
         if ahead is None and streaming and keep is None and (at := split_point(path)) is not None:
@@ -158,7 +159,7 @@ def _load_tables(path: str | Path, *, streaming: bool, keep: Keep | None, origin
         other.start()
         if streaming:
             builder = builder_for(keep, native)
-            two = TwoScanners(builder) if native and parallel else None
+            two = TwoScanners(builder, start_bytes=parallel) if native and parallel is not None else None
             try:
                 streamed = stream_trace(path, builder.add, chunks=two or builder.add_json if native else None,
                                         ahead=ahead)

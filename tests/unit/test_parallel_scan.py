@@ -36,11 +36,11 @@ FALSE_SEPARATOR = REPO / "traces" / "public-cut" / "v100_hta_ns_resolution_1step
 @pytest.fixture
 def alternating(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every other chunk to the second scanner, whatever the cores' speed."""
-    monkeypatch.setattr(TwoScanners, "_to_second", lambda self: len(self._order) % 2 == 1)
+    monkeypatch.setattr(TwoScanners, "_to_second", lambda self, size: len(self._order) % 2 == 1)
 
 
 def two_scanner_read(path: Path, piece_bytes: int) -> tuple[EventTables, TwoScanners]:
-    two = TwoScanners(native.NativeTableBuilder())
+    two = TwoScanners(native.NativeTableBuilder(), start_bytes=0)
     try:
         s = stream_trace(path, None, piece_bytes=piece_bytes, chunks=two)
         assert s is not None
@@ -172,14 +172,35 @@ def test_unmodelled_event_on_the_second_thread_falls_back(tmp_path: Path, altern
 
 def test_switch(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(PARALLEL_SCAN_ENV, "1")
-    assert parallel_scan.wanted()
+    assert parallel_scan.wanted() == 0
     monkeypatch.setenv(PARALLEL_SCAN_ENV, "0")
-    assert not parallel_scan.wanted()
+    assert parallel_scan.wanted() is None
     monkeypatch.delenv(PARALLEL_SCAN_ENV)
     monkeypatch.setattr("os.sched_getaffinity", lambda pid: {0})
-    assert not parallel_scan.wanted()  # one CPU: nothing to share the scan with
+    assert parallel_scan.wanted() is None  # one CPU: nothing to share the scan with
     monkeypatch.setattr("os.sched_getaffinity", lambda pid: {0, 1})
-    assert parallel_scan.wanted()
+    assert parallel_scan.wanted() == TwoScanners.START_BYTES
     monkeypatch.setattr("os.environ", dict(__import__("os").environ))
     init_rank_worker()
-    assert not parallel_scan.wanted()  # rank workers already fill the cores
+    assert parallel_scan.wanted() is None  # rank workers already fill the cores
+
+
+def test_second_scanner_starts_after_start_bytes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Below ``start_bytes`` one scanner reads (no thread); past it, the second takes chunks while it has room,
+    and the tables are the same."""
+    size = len(gzip.decompress(EAGER_DECODE.read_bytes()))
+    monkeypatch.setattr(TwoScanners, "DEPTH", 64)
+    late = TwoScanners(native.NativeTableBuilder(), start_bytes=size // 2)
+    never = TwoScanners(native.NativeTableBuilder(), start_bytes=2 * size)
+    results = []
+    for two in (late, never):
+        s = stream_trace(EAGER_DECODE, None, piece_bytes=64 << 10, chunks=two)
+        assert s is not None
+        two.close()
+        results.append(two.merged().finish(s.doc, path=str(EAGER_DECODE), sha256=s.sha256,
+                                           decompressed_bytes=s.decompressed_bytes))
+    assert never._thread.ident is None and set(never._order) == {0}
+    first_on_thread = late._order.index(1)
+    assert late._thread.ident is not None and set(late._order[:first_on_thread]) == {0}
+    assert 0.3 < first_on_thread / len(late._order) < 0.7  # chunks are ~64 KB: half the bytes, half the chunks
+    assert_same_tables(results[0], results[1])
