@@ -37,6 +37,8 @@ from phaseprof.trace.tables import _FAMILY_COLUMNS, _Growing
 _ROOM = 128
 #: The families in the order of :func:`_rows`' counts (the scanner's ABI order, then the allocator events).
 _ALL = (*_FAMILIES, "memory")
+#: Queued after the last chunk of a run the thread scans: it counts its rows then.
+_RUN_END = bytearray()
 
 
 class ParallelAbort(Exception):
@@ -78,7 +80,9 @@ class TwoScanners:
         self.first = first
         self.second = NativeTableBuilder()
         self._order = bytearray()  # per chunk, in file order: 0 scanned here, 1 by the thread
-        self._counts: tuple[list[tuple[int, ...]], list[tuple[int, ...]]] = ([], [])  # rows after each chunk
+        # each scanner's rows per family at the end of each of its runs of consecutive chunks (counted only
+        # there: each count is 6 calls into the scanner, and each call waits for the GIL while imports hold it)
+        self._counts: tuple[list[tuple[int, ...]], list[tuple[int, ...]]] = ([], [])
         self._queue: queue.Queue[bytearray | None] = queue.Queue(self.DEPTH)
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name="phaseprof-scan", daemon=True)
@@ -88,9 +92,12 @@ class TwoScanners:
         """Scan one chunk (here or queued); the events counted here (queued ones are counted by the thread)."""
         if self._error is not None:
             self.close()  # raises it
+        last = self._order[-1] if self._order else None
         if self._to_second(len(data)):
             if self._thread.ident is None:
                 self._thread.start()
+            if last == 0:  # a run of chunks scanned here ends
+                self._counts[0].append(_rows(self.first))
             n = len(data)
             chunk = bytearray(n + _ROOM)
             chunk[:n] = data
@@ -99,7 +106,8 @@ class TwoScanners:
             events = 0
         else:
             events = self.first.add_json(data)  # raises NativeSyntaxError: the stream retries with more bytes
-            self._counts[0].append(_rows(self.first))
+            if last == 1:  # the thread's run ends: it counts once it has scanned the run
+                self._queue.put(_RUN_END)
             self._order.append(0)
         native.check_kept(self.first._kept + self.second._kept)
         return events
@@ -116,9 +124,11 @@ class TwoScanners:
     def _run(self) -> None:
         try:
             while (chunk := self._queue.get()) is not None:
+                if chunk is _RUN_END:
+                    self._counts[1].append(_rows(self.second))
+                    continue
                 with memoryview(chunk) as view:
                     self.second.add_json(view[:len(chunk) - _ROOM])
-                self._counts[1].append(_rows(self.second))
         except BaseException as e:  # noqa: BLE001 - raised by close() on the reading thread
             self._error = e
             while self._queue.get() is not None:  # keep taking chunks: the producer never blocks
@@ -131,6 +141,8 @@ class TwoScanners:
 
     def _end(self) -> None:
         if self._thread.is_alive():
+            if self._order and self._order[-1] == 1:
+                self._queue.put(_RUN_END)
             self._queue.put(None)
             self._thread.join()
 
@@ -147,6 +159,8 @@ class TwoScanners:
     def merged(self) -> NativeTableBuilder:
         """``first`` holding both scanners' rows in file order (both scanners freed)."""
         a, b = self.first, self.second
+        if self._order and self._order[-1] == 0:
+            self._counts[0].append(_rows(a))
         a._materialise()
         b._materialise()
         clash = {k for k in a._process_names.keys() & b._process_names.keys()
@@ -175,20 +189,21 @@ class TwoScanners:
 
 def _spans(order: np.ndarray, cumulative: list[np.ndarray]) -> list[tuple[int, int, int]]:
     """(scanner, start row, end row) of each run of consecutive chunks one scanner holds, in file order, for one
-    family; ``cumulative[s]``: that family's rows in scanner ``s`` after each of its chunks."""
+    family; ``cumulative[s]``: that family's rows in scanner ``s`` at the end of each of its runs."""
     spans: list[tuple[int, int, int]] = []
     at = [0, 0]
     k = [0, 0]
     if not order.size:
         return spans
-    runs = np.flatnonzero(np.diff(order)) + 1
-    for lo, hi in zip([0, *runs.tolist()], [*runs.tolist(), order.size]):
+    for lo in [0, *(np.flatnonzero(np.diff(order)) + 1).tolist()]:
         s = int(order[lo])
-        k[s] += hi - lo
-        end = int(cumulative[s][k[s] - 1])
+        end = int(cumulative[s][k[s]])
+        k[s] += 1
         if end > at[s]:
             spans.append((s, at[s], end))
             at[s] = end
+    if k != [len(cumulative[0]), len(cumulative[1])]:
+        raise ParallelAbort(f"rows counted for {[len(c) for c in cumulative]} runs, {k} in the order")
     return spans
 
 
