@@ -9,7 +9,7 @@ from typing import Any
 from phaseprof import __version__
 from phaseprof.errors import PhaseprofError
 from phaseprof.io import inputs_guarded
-from phaseprof.lean_process import leave_out_pyarrow
+from phaseprof.lean_process import leave_out_pyarrow, mark_own_process
 
 #: Each command and the module that registers it (``register(app)``), in the order ``phaseprof --help`` lists them.
 #: A run imports only its command's module (``phaseprof analyze`` never imports capture, diff, the dashboard...):
@@ -166,6 +166,7 @@ def entry() -> int:
     """The ``phaseprof`` program (console script and ``python -m phaseprof.cli``): :func:`main`, in a process that
     leaves pyarrow out (``phaseprof.lean_process``) unless the command runs an engine. Tests call :func:`main`
     in their own process instead."""
+    mark_own_process()
     if _command(sys.argv[1:]) not in ENGINE_COMMANDS:
         leave_out_pyarrow()
     return main()

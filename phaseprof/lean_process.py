@@ -30,6 +30,21 @@ SPLIT_ENV = "PHASEPROF_SPLIT_READ"
 PARALLEL_SCAN_ENV = "PHASEPROF_PARALLEL_SCAN"
 
 
+_own = False
+
+
+def mark_own_process() -> None:
+    """Record that this process is the ``phaseprof`` program itself (``cli.entry``), not a library user's."""
+    global _own
+    _own = True
+
+
+def own_process() -> bool:
+    """Whether this process is the ``phaseprof`` program: whole-process settings (the garbage collector's) are
+    then phaseprof's to make."""
+    return _own
+
+
 def leave_out_pyarrow() -> bool:
     """Block pyarrow in this process unless pandas or pyarrow is already imported or ``PHASEPROF_PYARROW=1``.
     True when it did."""

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from phaseprof.errors import PhaseprofError
 from phaseprof.io import protect_inputs, refuse_input
+from phaseprof.lean_process import own_process
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -226,15 +227,19 @@ def _first_tables(trace: Path, step_range: object, set_up: Any) -> Any:  # noqa:
         if ahead is not None:
             ahead.close()
         raise
-    # No cyclic garbage collection while the read and the imports beside it make their ~10^5 objects (none in a
-    # cycle); then those are frozen, so the first collection after the read does not walk them all: that
-    # collection alone was 0.05-0.07 s of a 1.4 s run on 115 MB, on the path from the read to the analysis.
-    gc.disable()
+    # In the phaseprof program: no cyclic garbage collection while the read and the imports beside it make their
+    # ~10^5 objects (none in a cycle); then those are frozen, so the first collection after the read does not
+    # walk them all (that collection alone was 0.05-0.07 s of a 1.4 s run on 115 MB, between the read and the
+    # analysis). Not where ``run`` is called in a longer-lived process (tests): frozen objects are never freed.
+    pause = own_process() and gc.isenabled()
+    if pause:
+        gc.disable()
     try:
         return load_tables(trace, meanwhile=set_up, ahead=ahead)
     finally:
-        gc.freeze()
-        gc.enable()
+        if pause:
+            gc.freeze()
+            gc.enable()
 
 
 class _Consoles:

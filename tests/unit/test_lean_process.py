@@ -108,3 +108,29 @@ def test_engine_commands_keep_pyarrow(argv: list[str], blocked: bool) -> None:
     out = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, env=_env(),
                          timeout=120)
     assert f"BLOCKED {blocked}" in out.stdout, out.stdout[-2000:] + out.stderr[-2000:]
+
+
+def test_gc_paused_and_frozen_for_the_first_read_in_the_program_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The program reads its first trace with the cyclic GC off until the tables are built and then freezes what
+    exists (the first collection after the read no longer walks it); a test or library process calling the same
+    code keeps its GC as it was."""
+    import gc
+
+    from phaseprof.report import analyze_plain_cli
+    from phaseprof.trace import read
+
+    trace = REPO / TRACES[1]
+    after_read: list[bool] = []  # the GC's state as load_tables returns (it pauses the GC itself while reading)
+    load = read.load_tables
+    monkeypatch.setattr(read, "load_tables", lambda *a, **k: (load(*a, **k), after_read.append(gc.isenabled()))[0])
+    frozen = gc.get_freeze_count()
+    tables = analyze_plain_cli._first_tables(trace, None, lambda: None)
+    assert len(tables.gpu) and after_read == [True] and gc.isenabled() and gc.get_freeze_count() == frozen
+    monkeypatch.setattr(analyze_plain_cli, "own_process", lambda: True)
+    try:
+        tables = analyze_plain_cli._first_tables(trace, None, lambda: None)
+        assert len(tables.gpu) and after_read == [True, False]  # still off as the read ends ...
+        assert gc.isenabled() and gc.get_freeze_count() > frozen  # ... then on, with what exists frozen
+    finally:
+        gc.unfreeze()
+        gc.enable()
