@@ -77,8 +77,10 @@ t0 = time.perf_counter()
 from phaseprof.lean_process import leave_out_pyarrow
 leave_out_pyarrow()  # as the program sets up its processes
 from phaseprof.trace.read import load_tables
+from phaseprof.trace.readahead import ReadAhead
 t1 = time.perf_counter()
-tables = load_tables(sys.argv[1])
+# "ahead": the read of phaseprof analyze (a thread inflating ahead of the scan); else the library's load_tables
+tables = load_tables(sys.argv[1], ahead=ReadAhead(sys.argv[1]) if sys.argv[2:] == ["ahead"] else None)
 t2 = time.perf_counter()
 print(json.dumps({"import_s": t1 - t0, "load_s": t2 - t1, "rows": sum(len(getattr(tables, f)) for f in
       ("gpu", "runtime", "ops", "gpu_annotations", "memory", "modules"))}))
@@ -98,11 +100,14 @@ def contenders(trace: Path, plain: Path | None, baseline_src: Path | None = None
     c = {"native": (analyze, here), "pure-Python": (analyze, {**here, "PHASEPROF_NATIVE": "0"}),
          "loader native": ([py, "-c", _LOADER_CHILD, str(trace.resolve())], here),
          "loader pure-Python": ([py, "-c", _LOADER_CHILD, str(trace.resolve())], {**here, "PHASEPROF_NATIVE": "0"}),
+         "loader read-ahead": ([py, "-c", _LOADER_CHILD, str(trace.resolve()), "ahead"], here),
          "startup": ([py, "-c", _STARTUP_CHILD, str(trace.resolve())], here)}
     if baseline_src is not None:
         path = _importing(baseline_src)["PYTHONPATH"]
         c["baseline"] = (analyze, {"PYTHONPATH": path})
         c["loader baseline"] = ([py, "-c", _LOADER_CHILD, str(trace.resolve())], {"PYTHONPATH": path})
+        c["loader read-ahead baseline"] = ([py, "-c", _LOADER_CHILD, str(trace.resolve()), "ahead"],
+                                           {"PYTHONPATH": path})
         c["startup baseline"] = ([py, "-c", _STARTUP_CHILD, str(trace.resolve())], {"PYTHONPATH": path})
     if plain is not None:
         c["orjson"] = ([py, str(ROOT / "benchmarks" / "bench_analyze.py"), "--child", "orjson", "--trace",
@@ -164,15 +169,16 @@ def report(runs: dict[str, list[ChildRun]], size: int) -> None:
                 if k.startswith("startup")}
     startup = startups["startup"]
     ref, ref_cpu = best["native"].wall_s, cpu["native"]
-    print(f"\n{'contender':<20}{'wall s (rounds)':>24}{'CPU s':>7}{'peak MB':>9}{'x native':>9}{'CPU x':>7}"
+    print(f"\n{'contender':<27}{'wall s (rounds)':>17}{'CPU s':>7}{'peak MB':>9}{'x native':>9}{'CPU x':>7}"
           f"{'peak/size':>10}{'MB/s':>7}")
     for k, r in best.items():
         if k.startswith("startup"):
             continue
         walls = ", ".join(f"{x.wall_s:.2f}" for x in runs[k])
-        print(f"{k:<20}{walls:>24}{cpu[k]:>7.2f}{peak[k] / 1e6:>9.0f}{r.wall_s / ref:>9.2f}{cpu[k] / ref_cpu:>7.2f}"
+        print(f"{k:<27}{walls:>17}{cpu[k]:>7.2f}{peak[k] / 1e6:>9.0f}{r.wall_s / ref:>9.2f}{cpu[k] / ref_cpu:>7.2f}"
               f"{peak[k] / size:>10.2f}{size / 1e6 / r.wall_s:>7.0f}")
-    for k in ("loader native", "loader baseline", "loader pure-Python"):
+    for k in ("loader native", "loader baseline", "loader read-ahead", "loader read-ahead baseline",
+              "loader pure-Python"):
         if k in best:
             d = json.loads(best[k].stdout)
             print(f"{k}: imports {d['import_s']:.2f} s, load_tables {d['load_s']:.2f} s "
@@ -184,7 +190,8 @@ def report(runs: dict[str, list[ChildRun]], size: int) -> None:
         ratio = ref / best["orjson"].wall_s
         print(f"  [{'PASS' if ratio <= VS_ORJSON else 'MISS'}] whole process <= {VS_ORJSON}x orjson.loads': "
               f"{ratio:.2f}x ({ref:.2f} s vs {best['orjson'].wall_s:.2f} s; CPU {ref_cpu / cpu['orjson']:.2f}x)")
-    for k, mine in (("pure-Python", "native"), ("baseline", "native"), ("loader baseline", "loader native")):
+    for k, mine in (("pure-Python", "native"), ("baseline", "native"), ("loader baseline", "loader native"),
+                    ("loader read-ahead baseline", "loader read-ahead")):
         if k in best and mine in best:
             print(f"  [info] {mine} vs {k}: {best[mine].wall_s / best[k].wall_s:.2f}x wall, "
                   f"{cpu[mine] / cpu[k]:.2f}x CPU")
