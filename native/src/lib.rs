@@ -1489,6 +1489,135 @@ pub unsafe extern "C" fn pp_column(h: *mut Scanner, fam: i32, col: i32, ptr: *mu
     }
 }
 
+/// Column `col` of family `fam` (numbered as in `pp_column`) moved out of the scanner, which keeps an empty one:
+/// its data pointer in `*ptr`, its capacity (elements) in `*cap`, its length (rows) returned. The caller owns the
+/// allocation and frees it with `pp_release(ptr, cap, elem)`, `elem` its element's width code (`ELEM_*`), once.
+/// Why: handing the columns over without a copy (7.4 M rows: 0.47 s of copies, the scanner's columns and the
+/// copies both held while a family is copied).
+///
+/// # Safety
+/// `h` from pp_new; `ptr` and `cap` writable.
+#[no_mangle]
+pub unsafe extern "C" fn pp_take(h: *mut Scanner, fam: i32, col: i32, ptr: *mut *mut u8, cap: *mut usize) -> usize {
+    let s = &mut *h;
+    macro_rules! out {
+        ($v:expr) => {{
+            let mut v = std::mem::ManuallyDrop::new(std::mem::take(&mut $v));
+            *ptr = v.as_mut_ptr() as *mut u8;
+            *cap = v.capacity();
+            v.len()
+        }};
+    }
+    if fam == 5 {
+        let m = &mut s.mem;
+        return match col {
+            0 => out!(m.ts),
+            1 => out!(m.pid),
+            2 => out!(m.tid),
+            3 => out!(m.bytes),
+            4 => out!(m.total_allocated),
+            5 => out!(m.device_type),
+            _ => out!(m.device_id),
+        };
+    }
+    let f = &mut s.fams[(fam as usize).min(N_FAMILIES - 1)];
+    match col {
+        0 => out!(f.kind),
+        1 => out!(f.name),
+        2 => out!(f.pid),
+        3 => out!(f.tid),
+        4 => out!(f.ts),
+        5 => out!(f.dur),
+        6 => out!(f.external_id),
+        7 => out!(f.launched_kernel),
+        8 => out!(f.correlation),
+        9 => out!(f.device),
+        10 => out!(f.stream),
+        _ => out!(f.bytes),
+    }
+}
+
+/// Element width codes of `pp_release`: the column's Rust element type, so that the allocation is freed with the
+/// layout it was made with.
+const ELEM_I8: i32 = 1;
+const ELEM_I32: i32 = 4;
+const ELEM_I64: i32 = 8;
+const ELEM_F64: i32 = 9;
+
+/// Free a column `pp_take` handed out (`ptr`, `cap` as it gave them; `elem`: ELEM_I8, ELEM_I32, ELEM_I64 or
+/// ELEM_F64 as the column's type). 0: freed; -1: an unknown `elem` (nothing freed).
+///
+/// # Safety
+/// `ptr`, `cap` from one pp_take, of a column of type `elem`, not released before and no longer read.
+#[no_mangle]
+pub unsafe extern "C" fn pp_release(ptr: *mut u8, cap: usize, elem: i32) -> i32 {
+    if cap == 0 {
+        return 0; // an empty Vec allocates nothing (its pointer is dangling)
+    }
+    match elem {
+        ELEM_I8 => drop(Vec::from_raw_parts(ptr as *mut i8, 0, cap)),
+        ELEM_I32 => drop(Vec::from_raw_parts(ptr as *mut i32, 0, cap)),
+        ELEM_I64 => drop(Vec::from_raw_parts(ptr as *mut i64, 0, cap)),
+        ELEM_F64 => drop(Vec::from_raw_parts(ptr as *mut f64, 0, cap)),
+        _ => return -1,
+    }
+    0
+}
+
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn times_body(ts: &[f64], dur: &[f64], origin: f64, check_origin: f64, max_span: f64, ts_ns: &mut [i64],
+              dur_ns: &mut [i64], end_ns: &mut [i64]) -> bool {
+    let mut ok = true;
+    for i in 0..ts.len() {
+        let (t, d) = (ts[i], dur[i]);
+        let rel = t - check_origin; // comparisons with NaN are false: a NaN is not ok
+        ok &= rel.is_finite() & (rel <= max_span) & (rel >= 0.0) & d.is_finite() & (d >= 0.0) & (d <= max_span);
+        let a = ((t - origin) * 1000.0).round_ties_even() as i64;
+        let b = (d * 1000.0).round_ties_even() as i64;
+        ts_ns[i] = a;
+        dur_ns[i] = b;
+        end_ns[i] = a.wrapping_add(b);
+    }
+    ok
+}
+
+/// `times_body` compiled with SSE4.1: `round_ties_even` becomes one `roundsd` (a call to libm's `roundeven`
+/// without it), and the loop vectorises.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "sse4.1")]
+#[allow(clippy::too_many_arguments)]
+unsafe fn times_sse41(ts: &[f64], dur: &[f64], origin: f64, check_origin: f64, max_span: f64, ts_ns: &mut [i64],
+                      dur_ns: &mut [i64], end_ns: &mut [i64]) -> bool {
+    times_body(ts, dur, origin, check_origin, max_span, ts_ns, dur_ns, end_ns)
+}
+
+/// tables.py's `_family_frame` times in one pass: `ts_ns = rint((ts - origin) * 1000)`, `dur_ns = rint(dur *
+/// 1000)` as int64 and `end_ns = ts_ns + dur_ns` (the same f64 operations, rounded half to even as `np.rint`: the
+/// same bits), written to the three `n`-row outputs. Returns 1 when every row passes the loader's checks (ts and
+/// dur finite, `0 <= ts - check_origin <= max_span`, `0 <= dur <= max_span`), else 0: the caller then takes its
+/// numpy path, which raises the error naming the row (the outputs are then garbage).
+///
+/// # Safety
+/// `ts`, `dur` valid for `n` f64; `ts_ns`, `dur_ns`, `end_ns` writable for `n` i64; no overlap.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn pp_times(ts: *const f64, dur: *const f64, n: usize, origin: f64, check_origin: f64,
+                                  max_span: f64, ts_ns: *mut i64, dur_ns: *mut i64, end_ns: *mut i64) -> i32 {
+    if n == 0 {
+        return 1;
+    }
+    let (ts, dur) = (std::slice::from_raw_parts(ts, n), std::slice::from_raw_parts(dur, n));
+    let ts_ns = std::slice::from_raw_parts_mut(ts_ns, n);
+    let dur_ns = std::slice::from_raw_parts_mut(dur_ns, n);
+    let end_ns = std::slice::from_raw_parts_mut(end_ns, n);
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("sse4.1") {
+        return times_sse41(ts, dur, origin, check_origin, max_span, ts_ns, dur_ns, end_ns) as i32;
+    }
+    times_body(ts, dur, origin, check_origin, max_span, ts_ns, dur_ns, end_ns) as i32
+}
+
 /// Free family `fam`'s columns (once copied out).
 ///
 /// # Safety

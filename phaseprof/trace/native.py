@@ -21,6 +21,7 @@ import os
 import shutil
 import subprocess
 import sys
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +29,7 @@ import msgspec
 import numpy as np
 
 from phaseprof.trace import tables
-from phaseprof.trace.limits import TraceValueError
+from phaseprof.trace.limits import MAX_SPAN_US, TraceValueError
 from phaseprof.trace.tables import _FAMILY_COLUMNS, TableBuilder, _Growing
 
 #: Set to "0" to read with the pure-Python loader even where the scanner is built.
@@ -76,6 +77,14 @@ def library() -> ctypes.CDLL | None:
         lib.pp_column.argtypes = [vp, ctypes.c_int, ctypes.c_int, ctypes.POINTER(vp)]
         lib.pp_column.restype = sz
         lib.pp_drop_family.argtypes = [vp, ctypes.c_int]
+        lib.pp_take.argtypes = [vp, ctypes.c_int, ctypes.c_int, ctypes.POINTER(vp), ctypes.POINTER(sz)]
+        lib.pp_take.restype = sz
+        lib.pp_release.argtypes = [vp, sz, ctypes.c_int]
+        lib.pp_release.restype = ctypes.c_int
+        f64p, i64p = ctypes.POINTER(ctypes.c_double), ctypes.POINTER(ctypes.c_int64)
+        lib.pp_times.argtypes = [f64p, f64p, sz, ctypes.c_double, ctypes.c_double, ctypes.c_double, i64p, i64p,
+                                 i64p]
+        lib.pp_times.restype = ctypes.c_int
         lib.pp_strings.argtypes = [vp, ctypes.c_int, ctypes.POINTER(vp), ctypes.POINTER(sz), ctypes.POINTER(vp)]
         lib.pp_strings.restype = sz
         _lib = lib
@@ -86,14 +95,22 @@ def available() -> bool:
     return library() is not None
 
 
-def _copy(lib: ctypes.CDLL, h: int, fam: int, col: int, dtype: type) -> np.ndarray:
-    """Column ``col`` of family ``fam`` copied out of the scanner."""
-    ptr = ctypes.c_void_p()
-    n = lib.pp_column(h, fam, col, ctypes.byref(ptr))
+#: ``pp_release``'s element codes, by numpy dtype (the Rust column's element type).
+_ELEM = {np.dtype(np.int8): 1, np.dtype(np.int32): 4, np.dtype(np.int64): 8, np.dtype(np.float64): 9}
+
+
+def _take(lib: ctypes.CDLL, h: int, fam: int, col: int, dtype: type) -> np.ndarray:
+    """Column ``col`` of family ``fam`` moved out of the scanner without a copy: a writable array over the Rust
+    allocation, which is freed (``pp_release``) once the array and every view of it are gone."""
+    ptr, cap = ctypes.c_void_p(), ctypes.c_size_t()
+    n = lib.pp_take(h, fam, col, ctypes.byref(ptr), ctypes.byref(cap))
+    dt = np.dtype(dtype)
     if not n:
-        return np.zeros(0, dtype=dtype)
-    size = n * np.dtype(dtype).itemsize
-    return np.frombuffer((ctypes.c_char * size).from_address(ptr.value), dtype=dtype).copy()
+        lib.pp_release(ptr, cap.value, _ELEM[dt])
+        return np.zeros(0, dtype=dt)
+    owner = (ctypes.c_char * (cap.value * dt.itemsize)).from_address(ptr.value)
+    weakref.finalize(owner, lib.pp_release, ptr.value, cap.value, _ELEM[dt])
+    return np.frombuffer(owner, dtype=dt, count=n)  # its base is ``owner``: the allocation lives as long
 
 
 def _strings(lib: ctypes.CDLL, h: int, which: int) -> list[bytes]:
@@ -171,15 +188,13 @@ class NativeTableBuilder(TableBuilder):
         lib = self._lib
         for fam, f in enumerate(_FAMILIES):
             for col, (c, dtype) in enumerate(_FAMILY_COLUMNS):
-                values = _copy(lib, h, fam, col, dtype)
+                values = _take(lib, h, fam, col, dtype)
                 if values.size:
                     self._cols[f][c] = _Growing.of(values)
-            lib.pp_drop_family(h, fam)
         for col, (c, dtype) in enumerate(_MEMORY_COLUMNS):
-            values = _copy(lib, h, _MEMORY, col, dtype)
+            values = _take(lib, h, _MEMORY, col, dtype)
             if values.size:
                 self._cols["memory"][c] = _Growing.of(values)
-        lib.pp_drop_family(h, _MEMORY)
         self._names._table = {s.decode(): i for i, s in enumerate(_strings(lib, h, 0))}
         self._ids._table = {_id(s): i for i, s in enumerate(_strings(lib, h, 1))}
         pairs = _strings(lib, h, 2)
@@ -187,6 +202,19 @@ class NativeTableBuilder(TableBuilder):
             self._process_names[k.decode()] = v.decode()
         self._h = None
         lib.pp_free(h)
+
+    def _times_ns(self, ts: np.ndarray, dur: np.ndarray, origin_us: float,
+                  check_origin_us: float) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        """The scanner's one pass (``pp_times``): the same values as the numpy expressions, bit for bit, and the
+        same checks (None where one fails: the numpy path then raises its error)."""
+        if ts.dtype != np.float64 or dur.dtype != np.float64 or ts.shape != dur.shape or ts.ndim != 1:
+            return None
+        ts, dur = np.ascontiguousarray(ts), np.ascontiguousarray(dur)
+        out = [np.empty(ts.size, dtype=np.int64) for _ in range(3)]
+        f64p, i64p = ctypes.POINTER(ctypes.c_double), ctypes.POINTER(ctypes.c_int64)
+        ok = self._lib.pp_times(ts.ctypes.data_as(f64p), dur.ctypes.data_as(f64p), ts.size, origin_us,
+                                check_origin_us, MAX_SPAN_US, *(a.ctypes.data_as(i64p) for a in out))
+        return (out[0], out[1], out[2]) if ok else None
 
     def exported(self) -> dict[str, Any]:
         self._materialise()
