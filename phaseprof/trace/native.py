@@ -74,11 +74,10 @@ def library() -> ctypes.CDLL | None:
         lib.pp_add.restype = ctypes.c_int
         lib.pp_add_in_place.argtypes = [vp, vp, sz, sz, ctypes.POINTER(ctypes.c_uint64)]
         lib.pp_add_in_place.restype = ctypes.c_int
-        lib.pp_column.argtypes = [vp, ctypes.c_int, ctypes.c_int, ctypes.POINTER(vp)]
-        lib.pp_column.restype = sz
-        lib.pp_drop_family.argtypes = [vp, ctypes.c_int]
         lib.pp_take.argtypes = [vp, ctypes.c_int, ctypes.c_int, ctypes.POINTER(vp), ctypes.POINTER(sz)]
         lib.pp_take.restype = sz
+        lib.pp_take_run.argtypes = [vp, ctypes.c_int, ctypes.c_int, ctypes.POINTER(ctypes.c_int64)]
+        lib.pp_take_run.restype = sz
         lib.pp_release.argtypes = [vp, sz, ctypes.c_int]
         lib.pp_release.restype = ctypes.c_int
         f64p, i64p = ctypes.POINTER(ctypes.c_double), ctypes.POINTER(ctypes.c_int64)
@@ -99,6 +98,11 @@ def available() -> bool:
 _ELEM = {np.dtype(np.int8): 1, np.dtype(np.int32): 4, np.dtype(np.int64): 8, np.dtype(np.float64): 9}
 
 
+def _release(lib: ctypes.CDLL, ptr: int, cap: int, elem: int) -> None:
+    """Free a column :func:`_take` handed out (once: its array's finalizer)."""
+    lib.pp_release(ptr, cap, elem)
+
+
 def _take(lib: ctypes.CDLL, h: int, fam: int, col: int, dtype: type) -> np.ndarray:
     """Column ``col`` of family ``fam`` moved out of the scanner without a copy: a writable array over the Rust
     allocation, which is freed (``pp_release``) once the array and every view of it are gone."""
@@ -109,8 +113,20 @@ def _take(lib: ctypes.CDLL, h: int, fam: int, col: int, dtype: type) -> np.ndarr
         lib.pp_release(ptr, cap.value, _ELEM[dt])
         return np.zeros(0, dtype=dt)
     owner = (ctypes.c_char * (cap.value * dt.itemsize)).from_address(ptr.value)
-    weakref.finalize(owner, lib.pp_release, ptr.value, cap.value, _ELEM[dt])
+    weakref.finalize(owner, _release, lib, ptr.value, cap.value, _ELEM[dt])
     return np.frombuffer(owner, dtype=dt, count=n)  # its base is ``owner``: the allocation lives as long
+
+
+def _take_column(lib: ctypes.CDLL, h: int, fam: int, col: int, dtype: type) -> _Growing | None:
+    """Column ``col`` of family ``fam`` moved out of the scanner (a constant run as one; None: no rows)."""
+    value = ctypes.c_int64()
+    n = lib.pp_take_run(h, fam, col, ctypes.byref(value))
+    if n:
+        column = _Growing()
+        column.append_run(np.array([value.value], dtype=dtype), n)
+        return column
+    values = _take(lib, h, fam, col, dtype)
+    return _Growing.of(values) if values.size else None
 
 
 def _strings(lib: ctypes.CDLL, h: int, which: int) -> list[bytes]:
@@ -186,15 +202,12 @@ class NativeTableBuilder(TableBuilder):
         if h is None:
             return
         lib = self._lib
-        for fam, f in enumerate(_FAMILIES):
-            for col, (c, dtype) in enumerate(_FAMILY_COLUMNS):
-                values = _take(lib, h, fam, col, dtype)
-                if values.size:
-                    self._cols[f][c] = _Growing.of(values)
-        for col, (c, dtype) in enumerate(_MEMORY_COLUMNS):
-            values = _take(lib, h, _MEMORY, col, dtype)
-            if values.size:
-                self._cols["memory"][c] = _Growing.of(values)
+        for fam, columns, f in [*((i, _FAMILY_COLUMNS, f) for i, f in enumerate(_FAMILIES)),
+                                (_MEMORY, _MEMORY_COLUMNS, "memory")]:
+            for col, (c, dtype) in enumerate(columns):
+                column = _take_column(lib, h, fam, col, dtype)
+                if column is not None:
+                    self._cols[f][c] = column
         self._names._table = {s.decode(): i for i, s in enumerate(_strings(lib, h, 0))}
         self._ids._table = {_id(s): i for i, s in enumerate(_strings(lib, h, 1))}
         pairs = _strings(lib, h, 2)
