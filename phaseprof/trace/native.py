@@ -113,7 +113,8 @@ def _take(lib: ctypes.CDLL, h: int, fam: int, col: int, dtype: type) -> np.ndarr
         lib.pp_release(ptr, cap.value, _ELEM[dt])
         return np.zeros(0, dtype=dt)
     owner = (ctypes.c_char * (cap.value * dt.itemsize)).from_address(ptr.value)
-    weakref.finalize(owner, _release, lib, ptr.value, cap.value, _ELEM[dt])
+    # Not at exit: an array still alive then may yet be read by some object's teardown; the exit frees it anyway.
+    weakref.finalize(owner, _release, lib, ptr.value, cap.value, _ELEM[dt]).atexit = False
     return np.frombuffer(owner, dtype=dt, count=n)  # its base is ``owner``: the allocation lives as long
 
 
