@@ -229,13 +229,15 @@ def _categorical(codes: np.ndarray, labels: list[str] | tuple[str, ...]) -> pd.C
 
     if codes.size == 0:
         return pd.Categorical([])
-    used = codes[:1] if codes.strides == (0,) else np.flatnonzero(np.bincount(codes))  # stride 0: one value
+    constant = codes.strides == (0,)  # a constant run broadcast (``_Growing.array``): one value
+    used = codes[:1] if constant else np.flatnonzero(np.bincount(codes))
     cats, inverse = np.unique(np.array([labels[i] for i in used], dtype=object), return_inverse=True)
     # The codes dtype pandas keeps (``coerce_indexer_dtype``): the smallest signed integer that holds them.
     width = next(t for t in (np.int8, np.int16, np.int32, np.int64) if cats.size < np.iinfo(t).max)
     remap = np.zeros(int(used[-1]) + 1, dtype=width)
     remap[used] = inverse
-    return pd.Categorical.from_codes(remap[codes], categories=cats, validate=False)  # valid: 0..len(cats)-1
+    out = np.full(codes.size, remap[used[0]], dtype=width) if constant else remap[codes]
+    return pd.Categorical.from_codes(out, categories=cats, validate=False)  # valid: 0..len(cats)-1
 
 
 def _pick(seq: Sequence[Event], idx: np.ndarray) -> Sequence[Event]:
