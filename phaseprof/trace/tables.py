@@ -618,8 +618,10 @@ def _constant_as_one(column: np.ndarray) -> np.ndarray:
     same values and dtype in one element's memory. Most families leave most int columns at their default (CPU ops
     have no correlation, device, stream or bytes): 4 of the ops table's 8 int64 columns, 8.6 MB of its 18.5 on a
     115 MB trace (issue 28). Table columns are read-only under pandas' copy-on-write in any case."""
-    if column.size < 2 or not (column == column[0]).all():
+    if column.size < 2:
         return column
+    if column.strides != (0,) and (not (column[:4096] == column[0]).all() or not (column == column[0]).all()):
+        return column  # (stride 0: one value already; a prefix first: most columns that vary show it early)
     return np.broadcast_to(np.array(column[0], dtype=column.dtype), column.shape)
 
 
