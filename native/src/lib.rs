@@ -1608,6 +1608,73 @@ pub unsafe extern "C" fn pp_release(ptr: *mut u8, cap: usize, elem: i32) -> i32 
     0
 }
 
+/// Read `n` integer codes of `width` bytes (1: i8, 4: i32) at `codes` as i64, calling `f` with each; false for
+/// another width.
+#[inline(always)]
+unsafe fn each_code(codes: *const u8, n: usize, width: i32, mut f: impl FnMut(usize, i64) -> bool) -> bool {
+    match width {
+        1 => std::slice::from_raw_parts(codes as *const i8, n).iter().enumerate().all(|(i, &c)| f(i, c as i64)),
+        4 => std::slice::from_raw_parts(codes as *const i32, n).iter().enumerate().all(|(i, &c)| f(i, c as i64)),
+        _ => false,
+    }
+}
+
+/// tables.py's `_categorical`, its first pass: `used[c] = 1` for each of the `n` codes (width 1: i8, 4: i32).
+/// 0: done; -1: a code outside `0..n_used` or another width (the caller's numpy path then raises).
+///
+/// # Safety
+/// `codes` valid for `n` codes of `width` bytes; `used` writable for `n_used` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn pp_used(codes: *const u8, n: usize, width: i32, used: *mut u8, n_used: usize) -> i32 {
+    if n == 0 {
+        return 0;
+    }
+    let used = std::slice::from_raw_parts_mut(used, n_used);
+    let ok = each_code(codes, n, width, |_, c| match used.get_mut(c as usize) {
+        Some(u) if c >= 0 => {
+            *u = 1;
+            true
+        }
+        _ => false,
+    });
+    if ok { 0 } else { -1 }
+}
+
+/// tables.py's `_categorical`, its second pass: `out[i] = remap[codes[i]]`, codes of width 1 (i8) or 4 (i32),
+/// `remap` (`n_remap` entries) and `out` of `out_width` bytes (1, 2, 4 or 8: the signed integer pandas keeps).
+/// 0: done; -1: a code outside `0..n_remap` or another width (the caller's numpy path then gathers or raises).
+///
+/// # Safety
+/// `codes` valid for `n` codes; `remap` for `n_remap` entries and `out` writable for `n` entries of `out_width`.
+#[no_mangle]
+pub unsafe extern "C" fn pp_recode(codes: *const u8, n: usize, width: i32, remap: *const u8, n_remap: usize,
+                                   out_width: i32, out: *mut u8) -> i32 {
+    macro_rules! gather {
+        ($t:ty) => {{
+            let remap = std::slice::from_raw_parts(remap as *const $t, n_remap);
+            let out = std::slice::from_raw_parts_mut(out as *mut $t, n);
+            each_code(codes, n, width, |i, c| match remap.get(c as usize) {
+                Some(&r) if c >= 0 => {
+                    out[i] = r;
+                    true
+                }
+                _ => false,
+            })
+        }};
+    }
+    if n == 0 {
+        return 0;
+    }
+    let ok = match out_width {
+        1 => gather!(i8),
+        2 => gather!(i16),
+        4 => gather!(i32),
+        8 => gather!(i64),
+        _ => false,
+    };
+    if ok { 0 } else { -1 }
+}
+
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 fn times_body(ts: &[f64], dur: &[f64], origin: f64, check_origin: f64, max_span: f64, ts_ns: &mut [i64],

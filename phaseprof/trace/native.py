@@ -84,6 +84,10 @@ def library() -> ctypes.CDLL | None:
         lib.pp_times.argtypes = [f64p, f64p, sz, ctypes.c_double, ctypes.c_double, ctypes.c_double, i64p, i64p,
                                  i64p]
         lib.pp_times.restype = ctypes.c_int
+        lib.pp_used.argtypes = [vp, sz, ctypes.c_int, vp, sz]
+        lib.pp_used.restype = ctypes.c_int
+        lib.pp_recode.argtypes = [vp, sz, ctypes.c_int, vp, sz, ctypes.c_int, vp]
+        lib.pp_recode.restype = ctypes.c_int
         lib.pp_strings.argtypes = [vp, ctypes.c_int, ctypes.POINTER(vp), ctypes.POINTER(sz), ctypes.POINTER(vp)]
         lib.pp_strings.restype = sz
         _lib = lib
@@ -94,6 +98,8 @@ def available() -> bool:
     return library() is not None
 
 
+#: Code columns ``pp_used`` and ``pp_recode`` read (their ``width``: the itemsize).
+_CODE_DTYPES = (np.dtype(np.int8), np.dtype(np.int32))
 #: ``pp_release``'s element codes, by numpy dtype (the Rust column's element type).
 _ELEM = {np.dtype(np.int8): 1, np.dtype(np.int32): 4, np.dtype(np.int64): 8, np.dtype(np.float64): 9}
 
@@ -216,6 +222,29 @@ class NativeTableBuilder(TableBuilder):
             self._process_names[k.decode()] = v.decode()
         self._h = None
         lib.pp_free(h)
+
+    def _categorical(self, codes: np.ndarray, labels: list[str] | tuple[str, ...]) -> Any:
+        return tables._categorical(codes, labels, (self._used_codes, self._recode))
+
+    def _used_codes(self, codes: np.ndarray, n_labels: int) -> np.ndarray | None:
+        """The codes used, sorted, by one scanner pass (``pp_used``: a mark per label); None: numpy's way."""
+        if codes.dtype not in _CODE_DTYPES or not codes.flags.c_contiguous:
+            return None
+        used = np.zeros(n_labels, dtype=np.uint8)
+        if self._lib.pp_used(codes.ctypes.data, codes.size, codes.itemsize, used.ctypes.data, n_labels):
+            return None
+        return np.flatnonzero(used)
+
+    def _recode(self, remap: np.ndarray, codes: np.ndarray) -> np.ndarray | None:
+        """``remap[codes]`` by one scanner pass (``pp_recode``); None: numpy's way."""
+        if (codes.dtype not in _CODE_DTYPES or not codes.flags.c_contiguous or remap.dtype.kind != "i"
+                or not remap.flags.c_contiguous):
+            return None
+        out = np.empty(codes.size, dtype=remap.dtype)
+        if self._lib.pp_recode(codes.ctypes.data, codes.size, codes.itemsize, remap.ctypes.data, remap.size,
+                               remap.itemsize, out.ctypes.data):
+            return None
+        return out
 
     def _times_ns(self, ts: np.ndarray, dur: np.ndarray, origin_us: float,
                   check_origin_us: float) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:

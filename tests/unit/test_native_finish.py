@@ -68,15 +68,41 @@ def test_categorical_as_built_from_strings(path: Path) -> None:
         for col, labels in (("kind", tables._KINDS), ("name", names), ("pid", ids), ("tid", ids),
                             ("launched_kernel", names)):
             codes = builder._column(f, col)
-            got = tables._categorical(codes, labels)
             want = pd.Categorical([labels[c] for c in codes.tolist()])
-            assert got.categories.dtype == want.categories.dtype, (f, col)
-            assert list(got.categories) == list(want.categories), (f, col)
-            assert got.codes.dtype == want.codes.dtype, (f, col)
-            assert np.array_equal(got.codes, want.codes), (f, col)
-            assert got.ordered == want.ordered
-            widths.add(got.codes.dtype)
+            # numpy's passes (the pure-Python builder's), then the scanner's (pp_used, pp_recode)
+            for got in (tables._categorical(codes, labels), builder._categorical(codes, labels)):
+                assert got.categories.dtype == want.categories.dtype, (f, col)
+                assert list(got.categories) == list(want.categories), (f, col)
+                assert got.codes.dtype == want.codes.dtype, (f, col)
+                assert np.array_equal(got.codes, want.codes), (f, col)
+                assert got.ordered == want.ordered
+                widths.add(got.codes.dtype)
     assert np.dtype(np.int8) in widths
+
+
+def test_native_code_passes_as_numpy_and_refusals() -> None:
+    """pp_used and pp_recode give numpy's results on a trace's name codes (int32, int16 out) and kinds (int8);
+    a code outside the labels or the remap, or a dtype they do not read, gives None (numpy's path decides)."""
+    builder = scanned(TRACES[0])
+    names = builder._names.labels()
+    for col, n_labels in (("name", len(names)), ("kind", len(tables._KINDS))):
+        codes = builder._column("gpu", col)
+        assert codes.strides != (0,) and codes.size > 100
+        used = builder._used_codes(codes, n_labels)
+        assert np.array_equal(used, np.flatnonzero(np.bincount(codes)))
+        for width in (np.int8, np.int16, np.int32, np.int64):
+            remap = (np.arange(int(used[-1]) + 1) % 100).astype(width)
+            got = builder._recode(remap, codes)
+            assert got.dtype == width and np.array_equal(got, remap[codes])
+    codes = builder._column("gpu", "name").copy()
+    codes[7] = len(names)
+    assert builder._used_codes(codes, len(names)) is None
+    assert builder._recode(np.zeros(len(names), dtype=np.int16), codes) is None
+    codes[7] = -1
+    assert builder._used_codes(codes, len(names)) is None
+    assert builder._recode(np.zeros(len(names), dtype=np.int16), codes) is None
+    assert builder._used_codes(codes.astype(np.int64), len(names)) is None
+    assert builder._recode(np.zeros(3, dtype=np.int8), codes[::2]) is None
 
 
 def test_categorical_of_many_labels_and_a_constant_column() -> None:
