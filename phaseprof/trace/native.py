@@ -37,7 +37,7 @@ NATIVE_ENV = "PHASEPROF_NATIVE"
 LIBRARY = Path(__file__).with_name("_phaseprof_scan.so")
 SOURCE = Path(__file__).resolve().parents[2] / "native"  # the crate, in a source checkout
 _OK, _SYNTAX, _UNSUPPORTED = 0, 1, 2
-#: The scanner's families, in the order of its ABI (``pp_column``'s ``fam``), and its columns with their dtypes.
+#: The scanner's families, in the order of its ABI (``pp_take``'s ``fam``), and its columns with their dtypes.
 _FAMILIES = ("gpu", "runtime", "ops", "gpu_annotations", "modules")
 _MEMORY = 5
 _MEMORY_COLUMNS = (("ts", np.float64), ("pid", np.int32), ("tid", np.int32), ("bytes", np.int64),
