@@ -50,18 +50,20 @@ with tables.gc_paused():
     cpu = time.thread_time() - t0
     after = status()
 fp = hashlib.sha256()
-for fam in ("gpu", "runtime", "ops", "gpu_annotations", "memory", "modules"):
+frames = ("gpu", "runtime", "ops", "gpu_annotations", "memory", "modules")
+for fam in frames:
     for c, col in getattr(t, fam).items():
         if isinstance(col.dtype, pd.CategoricalDtype):
             codes = col.array.codes
-            fp.update(repr((fam, c, str(col.dtype.categories.dtype), list(col.cat.categories), str(codes.dtype))).encode())
+            cats = list(col.cat.categories)
+            fp.update(repr((fam, c, str(col.dtype.categories.dtype), cats, str(codes.dtype))).encode())
             fp.update(np.ascontiguousarray(codes).tobytes())
         else:
             a = col.to_numpy()
             fp.update(repr((fam, c, str(a.dtype), a.strides, a.flags.writeable)).encode())
             fp.update(np.ascontiguousarray(a).tobytes())
 print(json.dumps({"cpu": cpu, "rss_scan": scanned["VmRSS"], "peak_finish": after["VmHWM"],
-                  "rows": sum(len(getattr(t, f)) for f in ("gpu", "runtime", "ops", "gpu_annotations", "memory", "modules")),
+                  "rows": sum(len(getattr(t, f)) for f in frames),
                   "tables": fp.hexdigest()}))
 """
 
