@@ -247,3 +247,27 @@ def test_take_twice_runs_and_release_codes() -> None:
     assert lib.pp_take_run(builder._h, ops, 4, native.ctypes.byref(value)) == 0  # a float column: never a run
     assert lib.pp_release(None, 0, 9) == 0
     assert lib.pp_release(None, 8, 3) == -1
+
+
+def test_run_left_then_chunk_refused_keeps_the_rows_before() -> None:
+    """A chunk that ends a constant run (a CPU op of a real trace edited to carry a correlation) and then fails
+    (cut mid-event) leaves the column as it was before that chunk: the same rows and values, -1 throughout."""
+    import gzip
+    import json
+
+    events = json.loads(gzip.decompress(TRACES[0].read_bytes()))["traceEvents"]
+    ops = [e for e in events if e.get("cat") == "cpu_op" and e.get("ph") == "X"][:60]
+    edited = {**ops[50], "args": {**ops[50]["args"], "correlation": 5}}
+    first = ("[" + ",".join(json.dumps(e) for e in ops[:50]) + "]").encode()
+    cut = json.dumps(ops[51])
+    second = ("[" + json.dumps(edited) + "," + cut[:len(cut) // 2]).encode()
+    builder = native.NativeTableBuilder()
+    assert builder.add_json(first) == 50
+    with pytest.raises(native.NativeSyntaxError):
+        builder.add_json(second)
+    lib, h = builder._lib, builder._h
+    ops_fam = tables.FAMILIES.index("ops")
+    column = native._take_column(lib, h, ops_fam, 8, np.int64)  # correlation
+    assert column is not None and column.size == 50
+    assert np.array_equal(column.array(np.int64), np.full(50, -1))
+    assert native._take(lib, h, ops_fam, 4, np.float64).size == 50  # ts: the same rows
