@@ -90,8 +90,16 @@ class Scanner:
         lib.pp_free.argtypes = [vp]
         lib.pp_add.argtypes = [vp, ctypes.c_char_p, sz, ctypes.POINTER(ctypes.c_uint64)]
         lib.pp_add.restype = ctypes.c_int
-        lib.pp_column.argtypes = [vp, ctypes.c_int, ctypes.c_int, ctypes.POINTER(vp)]
-        lib.pp_column.restype = sz
+        self.take = hasattr(lib, "pp_take")  # columns moved out (and runs) since s9; pp_column before
+        if self.take:
+            lib.pp_take.argtypes = [vp, ctypes.c_int, ctypes.c_int, ctypes.POINTER(vp), ctypes.POINTER(sz)]
+            lib.pp_take.restype = sz
+            lib.pp_take_run.argtypes = [vp, ctypes.c_int, ctypes.c_int, ctypes.POINTER(ctypes.c_int64)]
+            lib.pp_take_run.restype = sz
+            lib.pp_release.argtypes = [vp, sz, ctypes.c_int]
+        else:
+            lib.pp_column.argtypes = [vp, ctypes.c_int, ctypes.c_int, ctypes.POINTER(vp)]
+            lib.pp_column.restype = sz
         lib.pp_strings.argtypes = [vp, ctypes.c_int, ctypes.POINTER(vp), ctypes.POINTER(sz), ctypes.POINTER(vp)]
         lib.pp_strings.restype = sz
         self.in_place = hasattr(lib, "pp_add_in_place")  # the baseline may predate it
@@ -136,6 +144,10 @@ class Scanner:
         for fam in range(_FAMILIES + 1):
             sizes = _MEMORY_ITEMSIZE if fam == _FAMILIES else _ITEMSIZE
             for col, size in enumerate(sizes):
+                if self.take:
+                    float_col = col == 0 if fam == _FAMILIES else col in (4, 5)  # ts (and dur): f64
+                    parts.append(self._take(h, fam, col, size, float_col=float_col))
+                    continue
                 n = lib.pp_column(h, fam, col, ctypes.byref(ptr))
                 parts.append(ctypes.string_at(ptr.value, n * size) if n else b"")
         for which in range(3):
@@ -144,6 +156,20 @@ class Scanner:
             parts.append(ctypes.string_at(blob.value, blob_len.value) if blob_len.value else b"")
             parts.append(ctypes.string_at(offsets.value, 8 * (n + 1)))
         return b"\0".join(parts)
+
+
+    def _take(self, h: int, fam: int, col: int, size: int, *, float_col: bool) -> bytes:
+        """A column's rows as bytes, as pp_column gave them: a constant run written out, the column taken and
+        freed."""
+        lib, value = self.lib, ctypes.c_int64()
+        n = lib.pp_take_run(h, fam, col, ctypes.byref(value))
+        if n:
+            return value.value.to_bytes(8, "little", signed=True)[:size] * n
+        ptr, cap = ctypes.c_void_p(), ctypes.c_size_t()
+        n = lib.pp_take(h, fam, col, ctypes.byref(ptr), ctypes.byref(cap))
+        data = ctypes.string_at(ptr.value, n * size) if n else b""
+        lib.pp_release(ptr, cap.value, 9 if float_col else size)
+        return data
 
 
 def orjson_scan(chunks: list[bytes]) -> float:

@@ -21,6 +21,7 @@ import os
 import shutil
 import subprocess
 import sys
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +29,7 @@ import msgspec
 import numpy as np
 
 from phaseprof.trace import tables
-from phaseprof.trace.limits import TraceValueError
+from phaseprof.trace.limits import MAX_SPAN_US, TraceValueError
 from phaseprof.trace.tables import _FAMILY_COLUMNS, TableBuilder, _Growing
 
 #: Set to "0" to read with the pure-Python loader even where the scanner is built.
@@ -36,7 +37,7 @@ NATIVE_ENV = "PHASEPROF_NATIVE"
 LIBRARY = Path(__file__).with_name("_phaseprof_scan.so")
 SOURCE = Path(__file__).resolve().parents[2] / "native"  # the crate, in a source checkout
 _OK, _SYNTAX, _UNSUPPORTED = 0, 1, 2
-#: The scanner's families, in the order of its ABI (``pp_column``'s ``fam``), and its columns with their dtypes.
+#: The scanner's families, in the order of its ABI (``pp_take``'s ``fam``), and its columns with their dtypes.
 _FAMILIES = ("gpu", "runtime", "ops", "gpu_annotations", "modules")
 _MEMORY = 5
 _MEMORY_COLUMNS = (("ts", np.float64), ("pid", np.int32), ("tid", np.int32), ("bytes", np.int64),
@@ -73,9 +74,20 @@ def library() -> ctypes.CDLL | None:
         lib.pp_add.restype = ctypes.c_int
         lib.pp_add_in_place.argtypes = [vp, vp, sz, sz, ctypes.POINTER(ctypes.c_uint64)]
         lib.pp_add_in_place.restype = ctypes.c_int
-        lib.pp_column.argtypes = [vp, ctypes.c_int, ctypes.c_int, ctypes.POINTER(vp)]
-        lib.pp_column.restype = sz
-        lib.pp_drop_family.argtypes = [vp, ctypes.c_int]
+        lib.pp_take.argtypes = [vp, ctypes.c_int, ctypes.c_int, ctypes.POINTER(vp), ctypes.POINTER(sz)]
+        lib.pp_take.restype = sz
+        lib.pp_take_run.argtypes = [vp, ctypes.c_int, ctypes.c_int, ctypes.POINTER(ctypes.c_int64)]
+        lib.pp_take_run.restype = sz
+        lib.pp_release.argtypes = [vp, sz, ctypes.c_int]
+        lib.pp_release.restype = ctypes.c_int
+        f64p, i64p = ctypes.POINTER(ctypes.c_double), ctypes.POINTER(ctypes.c_int64)
+        lib.pp_times.argtypes = [f64p, f64p, sz, ctypes.c_double, ctypes.c_double, ctypes.c_double, i64p, i64p,
+                                 i64p]
+        lib.pp_times.restype = ctypes.c_int
+        lib.pp_used.argtypes = [vp, sz, ctypes.c_int, vp, sz]
+        lib.pp_used.restype = ctypes.c_int
+        lib.pp_recode.argtypes = [vp, sz, ctypes.c_int, vp, sz, ctypes.c_int, vp]
+        lib.pp_recode.restype = ctypes.c_int
         lib.pp_strings.argtypes = [vp, ctypes.c_int, ctypes.POINTER(vp), ctypes.POINTER(sz), ctypes.POINTER(vp)]
         lib.pp_strings.restype = sz
         _lib = lib
@@ -86,14 +98,42 @@ def available() -> bool:
     return library() is not None
 
 
-def _copy(lib: ctypes.CDLL, h: int, fam: int, col: int, dtype: type) -> np.ndarray:
-    """Column ``col`` of family ``fam`` copied out of the scanner."""
-    ptr = ctypes.c_void_p()
-    n = lib.pp_column(h, fam, col, ctypes.byref(ptr))
+#: Code columns ``pp_used`` and ``pp_recode`` read (their ``width``: the itemsize).
+_CODE_DTYPES = (np.dtype(np.int8), np.dtype(np.int32))
+#: ``pp_release``'s element codes, by numpy dtype (the Rust column's element type).
+_ELEM = {np.dtype(np.int8): 1, np.dtype(np.int32): 4, np.dtype(np.int64): 8, np.dtype(np.float64): 9}
+
+
+def _release(lib: ctypes.CDLL, ptr: int, cap: int, elem: int) -> None:
+    """Free a column :func:`_take` handed out (once: its array's finalizer)."""
+    lib.pp_release(ptr, cap, elem)
+
+
+def _take(lib: ctypes.CDLL, h: int, fam: int, col: int, dtype: type) -> np.ndarray:
+    """Column ``col`` of family ``fam`` moved out of the scanner without a copy: a writable array over the Rust
+    allocation, which is freed (``pp_release``) once the array and every view of it are gone."""
+    ptr, cap = ctypes.c_void_p(), ctypes.c_size_t()
+    n = lib.pp_take(h, fam, col, ctypes.byref(ptr), ctypes.byref(cap))
+    dt = np.dtype(dtype)
     if not n:
-        return np.zeros(0, dtype=dtype)
-    size = n * np.dtype(dtype).itemsize
-    return np.frombuffer((ctypes.c_char * size).from_address(ptr.value), dtype=dtype).copy()
+        lib.pp_release(ptr, cap.value, _ELEM[dt])
+        return np.zeros(0, dtype=dt)
+    owner = (ctypes.c_char * (cap.value * dt.itemsize)).from_address(ptr.value)
+    # Not at exit: an array still alive then may yet be read by some object's teardown; the exit frees it anyway.
+    weakref.finalize(owner, _release, lib, ptr.value, cap.value, _ELEM[dt]).atexit = False
+    return np.frombuffer(owner, dtype=dt, count=n)  # its base is ``owner``: the allocation lives as long
+
+
+def _take_column(lib: ctypes.CDLL, h: int, fam: int, col: int, dtype: type) -> _Growing | None:
+    """Column ``col`` of family ``fam`` moved out of the scanner (a constant run as one; None: no rows)."""
+    value = ctypes.c_int64()
+    n = lib.pp_take_run(h, fam, col, ctypes.byref(value))
+    if n:
+        column = _Growing()
+        column.append_run(np.array([value.value], dtype=dtype), n)
+        return column
+    values = _take(lib, h, fam, col, dtype)
+    return _Growing.of(values) if values.size else None
 
 
 def _strings(lib: ctypes.CDLL, h: int, which: int) -> list[bytes]:
@@ -174,17 +214,12 @@ class NativeTableBuilder(TableBuilder):
         if h is None:
             return
         lib = self._lib
-        for fam, f in enumerate(_FAMILIES):
-            for col, (c, dtype) in enumerate(_FAMILY_COLUMNS):
-                values = _copy(lib, h, fam, col, dtype)
-                if values.size:
-                    self._cols[f][c] = _Growing.of(values)
-            lib.pp_drop_family(h, fam)
-        for col, (c, dtype) in enumerate(_MEMORY_COLUMNS):
-            values = _copy(lib, h, _MEMORY, col, dtype)
-            if values.size:
-                self._cols["memory"][c] = _Growing.of(values)
-        lib.pp_drop_family(h, _MEMORY)
+        for fam, columns, f in [*((i, _FAMILY_COLUMNS, f) for i, f in enumerate(_FAMILIES)),
+                                (_MEMORY, _MEMORY_COLUMNS, "memory")]:
+            for col, (c, dtype) in enumerate(columns):
+                column = _take_column(lib, h, fam, col, dtype)
+                if column is not None:
+                    self._cols[f][c] = column
         self._names._table = {s.decode(): i for i, s in enumerate(_strings(lib, h, 0))}
         self._ids._table = {_id(s): i for i, s in enumerate(_strings(lib, h, 1))}
         pairs = _strings(lib, h, 2)
@@ -192,6 +227,42 @@ class NativeTableBuilder(TableBuilder):
             self._process_names[k.decode()] = v.decode()
         self._h = None
         lib.pp_free(h)
+
+    def _categorical(self, codes: np.ndarray, labels: list[str] | tuple[str, ...]) -> Any:
+        return tables._categorical(codes, labels, (self._used_codes, self._recode))
+
+    def _used_codes(self, codes: np.ndarray, n_labels: int) -> np.ndarray | None:
+        """The codes used, sorted, by one scanner pass (``pp_used``: a mark per label); None: numpy's way."""
+        if codes.dtype not in _CODE_DTYPES or not codes.flags.c_contiguous:
+            return None
+        used = np.zeros(n_labels, dtype=np.uint8)
+        if self._lib.pp_used(codes.ctypes.data, codes.size, codes.itemsize, used.ctypes.data, n_labels):
+            return None
+        return np.flatnonzero(used)
+
+    def _recode(self, remap: np.ndarray, codes: np.ndarray) -> np.ndarray | None:
+        """``remap[codes]`` by one scanner pass (``pp_recode``); None: numpy's way."""
+        if (codes.dtype not in _CODE_DTYPES or not codes.flags.c_contiguous or remap.dtype.kind != "i"
+                or not remap.flags.c_contiguous):
+            return None
+        out = np.empty(codes.size, dtype=remap.dtype)
+        if self._lib.pp_recode(codes.ctypes.data, codes.size, codes.itemsize, remap.ctypes.data, remap.size,
+                               remap.itemsize, out.ctypes.data):
+            return None
+        return out
+
+    def _times_ns(self, ts: np.ndarray, dur: np.ndarray, origin_us: float,
+                  check_origin_us: float) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        """The scanner's one pass (``pp_times``): the same values as the numpy expressions, bit for bit, and the
+        same checks (None where one fails: the numpy path then raises its error)."""
+        if ts.dtype != np.float64 or dur.dtype != np.float64 or ts.shape != dur.shape or ts.ndim != 1:
+            return None
+        ts, dur = np.ascontiguousarray(ts), np.ascontiguousarray(dur)
+        out = [np.empty(ts.size, dtype=np.int64) for _ in range(3)]
+        f64p, i64p = ctypes.POINTER(ctypes.c_double), ctypes.POINTER(ctypes.c_int64)
+        ok = self._lib.pp_times(ts.ctypes.data_as(f64p), dur.ctypes.data_as(f64p), ts.size, origin_us,
+                                check_origin_us, MAX_SPAN_US, *(a.ctypes.data_as(i64p) for a in out))
+        return (out[0], out[1], out[2]) if ok else None
 
     def exported(self) -> dict[str, Any]:
         self._materialise()

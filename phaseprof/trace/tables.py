@@ -218,18 +218,38 @@ class _Codes:
         return [str(v) for v in self._table]  # pid 7 and pid "7" get two codes but one label
 
 
-def _categorical(codes: np.ndarray, labels: list[str] | tuple[str, ...]) -> pd.Categorical:
+#: Faster passes of :func:`_categorical` (the native builder's): ``used(codes, n_labels)`` -> the codes used, sorted;
+#: ``recode(remap, codes)`` -> ``remap[codes]``; either may return None (then numpy does it).
+CodePasses = tuple[Callable[[np.ndarray, int], "np.ndarray | None"],
+                   Callable[[np.ndarray, np.ndarray], "np.ndarray | None"]]
+
+
+def _categorical(codes: np.ndarray, labels: list[str] | tuple[str, ...],
+                 passes: CodePasses | None = None) -> pd.Categorical:
     """What ``pd.Categorical([labels[c] for c in codes])`` gives (sorted categories, only those used), without
-    building a string per row."""
+    building a string per row. ``codes``: non-negative, each below ``len(labels)``.
+
+    Why not ``np.unique(codes)`` and ``from_codes(remap[codes], ...)``: at 7.4 M rows that sorted every column,
+    gathered int64 codes that pandas then validated (two passes) and cast to the dtype it keeps (a third); here a
+    count marks the codes used and the gather writes that dtype directly (issue 28)."""
     import pandas as pd  # here, not at the top: the read runs before pandas is imported (``trace.read``)
 
     if codes.size == 0:
         return pd.Categorical([])
-    used = np.unique(codes)
+    constant = codes.strides == (0,)  # a constant run broadcast (``_Growing.array``): one value
+    used = codes[:1] if constant else passes[0](codes, len(labels)) if passes is not None else None
+    if used is None:
+        used = np.flatnonzero(np.bincount(codes))
     cats, inverse = np.unique(np.array([labels[i] for i in used], dtype=object), return_inverse=True)
-    remap = np.zeros(int(used[-1]) + 1, dtype=np.int64)
+    # The codes dtype pandas keeps (``coerce_indexer_dtype``): the smallest signed integer that holds them.
+    width = next(t for t in (np.int8, np.int16, np.int32, np.int64) if cats.size < np.iinfo(t).max)
+    remap = np.zeros(int(used[-1]) + 1, dtype=width)
     remap[used] = inverse
-    return pd.Categorical.from_codes(remap[codes], categories=cats)
+    out = np.full(codes.size, remap[used[0]], dtype=width) if constant else \
+        passes[1](remap, codes) if passes is not None else None
+    if out is None:
+        out = remap[codes]
+    return pd.Categorical.from_codes(out, categories=cats, validate=False)  # valid: 0..len(cats)-1
 
 
 def _pick(seq: Sequence[Event], idx: np.ndarray) -> Sequence[Event]:
@@ -475,35 +495,50 @@ class TableBuilder:
         column = self._cols[family].get(name)
         return column.array(dtype) if column is not None else np.zeros(0, dtype=dtype)
 
+    def _categorical(self, codes: np.ndarray, labels: list[str] | tuple[str, ...]) -> pd.Categorical:
+        """:func:`_categorical`, with this builder's faster passes where it has some (the native builder)."""
+        return _categorical(codes, labels)
+
+    def _times_ns(self, ts: np.ndarray, dur: np.ndarray, origin_us: float,
+                  check_origin_us: float) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        """``(ts_ns, dur_ns, end_ns)`` of :meth:`_family_frame` when every row passes its checks, by a faster path
+        than numpy's; None: no such path here (the native builder has one), or some row fails a check."""
+        return None
+
     def _family_frame(self, f: str, origin_us: float, path: str, *, may_precede: bool = False) -> pd.DataFrame:
         """``may_precede``: rows may start before the origin (module scopes: they do not set it)."""
         ts, dur = self._column(f, "ts", np.float64), self._column(f, "dur", np.float64)
-        if np.isnan(ts).any():
-            raise TraceError("complete ('X') event without a timestamp", path=path)
-        if (dur < 0).any():
-            bad = int(np.argmax(dur < 0))
-            name = self._names.labels()[int(self._column(f, "name")[bad])]
-            raise TraceError(f"negative duration on {int((dur < 0).sum())} event(s), first: "
-                             f"{name[:60]!r} dur={dur[bad]}", path=path)
-        try:
-            check_times(ts, dur, min(origin_us, float(ts.min(initial=origin_us))) if may_precede else origin_us,
-                        what=f.replace("_", " "))
-        except TraceValueError as e:
-            raise TraceError(str(e), path=path) from None
-        ts_ns = np.rint((ts - origin_us) * 1000.0).astype(np.int64)
-        dur_ns = np.rint(dur * 1000.0).astype(np.int64)
+        names = self._names.labels()
+        check_origin = (min(origin_us, float(ts.min(initial=origin_us))) if may_precede and not np.isnan(ts).any()
+                        else origin_us)
+        times = self._times_ns(ts, dur, origin_us, check_origin)
+        if times is None:
+            if np.isnan(ts).any():
+                raise TraceError("complete ('X') event without a timestamp", path=path)
+            if (dur < 0).any():
+                bad = int(np.argmax(dur < 0))
+                name = names[int(self._column(f, "name")[bad])]
+                raise TraceError(f"negative duration on {int((dur < 0).sum())} event(s), first: "
+                                 f"{name[:60]!r} dur={dur[bad]}", path=path)
+            try:
+                check_times(ts, dur, check_origin, what=f.replace("_", " "))
+            except TraceValueError as e:
+                raise TraceError(str(e), path=path) from None
+            ts_ns = np.rint((ts - origin_us) * 1000.0).astype(np.int64)
+            dur_ns = np.rint(dur * 1000.0).astype(np.int64)
+            times = ts_ns, dur_ns, ts_ns + dur_ns
         ids = self._ids.labels()
         return _frame({
-            "kind": _categorical(self._column(f, "kind"), _KINDS),
-            "name": _categorical(self._column(f, "name"), self._names.labels()),
-            "pid": _categorical(self._column(f, "pid"), ids),
-            "tid": _categorical(self._column(f, "tid"), ids),
-            "ts_ns": ts_ns,
-            "dur_ns": dur_ns,
-            "end_ns": ts_ns + dur_ns,
+            "kind": self._categorical(self._column(f, "kind"), _KINDS),
+            "name": self._categorical(self._column(f, "name"), names),
+            "pid": self._categorical(self._column(f, "pid"), ids),
+            "tid": self._categorical(self._column(f, "tid"), ids),
+            "ts_ns": times[0],
+            "dur_ns": times[1],
+            "end_ns": times[2],
             **{c: _constant_as_one(self._column(f, c)) for c in ("correlation", "external_id", "device", "stream",
                                                                    "bytes")},
-            "launched_kernel": _categorical(self._column(f, "launched_kernel"), self._names.labels()),
+            "launched_kernel": self._categorical(self._column(f, "launched_kernel"), names),
         })
 
     def _memory_frame(self, origin_us: float, path: str) -> pd.DataFrame:
@@ -515,8 +550,8 @@ class TableBuilder:
             raise TraceError(str(e), path=path) from None
         return _frame({
             "ts_ns": np.rint((self._column("memory", "ts", np.float64) - origin_us) * 1000.0).astype(np.int64),
-            "pid": _categorical(self._column("memory", "pid"), ids),
-            "tid": _categorical(self._column("memory", "tid"), ids),
+            "pid": self._categorical(self._column("memory", "pid"), ids),
+            "tid": self._categorical(self._column("memory", "tid"), ids),
             **{c: self._column("memory", c) for c in ("bytes", "total_allocated", "device_type", "device_id")},
         })
 
@@ -599,8 +634,10 @@ def _constant_as_one(column: np.ndarray) -> np.ndarray:
     same values and dtype in one element's memory. Most families leave most int columns at their default (CPU ops
     have no correlation, device, stream or bytes): 4 of the ops table's 8 int64 columns, 8.6 MB of its 18.5 on a
     115 MB trace (issue 28). Table columns are read-only under pandas' copy-on-write in any case."""
-    if column.size < 2 or not (column == column[0]).all():
+    if column.size < 2:
         return column
+    if column.strides != (0,) and (not (column[:4096] == column[0]).all() or not (column == column[0]).all()):
+        return column  # (stride 0: one value already; a prefix first: most columns that vary show it early)
     return np.broadcast_to(np.array(column[0], dtype=column.dtype), column.shape)
 
 
