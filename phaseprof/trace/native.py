@@ -90,6 +90,7 @@ def library() -> ctypes.CDLL | None:
         lib.pp_recode.restype = ctypes.c_int
         lib.pp_strings.argtypes = [vp, ctypes.c_int, ctypes.POINTER(vp), ctypes.POINTER(sz), ctypes.POINTER(vp)]
         lib.pp_strings.restype = sz
+        lib.pp_rows.argtypes = [vp, ctypes.POINTER(ctypes.c_uint64)]
         _lib = lib
     return _lib
 

@@ -29,7 +29,7 @@ import numpy as np
 
 from phaseprof.lean_process import PARALLEL_SCAN_ENV
 from phaseprof.trace import native, tables
-from phaseprof.trace.native import _FAMILIES, _MEMORY, _MEMORY_COLUMNS, NativeSyntaxError, NativeTableBuilder
+from phaseprof.trace.native import _FAMILIES, _MEMORY_COLUMNS, NativeSyntaxError, NativeTableBuilder
 from phaseprof.trace.tables import _FAMILY_COLUMNS, _Growing
 
 #: Bytes after each queued chunk: the scanner reads its input followed by zero padding in place
@@ -58,9 +58,9 @@ def wanted() -> int | None:
 
 def _rows(b: NativeTableBuilder) -> tuple[int, ...]:
     """Rows each family of ``b``'s scanner holds (:data:`_ALL` order)."""
-    ptr = ctypes.c_void_p()
-    lib, h = b._lib, b._h
-    return tuple(lib.pp_column(h, fam, 0, ctypes.byref(ptr)) for fam in (*range(len(_FAMILIES)), _MEMORY))
+    out = (ctypes.c_uint64 * len(_ALL))()
+    b._lib.pp_rows(b._h, out)
+    return tuple(out)
 
 
 class TwoScanners:
