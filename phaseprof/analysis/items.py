@@ -7,6 +7,8 @@ is its self time (duration minus child ops), so shares add up to the union of CP
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import pandas as pd
 
@@ -23,8 +25,26 @@ from phaseprof.trace.tables import EventTables
 _UNNAMED = (Bucket.UNKNOWN, Bucket.OTHER)
 
 
-def op_modules(ops: pd.DataFrame, parent: np.ndarray, rules: RuleSet) -> np.ndarray:
-    """Module-view bucket of every op: its own module rule, else its nearest ancestor's; None if neither."""
+@dataclass(frozen=True)
+class Coded:
+    """A per-row column as codes into its distinct values (``values[codes]``; code -1: None), so that the
+    analysis can map, mask and count it without a Python object per row (issue 28: 4.9M ops at 2.1 GB)."""
+
+    codes: np.ndarray  # int32 per row, -1 = None
+    values: np.ndarray  # object, each distinct value once
+
+    def objects(self) -> np.ndarray:
+        """The column as an object array (None where the code is -1)."""
+        table = np.empty(len(self.values) + 1, dtype=object)  # the last slot (-1) is None
+        table[:-1] = self.values
+        return table[self.codes]
+
+    def __len__(self) -> int:
+        return len(self.codes)
+
+
+def op_module_codes(ops: pd.DataFrame, parent: np.ndarray, rules: RuleSet) -> Coded:
+    """:func:`op_modules` as codes into its distinct buckets (the same values, row for row)."""
     cats = ops["name"].cat.categories
     own_by_cat = [module_bucket_of_op(str(n), rules) for n in cats]
     values = list(dict.fromkeys(b for b in own_by_cat if b is not None))
@@ -41,10 +61,14 @@ def op_modules(ops: pd.DataFrame, parent: np.ndarray, rules: RuleSet) -> np.ndar
         val[todo] = val[p]
         ptr[todo] = ptr[p]
         todo = todo[(val[todo] < 0) & (ptr[todo] >= 0)]
-    table = np.empty(len(values) + 1, dtype=object)  # the last slot (-1) is None
-    for i, b in enumerate(values):
-        table[i] = b
-    return table[val]
+    table = np.empty(len(values), dtype=object)
+    table[:] = values
+    return Coded(val, table)
+
+
+def op_modules(ops: pd.DataFrame, parent: np.ndarray, rules: RuleSet) -> np.ndarray:
+    """Module-view bucket of every op: its own module rule, else its nearest ancestor's; None if neither."""
+    return op_module_codes(ops, parent, rules).objects()
 
 
 def bucket_column(values: np.ndarray) -> pd.Categorical:
@@ -64,17 +88,46 @@ def str_categorical(values: pd.Series) -> pd.Categorical:
     return pd.Categorical.from_codes(per.codes[codes] if len(uniq) else codes, dtype=per.dtype)
 
 
+def coded_str_categorical(codes: np.ndarray, labels: np.ndarray) -> pd.Categorical:
+    """``str_categorical`` of the column ``labels[codes]`` as a frame stores it (``pd.Series(labels[codes])``),
+    without that column: each label in use converted once (``codes`` >= 0; labels may repeat a value)."""
+    used = np.flatnonzero(np.bincount(codes, minlength=len(labels))) if len(codes) else np.zeros(0, np.intp)
+    per = str_categorical(pd.Series(labels[used]))
+    remap = np.full(len(labels), -1, dtype=np.int64)
+    remap[used] = per.codes
+    return pd.Categorical.from_codes(remap[codes].astype(per.codes.dtype), dtype=per.dtype)
+
+
 def _kernel_view(names: pd.Series, rules: RuleSet) -> np.ndarray:
     """Kernel-view ``Bucket`` of every row (each distinct name classified once)."""
+    return kernel_view_codes(names, rules).objects()
+
+
+def kernel_view_codes(names: pd.Series, rules: RuleSet) -> Coded:
+    """:func:`_kernel_view` as codes into one bucket per distinct name (a missing name takes the last
+    name's, as ``per_name[-1]`` did)."""
     codes, uniques = pd.factorize(names, sort=False)
     if len(uniques) == 0:
-        return np.zeros(len(names), dtype=object)
+        return Coded(np.zeros(len(names), dtype=np.int32), np.zeros(1, dtype=object))
     per_name = np.asarray(list(classify_kernels([str(u) for u in uniques], rules)), dtype=object)
-    return per_name[codes]
+    codes = codes.astype(np.int32)
+    if codes.size and codes.min() < 0:
+        codes[codes < 0] = len(uniques) - 1
+    return Coded(codes, per_name)
+
+
+def bucket_codes(col: Coded) -> np.ndarray:
+    """``bucket_column(col.objects()).codes``, each distinct value looked up once (-1: None)."""
+    return _value_buckets(col.values)[col.codes]
+
+
+def _value_buckets(values: np.ndarray) -> np.ndarray:
+    """Bucket code of each value, and -1 in one more slot (code -1)."""
+    return np.append(bucket_column(values).codes, np.int8(-1)) if len(values) else np.full(1, -1, np.int8)
 
 
 def gpu_items(t: EventTables, c: Correlated, det: StepDetection, rules: RuleSet,
-              kernel_buckets: np.ndarray, op_module: np.ndarray) -> pd.DataFrame:
+              kernel_buckets: Coded, op_module: Coded) -> pd.DataFrame:
     """One row per GPU activity inside a step, with its step, buckets and exclusive time share
     (columns: ``phaseprof.columns.ITEMS``)."""
     g = t.gpu
@@ -83,12 +136,16 @@ def gpu_items(t: EventTables, c: Correlated, det: StepDetection, rules: RuleSet,
     host_t = np.where(launch >= 0, rt_ts[np.maximum(launch, 0)] if rt_ts.size else 0, g["ts_ns"].to_numpy())
     step = assign_to_steps(host_t, det.steps)
     op = np.where(launch >= 0, c.runtime_op[np.maximum(launch, 0)] if c.runtime_op.size else -1, -1)
-    module = np.where(op >= 0, op_module[np.maximum(op, 0)] if op_module.size else None, None)
-    module = np.where(pd.isna(module), kernel_buckets, module).astype(object)
+    # module view: the launching op's module bucket, else the kernel view (as codes: no object per kernel)
+    kb = bucket_codes(kernel_buckets)
+    own = op_module.codes[np.maximum(op, 0)] if op_module.codes.size else np.full(len(op), -1, np.int32)
+    own = np.where(op >= 0, own, -1)
+    module = np.where(own >= 0, _value_buckets(op_module.values)[own], kb)
     items = pd.DataFrame({
         "step": step, "ts_ns": g["ts_ns"].to_numpy(), "end_ns": g["end_ns"].to_numpy(),
         "name": g["name"], "kind": g["kind"],
-        "kernel_bucket": bucket_column(kernel_buckets), "module_bucket": bucket_column(module),
+        "kernel_bucket": pd.Categorical.from_codes(kb, dtype=BUCKET_DTYPE),
+        "module_bucket": pd.Categorical.from_codes(module, dtype=BUCKET_DTYPE),
         "launch": launch, "bytes": g["bytes"].to_numpy(), "stream": g["stream"].to_numpy(),
         "row": np.arange(len(g), dtype=np.int64),
     })
@@ -100,7 +157,7 @@ def gpu_items(t: EventTables, c: Correlated, det: StepDetection, rules: RuleSet,
 
 
 def cpu_items(t: EventTables, c: Correlated, det: StepDetection, rules: RuleSet,
-              op_module: np.ndarray) -> pd.DataFrame:
+              op_module: Coded) -> pd.DataFrame:
     """CPU-only traces: one row per CPU op, share = self time; kernel view from the innermost op whose
     name a kernel rule recognises (so ``aten::empty`` inside ``_C::cpu_fused_moe`` counts as moe).
     Columns: ``phaseprof.columns.ITEMS``."""
@@ -119,6 +176,7 @@ def cpu_items(t: EventTables, c: Correlated, det: StepDetection, rules: RuleSet,
         p = parent[i]
         if kb[i] in _UNNAMED and p >= 0 and is_op[p] and kb[p] not in _UNNAMED:
             kb[i] = kb[p]
+    op_module = op_module.objects()
     module = np.where(pd.isna(op_module), kb, op_module).astype(object) if len(ops) else kb
     step = assign_to_steps(ops["ts_ns"].to_numpy(), det.steps)
     items = pd.DataFrame({

@@ -10,12 +10,18 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from phaseprof.analysis.attribution import attribute_items
+from phaseprof.analysis.attribution_types import Method
 from phaseprof.analysis.breakdown import _label_ids, _unique
-from phaseprof.analysis.items import bucket_column, str_categorical
+from phaseprof.analysis.items import (bucket_column, coded_str_categorical, cpu_items, gpu_items, kernel_view_codes,
+                                      op_module_codes, str_categorical)
+from phaseprof.analysis.modules import build_module_tree
+from phaseprof.analysis.steps import detect_steps
 from phaseprof.analysis.window import HostCalls
 from phaseprof.classify.buckets import Bucket
 from phaseprof.columns import buckets
-from phaseprof.trace.correlate import _launches
+from phaseprof.classify.rules import load_rules
+from phaseprof.trace.correlate import _launches, correlate
 from phaseprof.trace.read import load_tables
 from phaseprof.trace.tables import _constant_as_one, label_in, labels
 
@@ -118,3 +124,92 @@ def test_constant_column_is_one_value() -> None:
     varied = np.arange(1000)
     assert _constant_as_one(varied) is varied
     assert _constant_as_one(same[:1]) is not None and _constant_as_one(same[:0]).size == 0
+
+
+def test_coded_str_categorical_is_str_categorical_of_the_column() -> None:
+    """The module view / method as codes into labels give what the object column, stored in a frame, gave."""
+    pool = np.array([*Bucket, *(b.value for b in Bucket), "Qwen3MoeAttention", "x", None, np.nan, ""], dtype=object)
+    rng = np.random.default_rng(4)
+    for _ in range(100):
+        labels = pool[rng.integers(0, len(pool), int(rng.integers(1, 40)))]  # labels may repeat a value
+        codes = rng.integers(0, len(labels), int(rng.integers(0, 400)))
+        got = coded_str_categorical(codes, labels)
+        want = str_categorical(pd.DataFrame({"c": labels[codes]})["c"])
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(got.codes, want.codes)
+
+
+def _attribution_by_objects(items: pd.DataFrame, t, c, rules, op_module: np.ndarray, device: str) -> pd.DataFrame:
+    """``attribute_items`` without graph replays as it was before its codes (issue 28): an object per item for
+    the module view and the method, stored in the frame, then ``str_categorical`` (``prepare`` did that)."""
+    tree = build_module_tree(t.modules, rules)
+    n = len(items)
+    kernel_view = items["kernel_bucket"].to_numpy().astype(object)
+    if device == "gpu":
+        launch = items["launch"].to_numpy()
+        ok = launch >= 0
+        op = np.where(ok, c.runtime_op[np.maximum(launch, 0)] if c.runtime_op.size else -1, -1)
+        mod = tree.innermost(t.runtime)[np.maximum(launch, 0)] if not tree.empty else np.full(n, -1)
+        mod = np.where(ok, mod, -1)
+    else:
+        op = items.index.to_numpy()
+        mod = tree.innermost(t.ops)[op] if not tree.empty else np.full(n, -1)
+    if not tree.empty:
+        mod = np.where((mod >= 0) & pd.isna(tree.label[np.maximum(mod, 0)]), -1, mod)
+    op_b = np.where(op >= 0, op_module[np.maximum(op, 0)] if op_module.size else None, None)
+    has_op = ~pd.isna(op_b)
+    has_mod = (mod >= 0) & ~has_op
+    module = kernel_view.copy()
+    method = np.empty(n, dtype=object)
+    method.fill(Method.KERNEL_NAME.value)
+    layer = np.full(n, -1, dtype=np.int64)
+    codes, distinct = pd.factorize(op_b[has_op])
+    module[has_op] = np.asarray([str(b) for b in distinct] or [""], dtype=object)[codes]
+    method[has_op] = Method.OP_STACK.value
+    if not tree.empty:
+        module[has_mod] = tree.label[mod[has_mod]]
+        method[has_mod] = Method.MODULE_TREE.value
+        layer[mod >= 0] = tree.layer[mod[mod >= 0]]
+    out = items.assign(module_bucket=module, attribution=method, layer=layer)
+    out["module_bucket"] = str_categorical(out["module_bucket"])
+    out["attribution"] = str_categorical(out["attribution"])
+    return out
+
+
+@pytest.mark.parametrize("rel", [
+    "traces/h200/eager/20261130T094747Z-h200-qwen3.5-35b-a3b-decode-128in-32out/trace.json.gz",
+    "traces/h200/hooks/eager-prefill-4096/trace.json.gz",
+    "traces/cpu/vllm-own-stack/tiny-hybrid-eager-prefill64-decode1.pt.trace.json.gz",
+    "traces/public-cut/b200_vllm_gptoss120b_eager_prefill_window.json.gz",
+])
+def test_items_and_attribution_codes_are_the_object_columns(rel: str) -> None:
+    """``gpu_items``' bucket columns and ``attribute_items``' module view and method, built as codes, are the
+    object expressions they replaced, on committed traces (with and without a module tree; GPU and CPU)."""
+    t = load_tables(ROOT / rel)
+    rules = load_rules()
+    c = correlate(t)
+    device = "gpu" if not t.gpu.empty else "cpu"
+    kview = kernel_view_codes(t.gpu["name"], rules)
+    kernel_buckets = kview.objects()
+    det = detect_steps(ops=t.ops, runtime=t.runtime, gpu=t.gpu, gpu_launch=c.gpu_launch,
+                       kernel_buckets=kernel_buckets)
+    om = op_module_codes(t.ops, c.op_parent, rules)
+    op_module = om.objects()
+    if device == "gpu":
+        items = gpu_items(t, c, det, rules, kview, om)
+        # the object expressions gpu_items used
+        launch = c.gpu_launch
+        op = np.where(launch >= 0, c.runtime_op[np.maximum(launch, 0)] if c.runtime_op.size else -1, -1)
+        module = np.where(op >= 0, op_module[np.maximum(op, 0)] if op_module.size else None, None)
+        module = np.where(pd.isna(module), kernel_buckets, module).astype(object)
+        rows = items["row"].to_numpy()
+        for col, want in (("kernel_bucket", bucket_column(kernel_buckets)), ("module_bucket", bucket_column(module))):
+            got = items[col].array
+            assert got.dtype == want.dtype
+            np.testing.assert_array_equal(got.codes, want.codes[rows])
+    else:
+        items = cpu_items(t, c, det, rules, om)
+    got, _ = attribute_items(items, t, c, rules, om, device)
+    want = _attribution_by_objects(items, t, c, rules, op_module, device)
+    pd.testing.assert_frame_equal(got, want, check_exact=True)
+    assert (got["attribution"] != Method.KERNEL_NAME.value).any()  # some item took an op's or a module's label
