@@ -31,7 +31,7 @@ import pandas as pd
 from phaseprof.analysis.attribution_types import (ATTRIBUTION_VERSION, Attribution, InferredPhase, LayerRow,
                                                   Method, PhaseAttribution)
 from phaseprof.analysis.bracket import BracketCounts, bracket_step, is_boundary
-from phaseprof.analysis.items import Coded, coded_str_categorical, str_categorical
+from phaseprof.analysis.items import OpModules, coded_str_categorical, str_categorical
 from phaseprof.analysis.graph_align import (Reference, Segment, compatible, align_replay, launch_order,
                                             reference_segments)
 from phaseprof.analysis.layer_plan import LayerPlan
@@ -82,7 +82,7 @@ class _KernelBuckets(dict):
         return self[name]
 
 
-def attribute_items(items: pd.DataFrame, t: EventTables, c: Correlated, rules: RuleSet, op_module: Coded,
+def attribute_items(items: pd.DataFrame, t: EventTables, c: Correlated, rules: RuleSet, op_module: OpModules,
                     device: str, *, reference: Reference | None = None, plan: LayerPlan | None = None,
                     plan_note: str = "") -> tuple[pd.DataFrame, ItemAttribution]:
     """Add ``attribution`` and ``layer`` to ``items`` and recompute ``module_bucket`` (see module docstring).
@@ -104,7 +104,7 @@ def attribute_items(items: pd.DataFrame, t: EventTables, c: Correlated, rules: R
         mod = tree.innermost(t.ops)[op] if not tree.empty else np.full(n, -1)
     if not tree.empty:  # opaque containers (torch.compile) give no module-tree label
         mod = np.where((mod >= 0) & pd.isna(tree.label[np.maximum(mod, 0)]), -1, mod)
-    own = np.where(op >= 0, op_module.codes[np.maximum(op, 0)] if op_module.codes.size else -1, -1)
+    own = op_module.at(op)
     has_op = (own >= 0) & ~replayed
     has_mod = (mod >= 0) & ~has_op & ~replayed
     # The module view and the method as codes (issue 28: an object per item, converted to pandas strings and back,

@@ -7,7 +7,7 @@ is its self time (duration minus child ops), so shares add up to the union of CP
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -43,27 +43,64 @@ class Coded:
         return len(self.codes)
 
 
-def op_module_codes(ops: pd.DataFrame, parent: np.ndarray, rules: RuleSet) -> Coded:
-    """:func:`op_modules` as codes into its distinct buckets (the same values, row for row)."""
+@dataclass(frozen=True)
+class OpModules:
+    """Module-view bucket of ops (:func:`op_modules`: an op's own module rule, else its nearest ancestor's), as
+    codes into ``values``, found only for the rows asked for: the work items need it at their launching ops (1M
+    of 4.9M ops at 2.1 GB, issue 28), not at every op."""
+
+    name_codes: np.ndarray  # per op: its name's category code
+    own_code: np.ndarray  # per name category: its own module rule's value code, -1 none
+    parent: np.ndarray  # per op: its enclosing op (trace.correlate), -1 none
+    values: np.ndarray  # object: each distinct bucket once
+    _memo: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int32), repr=False, compare=False)
+
+    def at(self, rows: np.ndarray) -> np.ndarray:
+        """Per row of ``rows`` (op rows; -1: none), the code of its op's module bucket, or -1: up the parents
+        one level a round for the rows not found yet (a few rounds: ops nest a few levels deep). Each op's
+        result is kept for the next call (the work items ask twice for their launching ops)."""
+        rows = np.asarray(rows)
+        if self._memo.size == 0:
+            self._memo.resize(len(self.name_codes), refcheck=False)
+            self._memo.fill(-2)  # not looked up yet
+        out = np.full(rows.size, -1, dtype=np.int32)
+        valid = np.flatnonzero(rows >= 0)
+        known = self._memo[rows[valid]]
+        out[valid] = known
+        todo = valid[known == -2]
+        asked, r = todo, rows[todo]
+        while todo.size:
+            v = self.own_code[self.name_codes[r]]
+            hit = v >= 0
+            out[todo[hit]] = v[hit]
+            miss = ~hit
+            up = self.parent[r[miss]]
+            go = up >= 0
+            out[todo[miss][~go]] = -1
+            todo, r = todo[miss][go], up[go]
+        self._memo[rows[asked]] = out[asked]
+        return out
+
+    def codes(self) -> np.ndarray:
+        """:meth:`at` every op."""
+        return self.at(np.arange(len(self.name_codes)))
+
+    def objects(self) -> np.ndarray:
+        """:func:`op_modules`: the bucket of every op, None where none."""
+        return Coded(self.codes(), self.values).objects()
+
+
+def op_module_codes(ops: pd.DataFrame, parent: np.ndarray, rules: RuleSet) -> OpModules:
+    """:func:`op_modules` as :class:`OpModules` (each op's bucket found where asked for)."""
     cats = ops["name"].cat.categories
     own_by_cat = [module_bucket_of_op(str(n), rules) for n in cats]
     values = list(dict.fromkeys(b for b in own_by_cat if b is not None))
     index = {b: i for i, b in enumerate(values)}
-    own_code = np.asarray([index[b] if b is not None else -1 for b in own_by_cat], dtype=np.int32)
-    val = own_code[ops["name"].cat.codes.to_numpy()] if len(ops) else np.zeros(0, dtype=np.int32)
-    # Pointer jumping up the parent links (parents precede children, so the links form a forest): each round,
-    # a row without a bucket yet takes its pointee's and points two levels up; O(log depth) rounds. Rows and
-    # codes as int32 (half the memory traffic of int64: issue 28).
-    ptr = np.asarray(parent).astype(np.int32 if len(parent) < 1 << 31 else np.int64)
-    todo = np.flatnonzero((val < 0) & (ptr >= 0))
-    while todo.size:
-        p = ptr[todo]
-        val[todo] = val[p]
-        ptr[todo] = ptr[p]
-        todo = todo[(val[todo] < 0) & (ptr[todo] >= 0)]
+    # a missing name (code -1) reads the last category's, as the whole-column lookup did
+    own_code = np.asarray([index[b] if b is not None else -1 for b in own_by_cat] or [-1], dtype=np.int32)
     table = np.empty(len(values), dtype=object)
     table[:] = values
-    return Coded(val, table)
+    return OpModules(ops["name"].cat.codes.to_numpy(), own_code, np.asarray(parent), table)
 
 
 def op_modules(ops: pd.DataFrame, parent: np.ndarray, rules: RuleSet) -> np.ndarray:
@@ -127,7 +164,7 @@ def _value_buckets(values: np.ndarray) -> np.ndarray:
 
 
 def gpu_items(t: EventTables, c: Correlated, det: StepDetection, rules: RuleSet,
-              kernel_buckets: Coded, op_module: Coded) -> pd.DataFrame:
+              kernel_buckets: Coded, op_module: OpModules) -> pd.DataFrame:
     """One row per GPU activity inside a step, with its step, buckets and exclusive time share
     (columns: ``phaseprof.columns.ITEMS``)."""
     g = t.gpu
@@ -138,8 +175,7 @@ def gpu_items(t: EventTables, c: Correlated, det: StepDetection, rules: RuleSet,
     op = np.where(launch >= 0, c.runtime_op[np.maximum(launch, 0)] if c.runtime_op.size else -1, -1)
     # module view: the launching op's module bucket, else the kernel view (as codes: no object per kernel)
     kb = bucket_codes(kernel_buckets)
-    own = op_module.codes[np.maximum(op, 0)] if op_module.codes.size else np.full(len(op), -1, np.int32)
-    own = np.where(op >= 0, own, -1)
+    own = op_module.at(op)
     module = np.where(own >= 0, _value_buckets(op_module.values)[own], kb)
     items = pd.DataFrame({
         "step": step, "ts_ns": g["ts_ns"].to_numpy(), "end_ns": g["end_ns"].to_numpy(),
@@ -157,7 +193,7 @@ def gpu_items(t: EventTables, c: Correlated, det: StepDetection, rules: RuleSet,
 
 
 def cpu_items(t: EventTables, c: Correlated, det: StepDetection, rules: RuleSet,
-              op_module: Coded) -> pd.DataFrame:
+              op_module: OpModules) -> pd.DataFrame:
     """CPU-only traces: one row per CPU op, share = self time; kernel view from the innermost op whose
     name a kernel rule recognises (so ``aten::empty`` inside ``_C::cpu_fused_moe`` counts as moe).
     Columns: ``phaseprof.columns.ITEMS``."""

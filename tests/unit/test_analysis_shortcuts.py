@@ -13,12 +13,13 @@ import pytest
 from phaseprof.analysis.attribution import attribute_items
 from phaseprof.analysis.attribution_types import Method
 from phaseprof.analysis.breakdown import _label_ids, _unique
-from phaseprof.analysis.items import (bucket_column, coded_str_categorical, cpu_items, gpu_items, kernel_view_codes,
-                                      op_module_codes, str_categorical)
+from phaseprof.analysis.items import (Coded, bucket_column, coded_str_categorical, cpu_items, gpu_items,
+                                      kernel_view_codes, op_module_codes, op_modules, str_categorical)
 from phaseprof.analysis.modules import build_module_tree
 from phaseprof.analysis.steps import detect_steps
 from phaseprof.analysis.window import HostCalls
 from phaseprof.classify.buckets import Bucket
+from phaseprof.classify.classifier import module_bucket_of_op
 from phaseprof.columns import buckets
 from phaseprof.classify.rules import load_rules
 from phaseprof.trace.correlate import _launches, correlate
@@ -213,3 +214,49 @@ def test_items_and_attribution_codes_are_the_object_columns(rel: str) -> None:
     want = _attribution_by_objects(items, t, c, rules, op_module, device)
     pd.testing.assert_frame_equal(got, want, check_exact=True)
     assert (got["attribution"] != Method.KERNEL_NAME.value).any()  # some item took an op's or a module's label
+
+
+def _op_modules_by_pointer_jumping(ops: pd.DataFrame, parent: np.ndarray, rules) -> np.ndarray:
+    """``items.op_modules`` as it was before :class:`OpModules` (issue 28): every op's bucket at once."""
+    cats = ops["name"].cat.categories
+    own_by_cat = [module_bucket_of_op(str(n), rules) for n in cats]
+    values = list(dict.fromkeys(b for b in own_by_cat if b is not None))
+    index = {b: i for i, b in enumerate(values)}
+    own_code = np.asarray([index[b] if b is not None else -1 for b in own_by_cat], dtype=np.int32)
+    val = own_code[ops["name"].cat.codes.to_numpy()] if len(ops) else np.zeros(0, dtype=np.int32)
+    ptr = np.asarray(parent).astype(np.int32)
+    todo = np.flatnonzero((val < 0) & (ptr >= 0))
+    while todo.size:
+        p = ptr[todo]
+        val[todo] = val[p]
+        ptr[todo] = ptr[p]
+        todo = todo[(val[todo] < 0) & (ptr[todo] >= 0)]
+    table = np.empty(len(values) + 1, dtype=object)
+    for i, b in enumerate(values):
+        table[i] = b
+    return table[val]
+
+
+@pytest.mark.parametrize("rel", [
+    "traces/h200/eager/20261130T094747Z-h200-qwen3.5-35b-a3b-decode-128in-32out/trace.json.gz",
+    "traces/cpu/vllm-own-stack/tiny-hybrid-eager-prefill64-decode1.pt.trace.json.gz",
+    "traces/public-cut/b200_vllm_gptoss120b_eager_prefill_window.json.gz",
+])
+def test_op_modules_where_asked_are_every_ops(rel: str) -> None:
+    """``OpModules.at`` (up the parents from the rows asked for, results kept between calls) gives what the
+    whole-column pointer jumping gave, at any rows, asked in any order and more than once."""
+    t = load_tables(ROOT / rel)
+    rules = load_rules()
+    parent = correlate(t).op_parent
+    want = _op_modules_by_pointer_jumping(t.ops, parent, rules)
+    assert pd.notna(want).any() and pd.isna(want).any()
+    om = op_module_codes(t.ops, parent, rules)
+    rng = np.random.default_rng(5)
+    for _ in range(3):
+        rows = rng.integers(-1, len(t.ops), 5000)
+        got = om.at(rows)
+        ref = np.where(rows >= 0, want[np.maximum(rows, 0)], None)
+        np.testing.assert_array_equal(np.asarray(Coded(got, om.values).objects(), dtype=object), ref)
+    fresh = op_module_codes(t.ops, parent, rules).objects()
+    assert list(fresh) == list(want) and list(om.objects()) == list(want)
+    assert list(op_modules(t.ops, parent, rules)) == list(want)
