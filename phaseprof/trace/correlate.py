@@ -220,20 +220,21 @@ def _nested_parents(ts: np.ndarray, end: np.ndarray, key: np.ndarray) -> np.ndar
         del group_starts, zero_in_group, rows, g, group_end
     del zero
     # Parent: the last earlier op one level up (when the ops nest properly, the top of the sweep's stack).
-    small = depth.astype(np.int16) if depth.max() < 1 << 15 else depth
-    by_level = np.argsort(small, kind="stable").astype(pos_t)  # radix sort; positions ascending within a level
-    bounds = np.searchsorted(small[by_level], np.arange(int(depth.max()) + 2))
-    del small
     cand = np.full(n, -1, dtype=pos_t)  # position of the parent
-    levels = len(bounds) - 1
-    for d in range(1, levels):
-        up, here = by_level[bounds[d - 1]:bounds[d]], by_level[bounds[d]:bounds[d + 1]]
-        # ups before each; the last of them is the candidate. Few levels (the rule): a running count of the ups
-        # over all rows, read at each row of this level (~3x cheaper than searching, issue 28); many: a search.
-        found = np.cumsum(depth == d - 1, dtype=pos_t)[here] if levels <= 32 else np.searchsorted(up, here)
-        has = found > 0
-        cand[here[has]] = up[found[has] - 1]
-    del by_level
+    levels = int(depth.max()) + 1
+    if levels <= 32:
+        _parents_by_count(depth, levels, cand)
+    else:  # many: each level's rows (ascending) from one sort by level, their parents by a search
+        small = depth.astype(np.int16) if depth.max() < 1 << 15 else depth
+        by_level = np.argsort(small, kind="stable").astype(pos_t)  # radix sort; positions ascending within a level
+        bounds = np.searchsorted(small[by_level], np.arange(levels + 1))
+        del small
+        for d in range(1, levels):
+            up, here = by_level[bounds[d - 1]:bounds[d]], by_level[bounds[d]:bounds[d + 1]]
+            found = np.searchsorted(up, here)  # ups before each; the last of them is the candidate
+            has = found > 0
+            cand[here[has]] = up[found[has] - 1]
+        del by_level
     inner = depth > 0
     parent = np.where(inner, cand, pos_t(-1))
     # Where that parent is not the sweep's (a partial overlap made the stack differ), sweep the stretch again:
@@ -264,6 +265,21 @@ def _nested_parents(ts: np.ndarray, end: np.ndarray, key: np.ndarray) -> np.ndar
         bad[stretch[~ok]] = True
         _sweep(np.flatnonzero(bad[stretch]), restart, ts.tolist(), end.tolist(), parent)
     return parent
+
+
+def _parents_by_count(depth: np.ndarray, levels: int, cand: np.ndarray) -> None:
+    """Per position at depth >= 1, the last earlier position one level up, into ``cand`` (left as is where none).
+    Few levels (the rule): each level's rows by one pass over the depths, and for each the number of rows one
+    level up before it, a running count of them (~3x cheaper than searching, issue 28; no sort by level)."""
+    up_mask = depth == 0
+    up = np.flatnonzero(up_mask)
+    for d in range(1, levels):
+        here_mask = depth == d
+        here = np.flatnonzero(here_mask)
+        found = np.cumsum(up_mask, dtype=cand.dtype)[here]
+        has = found > 0
+        cand[here[has]] = up[found[has] - 1]
+        up_mask, up = here_mask, here
 
 
 def _innermost_ops(runtime: pd.DataFrame, ops: pd.DataFrame, parent: np.ndarray,
