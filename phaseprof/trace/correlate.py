@@ -330,8 +330,12 @@ def _launches(corr: np.ndarray, g_corr: np.ndarray) -> np.ndarray:
     valid = np.flatnonzero(corr >= 0)
     if valid.size == 0 or g_corr.size == 0:
         return out
-    ids, first = np.unique(corr[valid], return_index=True)
-    rows = valid[first]
+    ids = corr[valid]
+    if ids.size > 1 and not (ids[1:] > ids[:-1]).all():  # ids in call order already increase, as a rule: no sort
+        ids, first = np.unique(ids, return_index=True)
+        rows = valid[first]
+    else:
+        rows = valid
     hit = g_corr >= 0
     top = int(ids[-1])
     if top < 4 * ids.size + (1 << 16):

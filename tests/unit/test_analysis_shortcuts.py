@@ -113,6 +113,10 @@ def test_launches_is_first_row_reindex(tables) -> None:
         corr = rng.integers(-2, top, int(rng.integers(0, 200)))
         g_corr = np.r_[rng.choice(corr, int(rng.integers(0, 100))) if corr.size else [], rng.integers(-2, top, 20)]
         cases.append((corr, g_corr.astype(np.int64)))
+        # ids in call order increasing (the rule in real traces: no sort), with calls without one (-1) among them
+        inc = np.cumsum(rng.integers(1, 4 if trial % 2 else 10 ** 6, int(rng.integers(0, 200))))
+        inc[rng.random(inc.size) < 0.1] = -1
+        cases.append((inc, np.r_[rng.choice(inc, 50) if inc.size else [], rng.integers(-2, 400, 20)].astype(np.int64)))
     for corr, g_corr in cases:
         np.testing.assert_array_equal(_launches(corr, g_corr), reference(corr, g_corr))
 
