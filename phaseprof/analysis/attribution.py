@@ -257,7 +257,7 @@ def summarize(items: pd.DataFrame, phases: dict[str, set[int]], ia: ItemAttribut
     """Coverage by method and per-layer times for each phase (``phases``: phase -> its step indices)."""
     out = []
     for phase, steps in phases.items():
-        sub = items[items["step"].isin(steps)]
+        sub = items.loc[items["step"].isin(steps).to_numpy(), ["share_ns", "attribution", "layer", "module_bucket"]]
         busy = float(sub["share_ns"].sum())
         cov = sub.groupby("attribution")["share_ns"].sum()
         cov_us = {m.value: float(cov.get(m.value, 0.0)) * _US for m in Method}

@@ -185,7 +185,7 @@ def gpu_items(t: EventTables, c: Correlated, det: StepDetection, rules: RuleSet,
         "launch": launch, "bytes": g["bytes"].to_numpy(), "stream": g["stream"].to_numpy(),
         "row": np.arange(len(g), dtype=np.int64),
     })
-    items = items[items["step"] >= 0].copy()
+    items = items[items["step"] >= 0]  # a new frame already (pandas 3: copy on write): no second copy
     # Shares over all steps at once: when adjacent steps overlap on the GPU (async scheduling, other streams) the
     # common time is split between them instead of counted in both.
     items["share_ns"] = iv.exclusive_shares(items["ts_ns"].to_numpy(), items["end_ns"].to_numpy())

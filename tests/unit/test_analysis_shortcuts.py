@@ -12,7 +12,7 @@ import pytest
 
 from phaseprof.analysis.attribution import attribute_items
 from phaseprof.analysis.attribution_types import Method
-from phaseprof.analysis.breakdown import _label_ids, _unique
+from phaseprof.analysis.breakdown import _label_ids, _per_step_views, _unique
 from phaseprof.analysis.items import (Coded, bucket_column, coded_str_categorical, cpu_items, gpu_items,
                                       kernel_view_codes, op_module_codes, op_modules, str_categorical)
 from phaseprof.analysis.modules import build_module_tree
@@ -264,3 +264,31 @@ def test_op_modules_where_asked_are_every_ops(rel: str) -> None:
     fresh = op_module_codes(t.ops, parent, rules).objects()
     assert list(fresh) == list(want) and list(om.objects()) == list(want)
     assert list(op_modules(t.ops, parent, rules)) == list(want)
+
+
+def test_per_step_views_is_the_pair_groupby() -> None:
+    """``breakdown._per_step_views`` (one int64 key per (step, bucket)) is the groupby of the pair it replaced,
+    to the last bit, also with items of no step (-1, ``--steps``) and buckets without a category (null)."""
+    from phaseprof.analysis.pipeline import analyze
+
+    def reference(items: pd.DataFrame) -> dict:
+        out = {}
+        for col in ("kernel_bucket", "module_bucket"):
+            per: dict = {}
+            if len(items):
+                for (k, b), v in items.groupby(["step", col], observed=True)["share_ns"].sum().items():
+                    per.setdefault(int(k), {})[str(b)] = float(v) * 1e-3
+            out[col] = per
+        return out
+
+    items = analyze(TRACE).prepared.items
+    rng = np.random.default_rng(6)
+    odd = items.assign(step=np.where(rng.random(len(items)) < 0.1, -1, items["step"].to_numpy()))
+    mb = odd["module_bucket"].array.copy()
+    mb[rng.random(len(items)) < 0.1] = np.nan
+    odd["module_bucket"] = mb
+    for its in (items, odd, items.iloc[:0]):
+        got, want = _per_step_views(its), reference(its)
+        assert got == want
+        assert [list(v) for v in got["module_bucket"].values()] == [list(v) for v in want["module_bucket"].values()]
+    assert -1 in _per_step_views(odd)["kernel_bucket"]
