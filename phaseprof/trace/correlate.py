@@ -270,13 +270,16 @@ def _nested_parents(ts: np.ndarray, end: np.ndarray, key: np.ndarray) -> np.ndar
 def _parents_by_count(depth: np.ndarray, levels: int, cand: np.ndarray) -> None:
     """Per position at depth >= 1, the last earlier position one level up, into ``cand`` (left as is where none).
     Few levels (the rule): each level's rows by one pass over the depths, and for each the number of rows one
-    level up before it, a running count of them (~3x cheaper than searching, issue 28; no sort by level)."""
+    level up before it, a running count of them over all rows (~3x cheaper than searching, issue 28; no sort by
+    level), or for a level of few rows (< 1/16 of them) a search of the rows one level up."""
     up_mask = depth == 0
     up = np.flatnonzero(up_mask)
     for d in range(1, levels):
         here_mask = depth == d
         here = np.flatnonzero(here_mask)
-        found = np.cumsum(up_mask, dtype=cand.dtype)[here]
+        # a level of few rows searches the rows above instead (the same counts: a row is never its own level's up)
+        found = np.searchsorted(up, here) if here.size * 16 < depth.size \
+            else np.cumsum(up_mask, dtype=cand.dtype)[here]
         has = found > 0
         cand[here[has]] = up[found[has] - 1]
         up_mask, up = here_mask, here
