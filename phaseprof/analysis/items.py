@@ -53,16 +53,17 @@ class OpModules:
     own_code: np.ndarray  # per name category: its own module rule's value code, -1 none
     parent: np.ndarray  # per op: its enclosing op (trace.correlate), -1 none
     values: np.ndarray  # object: each distinct bucket once
-    _memo: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int32), repr=False, compare=False)
+    _memo: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int8), repr=False, compare=False)
 
     def at(self, rows: np.ndarray) -> np.ndarray:
         """Per row of ``rows`` (op rows; -1: none), the code of its op's module bucket, or -1: up the parents
         one level a round for the rows not found yet (a few rounds: ops nest a few levels deep). Each op's
         result is kept for the next call (the work items ask twice for their launching ops)."""
         rows = np.asarray(rows)
-        if self._memo.size == 0:
-            self._memo.resize(len(self.name_codes), refcheck=False)
-            self._memo.fill(-2)  # not looked up yet
+        if self._memo.size == 0:  # int8 where the buckets fit (always: 4.9 MB, not 20, at 4.9M ops)
+            small = len(self.values) < 127
+            object.__setattr__(self, "_memo", np.full(len(self.name_codes), -2,  # -2: not looked up yet
+                                                      dtype=np.int8 if small else np.int32))
         out = np.full(rows.size, -1, dtype=np.int32)
         valid = np.flatnonzero(rows >= 0)
         known = self._memo[rows[valid]]
