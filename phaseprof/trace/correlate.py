@@ -122,8 +122,11 @@ def _sweep_order(ts: np.ndarray, end: np.ndarray, key: np.ndarray) -> np.ndarray
     """``np.lexsort((-(end - ts), ts, key))`` (thread, then start, then longest first, then row), faster on
     tables already about in time order: stable sorts by start and by thread (timsort on nearly sorted data), and
     a lexsort of only the rows that share their start with another."""
-    order = np.argsort(ts, kind="stable")
-    t = ts[order]
+    if ts.size < 2 or (ts[1:] >= ts[:-1]).all():  # ops in time order already (the rule): no sort, no copy
+        order, t = np.arange(ts.size), ts
+    else:
+        order = np.argsort(ts, kind="stable")
+        t = ts[order]
     tie = np.zeros(len(t), dtype=bool)
     same = t[1:] == t[:-1]
     del t
@@ -135,6 +138,8 @@ def _sweep_order(ts: np.ndarray, end: np.ndarray, key: np.ndarray) -> np.ndarray
         group = np.cumsum(~np.r_[False, same], dtype=np.int64 if len(ts) >> 31 else np.int32)[sub]  # run ids
         del same
         order[sub] = rows[np.lexsort((rows, -(end[rows] - ts[rows]), group))]
+    if key.size == 0 or key.min() == key.max():  # one thread: the sort by thread keeps every row in place
+        return order
     by_key = key[order]
     if by_key.size and 0 <= by_key.min() and by_key.max() < 1 << 15:
         by_key = by_key.astype(np.int16)  # numpy's stable sort of 16-bit keys is a radix sort: O(n)
@@ -285,6 +290,18 @@ def _parents_by_count(depth: np.ndarray, levels: int, cand: np.ndarray) -> None:
         up_mask, up = here_mask, here
 
 
+def _by_thread_then_start(ts: np.ndarray, code: np.ndarray) -> np.ndarray | None:
+    """``np.lexsort((ts, code))`` (by thread, then start; equal starts in row order), or None where the rows are in
+    that order already (one thread, ops in time order: the rule), which a stable sort would keep as they are."""
+    if ts.size < 2:
+        return None
+    same = code[1:] == code[:-1]
+    in_order = ts[1:] >= ts[:-1]
+    in_order &= same
+    in_order |= code[1:] > code[:-1]
+    return None if in_order.all() else np.lexsort((ts, code))
+
+
 def _innermost_ops(runtime: pd.DataFrame, ops: pd.DataFrame, parent: np.ndarray,
                    codes: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
     """Per row of ``runtime``, the innermost row of ``ops`` on its thread that encloses its start, or -1: the last
@@ -295,8 +312,10 @@ def _innermost_ops(runtime: pd.DataFrame, ops: pd.DataFrame, parent: np.ndarray,
         return out
     ots, oend = ops["ts_ns"].to_numpy(), ops["end_ns"].to_numpy()
     ocode, rcode = codes if codes is not None else _thread_codes(ops, runtime)
-    o_order = np.lexsort((ots, ocode))  # by thread, then start; equal starts in row order
-    o_sorted_code, o_sorted_ts = ocode[o_order], ots[o_order]
+    o_order = _by_thread_then_start(ots, ocode)
+    o_sorted_code, o_sorted_ts = (ocode, ots) if o_order is None else (ocode[o_order], ots[o_order])
+    if o_order is None:
+        o_order = np.arange(ots.size)
     rts = runtime["ts_ns"].to_numpy()
     for key, ridx in pd.Series(rcode).groupby(rcode).indices.items():
         lo, hi = np.searchsorted(o_sorted_code, [key, key + 1])
