@@ -31,6 +31,7 @@ import pandas as pd
 from phaseprof.analysis.attribution_types import (ATTRIBUTION_VERSION, Attribution, InferredPhase, LayerRow,
                                                   Method, PhaseAttribution)
 from phaseprof.analysis.bracket import BracketCounts, bracket_step, is_boundary
+from phaseprof.analysis.items import OpModules, coded_str_categorical, str_categorical
 from phaseprof.analysis.graph_align import (Reference, Segment, compatible, align_replay, launch_order,
                                             reference_segments)
 from phaseprof.analysis.layer_plan import LayerPlan
@@ -43,6 +44,8 @@ from phaseprof.trace.correlate import Correlated
 from phaseprof.trace.tables import EventTables, label_in
 
 _US = 1e-3
+_METHODS = np.asarray([m.value for m in Method], dtype=object)
+_HOW = {m: np.int8(i) for i, m in enumerate(Method)}
 
 
 @dataclass(frozen=True)
@@ -79,7 +82,7 @@ class _KernelBuckets(dict):
         return self[name]
 
 
-def attribute_items(items: pd.DataFrame, t: EventTables, c: Correlated, rules: RuleSet, op_module: np.ndarray,
+def attribute_items(items: pd.DataFrame, t: EventTables, c: Correlated, rules: RuleSet, op_module: OpModules,
                     device: str, *, reference: Reference | None = None, plan: LayerPlan | None = None,
                     plan_note: str = "") -> tuple[pd.DataFrame, ItemAttribution]:
     """Add ``attribution`` and ``layer`` to ``items`` and recompute ``module_bucket`` (see module docstring).
@@ -87,7 +90,6 @@ def attribute_items(items: pd.DataFrame, t: EventTables, c: Correlated, rules: R
     ``plan``: the model's layer plan, for structural attribution (``plan_note``: why there is none)."""
     tree = build_module_tree(t.modules, rules)
     n = len(items)
-    kernel_view = items["kernel_bucket"].to_numpy().astype(object)
     if device == "gpu":
         launch = items["launch"].to_numpy()
         ok = launch >= 0
@@ -102,76 +104,95 @@ def attribute_items(items: pd.DataFrame, t: EventTables, c: Correlated, rules: R
         mod = tree.innermost(t.ops)[op] if not tree.empty else np.full(n, -1)
     if not tree.empty:  # opaque containers (torch.compile) give no module-tree label
         mod = np.where((mod >= 0) & pd.isna(tree.label[np.maximum(mod, 0)]), -1, mod)
-    op_b = np.where(op >= 0, op_module[np.maximum(op, 0)] if op_module.size else None, None)
-    has_op = ~pd.isna(op_b) & ~replayed
+    own = op_module.at(op)
+    has_op = (own >= 0) & ~replayed
     has_mod = (mod >= 0) & ~has_op & ~replayed
-    module = kernel_view.copy()
-    method = np.empty(n, dtype=object)
-    method.fill(Method.KERNEL_NAME.value)  # np.full would convert the string to a unicode array first (0.15 s/1M)
+    # The module view and the method as codes (issue 28: an object per item, converted to pandas strings and back,
+    # was a fifth of the analysis at 2.1 GB): ``labels[code]`` is the kernel view's bucket (its last slot: none),
+    # then each op bucket's name, then each module call's label; ``how`` indexes ``_METHODS``.
+    kcat = items["kernel_bucket"].array
+    labels = [np.append(np.asarray(kcat.categories, dtype=object), np.nan),
+              np.asarray([str(b) for b in op_module.values], dtype=object)]
+    code = kcat.codes.astype(np.int32)
+    code[code < 0] = len(labels[0]) - 1
+    how = np.full(n, _HOW[Method.KERNEL_NAME], dtype=np.int8)
     layer = np.full(n, -1, dtype=np.int64)
-    codes, distinct = pd.factorize(op_b[has_op])  # each distinct bucket named once, not each row
-    module[has_op] = np.asarray([str(b) for b in distinct] or [""], dtype=object)[codes]
-    method[has_op] = Method.OP_STACK.value
+    code[has_op] = len(labels[0]) + own[has_op]
+    how[has_op] = _HOW[Method.OP_STACK]
     if not tree.empty:
-        module[has_mod] = tree.label[mod[has_mod]]
-        method[has_mod] = Method.MODULE_TREE.value
+        code[has_mod] = len(labels[0]) + len(labels[1]) + mod[has_mod]
+        labels.append(np.asarray(tree.label, dtype=object))
+        how[has_mod] = _HOW[Method.MODULE_TREE]
         inside = (mod >= 0) & ~replayed
         layer[inside] = tree.layer[mod[inside]]
     detail, counts, notes = "no graph-replayed kernels", {}, ()
     types = {**(reference[2] if reference is not None else {}), **tree.layer_types}
-    if replayed.any() or reference is not None:
-        # own capture windows always; eager forwards only from another trace (this trace's own eager steps
-        # already carry their modules)
-        segs = [s for s in graph_reference(t, c, rules, op_module, tree) if s.source == "capture"]
-        st = None
-        if plan is not None and replayed.any():
-            evidence = np.where(method == Method.KERNEL_NAME.value, None, module)
-            s_layer, s_label, st = structural(launch_order(items, t), plan=plan, evidence=evidence,
-                                              replayed=replayed, kview=kernel_view,
-                                              boundary=is_boundary(items["name"], load_layer_rules()),
-                                              rules=load_layer_rules())
-            notes = st.notes
-        elif plan is None and plan_note and replayed.any():
-            notes = (plan_note,)
-        if segs or reference is not None or st is None or st.steps_done == 0:
-            what = "this trace"
-            if reference is not None:
-                segs, what = segs + reference[0], f"this trace and {reference[1]}"
-            want = replayed | (method == Method.KERNEL_NAME.value)
-            al = align_replay(items, t, segs, want=want, what=what)
-            hit = want & ~pd.isna(al.label)
-            module[hit] = al.label[hit]
-            method[hit] = Method.GRAPH_ALIGNMENT.value
-            layer[hit] = al.layer[hit]
-            bc = _bracket(items, t, module=module, method=method, layer=layer)
-            detail = (f"{al.detail}; bracketed between attributed kernels: {bc.with_module} with their block's "
-                      f"module, {bc.layer_only} with the layer only (kernel-name bucket), {bc.layer_added} more "
-                      "given a layer")
-            counts = {**al.counts, "bracketed_with_module": bc.with_module, "bracketed_layer_only": bc.layer_only,
-                      "layer_added": bc.layer_added}
-            if st is not None and st.steps_done:
-                compared = want & ((method != Method.KERNEL_NAME.value) | (s_layer >= 0))
-                agree = agreement(items, compared=compared, module=module, layer=layer, s_label=s_label,
-                                  s_layer=s_layer)
-                detail += (f"; cross-check, {st.detail(plan)}: (layer, module) agree on {agree:.2f}% of the GPU "
-                           "time either attributed")
-                where = differences(items, compared=compared, module=module, layer=layer, s_label=s_label,
-                                    s_layer=s_layer)
-                detail += f"; {where}" if where else ""
-                counts["structural_agreement_bp"] = round(100 * agree)
-            elif st is not None:
-                detail += f"; {st.detail(plan)}"
-        else:
-            free = method == Method.KERNEL_NAME.value
-            placed = s_layer >= 0
-            module[placed & free] = s_label[placed & free]
-            method[placed & free] = Method.STRUCTURAL.value
-            layer[placed & (layer < 0)] = s_layer[placed & (layer < 0)]
-            detail = f"{int(replayed.sum())} graph-replayed kernels, no capture or reference run: {st.detail(plan)}"
-            counts = {"replayed": int(replayed.sum()), "structural_with_module": st.with_module,
-                      "structural_layer_only": st.layer_only, "layer_added": st.layer_added}
-            types = {**st.layer_types, **types}
+    if not (replayed.any() or reference is not None):
+        items = items.assign(module_bucket=coded_str_categorical(code, np.concatenate(labels)),
+                             attribution=coded_str_categorical(how, _METHODS), layer=layer)
+        return items, ItemAttribution(tree=tree, graph_alignment=detail, alignment_counts=counts,
+                                      layer_types=types, notes=tuple(notes))
+    # Graph replays: alignment, the layer plan and bracketing work on the labels themselves.
+    kernel_view = items["kernel_bucket"].to_numpy().astype(object)
+    module = np.concatenate(labels)[code]
+    method = _METHODS[how]
+    op_module = op_module.objects()
+    # own capture windows always; eager forwards only from another trace (this trace's own eager steps
+    # already carry their modules)
+    segs = [s for s in graph_reference(t, c, rules, op_module, tree) if s.source == "capture"]
+    st = None
+    if plan is not None and replayed.any():
+        evidence = np.where(method == Method.KERNEL_NAME.value, None, module)
+        s_layer, s_label, st = structural(launch_order(items, t), plan=plan, evidence=evidence,
+                                          replayed=replayed, kview=kernel_view,
+                                          boundary=is_boundary(items["name"], load_layer_rules()),
+                                          rules=load_layer_rules())
+        notes = st.notes
+    elif plan is None and plan_note and replayed.any():
+        notes = (plan_note,)
+    if segs or reference is not None or st is None or st.steps_done == 0:
+        what = "this trace"
+        if reference is not None:
+            segs, what = segs + reference[0], f"this trace and {reference[1]}"
+        want = replayed | (method == Method.KERNEL_NAME.value)
+        al = align_replay(items, t, segs, want=want, what=what)
+        hit = want & ~pd.isna(al.label)
+        module[hit] = al.label[hit]
+        method[hit] = Method.GRAPH_ALIGNMENT.value
+        layer[hit] = al.layer[hit]
+        bc = _bracket(items, t, module=module, method=method, layer=layer)
+        detail = (f"{al.detail}; bracketed between attributed kernels: {bc.with_module} with their block's "
+                  f"module, {bc.layer_only} with the layer only (kernel-name bucket), {bc.layer_added} more "
+                  "given a layer")
+        counts = {**al.counts, "bracketed_with_module": bc.with_module, "bracketed_layer_only": bc.layer_only,
+                  "layer_added": bc.layer_added}
+        if st is not None and st.steps_done:
+            compared = want & ((method != Method.KERNEL_NAME.value) | (s_layer >= 0))
+            agree = agreement(items, compared=compared, module=module, layer=layer, s_label=s_label,
+                              s_layer=s_layer)
+            detail += (f"; cross-check, {st.detail(plan)}: (layer, module) agree on {agree:.2f}% of the GPU "
+                       "time either attributed")
+            where = differences(items, compared=compared, module=module, layer=layer, s_label=s_label,
+                                s_layer=s_layer)
+            detail += f"; {where}" if where else ""
+            counts["structural_agreement_bp"] = round(100 * agree)
+        elif st is not None:
+            detail += f"; {st.detail(plan)}"
+    else:
+        free = method == Method.KERNEL_NAME.value
+        placed = s_layer >= 0
+        module[placed & free] = s_label[placed & free]
+        method[placed & free] = Method.STRUCTURAL.value
+        layer[placed & (layer < 0)] = s_layer[placed & (layer < 0)]
+        detail = f"{int(replayed.sum())} graph-replayed kernels, no capture or reference run: {st.detail(plan)}"
+        counts = {"replayed": int(replayed.sum()), "structural_with_module": st.with_module,
+                  "structural_layer_only": st.layer_only, "layer_added": st.layer_added}
+        types = {**st.layer_types, **types}
     items = items.assign(module_bucket=module, attribution=method, layer=layer)
+    # The module view names Bucket values or, for a module class no rule names, the class itself (never folded
+    # into another bucket), so it is a free categorical, unlike the kernel view (columns.ITEMS).
+    items["module_bucket"] = str_categorical(items["module_bucket"])
+    items["attribution"] = str_categorical(items["attribution"])
     return items, ItemAttribution(tree=tree, graph_alignment=detail, alignment_counts=counts, layer_types=types,
                                   notes=tuple(notes))
 
@@ -236,7 +257,7 @@ def summarize(items: pd.DataFrame, phases: dict[str, set[int]], ia: ItemAttribut
     """Coverage by method and per-layer times for each phase (``phases``: phase -> its step indices)."""
     out = []
     for phase, steps in phases.items():
-        sub = items[items["step"].isin(steps)]
+        sub = items.loc[items["step"].isin(steps).to_numpy(), ["share_ns", "attribution", "layer", "module_bucket"]]
         busy = float(sub["share_ns"].sum())
         cov = sub.groupby("attribution")["share_ns"].sum()
         cov_us = {m.value: float(cov.get(m.value, 0.0)) * _US for m in Method}

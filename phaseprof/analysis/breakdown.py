@@ -177,12 +177,22 @@ def _per_step_views(items: pd.DataFrame) -> dict[str, dict[int, dict[str, float]
     """Per view column, per step: bucket -> µs, in bucket category order. One groupby over all steps: the same
     group sums (rows in the same order) as one groupby per step, without the per-step pandas overhead."""
     out: dict[str, dict[int, dict[str, float]]] = {}
+    step = items["step"].to_numpy()
+    share = items["share_ns"].to_numpy()
     for col in ("kernel_bucket", "module_bucket"):
         per: dict[int, dict[str, float]] = {}
         if len(items):
-            sums = items.groupby(["step", col], observed=True)["share_ns"].sum()
-            for (k, b), v in sums.items():
-                per.setdefault(int(k), {})[str(b)] = float(v) * _US
+            # (step, bucket) as one integer key, in the same order (steps from -1 up, then category order): pandas
+            # groups one int64 column much faster than a categorical pair; the same sums (its compensated sum over
+            # each group's rows in row order); buckets without a category (null) are dropped, as the pair dropped them
+            code = items[col].cat.codes.to_numpy().astype(np.int64)
+            cats = items[col].cat.categories
+            nc = max(len(cats), 1)
+            ok = code >= 0
+            sums = pd.Series(share[ok]).groupby((step[ok] + 1) * nc + code[ok]).sum()
+            names = [str(c) for c in cats]
+            for key, v in zip(sums.index.tolist(), sums.to_numpy().tolist()):
+                per.setdefault(key // nc - 1, {})[names[key % nc]] = v * _US
         out[col] = per
     return out
 

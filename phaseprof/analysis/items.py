@@ -7,6 +7,8 @@ is its self time (duration minus child ops), so shares add up to the union of CP
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import numpy as np
 import pandas as pd
 
@@ -23,28 +25,88 @@ from phaseprof.trace.tables import EventTables
 _UNNAMED = (Bucket.UNKNOWN, Bucket.OTHER)
 
 
-def op_modules(ops: pd.DataFrame, parent: np.ndarray, rules: RuleSet) -> np.ndarray:
-    """Module-view bucket of every op: its own module rule, else its nearest ancestor's; None if neither."""
+@dataclass(frozen=True)
+class Coded:
+    """A per-row column as codes into its distinct values (``values[codes]``; code -1: None), so that the
+    analysis can map, mask and count it without a Python object per row (issue 28: 4.9M ops at 2.1 GB)."""
+
+    codes: np.ndarray  # int32 per row, -1 = None
+    values: np.ndarray  # object, each distinct value once
+
+    def objects(self) -> np.ndarray:
+        """The column as an object array (None where the code is -1)."""
+        table = np.empty(len(self.values) + 1, dtype=object)  # the last slot (-1) is None
+        table[:-1] = self.values
+        return table[self.codes]
+
+    def __len__(self) -> int:
+        return len(self.codes)
+
+
+@dataclass(frozen=True)
+class OpModules:
+    """Module-view bucket of ops (:func:`op_modules`: an op's own module rule, else its nearest ancestor's), as
+    codes into ``values``, found only for the rows asked for: the work items need it at their launching ops (1M
+    of 4.9M ops at 2.1 GB, issue 28), not at every op."""
+
+    name_codes: np.ndarray  # per op: its name's category code
+    own_code: np.ndarray  # per name category: its own module rule's value code, -1 none
+    parent: np.ndarray  # per op: its enclosing op (trace.correlate), -1 none
+    values: np.ndarray  # object: each distinct bucket once
+    _memo: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int8), repr=False, compare=False)
+
+    def at(self, rows: np.ndarray) -> np.ndarray:
+        """Per row of ``rows`` (op rows; -1: none), the code of its op's module bucket, or -1: up the parents
+        one level a round for the rows not found yet (a few rounds: ops nest a few levels deep). Each op's
+        result is kept for the next call (the work items ask twice for their launching ops)."""
+        rows = np.asarray(rows)
+        if self._memo.size == 0:  # int8 where the buckets fit (always: 4.9 MB, not 20, at 4.9M ops)
+            small = len(self.values) < 127
+            object.__setattr__(self, "_memo", np.full(len(self.name_codes), -2,  # -2: not looked up yet
+                                                      dtype=np.int8 if small else np.int32))
+        out = np.full(rows.size, -1, dtype=np.int32)
+        valid = np.flatnonzero(rows >= 0)
+        known = self._memo[rows[valid]]
+        out[valid] = known
+        todo = valid[known == -2]
+        asked, r = todo, rows[todo]
+        while todo.size:
+            v = self.own_code[self.name_codes[r]]
+            hit = v >= 0
+            out[todo[hit]] = v[hit]
+            miss = ~hit
+            up = self.parent[r[miss]]
+            go = up >= 0
+            out[todo[miss][~go]] = -1
+            todo, r = todo[miss][go], up[go]
+        self._memo[rows[asked]] = out[asked]
+        return out
+
+    def codes(self) -> np.ndarray:
+        """:meth:`at` every op."""
+        return self.at(np.arange(len(self.name_codes)))
+
+    def objects(self) -> np.ndarray:
+        """:func:`op_modules`: the bucket of every op, None where none."""
+        return Coded(self.codes(), self.values).objects()
+
+
+def op_module_codes(ops: pd.DataFrame, parent: np.ndarray, rules: RuleSet) -> OpModules:
+    """:func:`op_modules` as :class:`OpModules` (each op's bucket found where asked for)."""
     cats = ops["name"].cat.categories
     own_by_cat = [module_bucket_of_op(str(n), rules) for n in cats]
     values = list(dict.fromkeys(b for b in own_by_cat if b is not None))
     index = {b: i for i, b in enumerate(values)}
-    own_code = np.asarray([index[b] if b is not None else -1 for b in own_by_cat], dtype=np.int32)
-    val = own_code[ops["name"].cat.codes.to_numpy()] if len(ops) else np.zeros(0, dtype=np.int32)
-    # Pointer jumping up the parent links (parents precede children, so the links form a forest): each round,
-    # a row without a bucket yet takes its pointee's and points two levels up; O(log depth) rounds. Rows and
-    # codes as int32 (half the memory traffic of int64: issue 28).
-    ptr = np.asarray(parent).astype(np.int32 if len(parent) < 1 << 31 else np.int64)
-    todo = np.flatnonzero((val < 0) & (ptr >= 0))
-    while todo.size:
-        p = ptr[todo]
-        val[todo] = val[p]
-        ptr[todo] = ptr[p]
-        todo = todo[(val[todo] < 0) & (ptr[todo] >= 0)]
-    table = np.empty(len(values) + 1, dtype=object)  # the last slot (-1) is None
-    for i, b in enumerate(values):
-        table[i] = b
-    return table[val]
+    # a missing name (code -1) reads the last category's, as the whole-column lookup did
+    own_code = np.asarray([index[b] if b is not None else -1 for b in own_by_cat] or [-1], dtype=np.int32)
+    table = np.empty(len(values), dtype=object)
+    table[:] = values
+    return OpModules(ops["name"].cat.codes.to_numpy(), own_code, np.asarray(parent), table)
+
+
+def op_modules(ops: pd.DataFrame, parent: np.ndarray, rules: RuleSet) -> np.ndarray:
+    """Module-view bucket of every op: its own module rule, else its nearest ancestor's; None if neither."""
+    return op_module_codes(ops, parent, rules).objects()
 
 
 def bucket_column(values: np.ndarray) -> pd.Categorical:
@@ -64,17 +126,46 @@ def str_categorical(values: pd.Series) -> pd.Categorical:
     return pd.Categorical.from_codes(per.codes[codes] if len(uniq) else codes, dtype=per.dtype)
 
 
+def coded_str_categorical(codes: np.ndarray, labels: np.ndarray) -> pd.Categorical:
+    """``str_categorical`` of the column ``labels[codes]`` as a frame stores it (``pd.Series(labels[codes])``),
+    without that column: each label in use converted once (``codes`` >= 0; labels may repeat a value)."""
+    used = np.flatnonzero(np.bincount(codes, minlength=len(labels))) if len(codes) else np.zeros(0, np.intp)
+    per = str_categorical(pd.Series(labels[used]))
+    remap = np.full(len(labels), -1, dtype=np.int64)
+    remap[used] = per.codes
+    return pd.Categorical.from_codes(remap[codes].astype(per.codes.dtype), dtype=per.dtype)
+
+
 def _kernel_view(names: pd.Series, rules: RuleSet) -> np.ndarray:
     """Kernel-view ``Bucket`` of every row (each distinct name classified once)."""
+    return kernel_view_codes(names, rules).objects()
+
+
+def kernel_view_codes(names: pd.Series, rules: RuleSet) -> Coded:
+    """:func:`_kernel_view` as codes into one bucket per distinct name (a missing name takes the last
+    name's, as ``per_name[-1]`` did)."""
     codes, uniques = pd.factorize(names, sort=False)
     if len(uniques) == 0:
-        return np.zeros(len(names), dtype=object)
+        return Coded(np.zeros(len(names), dtype=np.int32), np.zeros(1, dtype=object))
     per_name = np.asarray(list(classify_kernels([str(u) for u in uniques], rules)), dtype=object)
-    return per_name[codes]
+    codes = codes.astype(np.int32)
+    if codes.size and codes.min() < 0:
+        codes[codes < 0] = len(uniques) - 1
+    return Coded(codes, per_name)
+
+
+def bucket_codes(col: Coded) -> np.ndarray:
+    """``bucket_column(col.objects()).codes``, each distinct value looked up once (-1: None)."""
+    return _value_buckets(col.values)[col.codes]
+
+
+def _value_buckets(values: np.ndarray) -> np.ndarray:
+    """Bucket code of each value, and -1 in one more slot (code -1)."""
+    return np.append(bucket_column(values).codes, np.int8(-1)) if len(values) else np.full(1, -1, np.int8)
 
 
 def gpu_items(t: EventTables, c: Correlated, det: StepDetection, rules: RuleSet,
-              kernel_buckets: np.ndarray, op_module: np.ndarray) -> pd.DataFrame:
+              kernel_buckets: Coded, op_module: OpModules) -> pd.DataFrame:
     """One row per GPU activity inside a step, with its step, buckets and exclusive time share
     (columns: ``phaseprof.columns.ITEMS``)."""
     g = t.gpu
@@ -83,16 +174,19 @@ def gpu_items(t: EventTables, c: Correlated, det: StepDetection, rules: RuleSet,
     host_t = np.where(launch >= 0, rt_ts[np.maximum(launch, 0)] if rt_ts.size else 0, g["ts_ns"].to_numpy())
     step = assign_to_steps(host_t, det.steps)
     op = np.where(launch >= 0, c.runtime_op[np.maximum(launch, 0)] if c.runtime_op.size else -1, -1)
-    module = np.where(op >= 0, op_module[np.maximum(op, 0)] if op_module.size else None, None)
-    module = np.where(pd.isna(module), kernel_buckets, module).astype(object)
+    # module view: the launching op's module bucket, else the kernel view (as codes: no object per kernel)
+    kb = bucket_codes(kernel_buckets)
+    own = op_module.at(op)
+    module = np.where(own >= 0, _value_buckets(op_module.values)[own], kb)
     items = pd.DataFrame({
         "step": step, "ts_ns": g["ts_ns"].to_numpy(), "end_ns": g["end_ns"].to_numpy(),
         "name": g["name"], "kind": g["kind"],
-        "kernel_bucket": bucket_column(kernel_buckets), "module_bucket": bucket_column(module),
+        "kernel_bucket": pd.Categorical.from_codes(kb, dtype=BUCKET_DTYPE),
+        "module_bucket": pd.Categorical.from_codes(module, dtype=BUCKET_DTYPE),
         "launch": launch, "bytes": g["bytes"].to_numpy(), "stream": g["stream"].to_numpy(),
         "row": np.arange(len(g), dtype=np.int64),
     })
-    items = items[items["step"] >= 0].copy()
+    items = items[items["step"] >= 0]  # a new frame already (pandas 3: copy on write): no second copy
     # Shares over all steps at once: when adjacent steps overlap on the GPU (async scheduling, other streams) the
     # common time is split between them instead of counted in both.
     items["share_ns"] = iv.exclusive_shares(items["ts_ns"].to_numpy(), items["end_ns"].to_numpy())
@@ -100,7 +194,7 @@ def gpu_items(t: EventTables, c: Correlated, det: StepDetection, rules: RuleSet,
 
 
 def cpu_items(t: EventTables, c: Correlated, det: StepDetection, rules: RuleSet,
-              op_module: np.ndarray) -> pd.DataFrame:
+              op_module: OpModules) -> pd.DataFrame:
     """CPU-only traces: one row per CPU op, share = self time; kernel view from the innermost op whose
     name a kernel rule recognises (so ``aten::empty`` inside ``_C::cpu_fused_moe`` counts as moe).
     Columns: ``phaseprof.columns.ITEMS``."""
@@ -119,6 +213,7 @@ def cpu_items(t: EventTables, c: Correlated, det: StepDetection, rules: RuleSet,
         p = parent[i]
         if kb[i] in _UNNAMED and p >= 0 and is_op[p] and kb[p] not in _UNNAMED:
             kb[i] = kb[p]
+    op_module = op_module.objects()
     module = np.where(pd.isna(op_module), kb, op_module).astype(object) if len(ops) else kb
     step = assign_to_steps(ops["ts_ns"].to_numpy(), det.steps)
     items = pd.DataFrame({

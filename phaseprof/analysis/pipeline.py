@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from phaseprof.analysis.breakdown import summarize
+from phaseprof.analysis.heap import kept_heap
 from phaseprof.analysis.invariants import checked
 from phaseprof.analysis.layer_plan import find_plan
 from phaseprof.analysis.order import KernelOrder, kernel_order_of
@@ -124,9 +125,10 @@ def analyze(source: str | Path | EventTables, *, config: AnalysisConfig | None =
                                 trace_path=tables.meta.path or None)
     except PhaseprofError as e:  # a bad --model-config is reported by the speed of light, which needs it too
         plan, where = None, str(e)
-    prep = prepare(tables, rules, reference=ref, only_steps_in=window.host_ns if window is not None else None,
-                   plan=plan, plan_note=f"no layer plan for graph replays: {where}")
-    bd = summarize(tables, prep)
+    with kept_heap():
+        prep = prepare(tables, rules, reference=ref, only_steps_in=window.host_ns if window is not None else None,
+                       plan=plan, plan_note=f"no layer plan for graph replays: {where}")
+        bd = summarize(tables, prep)
     if window is not None:
         bd = _numbered_as_whole(bd, window)
     return AnalysedTrace(tables=tables, rules=rules, prepared=prep, breakdown=checked(bd), config=config)

@@ -16,7 +16,7 @@ import pandas as pd
 from phaseprof.analysis.attribution import ItemAttribution, attribute_items
 from phaseprof.analysis.attribution_types import InferredPhase
 from phaseprof.analysis.graph_align import Reference
-from phaseprof.analysis.items import _kernel_view, cpu_items, gpu_items, op_modules, str_categorical
+from phaseprof.analysis.items import Coded, cpu_items, gpu_items, kernel_view_codes, op_module_codes
 from phaseprof.analysis.layer_plan import LayerPlan
 from phaseprof.analysis.phase_infer import drop_empty_steps, infer_phases
 from phaseprof.analysis.steps import StepDetection, detect_steps
@@ -46,20 +46,18 @@ def prepare(t: EventTables, rules: RuleSet, *, reference: Reference | None = Non
     ``only_steps_in``: keep only the steps starting in this host window (ns; ``--steps``), see :func:`_only_steps_in`."""
     c = correlate(t)
     device = "gpu" if not t.gpu.empty else "cpu"
-    kernel_buckets = _kernel_view(t.gpu["name"], rules) if device == "gpu" else np.zeros(0, dtype=object)
+    kview = kernel_view_codes(t.gpu["name"], rules) if device == "gpu" else Coded(np.zeros(0, np.int32),
+                                                                                    np.zeros(0, dtype=object))
+    kernel_buckets = kview.objects()
     det = detect_steps(ops=t.ops, runtime=t.runtime, gpu=t.gpu, gpu_launch=c.gpu_launch,
                        kernel_buckets=kernel_buckets)
-    op_module = op_modules(t.ops, c.op_parent, rules)
+    op_module = op_module_codes(t.ops, c.op_parent, rules)
     if device == "gpu":
-        items = gpu_items(t, c, det, rules, kernel_buckets, op_module)
+        items = gpu_items(t, c, det, rules, kview, op_module)
     else:
         items = cpu_items(t, c, det, rules, op_module)
     items, ia = attribute_items(items, t, c, rules, op_module, device, reference=reference, plan=plan,
                                 plan_note=plan_note)
-    # The module view names Bucket values or, for a module class no rule names, the class itself (never folded
-    # into another bucket), so it is a free categorical, unlike the kernel view (columns.ITEMS).
-    items["module_bucket"] = str_categorical(items["module_bucket"])
-    items["attribution"] = str_categorical(items["attribution"])
     det, items, dropped = drop_empty_steps(det, items)
     det, inferred = infer_phases(det, items)
     if only_steps_in is not None:

@@ -122,8 +122,11 @@ def _sweep_order(ts: np.ndarray, end: np.ndarray, key: np.ndarray) -> np.ndarray
     """``np.lexsort((-(end - ts), ts, key))`` (thread, then start, then longest first, then row), faster on
     tables already about in time order: stable sorts by start and by thread (timsort on nearly sorted data), and
     a lexsort of only the rows that share their start with another."""
-    order = np.argsort(ts, kind="stable")
-    t = ts[order]
+    if ts.size < 2 or (ts[1:] >= ts[:-1]).all():  # ops in time order already (the rule): no sort, no copy
+        order, t = np.arange(ts.size), ts
+    else:
+        order = np.argsort(ts, kind="stable")
+        t = ts[order]
     tie = np.zeros(len(t), dtype=bool)
     same = t[1:] == t[:-1]
     del t
@@ -135,6 +138,8 @@ def _sweep_order(ts: np.ndarray, end: np.ndarray, key: np.ndarray) -> np.ndarray
         group = np.cumsum(~np.r_[False, same], dtype=np.int64 if len(ts) >> 31 else np.int32)[sub]  # run ids
         del same
         order[sub] = rows[np.lexsort((rows, -(end[rows] - ts[rows]), group))]
+    if key.size == 0 or key.min() == key.max():  # one thread: the sort by thread keeps every row in place
+        return order
     by_key = key[order]
     if by_key.size and 0 <= by_key.min() and by_key.max() < 1 << 15:
         by_key = by_key.astype(np.int16)  # numpy's stable sort of 16-bit keys is a radix sort: O(n)
@@ -220,20 +225,21 @@ def _nested_parents(ts: np.ndarray, end: np.ndarray, key: np.ndarray) -> np.ndar
         del group_starts, zero_in_group, rows, g, group_end
     del zero
     # Parent: the last earlier op one level up (when the ops nest properly, the top of the sweep's stack).
-    small = depth.astype(np.int16) if depth.max() < 1 << 15 else depth
-    by_level = np.argsort(small, kind="stable").astype(pos_t)  # radix sort; positions ascending within a level
-    bounds = np.searchsorted(small[by_level], np.arange(int(depth.max()) + 2))
-    del small
     cand = np.full(n, -1, dtype=pos_t)  # position of the parent
-    levels = len(bounds) - 1
-    for d in range(1, levels):
-        up, here = by_level[bounds[d - 1]:bounds[d]], by_level[bounds[d]:bounds[d + 1]]
-        # ups before each; the last of them is the candidate. Few levels (the rule): a running count of the ups
-        # over all rows, read at each row of this level (~3x cheaper than searching, issue 28); many: a search.
-        found = np.cumsum(depth == d - 1, dtype=pos_t)[here] if levels <= 32 else np.searchsorted(up, here)
-        has = found > 0
-        cand[here[has]] = up[found[has] - 1]
-    del by_level
+    levels = int(depth.max()) + 1
+    if levels <= 32:
+        _parents_by_count(depth, levels, cand)
+    else:  # many: each level's rows (ascending) from one sort by level, their parents by a search
+        small = depth.astype(np.int16) if depth.max() < 1 << 15 else depth
+        by_level = np.argsort(small, kind="stable").astype(pos_t)  # radix sort; positions ascending within a level
+        bounds = np.searchsorted(small[by_level], np.arange(levels + 1))
+        del small
+        for d in range(1, levels):
+            up, here = by_level[bounds[d - 1]:bounds[d]], by_level[bounds[d]:bounds[d + 1]]
+            found = np.searchsorted(up, here)  # ups before each; the last of them is the candidate
+            has = found > 0
+            cand[here[has]] = up[found[has] - 1]
+        del by_level
     inner = depth > 0
     parent = np.where(inner, cand, pos_t(-1))
     # Where that parent is not the sweep's (a partial overlap made the stack differ), sweep the stretch again:
@@ -266,6 +272,36 @@ def _nested_parents(ts: np.ndarray, end: np.ndarray, key: np.ndarray) -> np.ndar
     return parent
 
 
+def _parents_by_count(depth: np.ndarray, levels: int, cand: np.ndarray) -> None:
+    """Per position at depth >= 1, the last earlier position one level up, into ``cand`` (left as is where none).
+    Few levels (the rule): each level's rows by one pass over the depths, and for each the number of rows one
+    level up before it, a running count of them over all rows (~3x cheaper than searching, issue 28; no sort by
+    level), or for a level of few rows (< 1/16 of them) a search of the rows one level up."""
+    up_mask = depth == 0
+    up = np.flatnonzero(up_mask)
+    for d in range(1, levels):
+        here_mask = depth == d
+        here = np.flatnonzero(here_mask)
+        # a level of few rows searches the rows above instead (the same counts: a row is never its own level's up)
+        found = np.searchsorted(up, here) if here.size * 16 < depth.size \
+            else np.cumsum(up_mask, dtype=cand.dtype)[here]
+        has = found > 0
+        cand[here[has]] = up[found[has] - 1]
+        up_mask, up = here_mask, here
+
+
+def _by_thread_then_start(ts: np.ndarray, code: np.ndarray) -> np.ndarray | None:
+    """``np.lexsort((ts, code))`` (by thread, then start; equal starts in row order), or None where the rows are in
+    that order already (one thread, ops in time order: the rule), which a stable sort would keep as they are."""
+    if ts.size < 2:
+        return None
+    same = code[1:] == code[:-1]
+    in_order = ts[1:] >= ts[:-1]
+    in_order &= same
+    in_order |= code[1:] > code[:-1]
+    return None if in_order.all() else np.lexsort((ts, code))
+
+
 def _innermost_ops(runtime: pd.DataFrame, ops: pd.DataFrame, parent: np.ndarray,
                    codes: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
     """Per row of ``runtime``, the innermost row of ``ops`` on its thread that encloses its start, or -1: the last
@@ -276,8 +312,10 @@ def _innermost_ops(runtime: pd.DataFrame, ops: pd.DataFrame, parent: np.ndarray,
         return out
     ots, oend = ops["ts_ns"].to_numpy(), ops["end_ns"].to_numpy()
     ocode, rcode = codes if codes is not None else _thread_codes(ops, runtime)
-    o_order = np.lexsort((ots, ocode))  # by thread, then start; equal starts in row order
-    o_sorted_code, o_sorted_ts = ocode[o_order], ots[o_order]
+    o_order = _by_thread_then_start(ots, ocode)
+    o_sorted_code, o_sorted_ts = (ocode, ots) if o_order is None else (ocode[o_order], ots[o_order])
+    if o_order is None:
+        o_order = np.arange(ots.size)
     rts = runtime["ts_ns"].to_numpy()
     for key, ridx in pd.Series(rcode).groupby(rcode).indices.items():
         lo, hi = np.searchsorted(o_sorted_code, [key, key + 1])
@@ -314,8 +352,12 @@ def _launches(corr: np.ndarray, g_corr: np.ndarray) -> np.ndarray:
     valid = np.flatnonzero(corr >= 0)
     if valid.size == 0 or g_corr.size == 0:
         return out
-    ids, first = np.unique(corr[valid], return_index=True)
-    rows = valid[first]
+    ids = corr[valid]
+    if ids.size > 1 and not (ids[1:] > ids[:-1]).all():  # ids in call order already increase, as a rule: no sort
+        ids, first = np.unique(ids, return_index=True)
+        rows = valid[first]
+    else:
+        rows = valid
     hit = g_corr >= 0
     top = int(ids[-1])
     if top < 4 * ids.size + (1 << 16):

@@ -177,8 +177,23 @@ def test_sweep_order_is_lexsort() -> None:
         n = int(rng.integers(1, 80))
         ts = np.sort(rng.integers(0, 30, n)) if rng.random() < 0.5 else rng.integers(0, 30, n)
         end = ts + rng.integers(0, 5, n)
-        key = rng.integers(0, 3, n)
+        key = rng.integers(0, 3 if rng.random() < 0.5 else 1, n)  # one thread: the sort by thread left out
         np.testing.assert_array_equal(_sweep_order(ts, end, key), np.lexsort((-(end - ts), ts, key)))
+
+
+def test_by_thread_then_start_is_lexsort() -> None:
+    """``_by_thread_then_start``: None (no sort) exactly where ``np.lexsort((ts, code))`` keeps every row in place."""
+    from phaseprof.trace.correlate import _by_thread_then_start
+    rng = np.random.default_rng(3)
+    for trial in range(300):
+        n = int(rng.integers(0, 60))
+        code = np.sort(rng.integers(0, 3, n)) if trial % 3 else rng.integers(0, 3 if trial % 2 else 1, n)
+        ts = rng.integers(0, 20, n)
+        if trial % 2:  # in start order within each thread
+            ts = np.concatenate([np.sort(ts[code == c]) for c in np.unique(code)]) if n else ts
+        got, want = _by_thread_then_start(ts, code), np.lexsort((ts, code))
+        np.testing.assert_array_equal(np.arange(n) if got is None else got, want)
+        assert (got is None) == bool((want == np.arange(n)).all())
 
 
 def test_thread_codes_are_factorized_thread_keys() -> None:
