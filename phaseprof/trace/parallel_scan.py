@@ -135,9 +135,13 @@ class TwoScanners:
                 pass
 
     def stop(self) -> None:
-        """End the thread and forget its error (the read was abandoned)."""
+        """End the thread, forget its error and let go of both scanners. Why the last: this object and its thread
+        refer to each other, so it is freed only by the cyclic GC, which ``phaseprof analyze`` keeps off during
+        the read and then freezes what exists (``report.analyze_plain_cli``): the first scanner's columns, which
+        the tables no longer need, stayed (+8 MiB of peak at 115 MB, measured)."""
         self._end()
         self._error = None
+        self.first = self.second = None  # type: ignore[assignment]
 
     def _end(self) -> None:
         if self._thread.is_alive():
