@@ -159,7 +159,8 @@ def _load_tables(path: str | Path, *, streaming: bool, keep: Keep | None, origin
         other.start()
         if streaming:
             builder = builder_for(keep, native)
-            two = TwoScanners(builder, start_bytes=parallel) if native and parallel is not None else None
+            two = TwoScanners(builder, start_bytes=parallel, behind=ahead.waits if ahead is not None else None) \
+                if native and parallel is not None else None
             try:
                 streamed = stream_trace(path, builder.add, chunks=two or builder.add_json if native else None,
                                         ahead=ahead)

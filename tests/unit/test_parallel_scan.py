@@ -204,3 +204,20 @@ def test_second_scanner_starts_after_start_bytes(monkeypatch: pytest.MonkeyPatch
     assert late._thread.ident is not None and set(late._order[:first_on_thread]) == {0}
     assert 0.3 < first_on_thread / len(late._order) < 0.7  # chunks are ~64 KB: half the bytes, half the chunks
     assert_same_tables(results[0], results[1])
+
+
+def test_second_scanner_only_while_the_scan_is_behind() -> None:
+    """Chunks go to the second scanner only while the inflating thread waits for the scan (its queue full)."""
+    runs = {}
+    for behind in (False, True):
+        two = TwoScanners(native.NativeTableBuilder(), start_bytes=0, behind=lambda b=behind: b)
+        try:
+            s = stream_trace(EAGER_DECODE, None, piece_bytes=64 << 10, chunks=two)
+            assert s is not None
+            two.close()
+            runs[behind] = (two.merged().finish(s.doc, path=str(EAGER_DECODE), sha256=s.sha256,
+                                                decompressed_bytes=s.decompressed_bytes), bytes(two._order))
+        finally:
+            two.stop()
+    assert set(runs[False][1]) == {0} and 1 in runs[True][1]
+    assert_same_tables(runs[False][0], runs[True][0])
