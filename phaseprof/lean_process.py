@@ -25,10 +25,6 @@ KEEP_ENV = "PHASEPROF_PYARROW"
 #: ``0`` never splits; ``1`` splits whatever the size (tests: every committed trace); unset: by size.
 SPLIT_ENV = "PHASEPROF_SPLIT_READ"
 
-#: The chunked read's switch for a second native scanner on a thread (``trace.parallel_scan``): ``0`` never,
-#: ``1`` always (tests: every committed trace); unset: where the process may use two or more CPUs.
-PARALLEL_SCAN_ENV = "PHASEPROF_PARALLEL_SCAN"
-
 
 _own = False
 
@@ -57,7 +53,6 @@ def leave_out_pyarrow() -> bool:
 def init_rank_worker() -> None:
     """Initializer of ``--jobs`` rank workers. Lives here, away from pandas: a spawned worker imports its
     initializer's module before anything else. The workers already use the cores, so none splits its read in two
-    processes or scans on a second thread, and the machine is not oversubscribed."""
+    processes and the machine is not oversubscribed."""
     leave_out_pyarrow()
     os.environ[SPLIT_ENV] = "0"
-    os.environ[PARALLEL_SCAN_ENV] = "0"

@@ -1485,21 +1485,6 @@ pub unsafe extern "C" fn pp_add_in_place(h: *mut Scanner, data: *mut u8, len: us
     rc
 }
 
-/// Rows each family holds so far, in `out[0..6]`: the five families (pp_take's `fam` 0-4), then the memory
-/// events. Why: two scanners reading one trace (`trace/parallel_scan.py`) count where each run of chunks ends,
-/// to lay their rows out in file order again.
-///
-/// # Safety
-/// `h` from pp_new; `out` writable for 6 u64.
-#[no_mangle]
-pub unsafe extern "C" fn pp_rows(h: *mut Scanner, out: *mut u64) {
-    let s = &*h;
-    for (i, f) in s.fams.iter().enumerate() {
-        *out.add(i) = f.len() as u64;
-    }
-    *out.add(N_FAMILIES) = s.mem.ts.len() as u64;
-}
-
 /// Column `col` of family `fam` (0-4: gpu, runtime, ops, gpu_annotations, modules, columns as tables.py's
 /// `_FAMILY_COLUMNS`; 5: memory, as native.py's `_MEMORY_COLUMNS`) moved out of the scanner, which keeps an empty
 /// one: its data pointer in `*ptr`, its capacity (elements) in `*cap`, its length (rows) returned. The caller owns

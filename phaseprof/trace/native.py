@@ -90,7 +90,6 @@ def library() -> ctypes.CDLL | None:
         lib.pp_recode.restype = ctypes.c_int
         lib.pp_strings.argtypes = [vp, ctypes.c_int, ctypes.POINTER(vp), ctypes.POINTER(sz), ctypes.POINTER(vp)]
         lib.pp_strings.restype = sz
-        lib.pp_rows.argtypes = [vp, ctypes.POINTER(ctypes.c_uint64)]
         _lib = lib
     return _lib
 
@@ -151,14 +150,6 @@ def _id(key: bytes) -> object:
     return int(text) if tag == b"i" else text.decode() if tag == b"s" else None
 
 
-def check_kept(kept: int) -> None:
-    """Raise TraceValueError when ``kept`` events are more than the tables may hold."""
-    limit = tables.MAX_KEPT_EVENTS  # looked up now, as TableBuilder.add does (tests lower it)
-    if kept > limit:
-        raise TraceValueError(f"more than {limit:,} kernels, runtime calls, CPU ops and allocator "
-                              f"events; phaseprof reads at most that many (profile fewer steps)")
-
-
 class NativeTableBuilder(TableBuilder):
     """A :class:`TableBuilder` fed chunk bytes (:meth:`add_json`, a :data:`~phaseprof.trace.stream.Chunks`)
     instead of decoded events; its columns are moved into the Python builder's before :meth:`finish`,
@@ -206,7 +197,10 @@ class NativeTableBuilder(TableBuilder):
         events, kept = int(counts[0]), int(counts[1])
         self.event_count += events
         self._kept += kept
-        check_kept(self._kept)
+        limit = tables.MAX_KEPT_EVENTS  # looked up now, as TableBuilder.add does (tests lower it)
+        if self._kept > limit:
+            raise TraceValueError(f"more than {limit:,} kernels, runtime calls, CPU ops and allocator "
+                                  f"events; phaseprof reads at most that many (profile fewer steps)")
         return events
 
     def _materialise(self) -> None:

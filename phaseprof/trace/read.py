@@ -20,8 +20,6 @@ from phaseprof.trace.readahead import ReadAhead
 from phaseprof.trace.split_read import load_split, split_point
 from phaseprof.trace.stream import stream_trace
 from phaseprof.trace.native import builder_for
-from phaseprof.trace.parallel_scan import ParallelAbort, TwoScanners
-from phaseprof.trace.parallel_scan import wanted as two_scanners_wanted
 from phaseprof.trace.tables import EventTables, Keep, build_tables, gc_paused
 
 
@@ -126,12 +124,8 @@ def _read_tables(path: str | Path, *, streaming: bool, keep: Keep | None, origin
             other.join()  # the pure-Python read holds the GIL: nothing to overlap
         if use_native:
             try:
-                try:
-                    return _load_tables(path, streaming=True, keep=None, origin_us=origin_us, native=True,
-                                        meanwhile=other, ahead=ahead, parallel=two_scanners_wanted())
-                except ParallelAbort:  # what only one scanner reading in order can decide: read it again so
-                    return _load_tables(path, streaming=True, keep=None, origin_us=origin_us, native=True,
-                                        meanwhile=other)
+                return _load_tables(path, streaming=True, keep=None, origin_us=origin_us, native=True,
+                                    meanwhile=other, ahead=ahead)
             except scanner.NativeUnsupported:
                 if native:
                     raise
@@ -147,9 +141,7 @@ def _read_tables(path: str | Path, *, streaming: bool, keep: Keep | None, origin
 
 def _load_tables(path: str | Path, *, streaming: bool, keep: Keep | None, origin_us: float | None,
                  native: bool = False, meanwhile: _Meanwhile | None = None,
-                 ahead: ReadAhead | None = None, parallel: int | None = None) -> EventTables:
-    """``parallel``: the chunked native read starts a second scanner after that many decompressed bytes
-    (``trace.parallel_scan``); None: one scanner."""
+                 ahead: ReadAhead | None = None) -> EventTables:
     other = meanwhile or _Meanwhile(None)
     with gc_paused():
         if ahead is None and streaming and keep is None and (at := split_point(path)) is not None:
@@ -159,22 +151,12 @@ def _load_tables(path: str | Path, *, streaming: bool, keep: Keep | None, origin
         other.start()
         if streaming:
             builder = builder_for(keep, native)
-            two = TwoScanners(builder, start_bytes=parallel, behind=ahead.waits if ahead is not None else None) \
-                if native and parallel is not None else None
-            try:
-                streamed = stream_trace(path, builder.add, chunks=two or builder.add_json if native else None,
-                                        ahead=ahead)
-                if streamed is not None and two is not None:
-                    two.close()
-                    builder = two.merged()
-            finally:
-                if two is not None:
-                    two.stop()
+            streamed = stream_trace(path, builder.add, chunks=builder.add_json if native else None, ahead=ahead)
             if streamed is not None:
                 other.join()
                 return builder.finish(streamed.doc, path=str(path), sha256=streamed.sha256,
                                       decompressed_bytes=streamed.decompressed_bytes, origin_us=origin_us)
-            del builder, two
+            del builder
         data, sha = read_trace_bytes(path)
         doc = decode_trace(data, path)
         size = len(data)

@@ -18,7 +18,6 @@ from __future__ import annotations
 import hashlib
 import queue
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -82,30 +81,17 @@ class ReadAhead(Source):
         self._queue: queue.Queue[Any] = queue.Queue(self.DEPTH)
         self._stop = threading.Event()
         self._taken = False
-        self._started = time.perf_counter()
-        self._waited = 0.0  # seconds the thread has waited for room in the queue (waits ended)
-        self._since: float | None = None  # when the wait going on began
         self._thread = threading.Thread(target=self._run, name="phaseprof-readahead", daemon=True)
         self._thread.start()
 
     def _put(self, item: object) -> bool:
-        try:
-            self._queue.put_nowait(item)
-            return True
-        except queue.Full:
-            pass
-        self._since = time.perf_counter()
-        try:
-            while not self._stop.is_set():
-                try:
-                    self._queue.put(item, timeout=0.05)
-                    return True
-                except queue.Full:
-                    continue
-            return False
-        finally:
-            self._waited += time.perf_counter() - self._since
-            self._since = None
+        while not self._stop.is_set():
+            try:
+                self._queue.put(item, timeout=0.05)
+                return True
+            except queue.Full:
+                continue
+        return False
 
     def _run(self) -> None:
         try:
@@ -115,15 +101,6 @@ class ReadAhead(Source):
             self._put(_END)
         except BaseException as e:  # noqa: BLE001 - raised by pieces() in the reading thread
             self._put(e)
-
-    #: :meth:`waits` is true past this share of the time since the start spent waiting for the reader.
-    WAITS_SHARE = 0.25
-
-    def waits(self) -> bool:
-        """Whether the thread has spent more than :data:`WAITS_SHARE` of its time waiting for room in the queue:
-        the reader of the pieces, not the inflate, is what the read waits for."""
-        now, since = time.perf_counter(), self._since
-        return self._waited + (now - since if since is not None else 0.0) > self.WAITS_SHARE * (now - self._started)
 
     def taken(self) -> bool:
         """Whether :meth:`pieces` was called (it can be, once)."""

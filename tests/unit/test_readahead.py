@@ -15,10 +15,9 @@ from phaseprof.errors import TraceError
 from phaseprof.lean_process import SPLIT_ENV
 from phaseprof.trace import limits
 from phaseprof.trace.read import load_tables
-from phaseprof.trace.readahead import PIECE_BYTES, ReadAhead
+from phaseprof.trace.readahead import ReadAhead
 from phaseprof.trace.tables import EventTables
 
-from ..conftest import REPO
 from .test_bad_input import CASES as BAD_INPUTS
 from .test_split_read import COMMITTED, assert_same_tables
 
@@ -86,17 +85,3 @@ def test_closing_early_stops_the_thread() -> None:
     unread.close()
     assert not unread._thread.is_alive()
     assert not [t for t in threading.enumerate() if t.name == "phaseprof-readahead"]
-
-
-def test_waits_when_its_pieces_are_not_taken() -> None:
-    """A reader that takes no piece leaves the thread waiting for room once the queue is full: ``waits()`` (the
-    parallel scan's signal that the scan, not the inflate, is behind) turns true."""
-    trace = next((REPO / "traces" / "h200" / "eager").glob("*decode-128in*/trace.json.gz"))
-    assert len(gzip.decompress(trace.read_bytes())) > (ReadAhead.DEPTH + 2) * PIECE_BYTES
-    ahead = ReadAhead(trace)
-    try:
-        assert not ahead.waits() or ahead._queue.full()
-        threading.Event().wait(0.5)  # the thread fills its queue in a few ms, then waits
-        assert ahead._queue.full() and ahead.waits()
-    finally:
-        ahead.close()
