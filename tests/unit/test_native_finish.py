@@ -6,7 +6,6 @@ The whole tables stay compared native vs pure-Python in ``test_native_scan.py``.
 from __future__ import annotations
 
 import gc
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +18,7 @@ from phaseprof.trace.limits import MAX_SPAN_US
 from phaseprof.trace.stream import stream_trace
 
 from ..conftest import REPO
+from .test_native_scan import scanner_built  # noqa: F401 - the fixture: builds the scanner or skips
 
 #: Real traces of every kind: CUDA eager and graph, ROCm, tb_plugin era, CPU engine, module scopes, a TP rank.
 TRACES = [REPO / "traces" / p for p in (
@@ -31,18 +31,6 @@ TRACES = [REPO / "traces" / p for p in (
     "h200x2/tp2-eager-prefill4096-decode8/rank0.pt.trace.json.gz",
 )]
 FAMILIES = ("gpu", "runtime", "ops", "gpu_annotations", "modules")
-
-
-@pytest.fixture(scope="module", autouse=True)
-def scanner_built() -> None:
-    if native.available():
-        return
-    if shutil.which("cargo") is None:
-        pytest.skip("cargo not installed: the native scanner cannot be built here (the pure-Python loader runs)")
-    problem = native.build(quiet=True)
-    assert problem is None, problem
-    native._tried = False
-    assert native.available()
 
 
 def scanned(path: Path) -> native.NativeTableBuilder:
