@@ -11,6 +11,9 @@ Only processes phaseprof starts itself do this, and only before pandas is import
 Streamlit dashboard (its own process, started by ``phaseprof dashboard``) and the commands that run vLLM or torch
 in-process (``capture``, ``sweep``, ``ceilings``: ``phaseprof.cli.ENGINE_COMMANDS``) keep pyarrow.
 ``PHASEPROF_PYARROW=1`` keeps it in phaseprof's processes too.
+
+:func:`own_process` tells whether this process is the ``phaseprof`` program itself (``cli.entry`` marks it), whose
+whole-process settings phaseprof may change (the garbage collector around the first read, ``report.analyze_plain_cli``).
 """
 
 from __future__ import annotations
