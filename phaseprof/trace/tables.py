@@ -598,7 +598,10 @@ class TableBuilder:
                              f"{MIN_BYTES_PER_KEPT_EVENT} bytes per event beyond {DENSE_KEPT_EVENTS:,} events)",
                              path=path)
         origin = origin_us if origin_us is not None else float(min(starts) if starts else memory_ts.min())
-        frames = {f: self._family_frame(f, origin, path) for f in FAMILIES}
+        frames = {}
+        for f in FAMILIES:
+            frames[f] = self._family_frame(f, origin, path)
+            self._release(f)
         gpu = frames["gpu"]
         runtime_names = frames["runtime"]["name"].cat.categories  # exactly the names present
         is_rocm = doc.hip_runtime_version is not None or any(str(n).startswith("hip") for n in runtime_names)
@@ -624,9 +627,20 @@ class TableBuilder:
             origin_us=origin, has_memory_events=bool(memory_ts.size), process_names=self._process_names,
             capture=_embedded_capture(doc.phaseprof, path),
         )
+        memory = self._memory_frame(origin, path)
+        self._release("memory")
+        del memory_ts
+        modules = self._family_frame("modules", origin, path, may_precede=True)
+        self._release("modules")
         return EventTables(meta=meta, gpu=gpu, runtime=frames["runtime"], ops=frames["ops"],
-                           gpu_annotations=frames["gpu_annotations"], memory=self._memory_frame(origin, path),
-                           modules=self._family_frame("modules", origin, path, may_precede=True))
+                           gpu_annotations=frames["gpu_annotations"], memory=memory, modules=modules)
+
+    def _release(self, family: str) -> None:
+        """Drop ``family``'s builder columns once its table is made (:meth:`finish` only: the builder takes no
+        more events). The table keeps what it shares; the rest (float µs times, wide codes) is freed now rather
+        than when the read ends, so each family's transient no longer stacks on the ones before it: the read's
+        peak is its largest family's, not the sum (issue 28)."""
+        self._cols[family] = defaultdict(_Growing)
 
 
 def _constant_as_one(column: np.ndarray) -> np.ndarray:

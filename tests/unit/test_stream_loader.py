@@ -244,3 +244,29 @@ def test_long_whitespace_between_events_streams(tmp_path: Path) -> None:
     text = '{"traceEvents": [' + (" " * 50_000 + ",\n" + " " * 30_000).join(evs) + "]}"
     p = write(tmp_path / "blanks.json.gz", text)
     assert_same_tables(streamed(p, piece_bytes=4096), load_tables(p, streaming=False))
+
+
+@pytest.mark.parametrize(("trace", "families"), [
+    ("traces/cpu/tiny-hybrid-prefill128-decode8/trace.json.gz", {"ops", "memory"}),
+    ("traces/h200/hooks/eager-prefill-4096/trace.json.gz", {"gpu", "runtime", "ops", "modules"}),
+])
+def test_finish_frees_each_familys_builder_columns(trace: str, families: set[str]) -> None:
+    """``finish`` drops a family's builder columns once its table is made (the read's peak is then its largest
+    family's transient, not the sum of all: issue 28), and the tables are still those of the whole-document path."""
+    import gc
+    import weakref
+
+    path = REPO / trace
+    builder = TableBuilder()
+    s = stream_trace(path, builder.add)
+    assert s is not None
+    # The float µs times: no table shares them (tables hold ns integers), so nothing may keep them alive.
+    held = {(f, c): weakref.ref(g.data) for f, cols in builder._cols.items() for c, g in cols.items()
+            if c in ("ts", "dur") and g.data is not None}
+    assert {(f, "ts") for f in families} <= held.keys()
+    tables = builder.finish(s.doc, path=str(path), sha256=s.sha256, decompressed_bytes=s.decompressed_bytes)
+    gc.collect()
+    alive = sorted(k for k, ref in held.items() if ref() is not None)
+    assert alive == [], f"builder columns still held after finish: {alive}"
+    assert all(not cols for cols in builder._cols.values())
+    assert_same_tables(tables, load_tables(path, streaming=False))
