@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 from typing import Any
 
@@ -164,12 +165,42 @@ ENGINE_COMMANDS = frozenset({"capture", "sweep", "ceilings"})
 
 def entry() -> int:
     """The ``phaseprof`` program (console script and ``python -m phaseprof.cli``): :func:`main`, in a process that
-    leaves pyarrow out (``phaseprof.lean_process``) unless the command runs an engine. Tests call :func:`main`
-    in their own process instead."""
+    leaves pyarrow out (``phaseprof.lean_process``) unless the command runs an engine, and that ends an analysis
+    without the interpreter's teardown (:func:`exit_without_teardown`). Tests call :func:`main` in their own
+    process instead."""
     mark_own_process()
     if _command(sys.argv[1:]) not in ENGINE_COMMANDS:
         leave_out_pyarrow()
-    return main()
+    code = main()
+    if sys.argv[1:2] == ["analyze"] and _plain_analyze(sys.argv[2:]):
+        exit_without_teardown(code)
+    return code
+
+
+def _plain_analyze(words: list[str]) -> bool:
+    """Whether ``phaseprof analyze words`` ran without typer (``analyze_plain_cli``): an analysis, not its help."""
+    from phaseprof.report import analyze_plain_cli
+
+    return analyze_plain_cli.parse(words) is not None
+
+
+def exit_without_teardown(code: int) -> None:
+    """End the process now, with exit status ``code``, skipping the interpreter's teardown: after an analysis it
+    frees every table, module and object one by one, 0.025-0.045 s of a 1 s ``phaseprof analyze`` of 117 MB
+    (issue 28), for memory the kernel takes back at once. Output is flushed first. Returns (the caller then exits
+    normally) where teardown may still have work: another thread, a child process or Ray is alive, or a flush
+    fails (a closed pipe: the normal exit reports it as Python does)."""
+    import threading
+
+    mp = sys.modules.get("multiprocessing")
+    if threading.active_count() > 1 or "ray" in sys.modules or (mp is not None and mp.active_children()):
+        return
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        return
+    os._exit(code)
 
 
 if __name__ == "__main__":
