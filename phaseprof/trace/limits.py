@@ -142,21 +142,34 @@ def _inflate(blocks: Iterator[bytes], piece_bytes: int, decompressobj: Callable[
 def bounded(pieces: Iterator[bytes], path: str | Path, *, max_bytes: int | None = None) -> Iterator[bytes]:
     """``pieces`` unchanged, stopping with a TraceError past ``max_bytes`` (default :data:`MAX_TRACE_BYTES`) in
     all or a whitespace-only run past :data:`MAX_WHITESPACE_RUN` (counted in whole pieces)."""
-    max_bytes = MAX_TRACE_BYTES if max_bytes is None else max_bytes
-    total = blanks = 0
+    bounds = Bounds(path, max_bytes=max_bytes)
     for piece in pieces:
-        total += len(piece)
-        if total > max_bytes:
-            raise TraceError(f"decompresses to more than {max_bytes >> 20} MB; phaseprof reads at most that "
-                             f"(a gzip bomb, or profile fewer steps)", path=path)
-        if piece[0] not in _WS_BYTES or piece[-1] not in _WS_BYTES or piece.strip(_WS):  # ends first: cheap
-            blanks = 0
-        else:
-            blanks += len(piece)
-            if blanks > MAX_WHITESPACE_RUN:
-                raise TraceError(f"more than {MAX_WHITESPACE_RUN >> 20} MB of nothing but whitespace: not a "
-                                 f"profiler trace (a gzip bomb?)", path=path)
+        bounds.add(piece)
         yield piece
+
+
+class Bounds:
+    """:func:`bounded`'s checks one piece at a time (:meth:`add`), for a reader whose pieces are not an iterator
+    of bytes (``readahead.ReadAhead`` reads into buffers it reuses)."""
+
+    def __init__(self, path: str | Path, *, max_bytes: int | None = None) -> None:
+        self.path = path
+        self.max_bytes = MAX_TRACE_BYTES if max_bytes is None else max_bytes
+        self.total = self.blanks = 0
+
+    def add(self, piece: bytes | bytearray | memoryview) -> None:
+        """Count ``piece`` (not empty); TraceError past a bound."""
+        self.total += len(piece)
+        if self.total > self.max_bytes:
+            raise TraceError(f"decompresses to more than {self.max_bytes >> 20} MB; phaseprof reads at most that "
+                             f"(a gzip bomb, or profile fewer steps)", path=self.path)
+        if piece[0] not in _WS_BYTES or piece[-1] not in _WS_BYTES or bytes(piece).strip(_WS):  # ends first: cheap
+            self.blanks = 0
+        else:
+            self.blanks += len(piece)
+            if self.blanks > MAX_WHITESPACE_RUN:
+                raise TraceError(f"more than {MAX_WHITESPACE_RUN >> 20} MB of nothing but whitespace: not a "
+                                 f"profiler trace (a gzip bomb?)", path=self.path)
 
 
 #: Events phaseprof keeps (kernels, memcpys, runtime calls, CPU ops, allocator events) at most, checked while

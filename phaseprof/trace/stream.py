@@ -36,6 +36,7 @@ PIECE_BYTES = readahead.PIECE_BYTES
 _WS = b" \t\n\r"  # JSON whitespace exactly: \f and \v are not, so no regex \s anywhere here
 _WS_NUL = _WS + b"\0"
 _WS_ENDS = frozenset(bytes([c]) for c in _WS)
+_WS_INTS = frozenset(_WS)
 _SEP = re.compile(rb"\}[ \t\n\r]*,[ \t\n\r]*\{")
 _EVENTS_KEY = re.compile(rb'"traceEvents"[ \t\n\r]*:[ \t\n\r]*\[')
 _SEP_WINDOW = 1 << 12  # look for the cut in the last 4 KB of the buffer first
@@ -240,7 +241,12 @@ def _read_parts(pieces: Iterator[bytes], sink: Chunks, piece_bytes: int, *,
     buf = bytearray()
     for piece in pieces:
         searched = max(0, len(buf) - _KEY_OVERLAP)
-        buf += piece
+        if isinstance(piece, readahead.Slot):
+            with piece.view() as data:
+                buf += data
+            piece.release()
+        else:
+            buf += piece
         if (m := _EVENTS_KEY.search(buf, searched)) is not None:
             break
         if len(buf) > _MAX_HEADER:
@@ -266,6 +272,19 @@ def _read_events(pieces: Iterator[bytes], sink: Chunks, piece_bytes: int, buf: b
     count = 0
     decodable_from = 0  # "[" + bytes known not to end at a real boundary: cut after them
     for piece in pieces:
+        if isinstance(piece, readahead.Slot):  # read ahead into a buffer with room before it: scanned there
+            slot = piece
+            try:
+                done = None if decodable_from else _in_slot(slot, buf, n, sink)
+                if done is None:
+                    with slot.view() as data:
+                        piece = bytes(data)  # rare (see _in_slot): as any piece
+            finally:
+                slot.release()
+            if done is not None:
+                n, decoded = done
+                count += decoded
+                continue
         if n + len(piece) > len(buf):
             buf.extend(bytes(n + len(piece) - len(buf)))  # only when undecodable bytes are carried
         n = _put(buf, n, piece)
@@ -302,6 +321,34 @@ def _read_events(pieces: Iterator[bytes], sink: Chunks, piece_bytes: int, buf: b
         trailer, trailer_keys = TraceDoc(), set()
     count += decoded
     return header, header_keys, trailer, trailer_keys, count
+
+
+def _in_slot(slot: readahead.Slot, buf: bytearray, n: int, sink: Chunks) -> tuple[int, int] | None:
+    """Decode the events of ``slot`` in its own buffer, with the carried ``buf[:n]`` ("[" + the bytes after the
+    last cut) copied into the room before it instead of the piece copied after them (0.4 CPU-s of 2.1 GB on the
+    scanning thread; issue 28): the new carry length in ``buf`` and the events decoded. None where the piece is
+    to be handled as bytes are: the carry does not fit the room, the piece is blank, it holds no separator, or
+    the cut is a false separator."""
+    a, start, end = slot.buf, slot.start, slot.end
+    if n > start or (a[start] in _WS_INTS and a[end - 1] in _WS_INTS and not bytes(a[start:end]).strip(_WS)):
+        return None
+    base = start - n
+    a[base:start] = buf[:n]
+    cut = _cut(a, base, end)
+    if cut is None:
+        return None
+    stop, rest = cut
+    separator = a[stop]
+    a[stop] = 0x5D  # "]"
+    try:
+        with memoryview(a) as view:
+            decoded = sink(view[base:stop + 1])
+    except msgspec.ValidationError:
+        raise
+    except msgspec.DecodeError:  # a false separator: the bytes path merges the next piece in
+        a[stop] = separator
+        return None
+    return _put(buf, 1, a[rest:end]), decoded
 
 
 def _blank(piece: bytes) -> bool:

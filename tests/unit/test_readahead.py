@@ -85,3 +85,91 @@ def test_closing_early_stops_the_thread() -> None:
     unread.close()
     assert not unread._thread.is_alive()
     assert not [t for t in threading.enumerate() if t.name == "phaseprof-readahead"]
+
+
+# --- the read into reused buffers (``Slot`` pieces, ISA-L's reader inflating into them) ---------------------------
+
+def _counting_in_slot(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
+    from phaseprof.trace import stream
+
+    seen = {"in place": 0, "as bytes": 0}
+    real = stream._in_slot
+
+    def counted(*a: object) -> object:
+        got = real(*a)
+        seen["in place" if got is not None else "as bytes"] += 1
+        return got
+
+    monkeypatch.setattr(stream, "_in_slot", counted)
+    return seen
+
+
+@pytest.mark.parametrize("plain", [False, True], ids=["gzip", "plain JSON"])
+def test_pieces_are_read_into_reused_buffers_and_scanned_there(plain: bool, tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("isal")
+    path = COMMITTED[0]
+    if plain:
+        path = tmp_path / "trace.json"
+        path.write_bytes(gzip.decompress(COMMITTED[0].read_bytes()))
+    seen = _counting_in_slot(monkeypatch)
+    ahead = ReadAhead(path, piece_bytes=16384)
+    got = load_tables(path, ahead=ahead)
+    assert seen["in place"] > 0.8 * (seen["in place"] + seen["as bytes"]), seen
+    assert 0 < ahead._made <= ReadAhead.DEPTH + 2  # buffers reused, not one per piece
+    _same(got, _load(path, ahead=False))
+
+
+def test_carried_bytes_too_long_for_the_room_go_the_bytes_way(monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("isal")
+    from phaseprof.trace import readahead
+
+    # The carry is what follows the first separator in the last 4 KB (stream._cut): 3.8-4.1 KB here, so some fit
+    monkeypatch.setattr(readahead, "SLOT_ROOM", 4000)
+    seen = _counting_in_slot(monkeypatch)
+    path = COMMITTED[0]
+    ahead = ReadAhead(path, piece_bytes=8192)
+    _same(load_tables(path, ahead=ahead), _load(path, ahead=False))
+    assert seen["as bytes"] > 0 and seen["in place"] > 0, seen
+    assert ahead._made <= ReadAhead.DEPTH + 2  # the bytes way gives its buffer back too
+
+
+class _FailingReader:
+    """ISA-L's reader that raises after ``after`` pieces: the reference read must resume at the same byte."""
+
+    def __init__(self, after: int, error: Exception) -> None:
+        self.after, self.error = after, error
+
+    def __call__(self, fp: object, size: int) -> object:
+        from isal import isal_zlib
+
+        inner, outer = isal_zlib._GzipReader(fp, size), self
+
+        class Reader:
+            def readinto(self, b: object) -> int:
+                if outer.after == 0:
+                    raise outer.error
+                outer.after -= 1
+                return inner.readinto(b)
+
+        return Reader()
+
+
+@pytest.mark.parametrize("after", [0, 1, 5])
+def test_a_failing_fast_read_is_resumed_by_the_reference_read(after: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("isal")
+    from phaseprof.trace import readahead
+
+    monkeypatch.setattr(readahead, "_gzip_reader", lambda: _FailingReader(after, OSError("injected")))
+    path = COMMITTED[0]
+    _same(_load(path, ahead=True, piece_bytes=16384), _load(path, ahead=False))
+
+
+def test_a_limit_hit_in_the_fast_read_is_its_own_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("isal")
+    monkeypatch.setattr(limits, "MAX_WHITESPACE_RUN", 1 << 21)
+    path = tmp_path / "blank.json.gz"
+    path.write_bytes(gzip.compress(b'{"traceEvents": [' + b" " * (5 << 20) + b"]}"))
+    got = _load(path, ahead=True)
+    assert isinstance(got, str) and "nothing but whitespace" in got and str(path) in got
+    assert got == _load(path, ahead=False)
