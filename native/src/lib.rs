@@ -660,40 +660,49 @@ impl<'a> P<'a> {
 
     /// An event or args object: calls `field(parser, key)` with the parser at the value (it must consume it), the
     /// key as an index into `keys` (None: a key not read), after checking it is not one seen before in this object
-    /// (which of two duplicates msgspec keeps is not modelled). `pred`: the keys expected at each position.
+    /// (which of two duplicates msgspec keeps is not modelled). `pred`: the gaps expected at each position.
     #[inline(always)]
     fn keyed_object<K: Copy, const N: usize, F: FnMut(&mut Self, Option<K>) -> R<()>>(
         &mut self, keys: &[(&[u8], K); N], table: &KeyTable, pred: &mut Predicted, mut field: F) -> R<()> {
         self.expect(b'{')?;
-        self.ws();
-        if self.c() == b'}' {
-            self.i += 1;
-            return Ok(());
-        }
         let mut mask = 0u32;
         let mut pos = 0;
         loop {
-            self.ws();
             let start = self.i;
-            // SAFETY: start <= n: 16 bytes inside the padded chunk
-            let here = unsafe { std::ptr::read_unaligned(self.b.as_ptr().add(start) as *const u128) };
-            let (w, len_mask, len, bit) = pred[pos & 15];
-            let bit = if pos < 16 && len_mask != 0 && here & len_mask == w {
-                // the same bytes as a key read and checked before: the same key
-                self.i = start + len as usize;
-                bit
+            let g = &pred[pos % PREDICTED];
+            let bit = if pos < PREDICTED && g.matches(self.b, start) {
+                // the same bytes as a gap read and checked before: the same separator and key
+                self.i = start + g.len as usize;
+                self.ws();
+                g.bit
             } else {
+                self.ws();
+                if pos == 0 {
+                    if self.c() == b'}' {
+                        self.i += 1;
+                        return Ok(());
+                    }
+                } else {
+                    match self.c() {
+                        b',' => self.i += 1,
+                        b'}' => {
+                            self.i += 1;
+                            return Ok(());
+                        }
+                        _ => return Err(Fail::Syntax),
+                    }
+                    self.ws();
+                }
                 let (k, esc) = self.string()?;
                 let bit = key_index(table, k, esc)?.unwrap_or(u8::MAX);
-                if self.c() == b':' && self.i - start < 16 && pos < 16 {
-                    let len = self.i + 1 - start;
-                    pred[pos] = (here & low_bytes(len), low_bytes(len), len as u8, bit);
-                }
                 self.ws();
                 self.expect(b':')?;
+                self.ws();
+                if pos < PREDICTED {
+                    pred[pos].learn(&self.b[start..self.i], bit);
+                }
                 bit
             };
-            self.ws();
             let key = if bit != u8::MAX {
                 if mask & (1 << bit) != 0 {
                     return Err(Fail::Unsupported);
@@ -704,15 +713,6 @@ impl<'a> P<'a> {
                 None
             };
             field(self, key)?;
-            self.ws();
-            match self.c() {
-                b',' => self.i += 1,
-                b'}' => {
-                    self.i += 1;
-                    return Ok(());
-                }
-                _ => return Err(Fail::Syntax),
-            }
             pos += 1;
         }
     }
@@ -940,11 +940,64 @@ fn low_bytes(n: usize) -> u128 {
     u128::MAX.checked_shr(128 - 8 * n as u32).unwrap_or(0)
 }
 
-/// The keys seen at each position of the last objects of one kind, as their bytes `"key":` (when 16 or fewer,
-/// without whitespace): Kineto writes the keys of its events and args in a fixed order, so the key at a position
-/// is most often the one seen there before, and one 16-byte compare replaces reading and looking it up.
-/// (bytes, a mask of their count (0: none), their count, key index or u8::MAX for a key not read)
-type Predicted = [(u128, u128, u8, u8); 16];
+/// The gap before each key of the last objects of one kind, as its bytes: from the end of the value before (or the
+/// object's `{`) through the key, its colon and the whitespace after it (`, "name": `), when 32 bytes or fewer.
+/// Kineto writes the keys of its events and args in a fixed order with the same separators, so the gap at a
+/// position is most often the one seen there before, and one 32-byte compare replaces the whitespace, the comma,
+/// reading the key and looking it up. A gap is learnt only from bytes the general path read and checked (it holds
+/// no zero byte, so a match never runs past the chunk's end, where the padding's zeros start).
+#[derive(Clone, Copy)]
+#[repr(C, align(16))]
+struct Gap {
+    bytes: [u8; 32],
+    mask: u32, // the low `len` bits set (0: no gap learnt)
+    len: u8,
+    bit: u8, // key index, or u8::MAX for a key not read
+}
+impl Gap {
+    const NONE: Gap = Gap { bytes: [0; 32], mask: 0, len: 0, bit: u8::MAX };
+
+    fn learn(&mut self, gap: &[u8], bit: u8) {
+        if gap.len() > 32 {
+            *self = Gap::NONE;
+            return;
+        }
+        self.bytes = [0; 32];
+        self.bytes[..gap.len()].copy_from_slice(gap);
+        self.len = gap.len() as u8;
+        self.mask = if gap.len() == 32 { u32::MAX } else { (1u32 << gap.len()) - 1 };
+        self.bit = bit;
+    }
+
+    /// Whether the bytes at `i` start with this gap (false when none is learnt). Reads 32 bytes at `i <= n`,
+    /// inside the padded chunk.
+    #[inline(always)]
+    fn matches(&self, b: &[u8], i: usize) -> bool {
+        #[cfg(target_arch = "x86_64")]
+        {
+            use std::arch::x86_64::*;
+            debug_assert!(i + 32 <= b.len());
+            // SAFETY: SSE2 is part of x86-64; i <= n and PAD >= 32, so the 32 bytes are inside `b`; `bytes` is
+            // 16-byte aligned (repr align(16), first field)
+            unsafe {
+                let p = b.as_ptr().add(i);
+                let g = self.bytes.as_ptr() as *const __m128i;
+                let e0 = _mm_cmpeq_epi8(_mm_loadu_si128(p as *const __m128i), _mm_load_si128(g));
+                let e1 = _mm_cmpeq_epi8(_mm_loadu_si128(p.add(16) as *const __m128i), _mm_load_si128(g.add(1)));
+                let eq = _mm_movemask_epi8(e0) as u32 | (_mm_movemask_epi8(e1) as u32) << 16;
+                self.mask != 0 && eq & self.mask == self.mask
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            self.mask != 0 && b[i..i + self.len as usize] == self.bytes[..self.len as usize]
+        }
+    }
+}
+
+/// Positions predicted per object (a kernel's args hold 16 keys); a power of two, so `pos % PREDICTED` is a mask.
+const PREDICTED: usize = 32;
+type Predicted = [Gap; PREDICTED];
 
 fn int_only(v: Val) -> R<Option<i64>> {
     match v {
@@ -1011,19 +1064,19 @@ fn parse_args<'a>(p: &mut P<'a>, a: &mut Args<'a>, pred: &mut Predicted) -> R<()
 
 /// One event into `e` (reset first).
 #[inline(always)]
-fn parse_event<'a>(p: &mut P<'a>, e: &mut Event<'a>, pred: &mut [Predicted; 2]) -> R<()> {
+fn parse_event<'a>(p: &mut P<'a>, e: &mut Event<'a>, pred: &mut Predictions) -> R<()> {
     if p.peek()? != b'{' {
         p.skip(1)?;
         return Err(Fail::Unsupported); // not an object: msgspec's ValidationError
     }
     *e = Event::default();
-    let [event_pred, args_pred] = pred;
+    let (event_pred, args_preds) = (&mut pred.event, &mut pred.args);
     p.keyed_object(&EVENT_KEYS, &EVENT_TABLE, event_pred, |p, key| {
         let Some(key) = key else {
             return p.skip_value(1);
         };
         if let EventKey::Args = key {
-            return parse_args(p, &mut e.args, args_pred);
+            return parse_args(p, &mut e.args, &mut args_preds[args_kind(e.cat)]);
         }
         let v = p.scalar(1)?;
         match key {
@@ -1042,6 +1095,25 @@ fn parse_event<'a>(p: &mut P<'a>, e: &mut Event<'a>, pred: &mut [Predicted; 2]) 
         }
         Ok(())
     })
+}
+
+/// The gaps expected in events and in their args, the latter by category (`args_kind`).
+struct Predictions {
+    event: Predicted,
+    args: [Predicted; ARGS_KINDS],
+}
+const ARGS_KINDS: usize = 4;
+
+/// Which of the args predictions an event's category uses: its length and second byte, mixed and cut to
+/// `ARGS_KINDS` values. Why: each category's args have keys of their own (a CPU op's 3, a kernel's 16, a runtime
+/// call's 3), and Kineto interleaves them, so one prediction for all missed at every change of category. It only
+/// picks a prediction: categories alike here just share one (cpu_op 2, kernel 3, cuda_runtime 1, cuda_driver 0).
+#[inline(always)]
+fn args_kind(cat: Val) -> usize {
+    match cat {
+        Val::Str(raw, _) if raw.len() >= 2 => (raw.len() + raw[1] as usize) % ARGS_KINDS,
+        _ => 0,
+    }
 }
 
 /// A string value's decoded UTF-8 bytes (escapes resolved).
@@ -1252,7 +1324,7 @@ impl Scanner {
         let mut key = Vec::new();
         let mut nbuf = Vec::new();
         let mut e = Event::default();
-        let mut pred = [[(0u128, 0u128, 0u8, 0u8); 16]; 2];
+        let mut pred = Predictions { event: [Gap::NONE; PREDICTED], args: [[Gap::NONE; PREDICTED]; ARGS_KINDS] };
         p.ws();
         p.expect(b'[')?;
         p.ws();
