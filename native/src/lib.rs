@@ -59,6 +59,17 @@ type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<Fnv>>;
 const NAME_CACHE_BITS: u32 = 10;
 const NAME_CACHE: usize = 1 << NAME_CACHE_BITS;
 
+/// An entry of the name cache (`Codes::code_cached`): a name's first and last 16 bytes (the first n, zero-padded,
+/// when shorter), its length and its code (-1: none).
+#[derive(Clone, Copy)]
+struct CachedName {
+    head: u128,
+    tail: u128,
+    len: u32,
+    code: i32,
+}
+const NO_NAME: CachedName = CachedName { head: 0, tail: 0, len: 0, code: -1 };
+
 /// Strings in order of first appearance -> code (TableBuilder's `_Codes`).
 #[derive(Default)]
 struct Codes {
@@ -68,12 +79,17 @@ struct Codes {
 impl Codes {
     /// `code` through a small cache in front of the map, indexed by a hash of the key's length and its first and
     /// last 16 bytes (a kernel name runs to 1 KB: hashing it all, as the map does, costs more than comparing it
-    /// with the one name the cache offers). A hit is checked against the whole key, so a collision only misses.
+    /// with the one name the cache offers). An entry keeps those bytes: a key of at most 32 bytes is matched by
+    /// them alone, a longer one is then compared whole; so a collision only misses. `padded`: 16 bytes from the
+    /// key's start can be read (it lies in the padded chunk), so a short key is loaded without a copy.
     #[inline(always)]
-    fn code_cached(&mut self, key: &[u8], cache: &mut [i32; NAME_CACHE]) -> i32 {
+    fn code_cached(&mut self, key: &[u8], padded: bool, cache: &mut [CachedName; NAME_CACHE]) -> i32 {
         let n = key.len();
         let (head, tail) = if n >= 16 {
             (u128::from_le_bytes(key[..16].try_into().unwrap()), u128::from_le_bytes(key[n - 16..].try_into().unwrap()))
+        } else if padded {
+            // SAFETY: the caller says 16 bytes from the key's start are inside the padded chunk
+            (unsafe { std::ptr::read_unaligned(key.as_ptr() as *const u128) } & low_bytes(n), 0)
         } else {
             let mut b = [0u8; 16];
             b[..n].copy_from_slice(key);
@@ -82,12 +98,13 @@ impl Codes {
         let h = ((head as u64) ^ ((head >> 64) as u64).rotate_left(17) ^ (tail as u64).rotate_left(31)
                  ^ ((tail >> 64) as u64).rotate_left(47) ^ n as u64).wrapping_mul(0x9E3779B97F4A7C15);
         let slot = (h >> (64 - NAME_CACHE_BITS)) as usize;
-        let c = cache[slot];
-        if c >= 0 && self.order.get(c as usize).is_some_and(|k| k.as_slice() == key) {
-            return c;
+        let e = cache[slot];
+        if e.code >= 0 && e.len as usize == n && e.head == head && e.tail == tail
+            && (n <= 32 || self.order.get(e.code as usize).is_some_and(|k| k.as_slice() == key)) {
+            return e.code;
         }
         let c = self.code(key);
-        cache[slot] = c;
+        cache[slot] = CachedName { head, tail, len: n as u32, code: c };
         c
     }
 
@@ -223,10 +240,13 @@ pub struct Scanner {
     pad: Vec<u8>,
     /// caches over `ids` and `names` (cleared when a chunk fails): the last integer pid and tid with their codes
     /// (code -1: none), and the code of "" (-1: not given yet)
-    last_ids: [(i64, i32); 2],
+    last_ids: [[(i64, i32); 2]; 2],
     empty_name: i32,
-    /// codes of recent names (-1: none), see `Codes::code_cached`
-    name_cache: Box<[i32; NAME_CACHE]>,
+    /// the last category string routed (its bytes as a u128 and its length; length u8::MAX: none) and what
+    /// `category` gave for it
+    last_cat: (u128, u8, Option<(i32, i8, bool)>),
+    /// recent names and their codes, see `Codes::code_cached`
+    name_cache: Box<[CachedName; NAME_CACHE]>,
 }
 
 #[derive(Clone, Copy, PartialEq)]
@@ -663,18 +683,18 @@ impl<'a> P<'a> {
     /// (which of two duplicates msgspec keeps is not modelled). `pred`: the gaps expected at each position.
     #[inline(always)]
     fn keyed_object<K: Copy, const N: usize, F: FnMut(&mut Self, Option<K>) -> R<()>>(
-        &mut self, keys: &[(&[u8], K); N], table: &KeyTable, pred: &mut Predicted, mut field: F) -> R<()> {
+        &mut self, keys: &[(&[u8], K); N], table: &KeyTable, pred: &mut Predicted<K>, mut field: F) -> R<()> {
         self.expect(b'{')?;
-        let mut mask = 0u32;
+        let mut seen = 0u32;
         let mut pos = 0;
         loop {
             let start = self.i;
             let g = &pred[pos % PREDICTED];
-            let bit = if pos < PREDICTED && g.matches(self.b, start) {
+            let (bit, key) = if pos < PREDICTED && g.matches(self.b, start) {
                 // the same bytes as a gap read and checked before: the same separator and key
                 self.i = start + g.len as usize;
                 self.ws();
-                g.bit
+                (g.bit, g.key)
             } else {
                 self.ws();
                 if pos == 0 {
@@ -694,24 +714,24 @@ impl<'a> P<'a> {
                     self.ws();
                 }
                 let (k, esc) = self.string()?;
-                let bit = key_index(table, k, esc)?.unwrap_or(u8::MAX);
+                let index = key_index(table, k, esc)?;
+                let (bit, key) = match index {
+                    Some(x) => (1u32 << x, Some(keys[x as usize].1)),
+                    None => (0, None),
+                };
                 self.ws();
                 self.expect(b':')?;
                 self.ws();
                 if pos < PREDICTED {
-                    pred[pos].learn(&self.b[start..self.i], bit);
+                    pred[pos].learn(self.b, start, self.i - start, bit, key);
                 }
-                bit
+                (bit, key)
             };
-            let key = if bit != u8::MAX {
-                if mask & (1 << bit) != 0 {
-                    return Err(Fail::Unsupported);
-                }
-                mask |= 1 << bit;
-                Some(keys[bit as usize].1)
-            } else {
-                None
-            };
+            // a key read (bit != 0) seen before in this object
+            if seen & bit != 0 {
+                return Err(Fail::Unsupported);
+            }
+            seen |= bit;
             field(self, key)?;
             pos += 1;
         }
@@ -948,25 +968,30 @@ fn low_bytes(n: usize) -> u128 {
 /// no zero byte, so a match never runs past the chunk's end, where the padding's zeros start).
 #[derive(Clone, Copy)]
 #[repr(C, align(16))]
-struct Gap {
-    bytes: [u8; 32],
-    mask: u32, // the low `len` bits set (0: no gap learnt)
+struct Gap<K> {
+    bytes: [u8; 32], // the gap's bytes, then whatever followed it (not compared)
+    mask: u32,       // the low `len` bits set (0: no gap learnt)
+    bit: u32,        // 1 << the key's index in its table, or 0 for a key not read
     len: u8,
-    bit: u8, // key index, or u8::MAX for a key not read
+    key: Option<K>,
 }
-impl Gap {
-    const NONE: Gap = Gap { bytes: [0; 32], mask: 0, len: 0, bit: u8::MAX };
+impl<K: Copy> Gap<K> {
+    const NONE: Gap<K> = Gap { bytes: [0; 32], mask: 0, bit: 0, len: 0, key: None };
 
-    fn learn(&mut self, gap: &[u8], bit: u8) {
-        if gap.len() > 32 {
-            *self = Gap::NONE;
+    /// The gap of `len` bytes at `start` (<= n: the 32 bytes there are inside the padded chunk).
+    #[inline(always)]
+    fn learn(&mut self, b: &[u8], start: usize, len: usize, bit: u32, key: Option<K>) {
+        if len > 32 {
+            self.mask = 0;
             return;
         }
-        self.bytes = [0; 32];
-        self.bytes[..gap.len()].copy_from_slice(gap);
-        self.len = gap.len() as u8;
-        self.mask = if gap.len() == 32 { u32::MAX } else { (1u32 << gap.len()) - 1 };
+        debug_assert!(start + 32 <= b.len());
+        // SAFETY: start <= n and PAD >= 32, so the 32 bytes are inside `b`
+        self.bytes = unsafe { std::ptr::read_unaligned(b.as_ptr().add(start) as *const [u8; 32]) };
+        self.mask = ((1u64 << len) - 1) as u32;
+        self.len = len as u8;
         self.bit = bit;
+        self.key = key;
     }
 
     /// Whether the bytes at `i` start with this gap (false when none is learnt). Reads 32 bytes at `i <= n`,
@@ -997,7 +1022,7 @@ impl Gap {
 
 /// Positions predicted per object (a kernel's args hold 16 keys); a power of two, so `pos % PREDICTED` is a mask.
 const PREDICTED: usize = 32;
-type Predicted = [Gap; PREDICTED];
+type Predicted<K> = [Gap<K>; PREDICTED];
 
 fn int_only(v: Val) -> R<Option<i64>> {
     match v {
@@ -1029,7 +1054,7 @@ fn str_only(v: Val) -> R<Option<Val>> {
 
 /// `args` into `a` (left as it is for `null`).
 #[inline(always)]
-fn parse_args<'a>(p: &mut P<'a>, a: &mut Args<'a>, pred: &mut Predicted) -> R<()> {
+fn parse_args<'a>(p: &mut P<'a>, a: &mut Args<'a>, pred: &mut Predicted<ArgKey>) -> R<()> {
     if p.peek()? == b'n' {
         return p.literal(b"null");
     }
@@ -1099,8 +1124,8 @@ fn parse_event<'a>(p: &mut P<'a>, e: &mut Event<'a>, pred: &mut Predictions) -> 
 
 /// The gaps expected in events and in their args, the latter by category (`args_kind`).
 struct Predictions {
-    event: Predicted,
-    args: [Predicted; ARGS_KINDS],
+    event: Predicted<EventKey>,
+    args: [Predicted<ArgKey>; ARGS_KINDS],
 }
 const ARGS_KINDS: usize = 4;
 
@@ -1230,22 +1255,27 @@ impl Scanner {
             blob: Vec::new(),
             offsets: Vec::new(),
             pad: Vec::new(),
-            last_ids: [(0, -1); 2],
+            last_ids: [[(0, -1); 2]; 2],
             empty_name: -1,
-            name_cache: Box::new([-1; NAME_CACHE]),
+            last_cat: (0, u8::MAX, None),
+            name_cache: Box::new([NO_NAME; NAME_CACHE]),
         }
     }
 
     #[inline(always)]
     fn id_code(&mut self, v: Val, key: &mut Vec<u8>, slot: usize) -> i32 {
-        // Events of one thread come in runs: the last integer pid and tid and their codes, checked first.
+        // Events of one thread come in runs, and a trace's CPU and GPU events interleave: the last two integer
+        // pids and tids and their codes, checked first.
         if let Val::Num(Num::Int(i)) = v {
-            let (last, code) = self.last_ids[slot];
-            if last == i && code >= 0 {
-                return code;
+            let [(a, ca), (b, cb)] = self.last_ids[slot];
+            if a == i && ca >= 0 {
+                return ca;
+            }
+            if b == i && cb >= 0 {
+                return cb;
             }
             let c = self.id_code_slow(v, key);
-            self.last_ids[slot] = (i, c);
+            self.last_ids[slot] = [(i, c), (a, ca)];
             return c;
         }
         self.id_code_slow(v, key)
@@ -1293,9 +1323,9 @@ impl Scanner {
                 self.names.truncate(names_len);
                 self.ids.truncate(ids_len);
                 self.int_ids.clear();
-                self.last_ids = [(0, -1); 2];
+                self.last_ids = [[(0, -1); 2]; 2];
                 self.empty_name = -1;
-                self.name_cache.fill(-1);
+                self.name_cache.fill(NO_NAME);
                 self.process_names.truncate(pn_len);
                 match f {
                     Fail::Syntax => SYNTAX,
@@ -1356,6 +1386,25 @@ impl Scanner {
         Ok(())
     }
 
+    /// `category(cat)` through the last category routed: categories come in runs, and one 16-byte compare costs
+    /// less than matching the string against every category. `cat` must come from `P::string` (16 bytes at its
+    /// start are inside the padded chunk).
+    #[inline(always)]
+    fn category_cached(&mut self, cat: &[u8]) -> Option<(i32, i8, bool)> {
+        if cat.len() > 16 {
+            return category(cat);
+        }
+        // SAFETY: cat starts at an index <= n of the padded chunk, which has PAD >= 16 bytes after n
+        let w = unsafe { std::ptr::read_unaligned(cat.as_ptr() as *const u128) } & low_bytes(cat.len());
+        let (lw, len, r) = self.last_cat;
+        if lw == w && len as usize == cat.len() {
+            return r;
+        }
+        let r = category(cat);
+        self.last_cat = (w, cat.len() as u8, r);
+        r
+    }
+
     /// TableBuilder.add for one event: whether it was kept.
     fn route(&mut self, e: &Event, key: &mut Vec<u8>, nbuf: &mut Vec<u8>) -> R<bool> {
         let ph: &[u8] = match e.ph {
@@ -1372,7 +1421,7 @@ impl Scanner {
                 if esc {
                     return Err(Fail::Unsupported);
                 }
-                category(raw)
+                self.category_cached(raw)
             }
             _ => None,
         };
@@ -1408,13 +1457,13 @@ impl Scanner {
                 } else {
                     return Ok(false);
                 };
-                let name_code = self.names.code_cached(name, &mut self.name_cache);
+                let name_code = self.names.code_cached(name, !name_esc, &mut self.name_cache);
                 let pid = self.id_code(e.pid, key, 0);
                 let tid = self.id_code(e.tid, key, 1);
                 let launched = match args.kernel {
                     Some(Val::Str(raw, esc)) => {
                         let k = unescape(raw, esc, nbuf);
-                        self.names.code_cached(k, &mut self.name_cache)
+                        self.names.code_cached(k, !esc, &mut self.name_cache)
                     }
                     _ => {
                         if self.empty_name < 0 {
