@@ -597,6 +597,16 @@ impl<'a> P<'a> {
         }
     }
 
+    /// A member or element of an object or array being skipped, at `depth`: numbers and strings without a call
+    /// (a kernel's grid and block, a CPU op's input shapes), the depth limit checked first as `skip` does.
+    #[inline(always)]
+    fn skip_element(&mut self, depth: usize) -> R<()> {
+        if depth > MAX_DEPTH {
+            return Err(Fail::Unsupported);
+        }
+        self.skip_value(depth)
+    }
+
     /// Any JSON value, validated and dropped.
     fn skip(&mut self, depth: usize) -> R<()> {
         if depth > MAX_DEPTH {
@@ -617,7 +627,7 @@ impl<'a> P<'a> {
                     self.ws();
                     self.expect(b':')?;
                     self.ws();
-                    self.skip(depth + 1)?;
+                    self.skip_element(depth + 1)?;
                     self.ws();
                     match self.c() {
                         b',' => self.i += 1,
@@ -638,7 +648,7 @@ impl<'a> P<'a> {
                 }
                 loop {
                     self.ws();
-                    self.skip(depth + 1)?;
+                    self.skip_element(depth + 1)?;
                     self.ws();
                     match self.c() {
                         b',' => self.i += 1,
@@ -1141,11 +1151,18 @@ fn args_kind(cat: Val) -> usize {
     }
 }
 
-/// A string value's decoded UTF-8 bytes (escapes resolved).
+/// A string value's decoded UTF-8 bytes (escapes resolved): the raw bytes themselves when there are none (almost
+/// always), without a call.
+#[inline(always)]
 fn unescape<'a>(raw: &'a [u8], esc: bool, buf: &'a mut Vec<u8>) -> &'a [u8] {
     if !esc {
         return raw;
     }
+    unescape_into(raw, buf)
+}
+
+#[inline(never)]
+fn unescape_into<'a>(raw: &[u8], buf: &'a mut Vec<u8>) -> &'a [u8] {
     buf.clear();
     let mut i = 0;
     while i < raw.len() {
