@@ -172,3 +172,24 @@ def test_names_alike_in_their_first_and_last_bytes(tmp_path: Path, length: int) 
     a, b = load_tables(trace, native=True), load_tables(trace, native=False)
     assert_same_tables(a, b)
     assert set(a.gpu["name"].astype(str)) == set(names)
+
+
+@pytest.mark.parametrize(("where", "inner", "deepest"), [
+    ("event", "1", 255), ("event", '"s"', 255), ("event", "", 256), ("event", "{}", 255), ("event", '{"a":1}', 254),
+    ("args", "1", 254), ("args", "", 255), ("args", '{"a":1}', 253)])
+def test_depth_limit_in_skipped_values(where: str, inner: str, deepest: int) -> None:
+    """Arrays nested around a number, a string, nothing or an object under a key not read (an event's, an args'):
+    the scanner takes them up to its depth limit and refuses one level deeper (the pure-Python loader then reads
+    the trace), at the same depth as before numbers and strings in a skipped array were read without a call."""
+    for k in (deepest - 1, deepest, deepest + 1):
+        value = "[" * k + inner + "]" * k
+        if where == "event":
+            event = _kernel(0).replace('"ph": "X"', f'"ph": "X", "queued": {value}')
+        else:
+            event = _kernel(0).replace('"device": 0', f'"device": 0, "grid": {value}')
+        builder = native.NativeTableBuilder()
+        if k <= deepest:
+            assert builder.add_json(_array([event])) == 1
+        else:
+            with pytest.raises(native.NativeUnsupported):
+                builder.add_json(_array([event]))
