@@ -238,8 +238,8 @@ pub struct Scanner {
     blob: Vec<u8>,
     offsets: Vec<u64>,
     pad: Vec<u8>,
-    /// caches over `ids` and `names` (cleared when a chunk fails): the last integer pid and tid with their codes
-    /// (code -1: none), and the code of "" (-1: not given yet)
+    /// caches over `ids` and `names` (cleared when a chunk fails): the last two integer pids and tids with their
+    /// codes (code -1: none), and the code of "" (-1: not given yet)
     last_ids: [[(i64, i32); 2]; 2],
     empty_name: i32,
     /// the last category string routed (its bytes as a u128 and its length; length u8::MAX: none) and what
@@ -323,13 +323,13 @@ impl<'a> Default for Event<'a> {
 /// The parser over one chunk. `b` is the chunk followed by `PAD` zero bytes (`Scanner::pad`), so the hot loops
 /// read without bounds checks: a zero byte stops every loop (not whitespace, not a digit, a control byte inside a
 /// string, no structural character), so `i` never passes the chunk's end `n`, where the first zero sits, and a
-/// 16-byte load at any `i <= n` stays inside `b`.
+/// 16- or 32-byte load at any `i <= n` stays inside `b`.
 struct P<'a> {
     b: &'a [u8],
     i: usize,
 }
 
-/// Zero bytes after each chunk: more than one 16-byte load past the chunk's last byte.
+/// Zero bytes after each chunk: more than one 32-byte load (a predicted gap, `Gap`) past the chunk's last byte.
 const PAD: usize = 64;
 
 #[inline]
