@@ -193,3 +193,34 @@ def test_depth_limit_in_skipped_values(where: str, inner: str, deepest: int) -> 
         else:
             with pytest.raises(native.NativeUnsupported):
                 builder.add_json(_array([event]))
+
+
+@pytest.mark.parametrize(("n", "change_at"), [(63, 0), (63, 62), (64, 1), (64, 63), (65, 64), (65, 65), (130, 64),
+                                              (130, 65), (130, 128), (200, 0)])
+def test_rows_staged_in_batches(tmp_path: Path, n: int, change_at: int) -> None:
+    """Kernels in one chunk, more or fewer than a batch of staged rows (64), with their stream constant until
+    event ``change_at`` and another after it (a column held as a constant run written out inside a batch, at its
+    first or last row, or between two): the same tables as the reference."""
+    events = [_kernel(i).replace('"stream": 7', f'"stream": {7 if i < change_at else 9}') for i in range(n)]
+    assert_same(_trace(tmp_path, events))
+
+
+@pytest.mark.parametrize("broken", ["cut", "duplicate"])
+def test_chunk_failing_after_a_batch_leaves_the_columns_as_they_were(broken: str) -> None:
+    """A chunk of 150 kernels (two batches of staged rows already in the columns) that fails at its last event,
+    cut (not JSON) or with a duplicate key (not modelled): the builder holds what it held before the chunk."""
+    import pickle
+
+    good = _array([_kernel(i) for i in range(10)])
+    events = [_kernel(i).replace('"stream": 7', f'"stream": {i}') for i in range(150)]
+    if broken == "cut":
+        bad, error = _array(events)[:-30], native.NativeSyntaxError
+    else:
+        events[-1] = events[-1].replace('"stream": 149', '"device": 1')
+        bad, error = _array(events), native.NativeUnsupported
+    a, b = native.NativeTableBuilder(), native.NativeTableBuilder()
+    assert a.add_json(good) == b.add_json(good) == 10
+    with pytest.raises(error):
+        a.add_json(bad)
+    assert a.add_json(good) == b.add_json(good) == 10
+    assert pickle.dumps(a.exported()) == pickle.dumps(b.exported())
