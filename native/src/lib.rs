@@ -59,6 +59,17 @@ type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<Fnv>>;
 const NAME_CACHE_BITS: u32 = 10;
 const NAME_CACHE: usize = 1 << NAME_CACHE_BITS;
 
+/// An entry of the name cache (`Codes::code_cached`): a name's first and last 16 bytes (the first n, zero-padded,
+/// when shorter), its length and its code (-1: none).
+#[derive(Clone, Copy)]
+struct CachedName {
+    head: u128,
+    tail: u128,
+    len: u32,
+    code: i32,
+}
+const NO_NAME: CachedName = CachedName { head: 0, tail: 0, len: 0, code: -1 };
+
 /// Strings in order of first appearance -> code (TableBuilder's `_Codes`).
 #[derive(Default)]
 struct Codes {
@@ -68,12 +79,17 @@ struct Codes {
 impl Codes {
     /// `code` through a small cache in front of the map, indexed by a hash of the key's length and its first and
     /// last 16 bytes (a kernel name runs to 1 KB: hashing it all, as the map does, costs more than comparing it
-    /// with the one name the cache offers). A hit is checked against the whole key, so a collision only misses.
+    /// with the one name the cache offers). An entry keeps those bytes: a key of at most 32 bytes is matched by
+    /// them alone, a longer one is then compared whole; so a collision only misses. `padded`: 16 bytes from the
+    /// key's start can be read (it lies in the padded chunk), so a short key is loaded without a copy.
     #[inline(always)]
-    fn code_cached(&mut self, key: &[u8], cache: &mut [i32; NAME_CACHE]) -> i32 {
+    fn code_cached(&mut self, key: &[u8], padded: bool, cache: &mut [CachedName; NAME_CACHE]) -> i32 {
         let n = key.len();
         let (head, tail) = if n >= 16 {
             (u128::from_le_bytes(key[..16].try_into().unwrap()), u128::from_le_bytes(key[n - 16..].try_into().unwrap()))
+        } else if padded {
+            // SAFETY: the caller says 16 bytes from the key's start are inside the padded chunk
+            (unsafe { std::ptr::read_unaligned(key.as_ptr() as *const u128) } & low_bytes(n), 0)
         } else {
             let mut b = [0u8; 16];
             b[..n].copy_from_slice(key);
@@ -82,12 +98,13 @@ impl Codes {
         let h = ((head as u64) ^ ((head >> 64) as u64).rotate_left(17) ^ (tail as u64).rotate_left(31)
                  ^ ((tail >> 64) as u64).rotate_left(47) ^ n as u64).wrapping_mul(0x9E3779B97F4A7C15);
         let slot = (h >> (64 - NAME_CACHE_BITS)) as usize;
-        let c = cache[slot];
-        if c >= 0 && self.order.get(c as usize).is_some_and(|k| k.as_slice() == key) {
-            return c;
+        let e = cache[slot];
+        if e.code >= 0 && e.len as usize == n && e.head == head && e.tail == tail
+            && (n <= 32 || self.order.get(e.code as usize).is_some_and(|k| k.as_slice() == key)) {
+            return e.code;
         }
         let c = self.code(key);
-        cache[slot] = c;
+        cache[slot] = CachedName { head, tail, len: n as u32, code: c };
         c
     }
 
@@ -135,6 +152,25 @@ impl<T: Copy + PartialEq + Default> Col<T> {
         }
         self.vec.push(x);
     }
+    /// `push` of each of `n` values, in order (`at(k)` the k-th): the same column, in one pass per column.
+    #[inline(always)]
+    fn extend(&mut self, n: usize, at: impl Fn(usize) -> T) {
+        if n == 0 {
+            return;
+        }
+        if self.vec.is_empty() {
+            let run = if self.run_len == 0 { at(0) } else { self.run };
+            if (0..n).all(|k| at(k) == run) {
+                self.run = run;
+                self.run_len += n;
+                return;
+            }
+            self.vec.reserve(2 * self.run_len + n);
+            self.vec.resize(self.run_len, run); // the run ends: written out, then the values after it
+            self.run_len = 0;
+        }
+        self.vec.extend((0..n).map(at));
+    }
     fn len(&self) -> usize {
         if self.vec.is_empty() { self.run_len } else { self.vec.len() }
     }
@@ -161,12 +197,65 @@ struct Family {
     device: Col<i64>,
     stream: Col<i64>,
     bytes: Col<i64>,
+    /// rows routed but not yet in the columns (at most `STAGED`; none between chunks: `flush`)
+    staged: Vec<Row>,
 }
+
+/// One event's row of a family, staged. Why: a row written to the twelve columns one value at a time costs a
+/// capacity or run check per value (~6 % of a scan); staged rows go to each column in one pass.
+#[derive(Clone, Copy)]
+struct Row {
+    ts: f64,
+    dur: f64,
+    external_id: i64,
+    correlation: i64,
+    device: i64,
+    stream: i64,
+    bytes: i64,
+    name: i32,
+    pid: i32,
+    tid: i32,
+    launched_kernel: i32,
+    kind: i8,
+}
+const STAGED: usize = 64;
+
 impl Family {
+    #[inline(always)]
+    fn push(&mut self, row: Row) {
+        if self.staged.len() == STAGED {
+            self.flush();
+        }
+        self.staged.push(row);
+    }
+
+    /// The staged rows into the columns.
+    #[inline(never)]
+    fn flush(&mut self) {
+        let rows = std::mem::take(&mut self.staged);
+        let n = rows.len();
+        self.kind.extend(n, |k| rows[k].kind);
+        self.name.extend(n, |k| rows[k].name);
+        self.pid.extend(n, |k| rows[k].pid);
+        self.tid.extend(n, |k| rows[k].tid);
+        self.ts.extend(rows.iter().map(|r| r.ts));
+        self.dur.extend(rows.iter().map(|r| r.dur));
+        self.external_id.extend(n, |k| rows[k].external_id);
+        self.launched_kernel.extend(n, |k| rows[k].launched_kernel);
+        self.correlation.extend(n, |k| rows[k].correlation);
+        self.device.extend(n, |k| rows[k].device);
+        self.stream.extend(n, |k| rows[k].stream);
+        self.bytes.extend(n, |k| rows[k].bytes);
+        self.staged = rows;
+        self.staged.clear();
+    }
+
+    /// Rows in the columns (staged rows not counted: none between chunks).
     fn len(&self) -> usize {
         self.kind.len()
     }
     fn truncate(&mut self, n: usize) {
+        self.staged.clear();
         self.kind.truncate(n);
         self.name.truncate(n);
         self.pid.truncate(n);
@@ -221,12 +310,15 @@ pub struct Scanner {
     blob: Vec<u8>,
     offsets: Vec<u64>,
     pad: Vec<u8>,
-    /// caches over `ids` and `names` (cleared when a chunk fails): the last integer pid and tid with their codes
-    /// (code -1: none), and the code of "" (-1: not given yet)
-    last_ids: [(i64, i32); 2],
+    /// caches over `ids` and `names` (cleared when a chunk fails): the last two integer pids and tids with their
+    /// codes (code -1: none), and the code of "" (-1: not given yet)
+    last_ids: [[(i64, i32); 2]; 2],
     empty_name: i32,
-    /// codes of recent names (-1: none), see `Codes::code_cached`
-    name_cache: Box<[i32; NAME_CACHE]>,
+    /// the last category string routed (its bytes as a u128 and its length; length u8::MAX: none) and what
+    /// `category` gave for it
+    last_cat: (u128, u8, Option<(i32, i8, bool)>),
+    /// recent names and their codes, see `Codes::code_cached`
+    name_cache: Box<[CachedName; NAME_CACHE]>,
 }
 
 #[derive(Clone, Copy, PartialEq)]
@@ -303,13 +395,13 @@ impl<'a> Default for Event<'a> {
 /// The parser over one chunk. `b` is the chunk followed by `PAD` zero bytes (`Scanner::pad`), so the hot loops
 /// read without bounds checks: a zero byte stops every loop (not whitespace, not a digit, a control byte inside a
 /// string, no structural character), so `i` never passes the chunk's end `n`, where the first zero sits, and a
-/// 16-byte load at any `i <= n` stays inside `b`.
+/// 16- or 32-byte load at any `i <= n` stays inside `b`.
 struct P<'a> {
     b: &'a [u8],
     i: usize,
 }
 
-/// Zero bytes after each chunk: more than one 16-byte load past the chunk's last byte.
+/// Zero bytes after each chunk: more than one 32-byte load (a predicted gap, `Gap`) past the chunk's last byte.
 const PAD: usize = 64;
 
 #[inline]
@@ -577,6 +669,16 @@ impl<'a> P<'a> {
         }
     }
 
+    /// A member or element of an object or array being skipped, at `depth`: numbers and strings without a call
+    /// (a kernel's grid and block, a CPU op's input shapes), the depth limit checked first as `skip` does.
+    #[inline(always)]
+    fn skip_element(&mut self, depth: usize) -> R<()> {
+        if depth > MAX_DEPTH {
+            return Err(Fail::Unsupported);
+        }
+        self.skip_value(depth)
+    }
+
     /// Any JSON value, validated and dropped.
     fn skip(&mut self, depth: usize) -> R<()> {
         if depth > MAX_DEPTH {
@@ -597,7 +699,7 @@ impl<'a> P<'a> {
                     self.ws();
                     self.expect(b':')?;
                     self.ws();
-                    self.skip(depth + 1)?;
+                    self.skip_element(depth + 1)?;
                     self.ws();
                     match self.c() {
                         b',' => self.i += 1,
@@ -618,7 +720,7 @@ impl<'a> P<'a> {
                 }
                 loop {
                     self.ws();
-                    self.skip(depth + 1)?;
+                    self.skip_element(depth + 1)?;
                     self.ws();
                     match self.c() {
                         b',' => self.i += 1,
@@ -660,59 +762,59 @@ impl<'a> P<'a> {
 
     /// An event or args object: calls `field(parser, key)` with the parser at the value (it must consume it), the
     /// key as an index into `keys` (None: a key not read), after checking it is not one seen before in this object
-    /// (which of two duplicates msgspec keeps is not modelled). `pred`: the keys expected at each position.
+    /// (which of two duplicates msgspec keeps is not modelled). `pred`: the gaps expected at each position.
     #[inline(always)]
     fn keyed_object<K: Copy, const N: usize, F: FnMut(&mut Self, Option<K>) -> R<()>>(
-        &mut self, keys: &[(&[u8], K); N], table: &KeyTable, pred: &mut Predicted, mut field: F) -> R<()> {
+        &mut self, keys: &[(&[u8], K); N], table: &KeyTable, pred: &mut Predicted<K>, mut field: F) -> R<()> {
         self.expect(b'{')?;
-        self.ws();
-        if self.c() == b'}' {
-            self.i += 1;
-            return Ok(());
-        }
-        let mut mask = 0u32;
+        let mut seen = 0u32;
         let mut pos = 0;
         loop {
-            self.ws();
             let start = self.i;
-            // SAFETY: start <= n: 16 bytes inside the padded chunk
-            let here = unsafe { std::ptr::read_unaligned(self.b.as_ptr().add(start) as *const u128) };
-            let (w, len_mask, len, bit) = pred[pos & 15];
-            let bit = if pos < 16 && len_mask != 0 && here & len_mask == w {
-                // the same bytes as a key read and checked before: the same key
-                self.i = start + len as usize;
-                bit
+            let g = &pred[pos % PREDICTED];
+            let (bit, key) = if pos < PREDICTED && g.matches(self.b, start) {
+                // the same bytes as a gap read and checked before: the same separator and key
+                self.i = start + g.len as usize;
+                self.ws();
+                (g.bit, g.key)
             } else {
-                let (k, esc) = self.string()?;
-                let bit = key_index(table, k, esc)?.unwrap_or(u8::MAX);
-                if self.c() == b':' && self.i - start < 16 && pos < 16 {
-                    let len = self.i + 1 - start;
-                    pred[pos] = (here & low_bytes(len), low_bytes(len), len as u8, bit);
+                self.ws();
+                if pos == 0 {
+                    if self.c() == b'}' {
+                        self.i += 1;
+                        return Ok(());
+                    }
+                } else {
+                    match self.c() {
+                        b',' => self.i += 1,
+                        b'}' => {
+                            self.i += 1;
+                            return Ok(());
+                        }
+                        _ => return Err(Fail::Syntax),
+                    }
+                    self.ws();
                 }
+                let (k, esc) = self.string()?;
+                let index = key_index(table, k, esc)?;
+                let (bit, key) = match index {
+                    Some(x) => (1u32 << x, Some(keys[x as usize].1)),
+                    None => (0, None),
+                };
                 self.ws();
                 self.expect(b':')?;
-                bit
-            };
-            self.ws();
-            let key = if bit != u8::MAX {
-                if mask & (1 << bit) != 0 {
-                    return Err(Fail::Unsupported);
+                self.ws();
+                if pos < PREDICTED {
+                    pred[pos].learn(self.b, start, self.i - start, bit, key);
                 }
-                mask |= 1 << bit;
-                Some(keys[bit as usize].1)
-            } else {
-                None
+                (bit, key)
             };
-            field(self, key)?;
-            self.ws();
-            match self.c() {
-                b',' => self.i += 1,
-                b'}' => {
-                    self.i += 1;
-                    return Ok(());
-                }
-                _ => return Err(Fail::Syntax),
+            // a key read (bit != 0) seen before in this object
+            if seen & bit != 0 {
+                return Err(Fail::Unsupported);
             }
+            seen |= bit;
+            field(self, key)?;
             pos += 1;
         }
     }
@@ -940,11 +1042,69 @@ fn low_bytes(n: usize) -> u128 {
     u128::MAX.checked_shr(128 - 8 * n as u32).unwrap_or(0)
 }
 
-/// The keys seen at each position of the last objects of one kind, as their bytes `"key":` (when 16 or fewer,
-/// without whitespace): Kineto writes the keys of its events and args in a fixed order, so the key at a position
-/// is most often the one seen there before, and one 16-byte compare replaces reading and looking it up.
-/// (bytes, a mask of their count (0: none), their count, key index or u8::MAX for a key not read)
-type Predicted = [(u128, u128, u8, u8); 16];
+/// The gap before each key of the last objects of one kind, as its bytes: from the end of the value before (or the
+/// object's `{`) through the key, its colon and the whitespace after it (`, "name": `), when 32 bytes or fewer.
+/// Kineto writes the keys of its events and args in a fixed order with the same separators, so the gap at a
+/// position is most often the one seen there before, and one 32-byte compare replaces the whitespace, the comma,
+/// reading the key and looking it up. A gap is learnt only from bytes the general path read and checked (it holds
+/// no zero byte, so a match never runs past the chunk's end, where the padding's zeros start).
+#[derive(Clone, Copy)]
+#[repr(C, align(16))]
+struct Gap<K> {
+    bytes: [u8; 32], // the gap's bytes, then whatever followed it (not compared)
+    mask: u32,       // the low `len` bits set (0: no gap learnt)
+    bit: u32,        // 1 << the key's index in its table, or 0 for a key not read
+    len: u8,
+    key: Option<K>,
+}
+impl<K: Copy> Gap<K> {
+    const NONE: Gap<K> = Gap { bytes: [0; 32], mask: 0, bit: 0, len: 0, key: None };
+
+    /// The gap of `len` bytes at `start` (<= n: the 32 bytes there are inside the padded chunk).
+    #[inline(always)]
+    fn learn(&mut self, b: &[u8], start: usize, len: usize, bit: u32, key: Option<K>) {
+        if len > 32 {
+            self.mask = 0;
+            return;
+        }
+        debug_assert!(start + 32 <= b.len());
+        // SAFETY: start <= n and PAD >= 32, so the 32 bytes are inside `b`
+        self.bytes = unsafe { std::ptr::read_unaligned(b.as_ptr().add(start) as *const [u8; 32]) };
+        self.mask = ((1u64 << len) - 1) as u32;
+        self.len = len as u8;
+        self.bit = bit;
+        self.key = key;
+    }
+
+    /// Whether the bytes at `i` start with this gap (false when none is learnt). Reads 32 bytes at `i <= n`,
+    /// inside the padded chunk.
+    #[inline(always)]
+    fn matches(&self, b: &[u8], i: usize) -> bool {
+        #[cfg(target_arch = "x86_64")]
+        {
+            use std::arch::x86_64::*;
+            debug_assert!(i + 32 <= b.len());
+            // SAFETY: SSE2 is part of x86-64; i <= n and PAD >= 32, so the 32 bytes are inside `b`; `bytes` is
+            // 16-byte aligned (repr align(16), first field)
+            unsafe {
+                let p = b.as_ptr().add(i);
+                let g = self.bytes.as_ptr() as *const __m128i;
+                let e0 = _mm_cmpeq_epi8(_mm_loadu_si128(p as *const __m128i), _mm_load_si128(g));
+                let e1 = _mm_cmpeq_epi8(_mm_loadu_si128(p.add(16) as *const __m128i), _mm_load_si128(g.add(1)));
+                let eq = _mm_movemask_epi8(e0) as u32 | (_mm_movemask_epi8(e1) as u32) << 16;
+                self.mask != 0 && eq & self.mask == self.mask
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            self.mask != 0 && b[i..i + self.len as usize] == self.bytes[..self.len as usize]
+        }
+    }
+}
+
+/// Positions predicted per object (a kernel's args hold 16 keys); a power of two, so `pos % PREDICTED` is a mask.
+const PREDICTED: usize = 32;
+type Predicted<K> = [Gap<K>; PREDICTED];
 
 fn int_only(v: Val) -> R<Option<i64>> {
     match v {
@@ -976,7 +1136,7 @@ fn str_only(v: Val) -> R<Option<Val>> {
 
 /// `args` into `a` (left as it is for `null`).
 #[inline(always)]
-fn parse_args<'a>(p: &mut P<'a>, a: &mut Args<'a>, pred: &mut Predicted) -> R<()> {
+fn parse_args<'a>(p: &mut P<'a>, a: &mut Args<'a>, pred: &mut Predicted<ArgKey>) -> R<()> {
     if p.peek()? == b'n' {
         return p.literal(b"null");
     }
@@ -1011,19 +1171,19 @@ fn parse_args<'a>(p: &mut P<'a>, a: &mut Args<'a>, pred: &mut Predicted) -> R<()
 
 /// One event into `e` (reset first).
 #[inline(always)]
-fn parse_event<'a>(p: &mut P<'a>, e: &mut Event<'a>, pred: &mut [Predicted; 2]) -> R<()> {
+fn parse_event<'a>(p: &mut P<'a>, e: &mut Event<'a>, pred: &mut Predictions) -> R<()> {
     if p.peek()? != b'{' {
         p.skip(1)?;
         return Err(Fail::Unsupported); // not an object: msgspec's ValidationError
     }
     *e = Event::default();
-    let [event_pred, args_pred] = pred;
+    let (event_pred, args_preds) = (&mut pred.event, &mut pred.args);
     p.keyed_object(&EVENT_KEYS, &EVENT_TABLE, event_pred, |p, key| {
         let Some(key) = key else {
             return p.skip_value(1);
         };
         if let EventKey::Args = key {
-            return parse_args(p, &mut e.args, args_pred);
+            return parse_args(p, &mut e.args, &mut args_preds[args_kind(e.cat)]);
         }
         let v = p.scalar(1)?;
         match key {
@@ -1044,11 +1204,37 @@ fn parse_event<'a>(p: &mut P<'a>, e: &mut Event<'a>, pred: &mut [Predicted; 2]) 
     })
 }
 
-/// A string value's decoded UTF-8 bytes (escapes resolved).
+/// The gaps expected in events and in their args, the latter by category (`args_kind`).
+struct Predictions {
+    event: Predicted<EventKey>,
+    args: [Predicted<ArgKey>; ARGS_KINDS],
+}
+const ARGS_KINDS: usize = 4;
+
+/// Which of the args predictions an event's category uses: its length and second byte, mixed and cut to
+/// `ARGS_KINDS` values. Why: each category's args have keys of their own (a CPU op's 3, a kernel's 16, a runtime
+/// call's 3), and Kineto interleaves them, so one prediction for all missed at every change of category. It only
+/// picks a prediction: categories alike here just share one (cpu_op 2, kernel 3, cuda_runtime 1, cuda_driver 0).
+#[inline(always)]
+fn args_kind(cat: Val) -> usize {
+    match cat {
+        Val::Str(raw, _) if raw.len() >= 2 => (raw.len() + raw[1] as usize) % ARGS_KINDS,
+        _ => 0,
+    }
+}
+
+/// A string value's decoded UTF-8 bytes (escapes resolved): the raw bytes themselves when there are none (almost
+/// always), without a call.
+#[inline(always)]
 fn unescape<'a>(raw: &'a [u8], esc: bool, buf: &'a mut Vec<u8>) -> &'a [u8] {
     if !esc {
         return raw;
     }
+    unescape_into(raw, buf)
+}
+
+#[inline(never)]
+fn unescape_into<'a>(raw: &[u8], buf: &'a mut Vec<u8>) -> &'a [u8] {
     buf.clear();
     let mut i = 0;
     while i < raw.len() {
@@ -1158,22 +1344,27 @@ impl Scanner {
             blob: Vec::new(),
             offsets: Vec::new(),
             pad: Vec::new(),
-            last_ids: [(0, -1); 2],
+            last_ids: [[(0, -1); 2]; 2],
             empty_name: -1,
-            name_cache: Box::new([-1; NAME_CACHE]),
+            last_cat: (0, u8::MAX, None),
+            name_cache: Box::new([NO_NAME; NAME_CACHE]),
         }
     }
 
     #[inline(always)]
     fn id_code(&mut self, v: Val, key: &mut Vec<u8>, slot: usize) -> i32 {
-        // Events of one thread come in runs: the last integer pid and tid and their codes, checked first.
+        // Events of one thread come in runs, and a trace's CPU and GPU events interleave: the last two integer
+        // pids and tids and their codes, checked first.
         if let Val::Num(Num::Int(i)) = v {
-            let (last, code) = self.last_ids[slot];
-            if last == i && code >= 0 {
-                return code;
+            let [(a, ca), (b, cb)] = self.last_ids[slot];
+            if a == i && ca >= 0 {
+                return ca;
+            }
+            if b == i && cb >= 0 {
+                return cb;
             }
             let c = self.id_code_slow(v, key);
-            self.last_ids[slot] = (i, c);
+            self.last_ids[slot] = [(i, c), (a, ca)];
             return c;
         }
         self.id_code_slow(v, key)
@@ -1221,9 +1412,9 @@ impl Scanner {
                 self.names.truncate(names_len);
                 self.ids.truncate(ids_len);
                 self.int_ids.clear();
-                self.last_ids = [(0, -1); 2];
+                self.last_ids = [[(0, -1); 2]; 2];
                 self.empty_name = -1;
-                self.name_cache.fill(-1);
+                self.name_cache.fill(NO_NAME);
                 self.process_names.truncate(pn_len);
                 match f {
                     Fail::Syntax => SYNTAX,
@@ -1252,7 +1443,7 @@ impl Scanner {
         let mut key = Vec::new();
         let mut nbuf = Vec::new();
         let mut e = Event::default();
-        let mut pred = [[(0u128, 0u128, 0u8, 0u8); 16]; 2];
+        let mut pred = Predictions { event: [Gap::NONE; PREDICTED], args: [[Gap::NONE; PREDICTED]; ARGS_KINDS] };
         p.ws();
         p.expect(b'[')?;
         p.ws();
@@ -1279,9 +1470,31 @@ impl Scanner {
         if p.i != data.len() {
             return Err(Fail::Syntax);
         }
+        for f in &mut self.fams {
+            f.flush(); // the chunk scanned: its rows in the columns (a chunk that fails drops them: truncate)
+        }
         counts[0] = events;
         counts[1] = kept;
         Ok(())
+    }
+
+    /// `category(cat)` through the last category routed: categories come in runs, and one 16-byte compare costs
+    /// less than matching the string against every category. `cat` must come from `P::string` (16 bytes at its
+    /// start are inside the padded chunk).
+    #[inline(always)]
+    fn category_cached(&mut self, cat: &[u8]) -> Option<(i32, i8, bool)> {
+        if cat.len() > 16 {
+            return category(cat);
+        }
+        // SAFETY: cat starts at an index <= n of the padded chunk, which has PAD >= 16 bytes after n
+        let w = unsafe { std::ptr::read_unaligned(cat.as_ptr() as *const u128) } & low_bytes(cat.len());
+        let (lw, len, r) = self.last_cat;
+        if lw == w && len as usize == cat.len() {
+            return r;
+        }
+        let r = category(cat);
+        self.last_cat = (w, cat.len() as u8, r);
+        r
     }
 
     /// TableBuilder.add for one event: whether it was kept.
@@ -1300,7 +1513,7 @@ impl Scanner {
                 if esc {
                     return Err(Fail::Unsupported);
                 }
-                category(raw)
+                self.category_cached(raw)
             }
             _ => None,
         };
@@ -1336,13 +1549,13 @@ impl Scanner {
                 } else {
                     return Ok(false);
                 };
-                let name_code = self.names.code_cached(name, &mut self.name_cache);
+                let name_code = self.names.code_cached(name, !name_esc, &mut self.name_cache);
                 let pid = self.id_code(e.pid, key, 0);
                 let tid = self.id_code(e.tid, key, 1);
                 let launched = match args.kernel {
                     Some(Val::Str(raw, esc)) => {
                         let k = unescape(raw, esc, nbuf);
-                        self.names.code_cached(k, &mut self.name_cache)
+                        self.names.code_cached(k, !esc, &mut self.name_cache)
                     }
                     _ => {
                         if self.empty_name < 0 {
@@ -1356,19 +1569,20 @@ impl Scanner {
                 let device = to_int(args.device, -1)?;
                 let stream = to_int(args.stream, -1)?;
                 let bytes = to_int(args.bytes, 0)?;
-                let fm = &mut self.fams[f];
-                fm.kind.push(kind);
-                fm.name.push(name_code);
-                fm.pid.push(pid);
-                fm.tid.push(tid);
-                fm.ts.push(ts);
-                fm.dur.push(e.dur.map(num_f64).unwrap_or(0.0));
-                fm.external_id.push(external);
-                fm.launched_kernel.push(launched);
-                fm.correlation.push(correlation);
-                fm.device.push(device);
-                fm.stream.push(stream);
-                fm.bytes.push(bytes);
+                self.fams[f].push(Row {
+                    ts,
+                    dur: e.dur.map(num_f64).unwrap_or(0.0),
+                    external_id: external,
+                    correlation,
+                    device,
+                    stream,
+                    bytes,
+                    name: name_code,
+                    pid,
+                    tid,
+                    launched_kernel: launched,
+                    kind,
+                });
                 Ok(true)
             }
             None => {
