@@ -19,7 +19,7 @@ from phaseprof.classify.buckets import Bucket
 from phaseprof.columns import EventKind
 from phaseprof.analysis.window import HostCalls, step_bounds_all
 from phaseprof.defaults import GRAPH_LAUNCH_APIS, SCHEMA_VERSION, TOP_KERNELS_PER_BUCKET
-from phaseprof.trace.tables import EventTables, labels
+from phaseprof.trace.tables import EventTables, label_in, labels
 
 _US = 1e-3  # ns -> us
 
@@ -204,14 +204,20 @@ class _Groups:
 
     def __init__(self, step: np.ndarray, n: int):
         self.n = n
-        order = np.argsort(step, kind="stable")
-        off = np.searchsorted(step[order], np.arange(n + 1), side="left")
-        self.rows = order[off[0]:off[-1]]  # grouped rows, group k at [off[k], off[k+1]) after the shift below
-        self.off = off - off[0]
+        # Rows already by step (the rule: items, calls and gaps come in time order): the grouped rows are one
+        # stretch, and ``of`` a view of it instead of a permuted copy of every column (issue 28: memory, time)
+        if step.size < 2 or bool((step[1:] >= step[:-1]).all()):
+            off = np.searchsorted(step, np.arange(n + 1), side="left")
+            self.rows: np.ndarray | slice = slice(int(off[0]), int(off[-1]))
+        else:
+            order = np.argsort(step, kind="stable")
+            off = np.searchsorted(step[order], np.arange(n + 1), side="left")
+            self.rows = order[off[0]:off[-1]]
+        self.off = off - off[0]  # grouped rows, group k at [off[k], off[k+1])
         self.size = np.diff(self.off)
 
     def of(self, values: np.ndarray) -> np.ndarray:
-        """``values`` of the grouped rows, in group order."""
+        """``values`` of the grouped rows, in group order (a view where they are one stretch: read it only)."""
         return np.asarray(values)[self.rows]
 
     def reduce(self, ufunc: np.ufunc, values: np.ndarray, empty: int) -> np.ndarray:
@@ -238,25 +244,47 @@ class _Groups:
         return out
 
 
+#: Gap candidates handled at once by :func:`_idle_splits` (whole steps at a time): its per-gap columns (a dozen, one
+#: entry per union piece, about one per kernel) are this long at most instead of all of a trace's at once (issue 28:
+#: they were the analysis' peak at 117 MB).
+_GAP_BLOCK = 1 << 15
+
+
 def _idle_splits(work: GpuWork, start: np.ndarray, end: np.ndarray, ctx: _StepContext
                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Every step's GPU idle time inside its ``[start, end)`` split by cause (see IdleSplit), in ns, and the GPU
     busy time of any step there. Idle means no activity of any step ran; the activity that ends a gap tells
     whether its launch call was still in progress. All steps at once: a window's gaps are the gaps of the union
-    of all work clipped to it (what ``GpuWork.idle_gaps`` finds window by window)."""
+    of all work clipped to it (what ``GpuWork.idle_gaps`` finds window by window), a block of whole steps at a
+    time (each step's sums are over its own gaps: the same integers in any blocks)."""
     us, ue = iv.union(work.ts, work.end)
     live = end > start
-    any_busy = np.where(live, iv.overlap_with_union(start, end, us, ue), 0)
+    any_busy = np.where(live, iv.Merged(us, ue).overlap(start, end), 0)
     # union pieces meeting each window: [i0, i1); a window has one gap candidate more than pieces
     i0 = np.searchsorted(ue, start, side="right")
     i1 = np.searchsorted(us, end, side="left")
     m = np.where(live, np.maximum(i1 - i0, 0), 0)
     del i1
     cand = np.where(live, m + 1, 0)
+    launches = np.flatnonzero(ctx.is_launch)
+    in_launches = iv.Merged(*iv.union(ctx.rt_ts[launches], ctx.rt_end[launches]))
+    del launches
+    out = np.zeros((3, start.size), dtype=np.int64)
+    ends = np.cumsum(cand)
+    lo = 0
+    while lo < start.size:  # steps [lo, hi): at least one, else as many as keep to _GAP_BLOCK candidates
+        hi = max(int(np.searchsorted(ends, (ends[lo - 1] if lo else 0) + _GAP_BLOCK, side="right")), lo + 1)
+        out[:, lo:hi] = _gap_split(work, us, ue, start[lo:hi], end[lo:hi], i0[lo:hi], m[lo:hi], cand[lo:hi],
+                                   ctx.rt_end, in_launches)
+        lo = hi
+    return any_busy, out[0], out[1], out[2]
+
+
+def _gap_split(work: GpuWork, us: np.ndarray, ue: np.ndarray, start: np.ndarray, end: np.ndarray, i0: np.ndarray,
+               m: np.ndarray, cand: np.ndarray, call_end: np.ndarray, in_launches: iv.Merged) -> np.ndarray:
+    """:func:`_idle_splits`' three idle sums (launch overhead, host work, other) of some steps, as rows."""
     step = np.repeat(np.arange(start.size), cand)
     j = np.arange(step.size) - np.repeat(np.cumsum(cand) - cand, cand)  # candidate number within its window
-    del cand
-    # Memory: one entry per union piece (about one per kernel) in each of these columns; each is deleted when used.
     s, e = start[step], end[step]
     piece = i0[step]
     piece += j
@@ -275,15 +303,13 @@ def _idle_splits(work: GpuWork, start: np.ndarray, end: np.ndarray, ctx: _StepCo
     has_next = nxt < work.ts.size
     has_next[has_next] &= work.ts[nxt[has_next]] < e[has_next]
     nl = work.launch[np.minimum(nxt, work.ts.size - 1)] if work.ts.size else np.zeros(gs.size, dtype=np.int64)
-    call_end = ctx.rt_end
     launched_at = np.where(has_next & (nl >= 0), call_end[np.maximum(nl, 0)] if call_end.size else 0, gs)
     starved_end = np.where(has_next, np.clip(launched_at, gs, ge), gs)
     del launched_at, nl, nxt, has_next, e
-    launches = np.flatnonzero(ctx.is_launch)
-    in_launch = iv.overlap_with_union(gs, starved_end, ctx.rt_ts[launches], ctx.rt_end[launches])
+    in_launch = in_launches.overlap(gs, starved_end)
     by_step = _Groups(step, start.size)  # gaps are already by step, in order: the sort keeps them
-    return (any_busy, by_step.sum(by_step.of(in_launch)), by_step.sum(by_step.of(starved_end - gs - in_launch)),
-            by_step.sum(by_step.of(ge - starved_end)))
+    return np.stack([by_step.sum(by_step.of(in_launch)), by_step.sum(by_step.of(starved_end - gs - in_launch)),
+                     by_step.sum(by_step.of(ge - starved_end))])
 
 
 def _launch_counts(ctx: _StepContext, n: int) -> list[LaunchCounts]:
@@ -324,9 +350,13 @@ def _step_rows(det: StepDetection, items: pd.DataFrame, ctx: _StepContext, devic
     start, stop = step_bounds_all(host_start, host_end, g.reduce(np.minimum, ts, 0), g.reduce(np.maximum, end, 0),
                                   g.size > 0, first_launch, has_launch)
     share = g.float_sum(g.of(items["share_ns"].to_numpy()))
-    kinds = g.of(labels(items["kind"]))
-    is_memcpy, is_memset, byts = kinds == EventKind.MEMCPY, kinds == EventKind.MEMSET, g.of(items["bytes"].to_numpy())
-    kernels = g.count(kinds == EventKind.KERNEL) if device == "gpu" else g.size
+    # the kinds by category (label_in: no string per row), as ``labels(kind) == EventKind.X`` (plain values: a
+    # StrEnum member hashes unlike its value)
+    kind = items["kind"]
+    is_memcpy = g.of(label_in(kind, (EventKind.MEMCPY.value,)))
+    is_memset = g.of(label_in(kind, (EventKind.MEMSET.value,)))
+    byts = g.of(items["bytes"].to_numpy())
+    kernels = g.count(g.of(label_in(kind, (EventKind.KERNEL.value,)))) if device == "gpu" else g.size
     memcpy_count, memcpy_bytes = g.count(is_memcpy), g.sum(np.where(is_memcpy, byts, 0))
     memset_count, memset_bytes = g.count(is_memset), g.sum(np.where(is_memset, byts, 0))
     if device == "gpu":

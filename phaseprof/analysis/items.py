@@ -186,7 +186,11 @@ def gpu_items(t: EventTables, c: Correlated, det: StepDetection, rules: RuleSet,
         "launch": launch, "bytes": g["bytes"].to_numpy(), "stream": g["stream"].to_numpy(),
         "row": np.arange(len(g), dtype=np.int64),
     })
-    items = items[items["step"] >= 0]  # a new frame already (pandas 3: copy on write): no second copy
+    in_steps = step >= 0
+    del host_t, step, op, kb, own, module  # in the frame now (issue 28: the peak is the shares below)
+    if not in_steps.all():  # else the frame as it is: the same rows and index (a RangeIndex), not a copy of it
+        items = items[in_steps]  # a new frame already (pandas 3: copy on write): no second copy
+    del in_steps
     # Shares over all steps at once: when adjacent steps overlap on the GPU (async scheduling, other streams) the
     # common time is split between them instead of counted in both.
     items["share_ns"] = iv.exclusive_shares(items["ts_ns"].to_numpy(), items["end_ns"].to_numpy())

@@ -60,6 +60,8 @@ def _factorize_small(pc: np.ndarray, tc: np.ndarray, n_t: int) -> tuple[np.ndarr
     is found in leading blocks of doubling size (the threads all appear early as a rule; the blocks' sizes add up
     to at most twice the rows when one does not)."""
     n = pc.size
+    if n and pc.min() == pc.max() >= 0 and tc.min() == tc.max() >= 0:  # one thread (the rule): no whole-column pass
+        return np.zeros(n, dtype=np.int32), np.asarray([int(pc[0]) * n_t + int(tc[0])], dtype=np.int64)
     k = (int(pc.max()) + 1) * n_t if n else 0
     if n == 0 or pc.min() < 0 or tc.min() < 0 or k > 4 * n + (1 << 16) or k >= 1 << 31:
         codes, uniq = pd.factorize(pc.astype(np.int64) * n_t + tc)
@@ -102,14 +104,19 @@ def _op_parents(ops: pd.DataFrame, key_codes: np.ndarray | None = None) -> np.nd
     end_a = ops["end_ns"].to_numpy()
     if key_codes is None:
         key_codes = _thread_codes(ops)[0]
-    order = _sweep_order(ts_a, end_a, key_codes)
-    ts, end, key = ts_a[order], end_a[order], key_codes[order]
+    order = _sweep_order_or_none(ts_a, end_a, key_codes)
+    if order is None:  # the rows in sweep order already (the rule: one thread, in time order): no permuted copies
+        ts, end, key = ts_a, end_a, key_codes
+    else:
+        ts, end, key = ts_a[order], end_a[order], key_codes[order]
     del key_codes
     sorted_parent = _nested_parents(ts, end, key)
     if sorted_parent is None:  # times the array path does not handle (not integers, huge spans): sweep them all
         sorted_parent = np.full(n, -1, dtype=np.int64)
         _sweep(np.arange(n), np.r_[True, key[1:] != key[:-1]], ts.tolist(), end.tolist(), sorted_parent)
     del ts, end, key
+    if order is None:  # positions are rows (-1 stays -1)
+        return sorted_parent.astype(np.int64)
     mapped = order[sorted_parent]  # rows; where there is no parent (-1) the last row, overwritten next
     mapped[sorted_parent < 0] = -1
     del sorted_parent
@@ -122,8 +129,15 @@ def _sweep_order(ts: np.ndarray, end: np.ndarray, key: np.ndarray) -> np.ndarray
     """``np.lexsort((-(end - ts), ts, key))`` (thread, then start, then longest first, then row), faster on
     tables already about in time order: stable sorts by start and by thread (timsort on nearly sorted data), and
     a lexsort of only the rows that share their start with another."""
+    order = _sweep_order_or_none(ts, end, key)
+    return np.arange(ts.size) if order is None else order
+
+
+def _sweep_order_or_none(ts: np.ndarray, end: np.ndarray, key: np.ndarray) -> np.ndarray | None:
+    """:func:`_sweep_order`, or None where that is every row in place (ops of one thread in sweep order already)."""
+    order: np.ndarray | None = None  # None: every row in place so far (made only where a row moves)
     if ts.size < 2 or (ts[1:] >= ts[:-1]).all():  # ops in time order already (the rule): no sort, no copy
-        order, t = np.arange(ts.size), ts
+        t = ts
     else:
         order = np.argsort(ts, kind="stable")
         t = ts[order]
@@ -134,16 +148,20 @@ def _sweep_order(ts: np.ndarray, end: np.ndarray, key: np.ndarray) -> np.ndarray
     tie[:-1] |= same
     if tie.any():
         sub = np.flatnonzero(tie)
-        rows = order[sub]
+        rows = sub if order is None else order[sub]
         group = np.cumsum(~np.r_[False, same], dtype=np.int64 if len(ts) >> 31 else np.int32)[sub]  # run ids
         del same
-        order[sub] = rows[np.lexsort((rows, -(end[rows] - ts[rows]), group))]
+        moved = rows[np.lexsort((rows, -(end[rows] - ts[rows]), group))]
+        if order is not None or not (moved == rows).all():
+            order = np.arange(ts.size) if order is None else order
+            order[sub] = moved
     if key.size == 0 or key.min() == key.max():  # one thread: the sort by thread keeps every row in place
         return order
-    by_key = key[order]
+    by_key = key if order is None else key[order]
     if by_key.size and 0 <= by_key.min() and by_key.max() < 1 << 15:
         by_key = by_key.astype(np.int16)  # numpy's stable sort of 16-bit keys is a radix sort: O(n)
-    return order[np.argsort(by_key, kind="stable")]
+    by_thread = np.argsort(by_key, kind="stable")
+    return by_thread if order is None else order[by_thread]
 
 
 def _sweep(positions: np.ndarray, restart: np.ndarray, ts: list, end: list, parent: np.ndarray) -> None:

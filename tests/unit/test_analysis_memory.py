@@ -1,0 +1,197 @@
+"""The analysis' memory shortcuts of issue 28's seventh pass (views instead of permuted copies, blocks of steps,
+temporaries freed early) give exactly what the code they replaced gave: each is checked against that code, kept
+here verbatim as the reference, on random values and on committed traces."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from phaseprof.analysis import breakdown as bd_mod
+from phaseprof.analysis import intervals as iv
+from phaseprof.analysis.breakdown import _Groups
+from phaseprof.columns import EventKind
+from phaseprof.trace.read import load_tables
+from phaseprof.trace.tables import label_in, labels
+
+ROOT = Path(__file__).resolve().parents[2]
+TRACES = [
+    "traces/h200/eager/20261130T094747Z-h200-qwen3.5-35b-a3b-decode-128in-32out/trace.json.gz",
+    "traces/h200/hooks/eager-prefill-4096/trace.json.gz",
+    "traces/public-cut/b200_vllm_gptoss120b_eager_prefill_window.json.gz",
+    "traces/graph-pair/tracelens_vllm_decode_full_replay.json.gz",
+]
+
+
+class _OldGroups:
+    """``breakdown._Groups`` before the views (one stable sort, every ``of`` a permuted copy)."""
+
+    def __init__(self, step: np.ndarray, n: int):
+        self.n = n
+        order = np.argsort(step, kind="stable")
+        off = np.searchsorted(step[order], np.arange(n + 1), side="left")
+        self.rows = order[off[0]:off[-1]]
+        self.off = off - off[0]
+        self.size = np.diff(self.off)
+
+    def of(self, values: np.ndarray) -> np.ndarray:
+        return np.asarray(values)[self.rows]
+
+
+def test_groups_in_order_are_the_sorted_groups() -> None:
+    """Rows already by step: ``of`` is a view of one stretch, with the same values, offsets and reductions as the
+    sort's permuted copy; rows out of order still take the sort."""
+    rng = np.random.default_rng(11)
+    for trial in range(300):
+        n = int(rng.integers(0, 12))
+        size = int(rng.integers(0, 400))
+        step = rng.integers(-1, n + 2, size)  # -1 and steps past n are in no group
+        if trial % 2:
+            step.sort()
+        values = rng.integers(-50, 50, size)
+        floats = rng.random(size) * 1e6
+        got, want = _Groups(step, n), _OldGroups(step, n)
+        np.testing.assert_array_equal(got.off, want.off)
+        np.testing.assert_array_equal(got.size, want.size)
+        np.testing.assert_array_equal(got.of(values), want.of(values))
+        np.testing.assert_array_equal(got.sum(got.of(values)), _sum(want, want.of(values)))
+        f_got = got.float_sum(got.of(floats))
+        f_want = np.zeros(n)
+        for k in range(n):
+            f_want[k] = want.of(floats)[want.off[k]:want.off[k + 1]].sum() if want.size[k] > 1 else \
+                (want.of(floats)[want.off[k]] if want.size[k] else 0.0)
+        np.testing.assert_array_equal(f_got, f_want)  # bit for bit
+        if trial % 2 and size:
+            assert isinstance(got.rows, slice)
+
+
+def _sum(g: _OldGroups, values: np.ndarray) -> np.ndarray:
+    out = np.zeros(g.n, dtype=values.dtype)
+    for k in range(g.n):
+        out[k] = values[g.off[k]:g.off[k + 1]].sum()
+    return out
+
+
+def _old_overlap_with_union(q_starts, q_ends, starts, ends):  # noqa: ANN001, ANN202
+    """``intervals.overlap_with_union`` before :class:`intervals.Merged`."""
+    us, ue = iv.union(starts, ends)
+    qs = np.asarray(q_starts, dtype=np.int64)
+    qe = np.asarray(q_ends, dtype=np.int64)
+    if us.size == 0 or qs.size == 0:
+        return np.zeros(qs.size, dtype=np.int64)
+    cum = np.r_[0, np.cumsum(ue - us)]
+
+    def covered(t):  # noqa: ANN001, ANN202
+        i = np.searchsorted(us, t, side="right")
+        none = i == 0
+        i -= 1
+        i[none] = 0
+        last_s = us[i]
+        out = np.clip(t, last_s, ue[i])
+        out -= last_s
+        del last_s
+        out += cum[i]
+        out[none] = 0
+        return out
+
+    out = covered(qe)
+    out -= covered(qs)
+    return out.astype(np.int64, copy=False)
+
+
+def _old_exclusive_shares(starts, ends):  # noqa: ANN001, ANN202
+    """``intervals.exclusive_shares`` before its temporaries were cut (the sort's permuted copy, int64 ranks)."""
+    s = np.asarray(starts, dtype=np.int64)
+    e = np.asarray(ends, dtype=np.int64)
+    n = s.size
+    if n == 0:
+        return np.zeros(0)
+    e = np.maximum(e, s)
+    both = np.r_[s, e]
+    order = np.argsort(both, kind="stable")
+    both = both[order]
+    new = np.empty(both.size, dtype=bool)
+    new[0] = True
+    np.not_equal(both[1:], both[:-1], out=new[1:])
+    bounds = both[new]
+    del both
+    rank = np.empty(order.size, dtype=np.int64)
+    rank[order] = np.cumsum(new) - 1
+    del order, new
+    si, ei = rank[:n], rank[n:]
+    delta = np.bincount(si, minlength=bounds.size) - np.bincount(ei, minlength=bounds.size)
+    active = np.cumsum(delta)[:-1]
+    seg_len = np.diff(bounds).astype(np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        per = np.where(active > 0, seg_len / np.maximum(active, 1), 0.0)
+    prefix = np.r_[0.0, np.cumsum(per)]
+    return prefix[ei] - prefix[si]
+
+
+def _random_intervals(rng: np.random.Generator, n: int, span: int) -> tuple[np.ndarray, np.ndarray]:
+    s = rng.integers(0, span, n)
+    e = s + rng.integers(-3, span // 4 + 2, n)  # some empty or negative (dropped / clamped)
+    if rng.random() < 0.5:
+        s.sort()
+    return s, e
+
+
+def test_merged_and_exclusive_shares_are_the_old_code() -> None:
+    rng = np.random.default_rng(12)
+    for _ in range(400):
+        s, e = _random_intervals(rng, int(rng.integers(0, 300)), int(rng.integers(5, 5000)))
+        qs, qe = _random_intervals(rng, int(rng.integers(0, 200)), 6000)
+        want = _old_overlap_with_union(qs, qe, s, e)
+        got = iv.overlap_with_union(qs, qe, s, e)
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(got, want)
+        merged = iv.Merged(*iv.union(s, e))
+        np.testing.assert_array_equal(merged.overlap(qs, qe), want)
+        np.testing.assert_array_equal(merged.overlap(qe, qe + 7), _old_overlap_with_union(qe, qe + 7, s, e))
+        got_sh, want_sh = iv.exclusive_shares(s, e), _old_exclusive_shares(s, e)
+        assert got_sh.dtype == want_sh.dtype
+        np.testing.assert_array_equal(got_sh, want_sh)  # bit for bit
+
+
+@pytest.mark.parametrize("rel", TRACES)
+def test_exclusive_shares_of_trace_kernels(rel: str) -> None:
+    g = load_tables(ROOT / rel).gpu
+    s, e = g["ts_ns"].to_numpy(), g["end_ns"].to_numpy()
+    np.testing.assert_array_equal(iv.exclusive_shares(s, e), _old_exclusive_shares(s, e))
+
+
+def test_kinds_by_category_are_the_labels() -> None:
+    """``label_in(kind, (EventKind.X.value,))`` is ``labels(kind) == EventKind.X``, nulls included."""
+    col = pd.Series(pd.Categorical(["kernel", None, "memcpy", "memset", "kernel", "", None],
+                                   categories=["kernel", "memcpy", "memset", ""]))
+    for k in (EventKind.KERNEL, EventKind.MEMCPY, EventKind.MEMSET):
+        np.testing.assert_array_equal(label_in(col, (k.value,)), labels(col) == k)
+    obj = pd.Series(["kernel", "memcpy", None], dtype=object)
+    np.testing.assert_array_equal(label_in(obj, (EventKind.MEMCPY.value,)), labels(obj) == EventKind.MEMCPY)
+
+
+def test_all_true_filter_is_the_frame() -> None:
+    """``gpu_items`` skips ``items[step >= 0]`` where every item is in a step: pandas gives the same frame then
+    (a RangeIndex, the same columns and values)."""
+    f = pd.DataFrame({"a": np.arange(5), "b": np.linspace(0, 1, 5), "c": pd.Categorical(list("xyzxy"))})
+    pd.testing.assert_frame_equal(f[np.ones(5, dtype=bool)], f, check_index_type=True, check_exact=True)
+    assert isinstance(f[np.ones(5, dtype=bool)].index, pd.RangeIndex)
+
+
+@pytest.mark.parametrize("rel", TRACES)
+def test_idle_splits_in_blocks_are_all_at_once(rel: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The whole breakdown is the same whatever the block of gap candidates (one step at a time, a few, all)."""
+    from phaseprof.analysis.pipeline import analyze
+    from phaseprof.report.json_io import dumps
+
+    t = load_tables(ROOT / rel)
+    outs = set()
+    for block in (1, 7, 1 << 40):
+        monkeypatch.setattr(bd_mod, "_GAP_BLOCK", block)
+        outs.add(dumps(analyze(t).breakdown))
+    assert len(outs) == 1
+    assert json.loads(outs.pop())["steps"]
