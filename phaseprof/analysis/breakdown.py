@@ -247,7 +247,7 @@ class _Groups:
 #: Gap candidates handled at once by :func:`_idle_splits` (whole steps at a time): its per-gap columns (a dozen, one
 #: entry per union piece, about one per kernel) are this long at most instead of all of a trace's at once (issue 28:
 #: they were the analysis' peak at 117 MB).
-_GAP_BLOCK = 1 << 15
+_GAP_BLOCK = 1 << 12
 
 
 def _idle_splits(work: GpuWork, start: np.ndarray, end: np.ndarray, ctx: _StepContext
@@ -257,6 +257,8 @@ def _idle_splits(work: GpuWork, start: np.ndarray, end: np.ndarray, ctx: _StepCo
     whether its launch call was still in progress. All steps at once: a window's gaps are the gaps of the union
     of all work clipped to it (what ``GpuWork.idle_gaps`` finds window by window), a block of whole steps at a
     time (each step's sums are over its own gaps: the same integers in any blocks)."""
+    # the launch calls' union first (its temporaries before the work's union exists), from copies it may overwrite
+    in_launches = iv.Merged(*iv.union(ctx.rt_ts[ctx.is_launch], ctx.rt_end[ctx.is_launch], own=True))
     us, ue = iv.union(work.ts, work.end)
     live = end > start
     any_busy = np.where(live, iv.Merged(us, ue).overlap(start, end), 0)
@@ -266,9 +268,6 @@ def _idle_splits(work: GpuWork, start: np.ndarray, end: np.ndarray, ctx: _StepCo
     m = np.where(live, np.maximum(i1 - i0, 0), 0)
     del i1
     cand = np.where(live, m + 1, 0)
-    launches = np.flatnonzero(ctx.is_launch)
-    in_launches = iv.Merged(*iv.union(ctx.rt_ts[launches], ctx.rt_end[launches]))
-    del launches
     out = np.zeros((3, start.size), dtype=np.int64)
     ends = np.cumsum(cand)
     lo = 0
@@ -439,9 +438,11 @@ def _phase_summary(phase: str, rows: list[StepRow], items: pd.DataFrame) -> Phas
 def summarize(t: EventTables, prep: Prepared) -> Breakdown:
     """Per-step rows and per-phase summaries of prepared work items (the second half of the pipeline)."""
     device, det, items = prep.device, prep.detection, prep.items
+    views = _per_step_views(items)  # first: its pandas groupbys' temporaries then come before the columns below
     ctx = _StepContext(t, det)
     work = GpuWork(items)
-    rows = _step_rows(det, items, ctx, device, work, _per_step_views(items))
+    rows = _step_rows(det, items, ctx, device, work, views)
+    del ctx, work, views
     notes = list(det.notes)
     phases = []
     for ph in (StepPhase.PREFILL, StepPhase.MIXED, StepPhase.DECODE, StepPhase.UNKNOWN):

@@ -12,10 +12,12 @@ import numpy as np
 Array = np.ndarray
 
 
-def union(starts: Array, ends: Array) -> tuple[Array, Array]:
-    """Merge intervals into sorted, disjoint ones. Empty/negative-length intervals are dropped."""
+def union(starts: Array, ends: Array, *, own: bool = False) -> tuple[Array, Array]:
+    """Merge intervals into sorted, disjoint ones. Empty/negative-length intervals are dropped. ``own``: the
+    caller's own int64 copies, which may be overwritten (one temporary column fewer)."""
     s = np.asarray(starts, dtype=np.int64)
     e = np.asarray(ends, dtype=np.int64)
+    own = own and s.dtype == np.int64 and e.dtype == np.int64 and s.flags.writeable and e.flags.writeable
     keep = e > s
     if not keep.all():
         s, e = s[keep], e[keep]
@@ -28,7 +30,7 @@ def union(starts: Array, ends: Array) -> tuple[Array, Array]:
         order = np.argsort(s, kind="stable")
         s, e = s[order], e[order]
         del order
-    run_end = np.maximum.accumulate(e)
+    run_end = np.maximum.accumulate(e, out=e if own else None)
     # A new merged interval starts where the start is beyond everything seen so far.
     new = np.empty(s.size, dtype=bool)
     new[0] = True

@@ -48,7 +48,10 @@ def _thread_codes(*frames: pd.DataFrame) -> list[np.ndarray]:
     by_name = pd.factorize(np.asarray([n for ns in names for n in ns], dtype=object))[0].astype(np.int32)
     out, at = [], 0
     for codes, ns in zip(pair_codes, names):
-        out.append(by_name[at:at + len(ns)][codes] if len(ns) else np.zeros(len(codes), dtype=np.int32))
+        if len(ns) == 1:  # one thread (the rule): its code for every row, read-only and without a column
+            out.append(np.broadcast_to(by_name[at:at + 1], (len(codes),)))
+        else:
+            out.append(by_name[at:at + len(ns)][codes] if len(ns) else np.zeros(len(codes), dtype=np.int32))
         at += len(ns)
     return out
 
@@ -61,7 +64,8 @@ def _factorize_small(pc: np.ndarray, tc: np.ndarray, n_t: int) -> tuple[np.ndarr
     to at most twice the rows when one does not)."""
     n = pc.size
     if n and pc.min() == pc.max() >= 0 and tc.min() == tc.max() >= 0:  # one thread (the rule): no whole-column pass
-        return np.zeros(n, dtype=np.int32), np.asarray([int(pc[0]) * n_t + int(tc[0])], dtype=np.int64)
+        return (np.broadcast_to(np.zeros(1, dtype=np.int32), (n,)),  # read-only, without a column
+                np.asarray([int(pc[0]) * n_t + int(tc[0])], dtype=np.int64))
     k = (int(pc.max()) + 1) * n_t if n else 0
     if n == 0 or pc.min() < 0 or tc.min() < 0 or k > 4 * n + (1 << 16) or k >= 1 << 31:
         codes, uniq = pd.factorize(pc.astype(np.int64) * n_t + tc)
@@ -200,17 +204,23 @@ def _nested_parents(ts: np.ndarray, end: np.ndarray, key: np.ndarray) -> np.ndar
     new_thread = np.empty(n, dtype=bool)
     new_thread[0] = True
     np.not_equal(key[1:], key[:-1], out=new_thread[1:])
-    thread = np.cumsum(new_thread, dtype=pos_t)
-    thread -= 1
+    # thread numbers; None for one thread (the rule), whose number 0 shifts nothing below (no column of zeros)
+    thread = None
+    if new_thread[1:].any():
+        thread = np.cumsum(new_thread, dtype=pos_t)
+        thread -= 1
     lo = int(ts.min())
     span = int(end.max()) - lo + 1
-    if span * (int(thread[-1]) + 2) >= 1 << 62:  # thread[-1] + 1 threads
+    if span * ((int(thread[-1]) if thread is not None else 0) + 2) >= 1 << 62:  # thread[-1] + 1 threads
         return None
     # Times shifted per thread so one sorted array serves every thread: thread k's times lie in [k*span, (k+1)*span).
-    s_end = thread.astype(np.int64)
-    s_end *= span
-    s_end -= lo
-    s_end += end
+    if thread is None:
+        s_end = end - lo
+    else:
+        s_end = thread.astype(np.int64)
+        s_end *= span
+        s_end -= lo
+        s_end += end
     s_end.sort(kind="stable")  # timsort: nearly sorted
     # Ops open at i's start (its depth): the earlier ops of its thread, (i - first), less those ended by then:
     # all of the thread's ops ending at or before it, (ended_all - first), less the zero-length ops at that very
@@ -220,10 +230,13 @@ def _nested_parents(ts: np.ndarray, end: np.ndarray, key: np.ndarray) -> np.ndar
     depth = np.arange(n, dtype=pos_t)
     for a in range(0, n, 1 << 16):
         b = min(a + (1 << 16), n)
-        s_ts = thread[a:b].astype(np.int64)
-        s_ts *= span
-        s_ts -= lo
-        s_ts = s_ts + ts[a:b]
+        if thread is None:
+            s_ts = ts[a:b] - lo
+        else:
+            s_ts = thread[a:b].astype(np.int64)
+            s_ts *= span
+            s_ts -= lo
+            s_ts = s_ts + ts[a:b]
         depth[a:b] -= np.searchsorted(s_end, s_ts, side="right").astype(pos_t)
     del s_end
     zero = end == ts
@@ -258,25 +271,34 @@ def _nested_parents(ts: np.ndarray, end: np.ndarray, key: np.ndarray) -> np.ndar
             has = found > 0
             cand[here[has]] = up[found[has] - 1]
         del by_level
-    inner = depth > 0
-    parent = np.where(inner, cand, pos_t(-1))
+    # The parent, np.where(depth > 0, cand, -1), is cand itself: levels from 1 up were filled, depth-0 rows kept -1.
+    parent = cand
     # Where that parent is not the sweep's (a partial overlap made the stack differ), sweep the stretch again:
     # stretches start where every earlier op of the thread has ended (the sweep's stack is empty there).
-    # ok = ~inner | (found & (depth[cand] == depth - 1) & (thread[cand] == thread) & (end <= end[cand])), one
-    # term at a time (a whole temporary column each); cand is -1 where none was found (its terms read the last
+    # ok = ~inner | (found & (depth[cand] == depth - 1) & (thread[cand] == thread) & (end <= end[cand])), a block
+    # of rows at a time (no whole temporary column); cand is -1 where none was found (its terms read the last
     # row, then found clears them).
-    ok = depth[cand]
-    ok += 1
-    ok = ok == depth
-    ok &= cand >= 0
-    ok &= thread[cand] == thread
-    ok &= end <= end[cand]
-    ok |= ~inner
-    del cand, inner, depth
+    ok = np.empty(n, dtype=bool)
+    for a in range(0, n, 1 << 16):
+        b = min(a + (1 << 16), n)
+        c, d = cand[a:b], depth[a:b]
+        o = depth[c]
+        o += 1
+        o = o == d
+        o &= c >= 0
+        if thread is not None:
+            o &= thread[c] == thread[a:b]
+        o &= end[a:b] <= end[c]
+        o |= d <= 0
+        ok[a:b] = o
+    del depth
     if not ok.all():
-        base = thread.astype(np.int64)
-        base *= span
-        base -= lo
+        if thread is None:
+            base = -lo
+        else:
+            base = thread.astype(np.int64)
+            base *= span
+            base -= lo
         s_ts, s_end = ts + base, end + base
         del base
         open_before = np.empty(n, dtype=s_end.dtype)
@@ -330,17 +352,24 @@ def _innermost_ops(runtime: pd.DataFrame, ops: pd.DataFrame, parent: np.ndarray,
         return out
     ots, oend = ops["ts_ns"].to_numpy(), ops["end_ns"].to_numpy()
     ocode, rcode = codes if codes is not None else _thread_codes(ops, runtime)
-    o_order = _by_thread_then_start(ots, ocode)
+    o_order = _by_thread_then_start(ots, ocode)  # None: the rows in that order (positions are rows)
     o_sorted_code, o_sorted_ts = (ocode, ots) if o_order is None else (ocode[o_order], ots[o_order])
-    if o_order is None:
-        o_order = np.arange(ots.size)
     rts = runtime["ts_ns"].to_numpy()
-    for key, ridx in pd.Series(rcode).groupby(rcode).indices.items():
-        lo, hi = np.searchsorted(o_sorted_code, [key, key + 1])
+    # calls by thread; the calls of one thread (the rule) are every row, without grouping them
+    one = rcode.size and rcode.min() == rcode.max()
+    groups = [(int(rcode[0]), slice(None))] if one else pd.Series(rcode).groupby(rcode).indices.items()
+    one_op_thread = o_order is None and ocode.size and ocode.min() == ocode.max()
+    for key, ridx in groups:
+        if one_op_thread:  # the ops of one thread: all of them or none (no search, no int64 copy of the codes)
+            lo, hi = (0, ocode.size) if key == int(ocode[0]) else (0, 0)
+        else:  # the keys in the codes' own type: searching with Python ints cast every code to int64 first
+            lo, hi = np.searchsorted(o_sorted_code, np.asarray([key, key + 1], dtype=o_sorted_code.dtype))
         if lo == hi:
             continue
         pos = np.searchsorted(o_sorted_ts[lo:hi], rts[ridx], side="right") - 1
-        out[ridx] = np.where(pos >= 0, o_order[lo + np.maximum(pos, 0)], -1)
+        at = np.maximum(pos, 0)
+        at += lo
+        out[ridx] = np.where(pos >= 0, at if o_order is None else o_order[at], -1)
     # Up the parents, all rows at once, while the op ends before the call starts.
     todo = np.flatnonzero(out >= 0)
     while todo.size:

@@ -195,3 +195,48 @@ def test_idle_splits_in_blocks_are_all_at_once(rel: str, monkeypatch: pytest.Mon
         outs.add(dumps(analyze(t).breakdown))
     assert len(outs) == 1
     assert json.loads(outs.pop())["steps"]
+
+
+def test_union_of_own_copies_is_union() -> None:
+    """``union(..., own=True)`` may overwrite its inputs (the running end in place): the same union."""
+    rng = np.random.default_rng(13)
+    for _ in range(300):
+        s, e = _random_intervals(rng, int(rng.integers(0, 300)), int(rng.integers(5, 5000)))
+        want = iv.union(s, e)
+        got = iv.union(s.copy(), e.copy(), own=True)
+        for g, w in zip(got, want):
+            assert g.dtype == w.dtype
+            np.testing.assert_array_equal(g, w)
+    ro = np.arange(5)
+    ro.flags.writeable = False
+    np.testing.assert_array_equal(iv.union(ro, ro + 2, own=True)[1], [6])  # read-only inputs: not overwritten
+
+
+@pytest.mark.parametrize("rel", TRACES)
+def test_marker_rows_by_category_are_isin(rel: str) -> None:
+    """``steps._from_markers`` picks its rows with ``label_in`` (per category): ``isin`` of the same names."""
+    from phaseprof.trace.markers import parse_step_marker
+
+    ops = load_tables(ROOT / rel).ops
+    names = [n for n in ops["name"].cat.categories if parse_step_marker(n) is not None] or list(
+        ops["name"].cat.categories[:3])
+    np.testing.assert_array_equal(label_in(ops["name"], set(names)), ops["name"].isin(names).to_numpy())
+
+
+@pytest.mark.parametrize("rel", TRACES[:2])
+def test_gpu_items_share_the_tables_columns_read_only(rel: str) -> None:
+    """``gpu_items`` takes the tables' columns (and the launches) as they are, read-only: no copies, and a write
+    through the items fails instead of changing the tables."""
+    from phaseprof.analysis.pipeline import analyze
+
+    a = analyze(ROOT / rel)
+    items, g = a.prepared.items, a.tables.gpu
+    if len(items) != len(g):
+        pytest.skip("items outside steps: a filtered copy")
+    for col in ("ts_ns", "end_ns", "bytes", "stream"):
+        assert np.shares_memory(items[col].to_numpy(), g[col].to_numpy())
+    assert np.shares_memory(items["launch"].to_numpy(), a.prepared.correlated.gpu_launch)
+    before = g["ts_ns"].to_numpy().copy()
+    with pytest.raises(ValueError):
+        items.loc[0, "ts_ns"] = -5
+    np.testing.assert_array_equal(g["ts_ns"].to_numpy(), before)
