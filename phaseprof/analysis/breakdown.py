@@ -35,9 +35,72 @@ def _stats(values: list[float]) -> Stats:
 def _bucket_times(items: pd.DataFrame, col: str, busy_ns: float) -> list[BucketTime]:
     if items.empty:
         return []
+    if isinstance(items[col].dtype, pd.CategoricalDtype):  # the item columns: always
+        return _bucket_times_by_code(items, col, busy_ns)
     g = items.groupby(col, observed=True)["share_ns"].agg(["sum", "size"]).sort_values("sum", ascending=False)
     return [BucketTime(str(b), float(r["sum"]) * _US, 100.0 * float(r["sum"]) / busy_ns if busy_ns else 0.0,
                        int(r["size"])) for b, r in g.iterrows()]
+
+
+def _bucket_times_by_code(items: pd.DataFrame, col: str, busy_ns: float) -> list[BucketTime]:
+    """:func:`_bucket_times` of a categorical column from its codes: the same group sums (pandas' compensated sum
+    over each bucket's rows in row order) and the same sort of them, without a frame per call (issue 28)."""
+    code = items[col].cat.codes.to_numpy()
+    cats = items[col].cat.categories
+    ok = code >= 0  # null buckets are no group
+    code = code[ok]
+    sums = pd.Series(items["share_ns"].to_numpy()[ok]).groupby(code).sum()  # by code: category order, observed
+    size = np.bincount(code, minlength=len(cats))[sums.index.to_numpy()]
+    t = sums.to_numpy()
+    order = pd.Series(t).sort_values(ascending=False).index.to_numpy()  # the frame's sort_values("sum"): nargsort
+    names = [str(cats[c]) for c in sums.index.to_numpy()[order].tolist()]
+    return [BucketTime(b, float(x) * _US, 100.0 * float(x) / busy_ns if busy_ns else 0.0, int(k))
+            for b, x, k in zip(names, t[order].tolist(), size[order].tolist())]
+
+
+def _top_kernels(items: pd.DataFrame, busy_ns: float, limit: int | None) -> dict[str, list[KernelStat]]:
+    """``{str(b): _kernel_stats(sub, busy_ns, limit) for b, sub in items.groupby("kernel_bucket", observed=True)}``
+    from one pass over all buckets (issue 28: a frame and a dozen pandas calls per bucket were a third of the
+    analysis at 117 MB). A kernel is a (name, bucket) pair, so its rows, and their order, are the same in its
+    bucket's frame as in all rows: the same compensated sums, counts, modules and first rows; each bucket's
+    kernels come in name order, as in its frame, and are sorted by the same sort."""
+    if items.empty:
+        return {}
+    kb = items["kernel_bucket"]
+    bcode = kb.cat.codes.to_numpy().astype(np.int64)
+    bcats = kb.cat.categories
+    nb = max(len(bcats), 1)
+    name_code = items["name"].cat.codes.to_numpy().astype(np.int64)
+    ok = (name_code >= 0) & (bcode >= 0)
+    present = np.flatnonzero(np.bincount(bcode[bcode >= 0], minlength=len(bcats)))  # the observed buckets
+    out: dict[str, list[KernelStat]] = {str(bcats[b]): [] for b in present.tolist()}
+    if not ok.any():
+        return out
+    keys, kernel = _unique((name_code * nb + bcode)[ok], inverse=True)
+    share_ns = pd.Series(items["share_ns"].to_numpy()[ok]).groupby(kernel).sum().to_numpy()
+    count = np.bincount(kernel)
+    module, modules = _codes(items["module_bucket"], ok)
+    nm = len(modules)
+    pairs, first_row, n = _unique(kernel * nm + module, index=True, counts=True)
+    order = np.lexsort((first_row, -n, pairs // nm))
+    lead = np.r_[True, np.diff(pairs[order] // nm) != 0]
+    top_module = np.asarray(modules, dtype=object)[pairs[order][lead] % nm]  # per kernel
+    names = items["name"].cat.categories
+    of_bucket = keys % nb
+    for b in present.tolist():
+        sel = np.flatnonzero(of_bucket == b)  # this bucket's kernels, in name order
+        if sel.size == 0:
+            continue
+        t = share_ns[sel]
+        by_time = pd.Series(t).sort_values(ascending=False).index.to_numpy()  # the frame's sort_values("time")
+        if limit:
+            by_time = by_time[:limit]
+        bname = str(bcats[b])
+        out[bname] = [KernelStat(str(names[k // nb]), bname, str(m), int(c), float(x) * _US,
+                                 100.0 * float(x) / busy_ns if busy_ns else 0.0)
+                      for k, x, c, m in zip(keys[sel][by_time].tolist(), t[by_time].tolist(),
+                                            count[sel][by_time].tolist(), top_module[sel][by_time].tolist())]
+    return out
 
 
 def _kernel_stats(items: pd.DataFrame, busy_ns: float, limit: int | None) -> list[KernelStat]:
@@ -419,9 +482,7 @@ _PHASE_SUMMARY_COLUMNS = ["name", "kernel_bucket", "module_bucket", "share_ns"]
 
 def _phase_summary(phase: str, rows: list[StepRow], items: pd.DataFrame) -> PhaseSummary:
     busy_ns = float(items["share_ns"].sum())
-    top: dict[str, list[KernelStat]] = {}
-    for b, sub in items.groupby("kernel_bucket", observed=True):
-        top[str(b)] = _kernel_stats(sub, busy_ns, TOP_KERNELS_PER_BUCKET)
+    top = _top_kernels(items, busy_ns, TOP_KERNELS_PER_BUCKET)
     return PhaseSummary(
         phase=phase, steps=len(rows), wall_us=sum(r.wall_us for r in rows),
         gpu_busy_us=sum(r.gpu_busy_us for r in rows), gpu_idle_us=sum(r.gpu_idle_us for r in rows),

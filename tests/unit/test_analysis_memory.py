@@ -240,3 +240,59 @@ def test_gpu_items_share_the_tables_columns_read_only(rel: str) -> None:
     with pytest.raises(ValueError):
         items.loc[0, "ts_ns"] = -5
     np.testing.assert_array_equal(g["ts_ns"].to_numpy(), before)
+
+
+def _old_bucket_times(items: pd.DataFrame, col: str, busy_ns: float) -> list:
+    """``breakdown._bucket_times`` before its codes path (a pandas groupby of the column, sorted by its sums)."""
+    from phaseprof.analysis.results import BucketTime
+
+    if items.empty:
+        return []
+    g = items.groupby(col, observed=True)["share_ns"].agg(["sum", "size"]).sort_values("sum", ascending=False)
+    return [BucketTime(str(b), float(r["sum"]) * 1e-3, 100.0 * float(r["sum"]) / busy_ns if busy_ns else 0.0,
+                       int(r["size"])) for b, r in g.iterrows()]
+
+
+def _phase_frames() -> list[pd.DataFrame]:
+    """Every phase's items of a few committed traces (as ``summarize`` passes them), and odd frames: null names,
+    null buckets and modules, ties in time, no rows."""
+    from phaseprof.analysis.pipeline import analyze
+
+    frames = []
+    for rel in TRACES[:3]:
+        a = analyze(ROOT / rel)
+        items = a.prepared.items
+        for ph in {r.phase for r in a.breakdown.steps}:
+            idx = {r.index for r in a.breakdown.steps if r.phase == ph}
+            frames.append(items.loc[items["step"].isin(idx).to_numpy(), bd_mod._PHASE_SUMMARY_COLUMNS])
+    rng = np.random.default_rng(14)
+    base = frames[0]
+    for trial in range(6):
+        f = base.copy()
+        n = len(f)
+        if trial % 2 == 0:
+            f["share_ns"] = np.round(rng.random(n) * 4) * 1000.0  # many equal times: the sort's ties
+        for col, p in (("name", 0.05), ("kernel_bucket", 0.05 * (trial % 3)), ("module_bucket", 0.1)):
+            vals = f[col].array.copy()
+            vals[rng.random(n) < p] = np.nan
+            f[col] = vals
+        frames.append(f)
+    frames.append(base.iloc[:0])
+    return frames
+
+
+def test_top_kernels_and_bucket_times_are_the_per_bucket_frames() -> None:
+    """``_top_kernels`` (one pass) is ``_kernel_stats`` of each bucket's frame, and ``_bucket_times`` from codes
+    is the groupby it replaced: every field, every float to the last bit, the same order."""
+    for f in _phase_frames():
+        busy = float(f["share_ns"].sum())
+        want = {str(b): bd_mod._kernel_stats(sub, busy, 5) for b, sub in f.groupby("kernel_bucket", observed=True)}
+        got = bd_mod._top_kernels(f, busy, 5)
+        assert list(got) == list(want)
+        assert got == want
+        want_all = {str(b): bd_mod._kernel_stats(sub, busy, None) for b, sub in
+                    f.groupby("kernel_bucket", observed=True)}
+        assert bd_mod._top_kernels(f, busy, None) == want_all
+        for col in ("kernel_bucket", "module_bucket"):
+            assert bd_mod._bucket_times(f, col, busy) == _old_bucket_times(f, col, busy)
+            assert bd_mod._bucket_times(f, col, 0.0) == _old_bucket_times(f, col, 0.0)
