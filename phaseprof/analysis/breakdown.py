@@ -310,7 +310,7 @@ class _Groups:
 #: Gap candidates handled at once by :func:`_idle_splits` (whole steps at a time): its per-gap columns (a dozen, one
 #: entry per union piece, about one per kernel) are this long at most instead of all of a trace's at once (issue 28:
 #: they were the analysis' peak at 117 MB).
-_GAP_BLOCK = 1 << 12
+_GAP_BLOCK = 1 << 14
 
 
 def _idle_splits(work: GpuWork, start: np.ndarray, end: np.ndarray, ctx: _StepContext

@@ -235,7 +235,8 @@ def test_gpu_items_share_the_tables_columns_read_only(rel: str) -> None:
         pytest.skip("items outside steps: a filtered copy")
     for col in ("ts_ns", "end_ns", "bytes", "stream"):
         assert np.shares_memory(items[col].to_numpy(), g[col].to_numpy())
-    assert np.shares_memory(items["launch"].to_numpy(), a.prepared.correlated.gpu_launch)
+    assert not items["launch"].to_numpy().flags.writeable
+    np.testing.assert_array_equal(items["launch"].to_numpy(), a.prepared.correlated.gpu_launch)
     before = g["ts_ns"].to_numpy().copy()
     with pytest.raises(ValueError):
         items.loc[0, "ts_ns"] = -5
@@ -296,3 +297,24 @@ def test_top_kernels_and_bucket_times_are_the_per_bucket_frames() -> None:
         for col in ("kernel_bucket", "module_bucket"):
             assert bd_mod._bucket_times(f, col, busy) == _old_bucket_times(f, col, busy)
             assert bd_mod._bucket_times(f, col, 0.0) == _old_bucket_times(f, col, 0.0)
+
+
+@pytest.mark.parametrize("rel", [TRACES[0], "traces/cpu/vllm-own-stack/tiny-hybrid-eager-prefill64-decode1.pt.trace.json.gz"])
+def test_prepared_links_and_kernel_view_made_again_are_the_same(rel: str) -> None:
+    """``Prepared.correlated`` and ``.kernel_buckets``, no longer kept through the analysis, are what ``prepare``
+    had: ``correlate`` of the tables, the kernel view of every gpu row (GPU and CPU-only traces)."""
+    from phaseprof.analysis.items import kernel_view_codes
+    from phaseprof.analysis.pipeline import analyze
+    from phaseprof.classify.rules import load_rules
+    from phaseprof.trace.correlate import correlate
+
+    a = analyze(ROOT / rel)
+    c, want = a.prepared.correlated, correlate(load_tables(ROOT / rel))
+    for f in ("gpu_launch", "runtime_op", "op_parent"):
+        assert getattr(c, f).dtype == getattr(want, f).dtype
+        np.testing.assert_array_equal(getattr(c, f), getattr(want, f))
+    assert a.prepared.correlated is c  # made once
+    kb = a.prepared.kernel_buckets
+    assert kb.dtype == object and len(kb) == len(a.tables.gpu)
+    if len(a.tables.gpu):
+        assert list(kb) == list(kernel_view_codes(a.tables.gpu["name"], load_rules()).objects())
