@@ -189,6 +189,8 @@ class _StepContext:
         # API names as ids into the distinct names (issue 28: one Python string per call, 1.3M at 2 GB, was built
         # and hashed twice: for the call kinds and for the launch counts)
         self.rt_name_id, self.api_names = _label_ids(rt["name"])
+        if len(self.api_names) < 1 << 15:  # a few API names: 2 bytes a call, not 8 (issue 28)
+            self.rt_name_id = self.rt_name_id.astype(np.int16)
         self.rt_ts = rt["ts_ns"].to_numpy()
         self.rt_end = rt["end_ns"].to_numpy()
         self.rt_step = assign_to_steps(self.rt_ts, det.steps)
@@ -322,7 +324,9 @@ def _idle_splits(work: GpuWork, start: np.ndarray, end: np.ndarray, ctx: _StepCo
     time (each step's sums are over its own gaps: the same integers in any blocks)."""
     # the launch calls' union first (its temporaries before the work's union exists), from copies it may overwrite
     in_launches = iv.Merged(*iv.union(ctx.rt_ts[ctx.is_launch], ctx.rt_end[ctx.is_launch], own=True))
-    us, ue = iv.union(work.ts, work.end)
+    w_ts, w_launch = work.ts, work.launch
+    us, ue = iv.union(w_ts, work.end)
+    del work  # the ends: not needed past the union (the caller hands the work over without keeping it)
     live = end > start
     any_busy = np.where(live, iv.Merged(us, ue).overlap(start, end), 0)
     # union pieces meeting each window: [i0, i1); a window has one gap candidate more than pieces
@@ -336,15 +340,17 @@ def _idle_splits(work: GpuWork, start: np.ndarray, end: np.ndarray, ctx: _StepCo
     lo = 0
     while lo < start.size:  # steps [lo, hi): at least one, else as many as keep to _GAP_BLOCK candidates
         hi = max(int(np.searchsorted(ends, (ends[lo - 1] if lo else 0) + _GAP_BLOCK, side="right")), lo + 1)
-        out[:, lo:hi] = _gap_split(work, us, ue, start[lo:hi], end[lo:hi], i0[lo:hi], m[lo:hi], cand[lo:hi],
-                                   ctx.rt_end, in_launches)
+        out[:, lo:hi] = _gap_split(w_ts, w_launch, us, ue, start[lo:hi], end[lo:hi], i0[lo:hi], m[lo:hi],
+                                   cand[lo:hi], ctx.rt_end, in_launches)
         lo = hi
     return any_busy, out[0], out[1], out[2]
 
 
-def _gap_split(work: GpuWork, us: np.ndarray, ue: np.ndarray, start: np.ndarray, end: np.ndarray, i0: np.ndarray,
-               m: np.ndarray, cand: np.ndarray, call_end: np.ndarray, in_launches: iv.Merged) -> np.ndarray:
-    """:func:`_idle_splits`' three idle sums (launch overhead, host work, other) of some steps, as rows."""
+def _gap_split(w_ts: np.ndarray, w_launch: np.ndarray, us: np.ndarray, ue: np.ndarray, start: np.ndarray,
+               end: np.ndarray, i0: np.ndarray, m: np.ndarray, cand: np.ndarray, call_end: np.ndarray,
+               in_launches: iv.Merged) -> np.ndarray:
+    """:func:`_idle_splits`' three idle sums (launch overhead, host work, other) of some steps, as rows (``w_ts``,
+    ``w_launch``: the work's starts and launches, by start)."""
     step = np.repeat(np.arange(start.size), cand)
     j = np.arange(step.size) - np.repeat(np.cumsum(cand) - cand, cand)  # candidate number within its window
     s, e = start[step], end[step]
@@ -361,10 +367,10 @@ def _gap_split(work: GpuWork, us: np.ndarray, ue: np.ndarray, start: np.ndarray,
     step, gs, ge, e = step[keep], gs[keep], ge[keep], e[keep]
     del keep
     # the work that ends a gap: the first interval starting at or after it, if it starts inside the window
-    nxt = np.searchsorted(work.ts, ge, side="left")
-    has_next = nxt < work.ts.size
-    has_next[has_next] &= work.ts[nxt[has_next]] < e[has_next]
-    nl = work.launch[np.minimum(nxt, work.ts.size - 1)] if work.ts.size else np.zeros(gs.size, dtype=np.int64)
+    nxt = np.searchsorted(w_ts, ge, side="left")
+    has_next = nxt < w_ts.size
+    has_next[has_next] &= w_ts[nxt[has_next]] < e[has_next]
+    nl = w_launch[np.minimum(nxt, w_ts.size - 1)] if w_ts.size else np.zeros(gs.size, dtype=np.int64)
     launched_at = np.where(has_next & (nl >= 0), call_end[np.maximum(nl, 0)] if call_end.size else 0, gs)
     starved_end = np.where(has_next, np.clip(launched_at, gs, ge), gs)
     del launched_at, nl, nxt, has_next, e
@@ -395,7 +401,7 @@ def _launch_counts(ctx: _StepContext, n: int) -> list[LaunchCounts]:
             for tt, d, g in zip(total.tolist(), by_api, graph.tolist())]
 
 
-def _step_rows(det: StepDetection, items: pd.DataFrame, ctx: _StepContext, device: str, work: GpuWork,
+def _step_rows(det: StepDetection, items: pd.DataFrame, ctx: _StepContext, device: str,
                views: dict[str, dict[int, dict[str, float]]]) -> list[StepRow]:
     """Every step's row. Each column is computed for all steps at once by grouped numpy operations over the items,
     calls and allocations sorted by step (issue 22: 200k steps ran for minutes at ~0.65 ms a step); only the
@@ -422,7 +428,7 @@ def _step_rows(det: StepDetection, items: pd.DataFrame, ctx: _StepContext, devic
     memcpy_count, memcpy_bytes = g.count(is_memcpy), g.sum(np.where(is_memcpy, byts, 0))
     memset_count, memset_bytes = g.count(is_memset), g.sum(np.where(is_memset, byts, 0))
     if device == "gpu":
-        any_busy, launch_ns, host_ns, other_ns = _idle_splits(work, start, stop, ctx)
+        any_busy, launch_ns, host_ns, other_ns = _idle_splits(GpuWork(items), start, stop, ctx)  # not kept here
     else:
         any_busy = None
     rg = _Groups(ctx.rt_step, n)
@@ -501,9 +507,8 @@ def summarize(t: EventTables, prep: Prepared) -> Breakdown:
     device, det, items = prep.device, prep.detection, prep.items
     views = _per_step_views(items)  # first: its pandas groupbys' temporaries then come before the columns below
     ctx = _StepContext(t, det)
-    work = GpuWork(items)
-    rows = _step_rows(det, items, ctx, device, work, views)
-    del ctx, work, views
+    rows = _step_rows(det, items, ctx, device, views)
+    del ctx, views
     notes = list(det.notes)
     phases = []
     for ph in (StepPhase.PREFILL, StepPhase.MIXED, StepPhase.DECODE, StepPhase.UNKNOWN):

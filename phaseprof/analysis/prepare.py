@@ -58,7 +58,7 @@ def prepare(t: EventTables, rules: RuleSet, *, reference: Reference | None = Non
     ``plan``: the model's layer plan (``analysis.layer_plan``) for structural attribution of graph replays;
     ``plan_note``: why there is none.
     ``only_steps_in``: keep only the steps starting in this host window (ns; ``--steps``), see :func:`_only_steps_in`."""
-    c = correlate(t)
+    c = correlate(t, compact=True)  # op_parent as int32: the same rows (Prepared.correlated makes the int64 one)
     device = "gpu" if not t.gpu.empty else "cpu"
     kview = kernel_view_codes(t.gpu["name"], rules) if device == "gpu" else Coded(np.zeros(0, np.int32),
                                                                                     np.zeros(0, dtype=object))

@@ -89,7 +89,7 @@ def _factorize_small(pc: np.ndarray, tc: np.ndarray, n_t: int) -> tuple[np.ndarr
     return code_of[pair], uniq.astype(np.int64)
 
 
-def _op_parents(ops: pd.DataFrame, key_codes: np.ndarray | None = None) -> np.ndarray:
+def _op_parents(ops: pd.DataFrame, key_codes: np.ndarray | None = None, *, compact: bool = False) -> np.ndarray:
     """Per row of ``ops`` (or of any frame with pid/tid categoricals and ts_ns/end_ns), the row of the innermost
     op enclosing it on the same thread, or -1.
 
@@ -99,7 +99,7 @@ def _op_parents(ops: pd.DataFrame, key_codes: np.ndarray | None = None) -> np.nd
     only on the stretches of a thread that hold a partial overlap. Everywhere else (properly nested ops) the same
     parents come from array operations: an op's depth is the number of earlier ops still open at its start, and
     its parent is the last earlier op one level up. ``key_codes``: ``_thread_codes(ops)[0]`` where the caller
-    has it already.
+    has it already. ``compact``: int32 rows where they fit (the same values in half the memory), else int64.
     """
     n = len(ops)
     if n == 0:
@@ -119,12 +119,13 @@ def _op_parents(ops: pd.DataFrame, key_codes: np.ndarray | None = None) -> np.nd
         sorted_parent = np.full(n, -1, dtype=np.int64)
         _sweep(np.arange(n), np.r_[True, key[1:] != key[:-1]], ts.tolist(), end.tolist(), sorted_parent)
     del ts, end, key
+    out_t = np.int32 if compact and n < 1 << 31 else np.int64
     if order is None:  # positions are rows (-1 stays -1)
-        return sorted_parent.astype(np.int64)
+        return sorted_parent.astype(out_t, copy=False)
     mapped = order[sorted_parent]  # rows; where there is no parent (-1) the last row, overwritten next
     mapped[sorted_parent < 0] = -1
     del sorted_parent
-    parent = np.empty(n, dtype=np.int64)
+    parent = np.empty(n, dtype=out_t)
     parent[order] = mapped
     return parent
 
@@ -381,11 +382,12 @@ def _innermost_ops(runtime: pd.DataFrame, ops: pd.DataFrame, parent: np.ndarray,
     return out
 
 
-def correlate(t: EventTables) -> Correlated:
-    """Compute launch and op-stack links for all events in ``t``."""
+def correlate(t: EventTables, *, compact: bool = False) -> Correlated:
+    """Compute launch and op-stack links for all events in ``t``. ``compact``: ``op_parent`` as int32 where the
+    rows fit (what the analysis uses while it runs, issue 28: an int64 per op was its largest array), else int64."""
     rt = t.runtime
     codes = _thread_codes(t.ops, rt)  # once for both searches (they were a third of correlate's time at 2 GB)
-    parent = _op_parents(t.ops, key_codes=codes[0])
+    parent = _op_parents(t.ops, key_codes=codes[0], compact=compact)
     return Correlated(gpu_launch=_launches(rt["correlation"].to_numpy(), t.gpu["correlation"].to_numpy()),
                       runtime_op=_innermost_ops(rt, t.ops, parent, codes), op_parent=parent)
 

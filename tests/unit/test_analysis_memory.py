@@ -318,3 +318,18 @@ def test_prepared_links_and_kernel_view_made_again_are_the_same(rel: str) -> Non
     assert kb.dtype == object and len(kb) == len(a.tables.gpu)
     if len(a.tables.gpu):
         assert list(kb) == list(kernel_view_codes(a.tables.gpu["name"], load_rules()).objects())
+
+
+@pytest.mark.parametrize("rel", TRACES)
+def test_compact_op_parents_are_the_int64_ones(rel: str) -> None:
+    """``correlate(t, compact=True)`` (what ``prepare`` uses): the same links, ``op_parent`` as int32."""
+    from phaseprof.trace.correlate import correlate
+
+    t = load_tables(ROOT / rel)
+    got, want = correlate(t, compact=True), correlate(t)
+    assert got.op_parent.dtype == np.int32 and want.op_parent.dtype == np.int64
+    for f in ("gpu_launch", "runtime_op", "op_parent"):
+        np.testing.assert_array_equal(getattr(got, f), getattr(want, f))
+    shuffled = t.ops.iloc[np.random.default_rng(15).permutation(len(t.ops))].reset_index(drop=True)
+    from phaseprof.trace.correlate import _op_parents
+    np.testing.assert_array_equal(_op_parents(shuffled, compact=True), _op_parents(shuffled))
