@@ -130,16 +130,11 @@ def _op_parents(ops: pd.DataFrame, key_codes: np.ndarray | None = None, *, compa
     return parent
 
 
-def _sweep_order(ts: np.ndarray, end: np.ndarray, key: np.ndarray) -> np.ndarray:
-    """``np.lexsort((-(end - ts), ts, key))`` (thread, then start, then longest first, then row), faster on
+def _sweep_order_or_none(ts: np.ndarray, end: np.ndarray, key: np.ndarray) -> np.ndarray | None:
+    """``np.lexsort((-(end - ts), ts, key))`` (thread, then start, then longest first, then row), or None where that
+    is every row in place (ops of one thread in sweep order already: no order, no permuted copies). Faster on
     tables already about in time order: stable sorts by start and by thread (timsort on nearly sorted data), and
     a lexsort of only the rows that share their start with another."""
-    order = _sweep_order_or_none(ts, end, key)
-    return np.arange(ts.size) if order is None else order
-
-
-def _sweep_order_or_none(ts: np.ndarray, end: np.ndarray, key: np.ndarray) -> np.ndarray | None:
-    """:func:`_sweep_order`, or None where that is every row in place (ops of one thread in sweep order already)."""
     order: np.ndarray | None = None  # None: every row in place so far (made only where a row moves)
     if ts.size < 2 or (ts[1:] >= ts[:-1]).all():  # ops in time order already (the rule): no sort, no copy
         t = ts
