@@ -19,7 +19,7 @@ from phaseprof.classify.buckets import Bucket
 from phaseprof.columns import EventKind
 from phaseprof.analysis.window import HostCalls, step_bounds_all
 from phaseprof.defaults import GRAPH_LAUNCH_APIS, SCHEMA_VERSION, TOP_KERNELS_PER_BUCKET
-from phaseprof.trace.tables import EventTables, labels
+from phaseprof.trace.tables import EventTables, label_in, labels
 
 _US = 1e-3  # ns -> us
 
@@ -35,9 +35,72 @@ def _stats(values: list[float]) -> Stats:
 def _bucket_times(items: pd.DataFrame, col: str, busy_ns: float) -> list[BucketTime]:
     if items.empty:
         return []
+    if isinstance(items[col].dtype, pd.CategoricalDtype):  # the item columns: always
+        return _bucket_times_by_code(items, col, busy_ns)
     g = items.groupby(col, observed=True)["share_ns"].agg(["sum", "size"]).sort_values("sum", ascending=False)
     return [BucketTime(str(b), float(r["sum"]) * _US, 100.0 * float(r["sum"]) / busy_ns if busy_ns else 0.0,
                        int(r["size"])) for b, r in g.iterrows()]
+
+
+def _bucket_times_by_code(items: pd.DataFrame, col: str, busy_ns: float) -> list[BucketTime]:
+    """:func:`_bucket_times` of a categorical column from its codes: the same group sums (pandas' compensated sum
+    over each bucket's rows in row order) and the same sort of them, without a frame per call (issue 28)."""
+    code = items[col].cat.codes.to_numpy()
+    cats = items[col].cat.categories
+    ok = code >= 0  # null buckets are no group
+    code = code[ok]
+    sums = pd.Series(items["share_ns"].to_numpy()[ok]).groupby(code).sum()  # by code: category order, observed
+    size = np.bincount(code, minlength=len(cats))[sums.index.to_numpy()]
+    t = sums.to_numpy()
+    order = pd.Series(t).sort_values(ascending=False).index.to_numpy()  # the frame's sort_values("sum"): nargsort
+    names = [str(cats[c]) for c in sums.index.to_numpy()[order].tolist()]
+    return [BucketTime(b, float(x) * _US, 100.0 * float(x) / busy_ns if busy_ns else 0.0, int(k))
+            for b, x, k in zip(names, t[order].tolist(), size[order].tolist())]
+
+
+def _top_kernels(items: pd.DataFrame, busy_ns: float, limit: int | None) -> dict[str, list[KernelStat]]:
+    """``{str(b): _kernel_stats(sub, busy_ns, limit) for b, sub in items.groupby("kernel_bucket", observed=True)}``
+    from one pass over all buckets (issue 28: a frame and a dozen pandas calls per bucket were a third of the
+    analysis at 117 MB). A kernel is a (name, bucket) pair, so its rows, and their order, are the same in its
+    bucket's frame as in all rows: the same compensated sums, counts, modules and first rows; each bucket's
+    kernels come in name order, as in its frame, and are sorted by the same sort."""
+    if items.empty:
+        return {}
+    kb = items["kernel_bucket"]
+    bcode = kb.cat.codes.to_numpy().astype(np.int64)
+    bcats = kb.cat.categories
+    nb = max(len(bcats), 1)
+    name_code = items["name"].cat.codes.to_numpy().astype(np.int64)
+    ok = (name_code >= 0) & (bcode >= 0)
+    present = np.flatnonzero(np.bincount(bcode[bcode >= 0], minlength=len(bcats)))  # the observed buckets
+    out: dict[str, list[KernelStat]] = {str(bcats[b]): [] for b in present.tolist()}
+    if not ok.any():
+        return out
+    keys, kernel = _unique((name_code * nb + bcode)[ok], inverse=True)
+    share_ns = pd.Series(items["share_ns"].to_numpy()[ok]).groupby(kernel).sum().to_numpy()
+    count = np.bincount(kernel)
+    module, modules = _codes(items["module_bucket"], ok)
+    nm = len(modules)
+    pairs, first_row, n = _unique(kernel * nm + module, index=True, counts=True)
+    order = np.lexsort((first_row, -n, pairs // nm))
+    lead = np.r_[True, np.diff(pairs[order] // nm) != 0]
+    top_module = np.asarray(modules, dtype=object)[pairs[order][lead] % nm]  # per kernel
+    names = items["name"].cat.categories
+    of_bucket = keys % nb
+    for b in present.tolist():
+        sel = np.flatnonzero(of_bucket == b)  # this bucket's kernels, in name order
+        if sel.size == 0:
+            continue
+        t = share_ns[sel]
+        by_time = pd.Series(t).sort_values(ascending=False).index.to_numpy()  # the frame's sort_values("time")
+        if limit:
+            by_time = by_time[:limit]
+        bname = str(bcats[b])
+        out[bname] = [KernelStat(str(names[k // nb]), bname, str(m), int(c), float(x) * _US,
+                                 100.0 * float(x) / busy_ns if busy_ns else 0.0)
+                      for k, x, c, m in zip(keys[sel][by_time].tolist(), t[by_time].tolist(),
+                                            count[sel][by_time].tolist(), top_module[sel][by_time].tolist())]
+    return out
 
 
 def _kernel_stats(items: pd.DataFrame, busy_ns: float, limit: int | None) -> list[KernelStat]:
@@ -126,6 +189,8 @@ class _StepContext:
         # API names as ids into the distinct names (issue 28: one Python string per call, 1.3M at 2 GB, was built
         # and hashed twice: for the call kinds and for the launch counts)
         self.rt_name_id, self.api_names = _label_ids(rt["name"])
+        if len(self.api_names) < 1 << 15:  # a few API names: 2 bytes a call, not 8 (issue 28)
+            self.rt_name_id = self.rt_name_id.astype(np.int16)
         self.rt_ts = rt["ts_ns"].to_numpy()
         self.rt_end = rt["end_ns"].to_numpy()
         self.rt_step = assign_to_steps(self.rt_ts, det.steps)
@@ -204,14 +269,20 @@ class _Groups:
 
     def __init__(self, step: np.ndarray, n: int):
         self.n = n
-        order = np.argsort(step, kind="stable")
-        off = np.searchsorted(step[order], np.arange(n + 1), side="left")
-        self.rows = order[off[0]:off[-1]]  # grouped rows, group k at [off[k], off[k+1]) after the shift below
-        self.off = off - off[0]
+        # Rows already by step (the rule: items, calls and gaps come in time order): the grouped rows are one
+        # stretch, and ``of`` a view of it instead of a permuted copy of every column (issue 28: memory, time)
+        if step.size < 2 or bool((step[1:] >= step[:-1]).all()):
+            off = np.searchsorted(step, np.arange(n + 1), side="left")
+            self.rows: np.ndarray | slice = slice(int(off[0]), int(off[-1]))
+        else:
+            order = np.argsort(step, kind="stable")
+            off = np.searchsorted(step[order], np.arange(n + 1), side="left")
+            self.rows = order[off[0]:off[-1]]
+        self.off = off - off[0]  # grouped rows, group k at [off[k], off[k+1])
         self.size = np.diff(self.off)
 
     def of(self, values: np.ndarray) -> np.ndarray:
-        """``values`` of the grouped rows, in group order."""
+        """``values`` of the grouped rows, in group order (a view where they are one stretch: read it only)."""
         return np.asarray(values)[self.rows]
 
     def reduce(self, ufunc: np.ufunc, values: np.ndarray, empty: int) -> np.ndarray:
@@ -238,25 +309,50 @@ class _Groups:
         return out
 
 
+#: Gap candidates handled at once by :func:`_idle_splits` (whole steps at a time): its per-gap columns (a dozen, one
+#: entry per union piece, about one per kernel) are this long at most instead of all of a trace's at once (issue 28:
+#: they were the analysis' peak at 117 MB).
+_GAP_BLOCK = 1 << 14
+
+
 def _idle_splits(work: GpuWork, start: np.ndarray, end: np.ndarray, ctx: _StepContext
                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Every step's GPU idle time inside its ``[start, end)`` split by cause (see IdleSplit), in ns, and the GPU
     busy time of any step there. Idle means no activity of any step ran; the activity that ends a gap tells
     whether its launch call was still in progress. All steps at once: a window's gaps are the gaps of the union
-    of all work clipped to it (what ``GpuWork.idle_gaps`` finds window by window)."""
-    us, ue = iv.union(work.ts, work.end)
+    of all work clipped to it (what ``GpuWork.idle_gaps`` finds window by window), a block of whole steps at a
+    time (each step's sums are over its own gaps: the same integers in any blocks)."""
+    # the launch calls' union first (its temporaries before the work's union exists), from copies it may overwrite
+    in_launches = iv.Merged(*iv.union(ctx.rt_ts[ctx.is_launch], ctx.rt_end[ctx.is_launch], own=True))
+    w_ts, w_launch = work.ts, work.launch
+    us, ue = iv.union(w_ts, work.end)
+    del work  # the ends: not needed past the union (the caller hands the work over without keeping it)
     live = end > start
-    any_busy = np.where(live, iv.overlap_with_union(start, end, us, ue), 0)
+    any_busy = np.where(live, iv.Merged(us, ue).overlap(start, end), 0)
     # union pieces meeting each window: [i0, i1); a window has one gap candidate more than pieces
     i0 = np.searchsorted(ue, start, side="right")
     i1 = np.searchsorted(us, end, side="left")
     m = np.where(live, np.maximum(i1 - i0, 0), 0)
     del i1
     cand = np.where(live, m + 1, 0)
+    out = np.zeros((3, start.size), dtype=np.int64)
+    ends = np.cumsum(cand)
+    lo = 0
+    while lo < start.size:  # steps [lo, hi): at least one, else as many as keep to _GAP_BLOCK candidates
+        hi = max(int(np.searchsorted(ends, (ends[lo - 1] if lo else 0) + _GAP_BLOCK, side="right")), lo + 1)
+        out[:, lo:hi] = _gap_split(w_ts, w_launch, us, ue, start[lo:hi], end[lo:hi], i0[lo:hi], m[lo:hi],
+                                   cand[lo:hi], ctx.rt_end, in_launches)
+        lo = hi
+    return any_busy, out[0], out[1], out[2]
+
+
+def _gap_split(w_ts: np.ndarray, w_launch: np.ndarray, us: np.ndarray, ue: np.ndarray, start: np.ndarray,
+               end: np.ndarray, i0: np.ndarray, m: np.ndarray, cand: np.ndarray, call_end: np.ndarray,
+               in_launches: iv.Merged) -> np.ndarray:
+    """:func:`_idle_splits`' three idle sums (launch overhead, host work, other) of some steps, as rows (``w_ts``,
+    ``w_launch``: the work's starts and launches, by start)."""
     step = np.repeat(np.arange(start.size), cand)
     j = np.arange(step.size) - np.repeat(np.cumsum(cand) - cand, cand)  # candidate number within its window
-    del cand
-    # Memory: one entry per union piece (about one per kernel) in each of these columns; each is deleted when used.
     s, e = start[step], end[step]
     piece = i0[step]
     piece += j
@@ -271,19 +367,17 @@ def _idle_splits(work: GpuWork, start: np.ndarray, end: np.ndarray, ctx: _StepCo
     step, gs, ge, e = step[keep], gs[keep], ge[keep], e[keep]
     del keep
     # the work that ends a gap: the first interval starting at or after it, if it starts inside the window
-    nxt = np.searchsorted(work.ts, ge, side="left")
-    has_next = nxt < work.ts.size
-    has_next[has_next] &= work.ts[nxt[has_next]] < e[has_next]
-    nl = work.launch[np.minimum(nxt, work.ts.size - 1)] if work.ts.size else np.zeros(gs.size, dtype=np.int64)
-    call_end = ctx.rt_end
+    nxt = np.searchsorted(w_ts, ge, side="left")
+    has_next = nxt < w_ts.size
+    has_next[has_next] &= w_ts[nxt[has_next]] < e[has_next]
+    nl = w_launch[np.minimum(nxt, w_ts.size - 1)] if w_ts.size else np.zeros(gs.size, dtype=np.int64)
     launched_at = np.where(has_next & (nl >= 0), call_end[np.maximum(nl, 0)] if call_end.size else 0, gs)
     starved_end = np.where(has_next, np.clip(launched_at, gs, ge), gs)
     del launched_at, nl, nxt, has_next, e
-    launches = np.flatnonzero(ctx.is_launch)
-    in_launch = iv.overlap_with_union(gs, starved_end, ctx.rt_ts[launches], ctx.rt_end[launches])
+    in_launch = in_launches.overlap(gs, starved_end)
     by_step = _Groups(step, start.size)  # gaps are already by step, in order: the sort keeps them
-    return (any_busy, by_step.sum(by_step.of(in_launch)), by_step.sum(by_step.of(starved_end - gs - in_launch)),
-            by_step.sum(by_step.of(ge - starved_end)))
+    return np.stack([by_step.sum(by_step.of(in_launch)), by_step.sum(by_step.of(starved_end - gs - in_launch)),
+                     by_step.sum(by_step.of(ge - starved_end))])
 
 
 def _launch_counts(ctx: _StepContext, n: int) -> list[LaunchCounts]:
@@ -307,7 +401,7 @@ def _launch_counts(ctx: _StepContext, n: int) -> list[LaunchCounts]:
             for tt, d, g in zip(total.tolist(), by_api, graph.tolist())]
 
 
-def _step_rows(det: StepDetection, items: pd.DataFrame, ctx: _StepContext, device: str, work: GpuWork,
+def _step_rows(det: StepDetection, items: pd.DataFrame, ctx: _StepContext, device: str,
                views: dict[str, dict[int, dict[str, float]]]) -> list[StepRow]:
     """Every step's row. Each column is computed for all steps at once by grouped numpy operations over the items,
     calls and allocations sorted by step (issue 22: 200k steps ran for minutes at ~0.65 ms a step); only the
@@ -324,13 +418,17 @@ def _step_rows(det: StepDetection, items: pd.DataFrame, ctx: _StepContext, devic
     start, stop = step_bounds_all(host_start, host_end, g.reduce(np.minimum, ts, 0), g.reduce(np.maximum, end, 0),
                                   g.size > 0, first_launch, has_launch)
     share = g.float_sum(g.of(items["share_ns"].to_numpy()))
-    kinds = g.of(labels(items["kind"]))
-    is_memcpy, is_memset, byts = kinds == EventKind.MEMCPY, kinds == EventKind.MEMSET, g.of(items["bytes"].to_numpy())
-    kernels = g.count(kinds == EventKind.KERNEL) if device == "gpu" else g.size
+    # the kinds by category (label_in: no string per row), as ``labels(kind) == EventKind.X`` (plain values: a
+    # StrEnum member hashes unlike its value)
+    kind = items["kind"]
+    is_memcpy = g.of(label_in(kind, (EventKind.MEMCPY.value,)))
+    is_memset = g.of(label_in(kind, (EventKind.MEMSET.value,)))
+    byts = g.of(items["bytes"].to_numpy())
+    kernels = g.count(g.of(label_in(kind, (EventKind.KERNEL.value,)))) if device == "gpu" else g.size
     memcpy_count, memcpy_bytes = g.count(is_memcpy), g.sum(np.where(is_memcpy, byts, 0))
     memset_count, memset_bytes = g.count(is_memset), g.sum(np.where(is_memset, byts, 0))
     if device == "gpu":
-        any_busy, launch_ns, host_ns, other_ns = _idle_splits(work, start, stop, ctx)
+        any_busy, launch_ns, host_ns, other_ns = _idle_splits(GpuWork(items), start, stop, ctx)  # not kept here
     else:
         any_busy = None
     rg = _Groups(ctx.rt_step, n)
@@ -390,9 +488,7 @@ _PHASE_SUMMARY_COLUMNS = ["name", "kernel_bucket", "module_bucket", "share_ns"]
 
 def _phase_summary(phase: str, rows: list[StepRow], items: pd.DataFrame) -> PhaseSummary:
     busy_ns = float(items["share_ns"].sum())
-    top: dict[str, list[KernelStat]] = {}
-    for b, sub in items.groupby("kernel_bucket", observed=True):
-        top[str(b)] = _kernel_stats(sub, busy_ns, TOP_KERNELS_PER_BUCKET)
+    top = _top_kernels(items, busy_ns, TOP_KERNELS_PER_BUCKET)
     return PhaseSummary(
         phase=phase, steps=len(rows), wall_us=sum(r.wall_us for r in rows),
         gpu_busy_us=sum(r.gpu_busy_us for r in rows), gpu_idle_us=sum(r.gpu_idle_us for r in rows),
@@ -409,9 +505,10 @@ def _phase_summary(phase: str, rows: list[StepRow], items: pd.DataFrame) -> Phas
 def summarize(t: EventTables, prep: Prepared) -> Breakdown:
     """Per-step rows and per-phase summaries of prepared work items (the second half of the pipeline)."""
     device, det, items = prep.device, prep.detection, prep.items
+    views = _per_step_views(items)  # first: its pandas groupbys' temporaries then come before the columns below
     ctx = _StepContext(t, det)
-    work = GpuWork(items)
-    rows = _step_rows(det, items, ctx, device, work, _per_step_views(items))
+    rows = _step_rows(det, items, ctx, device, views)
+    del ctx, views
     notes = list(det.notes)
     phases = []
     for ph in (StepPhase.PREFILL, StepPhase.MIXED, StepPhase.DECODE, StepPhase.UNKNOWN):

@@ -178,19 +178,33 @@ def gpu_items(t: EventTables, c: Correlated, det: StepDetection, rules: RuleSet,
     kb = bucket_codes(kernel_buckets)
     own = op_module.at(op)
     module = np.where(own >= 0, _value_buckets(op_module.values)[own], kb)
+    # The columns as they are, not copied into one block (issue 28: the frame was a 7-column int64 block, the
+    # analysis' largest single allocation at 117 MB, plus copies of columns the tables and ``c`` hold already):
+    # the tables' own columns and the launches read-only (a write into the items fails instead of changing them).
     items = pd.DataFrame({
-        "step": step, "ts_ns": g["ts_ns"].to_numpy(), "end_ns": g["end_ns"].to_numpy(),
+        "step": step, "ts_ns": _read_only(g["ts_ns"]), "end_ns": _read_only(g["end_ns"]),
         "name": g["name"], "kind": g["kind"],
         "kernel_bucket": pd.Categorical.from_codes(kb, dtype=BUCKET_DTYPE),
         "module_bucket": pd.Categorical.from_codes(module, dtype=BUCKET_DTYPE),
-        "launch": launch, "bytes": g["bytes"].to_numpy(), "stream": g["stream"].to_numpy(),
+        "launch": _read_only(launch), "bytes": _read_only(g["bytes"]), "stream": _read_only(g["stream"]),
         "row": np.arange(len(g), dtype=np.int64),
-    })
-    items = items[items["step"] >= 0]  # a new frame already (pandas 3: copy on write): no second copy
+    }, copy=False)
+    in_steps = step >= 0
+    del host_t, step, op, kb, own, module  # in the frame now (issue 28: the peak is the shares below)
+    if not in_steps.all():  # else the frame as it is: the same rows and index (a RangeIndex), not a copy of it
+        items = items[in_steps]  # a new frame already (pandas 3: copy on write): no second copy
+    del in_steps
     # Shares over all steps at once: when adjacent steps overlap on the GPU (async scheduling, other streams) the
     # common time is split between them instead of counted in both.
     items["share_ns"] = iv.exclusive_shares(items["ts_ns"].to_numpy(), items["end_ns"].to_numpy())
     return items
+
+
+def _read_only(col: pd.Series | np.ndarray) -> np.ndarray:
+    """A read-only view of a column's values (its data shared, not copied)."""
+    v = np.asarray(col).view()
+    v.flags.writeable = False
+    return v
 
 
 def cpu_items(t: EventTables, c: Correlated, det: StepDetection, rules: RuleSet,

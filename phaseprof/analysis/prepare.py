@@ -8,7 +8,8 @@ they can never disagree about which kernel belongs to which step or bucket.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 import pandas as pd
@@ -27,14 +28,27 @@ from phaseprof.trace.tables import EventTables
 
 @dataclass(frozen=True)
 class Prepared:
-    correlated: Correlated
+    """``correlated`` and ``kernel_buckets`` are made again on first use (nothing after :func:`prepare` reads them
+    as a rule: kept, they were a third of what an analysis keeps, ~3.4 MB at 117 MB, through its peak; issue 28)."""
+
     device: str  # "gpu", or "cpu" for CPU-only traces (CPU ops are the work items)
-    kernel_buckets: np.ndarray  # kernel-view bucket per ``tables.gpu`` row
     detection: StepDetection
     items: pd.DataFrame  # work items inside steps, with step, buckets and exclusive time share
     attribution: ItemAttribution | None = None  # module tree and graph alignment (see analysis.attribution)
     inferred_phases: tuple[InferredPhase, ...] = ()
     empty_steps_dropped: int = 0
+    tables: EventTables | None = field(default=None, repr=False, compare=False)  # what was prepared
+    kernel_view: Coded | None = field(default=None, repr=False, compare=False)  # kernel view per gpu row, as codes
+
+    @cached_property
+    def correlated(self) -> Correlated:
+        """Launch and op-stack links of the tables (``trace.correlate``), as :func:`prepare` used them."""
+        return correlate(self.tables)
+
+    @cached_property
+    def kernel_buckets(self) -> np.ndarray:
+        """Kernel-view bucket per ``tables.gpu`` row (object array)."""
+        return self.kernel_view.objects()
 
 
 def prepare(t: EventTables, rules: RuleSet, *, reference: Reference | None = None,
@@ -44,13 +58,14 @@ def prepare(t: EventTables, rules: RuleSet, *, reference: Reference | None = Non
     ``plan``: the model's layer plan (``analysis.layer_plan``) for structural attribution of graph replays;
     ``plan_note``: why there is none.
     ``only_steps_in``: keep only the steps starting in this host window (ns; ``--steps``), see :func:`_only_steps_in`."""
-    c = correlate(t)
+    c = correlate(t, compact=True)  # op_parent as int32: the same rows (Prepared.correlated makes the int64 one)
     device = "gpu" if not t.gpu.empty else "cpu"
     kview = kernel_view_codes(t.gpu["name"], rules) if device == "gpu" else Coded(np.zeros(0, np.int32),
                                                                                     np.zeros(0, dtype=object))
     kernel_buckets = kview.objects()
     det = detect_steps(ops=t.ops, runtime=t.runtime, gpu=t.gpu, gpu_launch=c.gpu_launch,
                        kernel_buckets=kernel_buckets)
+    del kernel_buckets  # an object per kernel: made again where asked for (Prepared.kernel_buckets)
     op_module = op_module_codes(t.ops, c.op_parent, rules)
     if device == "gpu":
         items = gpu_items(t, c, det, rules, kview, op_module)
@@ -62,8 +77,8 @@ def prepare(t: EventTables, rules: RuleSet, *, reference: Reference | None = Non
     det, inferred = infer_phases(det, items)
     if only_steps_in is not None:
         det, items = _only_steps_in(det, items, *only_steps_in)
-    return Prepared(correlated=c, device=device, kernel_buckets=kernel_buckets, detection=det, items=items,
-                    attribution=ia, inferred_phases=tuple(inferred), empty_steps_dropped=dropped)
+    return Prepared(device=device, detection=det, items=items, attribution=ia, inferred_phases=tuple(inferred),
+                    empty_steps_dropped=dropped, tables=t, kernel_view=kview)
 
 
 def _only_steps_in(det: StepDetection, items: pd.DataFrame, lo_ns: int, hi_ns: int

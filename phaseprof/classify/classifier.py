@@ -32,9 +32,11 @@ def _lookup(name: str, rules: RuleSet, view: View) -> Bucket | None:
     key = (view, name)
     memo = rules._memo
     if key not in memo:
-        hit = first_match(name, rules.kernel if view == "kernel" else rules.module) \
-            if rules.may_match(name, view) else None
-        memo[key] = hit[1].bucket if hit else None
+        hit = rules.first_by_set(name, view)  # first_match's rule from one RE2 set pass, where it finds one
+        if hit is None and rules.may_match(name, view):  # none found (or RE2 gave up): the rules one by one
+            found = first_match(name, rules.kernel if view == "kernel" else rules.module)
+            hit = found[1] if found else None
+        memo[key] = hit.bucket if hit is not None else None
     return memo[key]
 
 

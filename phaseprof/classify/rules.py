@@ -84,6 +84,24 @@ class RuleSet:
     # view -> one RE2 alternation of all its patterns (or None: not compilable as one), built on first use
     _any: dict[str, re2._Regexp | None] = field(default_factory=dict, init=False, repr=False, compare=False,
                                                 hash=False)
+    # view -> (an RE2 set of all its patterns, each pattern's rule number), or None where RE2 would not build one
+    _sets: dict[str, tuple[re2.Set, tuple[int, ...]] | None] = field(default_factory=dict, init=False, repr=False,
+                                                                      compare=False, hash=False)
+
+    def first_by_set(self, name: str, view: str) -> Rule | None:
+        """The first of ``view``'s rules with a pattern found in ``name``, from one pass of an RE2 set over the
+        name (issue 28: a search per rule until one matched was most of the kernel classification), or None where
+        the set finds no pattern, or RE2 gave up (which it reports the same way): the caller then tries the rules
+        one by one (``classifier.first_match``)."""
+        if view not in self._sets:
+            self._sets[view] = _pattern_set(self.kernel if view == "kernel" else self.module)
+        built = self._sets[view]
+        if built is None:
+            return None
+        found = built[0].Match(name)  # RE2 fills the list only on success, and then with every pattern found
+        if not found:
+            return None
+        return (self.kernel if view == "kernel" else self.module)[min(built[1][i] for i in found)]
 
     def may_match(self, name: str, view: str) -> bool:
         """False only when no pattern of ``view``'s rules is found in ``name`` (one RE2 pass over the name
@@ -97,6 +115,24 @@ class RuleSet:
                 return False
         combined = self._any[view]
         return combined is None or combined.search(name) is not None
+
+
+def _pattern_set(rules: tuple[Rule, ...]) -> tuple[re2.Set, tuple[int, ...]] | None:
+    """An unanchored RE2 set of every pattern of ``rules`` (the rules' own options: a pattern is in the set's
+    answer exactly when its ``search`` finds it), and the rule number of each; None when RE2 refuses one."""
+    if not rules:
+        return None
+    try:
+        patterns = re2.Set.SearchSet(_RE2_OPTIONS)
+        rule_of = []
+        for k, rule in enumerate(rules):
+            for p in rule.patterns:
+                patterns.Add(p.pattern)
+                rule_of.append(k)
+        patterns.Compile()
+    except re2.error:
+        return None
+    return patterns, tuple(rule_of)
 
 
 def _alternation(texts: list[str]) -> re2._Regexp | None:

@@ -48,7 +48,10 @@ def _thread_codes(*frames: pd.DataFrame) -> list[np.ndarray]:
     by_name = pd.factorize(np.asarray([n for ns in names for n in ns], dtype=object))[0].astype(np.int32)
     out, at = [], 0
     for codes, ns in zip(pair_codes, names):
-        out.append(by_name[at:at + len(ns)][codes] if len(ns) else np.zeros(len(codes), dtype=np.int32))
+        if len(ns) == 1:  # one thread (the rule): its code for every row, read-only and without a column
+            out.append(np.broadcast_to(by_name[at:at + 1], (len(codes),)))
+        else:
+            out.append(by_name[at:at + len(ns)][codes] if len(ns) else np.zeros(len(codes), dtype=np.int32))
         at += len(ns)
     return out
 
@@ -60,6 +63,9 @@ def _factorize_small(pc: np.ndarray, tc: np.ndarray, n_t: int) -> tuple[np.ndarr
     is found in leading blocks of doubling size (the threads all appear early as a rule; the blocks' sizes add up
     to at most twice the rows when one does not)."""
     n = pc.size
+    if n and pc.min() == pc.max() >= 0 and tc.min() == tc.max() >= 0:  # one thread (the rule): no whole-column pass
+        return (np.broadcast_to(np.zeros(1, dtype=np.int32), (n,)),  # read-only, without a column
+                np.asarray([int(pc[0]) * n_t + int(tc[0])], dtype=np.int64))
     k = (int(pc.max()) + 1) * n_t if n else 0
     if n == 0 or pc.min() < 0 or tc.min() < 0 or k > 4 * n + (1 << 16) or k >= 1 << 31:
         codes, uniq = pd.factorize(pc.astype(np.int64) * n_t + tc)
@@ -83,7 +89,7 @@ def _factorize_small(pc: np.ndarray, tc: np.ndarray, n_t: int) -> tuple[np.ndarr
     return code_of[pair], uniq.astype(np.int64)
 
 
-def _op_parents(ops: pd.DataFrame, key_codes: np.ndarray | None = None) -> np.ndarray:
+def _op_parents(ops: pd.DataFrame, key_codes: np.ndarray | None = None, *, compact: bool = False) -> np.ndarray:
     """Per row of ``ops`` (or of any frame with pid/tid categoricals and ts_ns/end_ns), the row of the innermost
     op enclosing it on the same thread, or -1.
 
@@ -93,7 +99,7 @@ def _op_parents(ops: pd.DataFrame, key_codes: np.ndarray | None = None) -> np.nd
     only on the stretches of a thread that hold a partial overlap. Everywhere else (properly nested ops) the same
     parents come from array operations: an op's depth is the number of earlier ops still open at its start, and
     its parent is the last earlier op one level up. ``key_codes``: ``_thread_codes(ops)[0]`` where the caller
-    has it already.
+    has it already. ``compact``: int32 rows where they fit (the same values in half the memory), else int64.
     """
     n = len(ops)
     if n == 0:
@@ -102,28 +108,36 @@ def _op_parents(ops: pd.DataFrame, key_codes: np.ndarray | None = None) -> np.nd
     end_a = ops["end_ns"].to_numpy()
     if key_codes is None:
         key_codes = _thread_codes(ops)[0]
-    order = _sweep_order(ts_a, end_a, key_codes)
-    ts, end, key = ts_a[order], end_a[order], key_codes[order]
+    order = _sweep_order_or_none(ts_a, end_a, key_codes)
+    if order is None:  # the rows in sweep order already (the rule: one thread, in time order): no permuted copies
+        ts, end, key = ts_a, end_a, key_codes
+    else:
+        ts, end, key = ts_a[order], end_a[order], key_codes[order]
     del key_codes
     sorted_parent = _nested_parents(ts, end, key)
     if sorted_parent is None:  # times the array path does not handle (not integers, huge spans): sweep them all
         sorted_parent = np.full(n, -1, dtype=np.int64)
         _sweep(np.arange(n), np.r_[True, key[1:] != key[:-1]], ts.tolist(), end.tolist(), sorted_parent)
     del ts, end, key
+    out_t = np.int32 if compact and n < 1 << 31 else np.int64
+    if order is None:  # positions are rows (-1 stays -1)
+        return sorted_parent.astype(out_t, copy=False)
     mapped = order[sorted_parent]  # rows; where there is no parent (-1) the last row, overwritten next
     mapped[sorted_parent < 0] = -1
     del sorted_parent
-    parent = np.empty(n, dtype=np.int64)
+    parent = np.empty(n, dtype=out_t)
     parent[order] = mapped
     return parent
 
 
-def _sweep_order(ts: np.ndarray, end: np.ndarray, key: np.ndarray) -> np.ndarray:
-    """``np.lexsort((-(end - ts), ts, key))`` (thread, then start, then longest first, then row), faster on
+def _sweep_order_or_none(ts: np.ndarray, end: np.ndarray, key: np.ndarray) -> np.ndarray | None:
+    """``np.lexsort((-(end - ts), ts, key))`` (thread, then start, then longest first, then row), or None where that
+    is every row in place (ops of one thread in sweep order already: no order, no permuted copies). Faster on
     tables already about in time order: stable sorts by start and by thread (timsort on nearly sorted data), and
     a lexsort of only the rows that share their start with another."""
+    order: np.ndarray | None = None  # None: every row in place so far (made only where a row moves)
     if ts.size < 2 or (ts[1:] >= ts[:-1]).all():  # ops in time order already (the rule): no sort, no copy
-        order, t = np.arange(ts.size), ts
+        t = ts
     else:
         order = np.argsort(ts, kind="stable")
         t = ts[order]
@@ -134,16 +148,20 @@ def _sweep_order(ts: np.ndarray, end: np.ndarray, key: np.ndarray) -> np.ndarray
     tie[:-1] |= same
     if tie.any():
         sub = np.flatnonzero(tie)
-        rows = order[sub]
+        rows = sub if order is None else order[sub]
         group = np.cumsum(~np.r_[False, same], dtype=np.int64 if len(ts) >> 31 else np.int32)[sub]  # run ids
         del same
-        order[sub] = rows[np.lexsort((rows, -(end[rows] - ts[rows]), group))]
+        moved = rows[np.lexsort((rows, -(end[rows] - ts[rows]), group))]
+        if order is not None or not (moved == rows).all():
+            order = np.arange(ts.size) if order is None else order
+            order[sub] = moved
     if key.size == 0 or key.min() == key.max():  # one thread: the sort by thread keeps every row in place
         return order
-    by_key = key[order]
+    by_key = key if order is None else key[order]
     if by_key.size and 0 <= by_key.min() and by_key.max() < 1 << 15:
         by_key = by_key.astype(np.int16)  # numpy's stable sort of 16-bit keys is a radix sort: O(n)
-    return order[np.argsort(by_key, kind="stable")]
+    by_thread = np.argsort(by_key, kind="stable")
+    return by_thread if order is None else order[by_thread]
 
 
 def _sweep(positions: np.ndarray, restart: np.ndarray, ts: list, end: list, parent: np.ndarray) -> None:
@@ -182,17 +200,23 @@ def _nested_parents(ts: np.ndarray, end: np.ndarray, key: np.ndarray) -> np.ndar
     new_thread = np.empty(n, dtype=bool)
     new_thread[0] = True
     np.not_equal(key[1:], key[:-1], out=new_thread[1:])
-    thread = np.cumsum(new_thread, dtype=pos_t)
-    thread -= 1
+    # thread numbers; None for one thread (the rule), whose number 0 shifts nothing below (no column of zeros)
+    thread = None
+    if new_thread[1:].any():
+        thread = np.cumsum(new_thread, dtype=pos_t)
+        thread -= 1
     lo = int(ts.min())
     span = int(end.max()) - lo + 1
-    if span * (int(thread[-1]) + 2) >= 1 << 62:  # thread[-1] + 1 threads
+    if span * ((int(thread[-1]) if thread is not None else 0) + 2) >= 1 << 62:  # thread[-1] + 1 threads
         return None
     # Times shifted per thread so one sorted array serves every thread: thread k's times lie in [k*span, (k+1)*span).
-    s_end = thread.astype(np.int64)
-    s_end *= span
-    s_end -= lo
-    s_end += end
+    if thread is None:
+        s_end = end - lo
+    else:
+        s_end = thread.astype(np.int64)
+        s_end *= span
+        s_end -= lo
+        s_end += end
     s_end.sort(kind="stable")  # timsort: nearly sorted
     # Ops open at i's start (its depth): the earlier ops of its thread, (i - first), less those ended by then:
     # all of the thread's ops ending at or before it, (ended_all - first), less the zero-length ops at that very
@@ -202,10 +226,13 @@ def _nested_parents(ts: np.ndarray, end: np.ndarray, key: np.ndarray) -> np.ndar
     depth = np.arange(n, dtype=pos_t)
     for a in range(0, n, 1 << 16):
         b = min(a + (1 << 16), n)
-        s_ts = thread[a:b].astype(np.int64)
-        s_ts *= span
-        s_ts -= lo
-        s_ts = s_ts + ts[a:b]
+        if thread is None:
+            s_ts = ts[a:b] - lo
+        else:
+            s_ts = thread[a:b].astype(np.int64)
+            s_ts *= span
+            s_ts -= lo
+            s_ts = s_ts + ts[a:b]
         depth[a:b] -= np.searchsorted(s_end, s_ts, side="right").astype(pos_t)
     del s_end
     zero = end == ts
@@ -240,25 +267,34 @@ def _nested_parents(ts: np.ndarray, end: np.ndarray, key: np.ndarray) -> np.ndar
             has = found > 0
             cand[here[has]] = up[found[has] - 1]
         del by_level
-    inner = depth > 0
-    parent = np.where(inner, cand, pos_t(-1))
+    # The parent, np.where(depth > 0, cand, -1), is cand itself: levels from 1 up were filled, depth-0 rows kept -1.
+    parent = cand
     # Where that parent is not the sweep's (a partial overlap made the stack differ), sweep the stretch again:
     # stretches start where every earlier op of the thread has ended (the sweep's stack is empty there).
-    # ok = ~inner | (found & (depth[cand] == depth - 1) & (thread[cand] == thread) & (end <= end[cand])), one
-    # term at a time (a whole temporary column each); cand is -1 where none was found (its terms read the last
+    # ok = ~inner | (found & (depth[cand] == depth - 1) & (thread[cand] == thread) & (end <= end[cand])), a block
+    # of rows at a time (no whole temporary column); cand is -1 where none was found (its terms read the last
     # row, then found clears them).
-    ok = depth[cand]
-    ok += 1
-    ok = ok == depth
-    ok &= cand >= 0
-    ok &= thread[cand] == thread
-    ok &= end <= end[cand]
-    ok |= ~inner
-    del cand, inner, depth
+    ok = np.empty(n, dtype=bool)
+    for a in range(0, n, 1 << 16):
+        b = min(a + (1 << 16), n)
+        c, d = cand[a:b], depth[a:b]
+        o = depth[c]
+        o += 1
+        o = o == d
+        o &= c >= 0
+        if thread is not None:
+            o &= thread[c] == thread[a:b]
+        o &= end[a:b] <= end[c]
+        o |= d <= 0
+        ok[a:b] = o
+    del depth
     if not ok.all():
-        base = thread.astype(np.int64)
-        base *= span
-        base -= lo
+        if thread is None:
+            base = -lo
+        else:
+            base = thread.astype(np.int64)
+            base *= span
+            base -= lo
         s_ts, s_end = ts + base, end + base
         del base
         open_before = np.empty(n, dtype=s_end.dtype)
@@ -312,17 +348,24 @@ def _innermost_ops(runtime: pd.DataFrame, ops: pd.DataFrame, parent: np.ndarray,
         return out
     ots, oend = ops["ts_ns"].to_numpy(), ops["end_ns"].to_numpy()
     ocode, rcode = codes if codes is not None else _thread_codes(ops, runtime)
-    o_order = _by_thread_then_start(ots, ocode)
+    o_order = _by_thread_then_start(ots, ocode)  # None: the rows in that order (positions are rows)
     o_sorted_code, o_sorted_ts = (ocode, ots) if o_order is None else (ocode[o_order], ots[o_order])
-    if o_order is None:
-        o_order = np.arange(ots.size)
     rts = runtime["ts_ns"].to_numpy()
-    for key, ridx in pd.Series(rcode).groupby(rcode).indices.items():
-        lo, hi = np.searchsorted(o_sorted_code, [key, key + 1])
+    # calls by thread; the calls of one thread (the rule) are every row, without grouping them
+    one = rcode.size and rcode.min() == rcode.max()
+    groups = [(int(rcode[0]), slice(None))] if one else pd.Series(rcode).groupby(rcode).indices.items()
+    one_op_thread = o_order is None and ocode.size and ocode.min() == ocode.max()
+    for key, ridx in groups:
+        if one_op_thread:  # the ops of one thread: all of them or none (no search, no int64 copy of the codes)
+            lo, hi = (0, ocode.size) if key == int(ocode[0]) else (0, 0)
+        else:  # the keys in the codes' own type: searching with Python ints cast every code to int64 first
+            lo, hi = np.searchsorted(o_sorted_code, np.asarray([key, key + 1], dtype=o_sorted_code.dtype))
         if lo == hi:
             continue
         pos = np.searchsorted(o_sorted_ts[lo:hi], rts[ridx], side="right") - 1
-        out[ridx] = np.where(pos >= 0, o_order[lo + np.maximum(pos, 0)], -1)
+        at = np.maximum(pos, 0)
+        at += lo
+        out[ridx] = np.where(pos >= 0, at if o_order is None else o_order[at], -1)
     # Up the parents, all rows at once, while the op ends before the call starts.
     todo = np.flatnonzero(out >= 0)
     while todo.size:
@@ -334,11 +377,12 @@ def _innermost_ops(runtime: pd.DataFrame, ops: pd.DataFrame, parent: np.ndarray,
     return out
 
 
-def correlate(t: EventTables) -> Correlated:
-    """Compute launch and op-stack links for all events in ``t``."""
+def correlate(t: EventTables, *, compact: bool = False) -> Correlated:
+    """Compute launch and op-stack links for all events in ``t``. ``compact``: ``op_parent`` as int32 where the
+    rows fit (what the analysis uses while it runs, issue 28: an int64 per op was its largest array), else int64."""
     rt = t.runtime
     codes = _thread_codes(t.ops, rt)  # once for both searches (they were a third of correlate's time at 2 GB)
-    parent = _op_parents(t.ops, key_codes=codes[0])
+    parent = _op_parents(t.ops, key_codes=codes[0], compact=compact)
     return Correlated(gpu_launch=_launches(rt["correlation"].to_numpy(), t.gpu["correlation"].to_numpy()),
                       runtime_op=_innermost_ops(rt, t.ops, parent, codes), op_parent=parent)
 

@@ -178,16 +178,49 @@ def test_classify_kernels_maps_rows_and_missing_names():
 
 def test_classify_kernels_looks_each_unique_name_up_once(monkeypatch):
     rules = load_rules()  # fresh memo
-    calls, searched = [], []
+    calls, searched, by_set = [], [], []
     real = classifier.first_match
     monkeypatch.setattr(classifier, "first_match", lambda name, ordered: calls.append(name) or real(name, ordered))
     real_may = type(rules).may_match
     monkeypatch.setattr(type(rules), "may_match", lambda self, name, view: searched.append(name) or
                         real_may(self, name, view))
+    real_set = type(rules).first_by_set
+    monkeypatch.setattr(type(rules), "first_by_set", lambda self, name, view: by_set.append(name) or
+                        real_set(self, name, view))
     got = classify_kernels(pd.Series(["a_kernel", "fused_moe_kernel", "a_kernel"] * 1000), rules)
-    assert sorted(searched) == ["a_kernel", "fused_moe_kernel"]  # each distinct name once ...
-    assert calls == ["fused_moe_kernel"]  # ... and rule by rule only where some pattern is found in it
+    assert sorted(by_set) == ["a_kernel", "fused_moe_kernel"]  # each distinct name once, by the RE2 set ...
+    assert searched == ["a_kernel"]  # ... the alternation only where the set found nothing ...
+    assert calls == []  # ... and rule by rule only where that finds a pattern the set did not
     assert (got == np.array([B.UNKNOWN, B.MOE, B.UNKNOWN] * 1000, dtype=object)).all()
+
+
+def test_first_by_set_is_first_match(tmp_path: Path):
+    """``RuleSet.first_by_set`` (one RE2 set pass) picks ``first_match``'s rule, or None where no pattern is found:
+    every kernel and op name of the committed traces and some made up, with the default rules and with a user
+    file of overlapping rules and inline flags before them."""
+    user = write(tmp_path, '''
+[[kernel]]
+bucket = "gemm"
+patterns = ["(?i)NVJET", "^void at::native::"]
+[[kernel]]
+bucket = "moe"
+patterns = ["kernel$", "x*"]
+[[module]]
+bucket = "attention"
+patterns = ["(?i)aten::(mm|ADD)"]
+''')
+    names = {"", "a_kernel", "fused_moe_kernel", "NVJET_x", "Memset (Device)", "\u00e9t\u00e9 kernel"}
+    for path in sorted((Path(__file__).resolve().parents[2] / "traces").rglob("*.json.gz"))[:12]:
+        from phaseprof.trace.read import load_tables
+        t = load_tables(path)
+        for frame in (t.gpu, t.ops):
+            names.update(str(n) for n in frame["name"].cat.categories)
+    for rules in (load_rules(), load_rules([user])):
+        for view, ordered in (("kernel", rules.kernel), ("module", rules.module)):
+            for name in sorted(names):
+                want = first_match(name, ordered)
+                got = rules.first_by_set(name, view)
+                assert got is (want[1] if want else None), (view, name)
 
 
 # --- user rule files ------------------------------------------------------------------------------------

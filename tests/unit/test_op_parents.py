@@ -170,8 +170,14 @@ def test_real_traces(path: Path) -> None:
     assert list(op_modules(t.ops, p, rules)) == reference_op_modules(t.ops, p, rules)
 
 
+def _sweep_order(ts: np.ndarray, end: np.ndarray, key: np.ndarray) -> np.ndarray:
+    """``_sweep_order_or_none`` as an order (None: every row in place)."""
+    from phaseprof.trace.correlate import _sweep_order_or_none
+    order = _sweep_order_or_none(ts, end, key)
+    return np.arange(ts.size) if order is None else order
+
+
 def test_sweep_order_is_lexsort() -> None:
-    from phaseprof.trace.correlate import _sweep_order
     rng = np.random.default_rng(2)
     for _ in range(200):
         n = int(rng.integers(1, 80))
@@ -179,6 +185,29 @@ def test_sweep_order_is_lexsort() -> None:
         end = ts + rng.integers(0, 5, n)
         key = rng.integers(0, 3 if rng.random() < 0.5 else 1, n)  # one thread: the sort by thread left out
         np.testing.assert_array_equal(_sweep_order(ts, end, key), np.lexsort((-(end - ts), ts, key)))
+
+
+def test_sweep_order_or_none_is_none_where_lexsort_keeps_rows() -> None:
+    """``_sweep_order_or_none``: the lexsort, or None (no order, no permuted copies in ``_op_parents``) only where
+    that keeps every row in place, always so for one thread in sweep order; ties at a start, two threads."""
+    from phaseprof.trace.correlate import _sweep_order_or_none
+    rng = np.random.default_rng(12)
+    for trial in range(400):
+        n = int(rng.integers(1, 60))
+        ts = np.sort(rng.integers(0, 30, n)) if trial % 4 else rng.integers(0, 30, n)
+        end = ts + rng.integers(0, 5, n)
+        if trial % 3 == 0:  # ties already longest first: in place
+            order = np.lexsort((-(end - ts), ts))
+            ts, end = ts[order], end[order]
+        key = rng.integers(0, 2, n) if trial % 5 == 0 else np.zeros(n, dtype=np.int64)
+        if trial % 7 == 0:
+            key = np.sort(key)
+        want = np.lexsort((-(end - ts), ts, key))
+        got = _sweep_order_or_none(ts, end, key)
+        in_place = bool((want == np.arange(n)).all())
+        assert got is None or not in_place or key.max() > 0, trial
+        assert got is not None or in_place, trial
+        np.testing.assert_array_equal(np.arange(n) if got is None else got, want)
 
 
 def test_by_thread_then_start_is_lexsort() -> None:
@@ -233,6 +262,8 @@ def test_factorize_small_is_pd_factorize() -> None:
         cases.append((pc, tc, n_tid + 1))
     cases.append((np.array([0, 1, -1, 1], dtype=np.int8), np.array([2, -1, 0, 2], dtype=np.int8), 4))
     cases.append((np.array([0], dtype=np.int8), np.array([0], dtype=np.int8), 2))
+    cases.append((np.full(5000, 2, dtype=np.int8), np.full(5000, 5, dtype=np.int16), 7))  # one thread: no pass
+    cases.append((np.full(3, 1, dtype=np.int8), np.array([-1, -1, -1], dtype=np.int8), 4))  # a missing tid
     for pc, tc, n_t in cases:
         want_codes, want_uniq = pd.factorize(pc.astype(np.int64) * n_t + tc)
         codes, uniq = _factorize_small(pc, tc, n_t)
