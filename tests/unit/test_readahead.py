@@ -117,6 +117,7 @@ def test_pieces_are_read_into_reused_buffers_and_scanned_there(plain: bool, tmp_
     got = load_tables(path, ahead=ahead)
     assert seen["in place"] > 0.8 * (seen["in place"] + seen["as bytes"]), seen
     assert 0 < ahead._made <= ReadAhead.DEPTH + 2  # buffers reused, not one per piece
+    assert ahead._free.empty() and not ahead._thread.is_alive()  # none outlives the read (they held ~10 MB)
     _same(got, _load(path, ahead=False))
 
 
