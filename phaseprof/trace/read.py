@@ -1,19 +1,22 @@
 """One trace file into its event tables: ``load_tables``, the entry point of every analysis.
 
-Picks the fastest way the file allows: two processes reading its halves (``trace.split_read``), else one
-streamed pass (``trace.stream``), else the whole document decoded at once; each builds the same tables with
-``trace.tables.TableBuilder``. (Apart from ``tables.py`` so that the split read, which builds on the table
+Picks the fastest way the file allows: for a big trace, the native scanner with the file inflated on a thread
+beside it (``trace.readahead``), or, decoding in Python, two processes reading its halves (``trace.split_read``);
+else one streamed pass (``trace.stream``), else the whole document decoded at once; each builds the same tables
+with ``trace.tables.TableBuilder``. (Apart from ``tables.py`` so that the split read, which builds on the table
 builder, is not imported back by it.)
 """
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
 
 from phaseprof.errors import TraceError
+from phaseprof.lean_process import SPLIT_ENV
 from phaseprof.trace.limits import TraceValueError
 from phaseprof.trace.load import decode_trace, read_trace_bytes
 from phaseprof.trace.readahead import ReadAhead
@@ -143,28 +146,48 @@ def _load_tables(path: str | Path, *, streaming: bool, keep: Keep | None, origin
                  native: bool = False, meanwhile: _Meanwhile | None = None,
                  ahead: ReadAhead | None = None) -> EventTables:
     other = meanwhile or _Meanwhile(None)
+    own_ahead = None
     with gc_paused():
         if ahead is None and streaming and keep is None and (at := split_point(path)) is not None:
-            tables = load_split(path, at, origin_us, native=native, forked=other.start, before_tables=other.join)
-            if tables is not None:
-                return tables
-        other.start()
-        if streaming:
-            builder = builder_for(keep, native)
-            streamed = stream_trace(path, builder.add, chunks=builder.add_json if native else None, ahead=ahead)
-            if streamed is not None:
-                other.join()
-                # The pieces' freed heap goes back before the tables are made, not after: the finish's transient
-                # no longer stacks on it (VmHWM of the read at 117 MB: 115 -> 109 MB, means of 6 rounds).
-                release_free_heap()
-                return builder.finish(streamed.doc, path=str(path), sha256=streamed.sha256,
-                                      decompressed_bytes=streamed.decompressed_bytes, origin_us=origin_us)
-            del builder
-        data, sha = read_trace_bytes(path)
-        doc = decode_trace(data, path)
-        size = len(data)
-        del data
-        other.join()
-        return build_tables(doc, path=str(path), sha256=sha, decompressed_bytes=size, keep=keep,
-                            origin_us=origin_us)
+            if native and os.environ.get(SPLIT_ENV) != "1":
+                # The native scanner reads a big trace faster with one inflate on a thread beside it than as two
+                # processes (2.1 GB: 3.1-4.0 s against 4.8-5.6 s on the 2-core VM, 3.1-3.4 against 3.8-4.3 on the
+                # Xeon; 117 MB: 0.83-1.10 against 1.00-1.04): the split read stays for the pure-Python decoder,
+                # which holds the GIL, and where PHASEPROF_SPLIT_READ=1 asks for it (tests).
+                ahead = own_ahead = ReadAhead(path)
+            else:
+                tables = load_split(path, at, origin_us, native=native, forked=other.start,
+                                    before_tables=other.join)
+                if tables is not None:
+                    return tables
+        try:
+            return _read_streamed(path, streaming=streaming, keep=keep, origin_us=origin_us, native=native,
+                                  other=other, ahead=ahead)
+        finally:
+            if own_ahead is not None:
+                own_ahead.close()
+
+
+def _read_streamed(path: str | Path, *, streaming: bool, keep: Keep | None, origin_us: float | None, native: bool,
+                   other: _Meanwhile, ahead: ReadAhead | None) -> EventTables:
+    """:func:`_load_tables` in this process: streamed in chunks, else the whole document."""
+    other.start()
+    if streaming:
+        builder = builder_for(keep, native)
+        streamed = stream_trace(path, builder.add, chunks=builder.add_json if native else None, ahead=ahead)
+        if streamed is not None:
+            other.join()
+            # The pieces' freed heap goes back before the tables are made, not after: the finish's transient
+            # no longer stacks on it (VmHWM of the read at 117 MB: 115 -> 109 MB, means of 6 rounds).
+            release_free_heap()
+            return builder.finish(streamed.doc, path=str(path), sha256=streamed.sha256,
+                                  decompressed_bytes=streamed.decompressed_bytes, origin_us=origin_us)
+        del builder
+    data, sha = read_trace_bytes(path)
+    doc = decode_trace(data, path)
+    size = len(data)
+    del data
+    other.join()
+    return build_tables(doc, path=str(path), sha256=sha, decompressed_bytes=size, keep=keep,
+                        origin_us=origin_us)
 

@@ -174,3 +174,38 @@ def test_a_limit_hit_in_the_fast_read_is_its_own_error(tmp_path: Path, monkeypat
     got = _load(path, ahead=True)
     assert isinstance(got, str) and "nothing but whitespace" in got and str(path) in got
     assert got == _load(path, ahead=False)
+
+
+def test_the_librarys_read_of_a_big_trace_inflates_on_a_thread_not_in_two_processes(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """``load_tables`` of a trace big enough to split, with the native scanner: one inflate on a thread beside the
+    scan (faster than the split read since the seventh pass), closed after; the same tables. With
+    ``PHASEPROF_SPLIT_READ=1`` (and for the pure-Python decoder) the split read as before."""
+    from phaseprof.trace import native as scanner
+    from phaseprof.trace import read
+
+    if not scanner.available():
+        pytest.skip("the native scanner is not built")
+    path = COMMITTED[0]
+    made: list[ReadAhead] = []
+    splits: list[int] = []
+
+    def reading_ahead(*a: object, **k: object) -> ReadAhead:
+        made.append(ReadAhead(*a, **k))
+        return made[-1]
+
+    real_split = read.load_split
+    monkeypatch.setattr(read, "split_point", lambda p: 1 << 10)  # big enough to split, whatever its size
+    monkeypatch.setattr(read, "ReadAhead", reading_ahead)
+    monkeypatch.setattr(read, "load_split", lambda *a, **k: (splits.append(1), real_split(*a, **k))[1])
+    monkeypatch.delenv(SPLIT_ENV, raising=False)
+    got = load_tables(path)
+    assert len(made) == 1 and made[0].taken() and not made[0]._thread.is_alive() and not splits
+    _same(got, _load(path, ahead=False, native=False))
+    monkeypatch.setenv(SPLIT_ENV, "1")
+    _same(load_tables(path), got)
+    assert len(made) == 1 and splits  # asked for: the split read
+    splits.clear()
+    monkeypatch.delenv(SPLIT_ENV)
+    _same(load_tables(path, native=False), got)
+    assert len(made) == 1 and splits  # the pure-Python decoder: the split read
