@@ -87,8 +87,9 @@ impl Codes {
         let n = key.len();
         let (head, tail) = if n >= 16 {
             (u128::from_le_bytes(key[..16].try_into().unwrap()), u128::from_le_bytes(key[n - 16..].try_into().unwrap()))
-        } else if padded {
-            // SAFETY: the caller says 16 bytes from the key's start are inside the padded chunk
+        } else if padded && n > 0 {
+            // SAFETY: the caller says 16 bytes from the key's start are inside the padded chunk. Not for an empty
+            // key: an event without a name has the static `b""` (Event::default), whose pointer may be dangling.
             (unsafe { std::ptr::read_unaligned(key.as_ptr() as *const u128) } & low_bytes(n), 0)
         } else {
             let mut b = [0u8; 16];

@@ -224,3 +224,14 @@ def test_chunk_failing_after_a_batch_leaves_the_columns_as_they_were(broken: str
         a.add_json(bad)
     assert a.add_json(good) == b.add_json(good) == 10
     assert pickle.dumps(a.exported()) == pickle.dumps(b.exported())
+
+
+@pytest.mark.parametrize("cat", ["kernel", "cpu_op", "cuda_runtime", "user_annotation"])
+@pytest.mark.parametrize("where", ["alone", "after named events"])
+def test_a_kept_event_without_a_name(tmp_path: Path, cat: str, where: str) -> None:
+    """An event of a kept family with no ``name`` key takes the empty name (msgspec's default) as the pure-Python
+    loader does. The scanner once read 16 bytes at the default's static empty slice for it, a dangling pointer:
+    the process died (SIGSEGV) on a fuzzed trace (tests/hostile/test_fuzz.py) with one such event."""
+    nameless = f'{{"ph":"X","cat":"{cat}","pid":1,"tid":2,"ts":5.5,"dur":0.5,"args":{{"External id":3}}}}'
+    events = ([_kernel(i) for i in range(20)] if where != "alone" else []) + [nameless]
+    assert_same(_trace(tmp_path, events))
