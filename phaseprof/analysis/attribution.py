@@ -96,7 +96,9 @@ def attribute_items(items: pd.DataFrame, t: EventTables, c: Correlated, rules: R
         op = np.where(ok, c.runtime_op[np.maximum(launch, 0)] if c.runtime_op.size else -1, -1)
         replayed = ok & label_in(t.runtime["name"], GRAPH_LAUNCH_APIS)[np.maximum(launch, 0)] if len(t.runtime) \
             else np.zeros(n, dtype=bool)
-        mod = tree.innermost(t.runtime)[np.maximum(launch, 0)] if not tree.empty else np.full(n, -1)
+        # (no runtime calls at all, a cut or broken trace: no launch to look up, and no row 0 to index)
+        mod = tree.innermost(t.runtime)[np.maximum(launch, 0)] if not tree.empty and len(t.runtime) \
+            else np.full(n, -1)
         mod = np.where(ok, mod, -1)
     else:
         op = items.index.to_numpy()
