@@ -209,3 +209,9 @@ def test_the_librarys_read_of_a_big_trace_inflates_on_a_thread_not_in_two_proces
     monkeypatch.delenv(SPLIT_ENV)
     _same(load_tables(path, native=False), got)
     assert len(made) == 1 and splits  # the pure-Python decoder: the split read
+
+
+def test_public_trace_read_ahead_into_buffers(public_trace: Path) -> None:
+    """The public set (``public`` tier): read ahead into reused buffers, the same tables or error as the loader's
+    own read."""
+    _same(_load(public_trace, ahead=True), _load(public_trace, ahead=False))
