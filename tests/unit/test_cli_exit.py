@@ -71,7 +71,13 @@ def exits(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     return calls
 
 
-def test_exits_at_once_when_nothing_else_runs(exits: list[int]) -> None:
+def test_exits_at_once_when_nothing_else_runs(exits: list[int], monkeypatch: pytest.MonkeyPatch) -> None:
+    # This test process may hold threads, children or Ray left by other tests: the program's state is set here.
+    import multiprocessing
+
+    monkeypatch.setattr(threading, "active_count", lambda: 1)
+    monkeypatch.delitem(sys.modules, "ray", raising=False)
+    monkeypatch.setattr(multiprocessing, "active_children", lambda: [])
     cli.exit_without_teardown(3)
     assert exits == [3]
 
