@@ -167,15 +167,12 @@ class ReadAhead(Source):
 
     def _run(self) -> None:
         try:
-            read = 0
             try:
                 done, read = self._read_into_slots()
             except _Resume as e:  # the reference read resumes at the same byte and gives its own outcome
                 if isinstance(e.__cause__, TraceError):
                     raise e.__cause__ from None
                 done, read = False, e.read
-            except EmptyTrace:
-                raise
             if done is None:  # stopped by close()
                 return
             if not done and not self._read_pieces(skip=read):
