@@ -1960,3 +1960,52 @@ pub unsafe extern "C" fn pp_strings(h: *mut Scanner, which: i32, blob: *mut *con
     *offsets = s.offsets.as_ptr();
     n
 }
+
+/// The innermost op enclosing each op on its thread, by the stack sweep ``trace.correlate._sweep`` defines: ops
+/// in sweep order (thread, then start, then longest first); ops that ended by an op's start are popped; an op
+/// ending within the top is its child; one that starts inside the top but ends after it (a partial overlap: clock
+/// jitter) is the top's sibling and replaces it. Position `p` is row `order[p]` (`order` null: row `p`); `key`
+/// null: one thread. Writes, per row, its parent's row or -1 into `out` (`out_width` 4: i32, else i64). ~5 ns an
+/// op against ~130 of the array path (issue 28).
+///
+/// # Safety
+/// `ts`, `end` (and `key` unless null) valid for the rows `order` names (every row below `n` when null); `order`
+/// null or valid for `n` i64 rows, each below the rows' count; `out` writable for those rows.
+#[no_mangle]
+pub unsafe extern "C" fn pp_op_parents(ts: *const i64, end: *const i64, key: *const i32, order: *const i64,
+                                       n: usize, out: *mut u8, out_width: i32) {
+    let mut stack: Vec<(usize, i64, i64)> = Vec::with_capacity(64); // (row, end, parent row)
+    let mut thread = 0i32;
+    for p in 0..n {
+        let r = if order.is_null() { p } else { *order.add(p) as usize };
+        if !key.is_null() {
+            let k = *key.add(r);
+            if p == 0 || k != thread {
+                stack.clear();
+                thread = k;
+            }
+        }
+        let (t, e) = (*ts.add(r), *end.add(r));
+        while let Some(&(_, top_end, _)) = stack.last() {
+            if top_end <= t {
+                stack.pop();
+            } else {
+                break;
+            }
+        }
+        let parent = match stack.last() {
+            Some(&(top, top_end, _)) if e <= top_end => top as i64,
+            Some(&(_, _, top_parent)) => {
+                stack.pop();
+                top_parent
+            }
+            None => -1,
+        };
+        if out_width == 4 {
+            *(out as *mut i32).add(r) = parent as i32;
+        } else {
+            *(out as *mut i64).add(r) = parent;
+        }
+        stack.push((r, e, parent));
+    }
+}

@@ -90,6 +90,9 @@ def library() -> ctypes.CDLL | None:
         lib.pp_recode.restype = ctypes.c_int
         lib.pp_strings.argtypes = [vp, ctypes.c_int, ctypes.POINTER(vp), ctypes.POINTER(sz), ctypes.POINTER(vp)]
         lib.pp_strings.restype = sz
+        if hasattr(lib, "pp_op_parents"):  # a library built before it had none: the array path runs
+            lib.pp_op_parents.argtypes = [vp, vp, vp, vp, sz, vp, ctypes.c_int]
+            lib.pp_op_parents.restype = None
         _lib = lib
     return _lib
 
@@ -270,6 +273,32 @@ class NativeTableBuilder(TableBuilder):
     def finish(self, *args: Any, **kw: Any) -> Any:
         self._materialise()
         return super().finish(*args, **kw)
+
+
+def op_parents(ts: np.ndarray, end: np.ndarray, key: np.ndarray, order: np.ndarray | None,
+               out_dtype: type) -> np.ndarray | None:
+    """``trace.correlate._sweep``'s parents of every op in one native pass (``pp_op_parents``), as rows of
+    ``out_dtype`` (int32 or int64), or None where the scanner is not built or the columns are not its types (the
+    caller's array path runs). ``ts``/``end``: int64 per row; ``key``: the int32 thread code per row; ``order``:
+    the row at each sweep position (None: the rows are in sweep order). The GIL is released while it runs."""
+    lib = library()
+    dt = np.dtype(out_dtype)
+    if lib is None or not hasattr(lib, "pp_op_parents") or dt not in (np.dtype(np.int32), np.dtype(np.int64)):
+        return None
+    n = ts.size
+    if (ts.dtype != np.int64 or end.dtype != np.int64 or key.dtype != np.int32 or ts.ndim != 1
+            or end.shape != ts.shape or key.shape != ts.shape or (order is not None and order.shape != ts.shape)):
+        return None
+    if order is not None and (order.dtype != np.int64 or (n and not (0 <= order.min() and order.max() < n))):
+        return None  # rows the native pass would read out of bounds
+    ts, end = np.ascontiguousarray(ts), np.ascontiguousarray(end)
+    one_thread = n == 0 or key.strides == (0,) or key.min() == key.max()
+    key_c = None if one_thread else np.ascontiguousarray(key)
+    order_c = None if order is None else np.ascontiguousarray(order)
+    out = np.empty(n, dtype=dt)
+    lib.pp_op_parents(ts.ctypes.data, end.ctypes.data, None if key_c is None else key_c.ctypes.data,
+                      None if order_c is None else order_c.ctypes.data, n, out.ctypes.data, dt.itemsize)
+    return out
 
 
 def build(source: Path = SOURCE, *, quiet: bool = False) -> str | None:

@@ -1,9 +1,13 @@
-"""``trace.correlate._op_parents`` (array path + sweep of the stretches with partial overlaps) gives exactly what
-the plain stack sweep it replaced gives: on every committed trace, the public ones, and hand-made jitter cases."""
+"""``trace.correlate._op_parents`` gives exactly what the plain stack sweep it replaced gives, both ways it has:
+the native scanner library's one pass (``pp_op_parents``) and the array path + sweep of the stretches with partial
+overlaps (where the library is not built): on every committed trace, the public ones, and hand-made jitter
+cases. Every test runs once per way (the ``sweep`` fixture)."""
 
 from __future__ import annotations
 
 from pathlib import Path
+
+import shutil
 
 import numpy as np
 import pandas as pd
@@ -11,12 +15,38 @@ import pytest
 
 from phaseprof.analysis.items import op_modules
 from phaseprof.classify.rules import load_rules
+from phaseprof.trace import native
 from phaseprof.trace.correlate import _innermost_ops, _op_parents
 from phaseprof.trace.read import load_tables
 
 ROOT = Path(__file__).resolve().parents[2]
 PUBLIC = ROOT.parent / "shared" / "traces" / "public"
 TRACES = sorted(ROOT.glob("traces/**/*.json.gz")) + sorted(PUBLIC.glob("*.json.gz"))
+
+
+@pytest.fixture(autouse=True, params=["native", "array"])
+def sweep(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch):
+    """``native``: the library's pass (the calls it answered counted: it declines float times); ``array``: the
+    library's pass switched off, so the array path runs."""
+    calls = {"native": 0}
+    if request.param == "array":
+        monkeypatch.setattr(native, "op_parents", lambda *a, **k: None)
+        yield calls
+        return
+    if not native.available():
+        if shutil.which("cargo") is None:
+            pytest.skip("cargo not installed: the native scanner cannot be built here (the array path runs)")
+        assert native.build(quiet=True) is None
+        native._tried = False
+        assert native.available()
+    real = native.op_parents
+
+    def counted(*a, **k):
+        out = real(*a, **k)
+        calls["native"] += out is not None
+        return out
+    monkeypatch.setattr(native, "op_parents", counted)
+    yield calls
 
 
 def thread_keys(frame: pd.DataFrame) -> np.ndarray:
@@ -153,7 +183,7 @@ def test_empty() -> None:
 
 
 @pytest.mark.parametrize("path", TRACES, ids=lambda p: str(p.relative_to(p.parents[2])))
-def test_real_traces(path: Path) -> None:
+def test_real_traces(path: Path, sweep: dict, request: pytest.FixtureRequest) -> None:
     t = load_tables(path)
     rules = load_rules()
     for fr in (t.ops, t.modules):
@@ -168,6 +198,8 @@ def test_real_traces(path: Path) -> None:
         np.testing.assert_array_equal(_innermost_ops(t.runtime, t.modules, pm),
                                       reference_innermost(t.runtime, t.modules, pm))
     assert list(op_modules(t.ops, p, rules)) == reference_op_modules(t.ops, p, rules)
+    if request.node.callspec.params["sweep"] == "native" and not t.ops.empty:  # int64 times: the native pass ran
+        assert sweep["native"] >= 2
 
 
 def _sweep_order(ts: np.ndarray, end: np.ndarray, key: np.ndarray) -> np.ndarray:
