@@ -1945,6 +1945,56 @@ pub unsafe extern "C" fn pp_times(ts: *const f64, dur: *const f64, n: usize, ori
     times_body(ts, dur, origin, check_origin, max_span, ts_ns, dur_ns, end_ns) as i32
 }
 
+/// `pp_times` written over its inputs: `ts_ns` into `ts`'s memory and `dur_ns` into `dur`'s (each an f64 read
+/// before its i64 is written), `end_ns` into `end_ns`. The checks run first, over every row: returns 0, nothing
+/// written, when a row fails one (the caller's numpy path then reads the same inputs and raises). Why: the float
+/// columns are dropped once converted, so their memory serves; two of the three fresh int64 columns no longer
+/// page-fault (2.1 GB: 7.6M rows, 122 MB; issue 28).
+///
+/// # Safety
+/// `ts`, `dur` valid and writable for `n` f64 (8-byte aligned), nothing else reading or writing them during the
+/// call; `end_ns` writable for `n` i64, overlapping neither.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn pp_times_in_place(ts: *mut f64, dur: *mut f64, n: usize, origin: f64, check_origin: f64,
+                                           max_span: f64, end_ns: *mut i64) -> i32 {
+    if n == 0 {
+        return 1;
+    }
+    {
+        let (t, d) = (std::slice::from_raw_parts(ts as *const f64, n), std::slice::from_raw_parts(dur as *const f64, n));
+        let ok = t.iter().zip(d).fold(true, |ok, (&t, &d)| {
+            let rel = t - check_origin;
+            ok & (rel >= 0.0) & (rel <= max_span) & (d >= 0.0) & (d <= max_span)
+        });
+        if !ok {
+            return 0;
+        }
+    }
+    // A block at a time through copies on the stack: the outputs then alias nothing that is read.
+    const BLOCK: usize = 512;
+    let (mut bt, mut bd) = ([0f64; BLOCK], [0f64; BLOCK]);
+    #[cfg(target_arch = "x86_64")]
+    let sse41 = std::arch::is_x86_feature_detected!("sse4.1");
+    let mut at = 0;
+    while at < n {
+        let k = BLOCK.min(n - at);
+        std::ptr::copy_nonoverlapping(ts.add(at), bt.as_mut_ptr(), k);
+        std::ptr::copy_nonoverlapping(dur.add(at), bd.as_mut_ptr(), k);
+        let ts_ns = std::slice::from_raw_parts_mut(ts.add(at) as *mut i64, k);
+        let dur_ns = std::slice::from_raw_parts_mut(dur.add(at) as *mut i64, k);
+        let en = std::slice::from_raw_parts_mut(end_ns.add(at), k);
+        at += k;
+        #[cfg(target_arch = "x86_64")]
+        if sse41 {
+            times_sse41(&bt[..k], &bd[..k], origin, check_origin, max_span, ts_ns, dur_ns, en);
+            continue;
+        }
+        times_body(&bt[..k], &bd[..k], origin, check_origin, max_span, ts_ns, dur_ns, en);
+    }
+    1
+}
+
 /// Strings (0: names, 1: pid/tid keys, 2: process names as key, value, ...) as one blob and n + 1 offsets;
 /// returns n. Valid until the next call.
 ///

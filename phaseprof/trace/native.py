@@ -84,6 +84,10 @@ def library() -> ctypes.CDLL | None:
         lib.pp_times.argtypes = [f64p, f64p, sz, ctypes.c_double, ctypes.c_double, ctypes.c_double, i64p, i64p,
                                  i64p]
         lib.pp_times.restype = ctypes.c_int
+        if hasattr(lib, "pp_times_in_place"):  # a library built before it had none: pp_times runs
+            lib.pp_times_in_place.argtypes = [f64p, f64p, sz, ctypes.c_double, ctypes.c_double, ctypes.c_double,
+                                              i64p]
+            lib.pp_times_in_place.restype = ctypes.c_int
         lib.pp_used.argtypes = [vp, sz, ctypes.c_int, vp, sz]
         lib.pp_used.restype = ctypes.c_int
         lib.pp_recode.argtypes = [vp, sz, ctypes.c_int, vp, sz, ctypes.c_int, vp]
@@ -249,15 +253,25 @@ class NativeTableBuilder(TableBuilder):
             return None
         return out
 
-    def _times_ns(self, ts: np.ndarray, dur: np.ndarray, origin_us: float,
-                  check_origin_us: float) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    def _times_ns(self, ts: np.ndarray, dur: np.ndarray, origin_us: float, check_origin_us: float, *,
+                  own: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
         """The scanner's one pass (``pp_times``): the same values as the numpy expressions, bit for bit, and the
-        same checks (None where one fails: the numpy path then raises its error)."""
+        same checks (None where one fails: the numpy path then raises its error). ``own``: written over ``ts``
+        and ``dur`` where they are writable contiguous float64 columns (``pp_times_in_place``: checks first, so a
+        refusal leaves them as they were), ``end_ns`` the one new column (2.1 GB, 7.6M rows: 0.31 -> 0.12-0.16 s
+        of fresh pages and copies; issue 28)."""
         if ts.dtype != np.float64 or dur.dtype != np.float64 or ts.shape != dur.shape or ts.ndim != 1:
             return None
+        f64p, i64p = ctypes.POINTER(ctypes.c_double), ctypes.POINTER(ctypes.c_int64)
+        if (own and ts.size and hasattr(self._lib, "pp_times_in_place") and ts.flags.c_contiguous
+                and dur.flags.c_contiguous and ts.flags.writeable and dur.flags.writeable
+                and not np.shares_memory(ts, dur)):
+            end = np.empty(ts.size, dtype=np.int64)
+            ok = self._lib.pp_times_in_place(ts.ctypes.data_as(f64p), dur.ctypes.data_as(f64p), ts.size, origin_us,
+                                             check_origin_us, MAX_SPAN_US, end.ctypes.data_as(i64p))
+            return (ts.view(np.int64), dur.view(np.int64), end) if ok else None
         ts, dur = np.ascontiguousarray(ts), np.ascontiguousarray(dur)
         out = [np.empty(ts.size, dtype=np.int64) for _ in range(3)]
-        f64p, i64p = ctypes.POINTER(ctypes.c_double), ctypes.POINTER(ctypes.c_int64)
         ok = self._lib.pp_times(ts.ctypes.data_as(f64p), dur.ctypes.data_as(f64p), ts.size, origin_us,
                                 check_origin_us, MAX_SPAN_US, *(a.ctypes.data_as(i64p) for a in out))
         return (out[0], out[1], out[2]) if ok else None

@@ -499,10 +499,12 @@ class TableBuilder:
         """:func:`_categorical`, with this builder's faster passes where it has some (the native builder)."""
         return _categorical(codes, labels)
 
-    def _times_ns(self, ts: np.ndarray, dur: np.ndarray, origin_us: float,
-                  check_origin_us: float) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    def _times_ns(self, ts: np.ndarray, dur: np.ndarray, origin_us: float, check_origin_us: float, *,
+                  own: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
         """``(ts_ns, dur_ns, end_ns)`` of :meth:`_family_frame` when every row passes its checks, by a faster path
-        than numpy's; None: no such path here (the native builder has one), or some row fails a check."""
+        than numpy's; None: no such path here (the native builder has one), or some row fails a check (then
+        ``ts`` and ``dur`` are as they were). ``own``: ``ts`` and ``dur`` are the caller's to drop afterwards, so
+        ``ts_ns`` and ``dur_ns`` may be written over them."""
         return None
 
     def _family_frame(self, f: str, origin_us: float, path: str, *, may_precede: bool = False) -> pd.DataFrame:
@@ -511,7 +513,7 @@ class TableBuilder:
         names = self._names.labels()
         check_origin = (min(origin_us, float(ts.min(initial=origin_us))) if may_precede and not np.isnan(ts).any()
                         else origin_us)
-        times = self._times_ns(ts, dur, origin_us, check_origin)
+        times = self._times_ns(ts, dur, origin_us, check_origin, own=True)  # the columns go after this frame
         if times is None:
             if np.isnan(ts).any():
                 raise TraceError("complete ('X') event without a timestamp", path=path)

@@ -151,6 +151,44 @@ def test_native_times_halfway_and_refused() -> None:
         assert builder._times_ns(t, d, 0.0, check) is None, (bad_ts, bad_dur, check)
 
 
+@pytest.mark.parametrize("path", TRACES[:6], ids=lambda p: p.parent.name if p.name == "trace.json.gz" else p.name)
+def test_native_times_in_place_as_numpy(path: Path) -> None:
+    """``own=True`` (pp_times_in_place) gives numpy's int64 nanoseconds exactly, written over the float columns
+    it was handed (ts_ns and dur_ns share their memory), with one new column for the ends."""
+    builder = scanned(path)
+    starts = [builder._column(f, "ts", np.float64).min() for f in FAMILIES if builder._cols[f]["ts"].size]
+    origin = float(min(starts)) - 0.0005
+    for f in FAMILIES:
+        ts, dur = builder._column(f, "ts", np.float64).copy(), builder._column(f, "dur", np.float64).copy()
+        if not ts.size:
+            continue
+        want = numpy_times(ts, dur, origin)
+        got = builder._times_ns(ts, dur, origin, min(origin, float(ts.min())), own=True)
+        assert got is not None, f
+        assert np.shares_memory(got[0], ts) and np.shares_memory(got[1], dur) and not np.shares_memory(got[2], ts)
+        for g, w in zip(got, want):
+            assert g.dtype == np.int64 and np.array_equal(g, w), f
+
+
+def test_native_times_in_place_refused_leaves_the_columns() -> None:
+    """A row failing a check anywhere (the last row too) gives None with both columns untouched, bit for bit, so
+    the numpy path reads them and raises its error; columns it may not write (read-only) are copied instead."""
+    builder = scanned(TRACES[4])
+    ts = np.linspace(0.0, 5e3, 2000)
+    dur = np.full(2000, 1.25)
+    for at in (0, 1000, 1999):
+        t, d = ts.copy(), dur.copy()
+        d[at] = -1.0
+        t0, d0 = t.copy(), d.copy()
+        assert builder._times_ns(t, d, 0.0, 0.0, own=True) is None
+        assert t.tobytes() == t0.tobytes() and d.tobytes() == d0.tobytes()
+    t, d = ts.copy(), dur.copy()
+    t.flags.writeable = False
+    got = builder._times_ns(t, d, 0.0, 0.0, own=True)
+    assert got is not None and not np.shares_memory(got[0], t)
+    assert all(np.array_equal(g, w) for g, w in zip(got, numpy_times(ts, dur, 0.0)))
+
+
 def test_native_finish_raises_the_numpy_paths_errors() -> None:
     """A row the native pass refuses reaches the numpy path's error, as the pure-Python builder gives it."""
     path = TRACES[0]
