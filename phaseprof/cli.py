@@ -10,7 +10,7 @@ from typing import Any
 from phaseprof import __version__
 from phaseprof.errors import PhaseprofError
 from phaseprof.io import inputs_guarded
-from phaseprof.lean_process import leave_out_pyarrow, mark_own_process
+from phaseprof.lean_process import leave_out_pyarrow, mark_own_process, single_threaded_blas
 
 #: Each command and the module that registers it (``register(app)``), in the order ``phaseprof --help`` lists them.
 #: A run imports only its command's module (``phaseprof analyze`` never imports capture, diff, the dashboard...):
@@ -171,6 +171,7 @@ def entry() -> int:
     mark_own_process()
     if _command(sys.argv[1:]) not in ENGINE_COMMANDS:
         leave_out_pyarrow()
+        single_threaded_blas()
     code = main()
     if sys.argv[1:2] == ["analyze"] and _plain_analyze(sys.argv[2:]):
         exit_without_teardown(code)

@@ -53,6 +53,24 @@ def leave_out_pyarrow() -> bool:
     return True
 
 
+#: The BLAS libraries' thread-count settings: numpy's OpenBLAS starts one thread per CPU as it loads.
+BLAS_THREAD_ENVS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+def single_threaded_blas() -> bool:
+    """One BLAS thread in this process (where the user set no count), before numpy loads; True when set.
+
+    Why: OpenBLAS starts a thread per CPU as numpy is imported, and each spins a while before it sleeps:
+    ~0.07 CPU-s of a 2-core machine at every ``phaseprof analyze`` start (more on more cores), taken from the
+    read it overlaps (issue 28). phaseprof's analysis calls no BLAS routine that threads would speed up. Not for
+    the commands that run an engine (torch's CPU kernels take their thread counts from these settings)."""
+    if "numpy" in sys.modules:
+        return False
+    for var in BLAS_THREAD_ENVS:
+        os.environ.setdefault(var, "1")
+    return True
+
+
 def init_rank_worker() -> None:
     """Initializer of ``--jobs`` rank workers. Lives here, away from pandas: a spawned worker imports its
     initializer's module before anything else. The workers already use the cores, so none splits its read in two

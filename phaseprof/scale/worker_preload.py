@@ -2,12 +2,9 @@
 and BLAS single-threaded (each worker already has a core of its own) before numpy and pandas load, then the
 analysis. Setting up here is what ``lean_process.init_rank_worker`` does in a spawned worker."""
 
-import os
+from phaseprof.lean_process import init_rank_worker, single_threaded_blas
 
-for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-    os.environ.setdefault(_var, "1")
-
-from phaseprof.lean_process import init_rank_worker  # noqa: E402
+single_threaded_blas()
 
 init_rank_worker()
 

@@ -110,6 +110,23 @@ def test_engine_commands_keep_pyarrow(argv: list[str], blocked: bool) -> None:
     assert f"BLOCKED {blocked}" in out.stdout, out.stdout[-2000:] + out.stderr[-2000:]
 
 
+@pytest.mark.parametrize(("argv", "single"), [(["analyze", "--help"], True), (["--version"], True),
+                                               (["capture", "--help"], False), (["sweep", "--help"], False)])
+def test_blas_single_threaded_except_for_engine_commands(argv: list[str], single: bool) -> None:
+    """The program sets one BLAS thread before numpy loads (where the user set no count), except for the commands
+    that run vLLM or torch in its process; a count the user set is kept."""
+    code = ("import os, sys\nfrom phaseprof.cli import entry\nsys.argv = ['phaseprof', *sys.argv[1:]]\n"
+            "try:\n    entry()\nexcept SystemExit:\n    pass\n"
+            "finally:\n    print('BLAS', [os.environ.get(v) for v in ('OPENBLAS_NUM_THREADS', 'OMP_NUM_THREADS')])\n")
+    env = {k: v for k, v in _env().items() if k not in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")}
+    out = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, env=env, timeout=120)
+    want = "['1', '1']" if single else "[None, None]"
+    assert f"BLAS {want}" in out.stdout, out.stdout[-2000:] + out.stderr[-2000:]
+    out = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, timeout=120,
+                         env={**env, "OPENBLAS_NUM_THREADS": "3"})
+    assert "BLAS ['3'," in out.stdout, out.stdout[-2000:] + out.stderr[-2000:]
+
+
 def test_gc_paused_and_frozen_for_the_first_read_in_the_program_only(monkeypatch: pytest.MonkeyPatch) -> None:
     """The program reads its first trace with the cyclic GC off until the tables are built and then freezes what
     exists (the first collection after the read no longer walks it); a test or library process calling the same
