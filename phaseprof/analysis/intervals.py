@@ -15,20 +15,37 @@ Array = np.ndarray
 def union(starts: Array, ends: Array, *, own: bool = False) -> tuple[Array, Array]:
     """Merge intervals into sorted, disjoint ones. Empty/negative-length intervals are dropped. ``own``: the
     caller's own int64 copies, which may be overwritten (one temporary column fewer)."""
+    us, ue, _ = _union(starts, ends, own=own, first=False)
+    return us, ue
+
+
+def union_first(starts: Array, ends: Array) -> tuple[Array, Array, Array]:
+    """:func:`union`, and per merged interval the row of the input interval that opens it (the first non-empty
+    one by start; equal starts: the first row). For inputs sorted by start with no empty interval, that row is
+    the first row starting at or after the merged interval's start (what a search for it would find)."""
+    return _union(starts, ends, own=False, first=True)
+
+
+def _union(starts: Array, ends: Array, *, own: bool, first: bool) -> tuple[Array, Array, Array | None]:
     s = np.asarray(starts, dtype=np.int64)
     e = np.asarray(ends, dtype=np.int64)
     own = own and s.dtype == np.int64 and e.dtype == np.int64 and s.flags.writeable and e.flags.writeable
     keep = e > s
+    rows = None  # input row of each row below, where not the same (rows dropped or sorted): only for ``first``
     if not keep.all():
         s, e = s[keep], e[keep]
+        if first:
+            rows = np.flatnonzero(keep)
     del keep
     if s.size == 0:
-        return s, e
+        return s, e, np.zeros(0, dtype=np.int64) if first else None
     # Memory and time (issue 28): the inputs are mostly in start order already (kernels, calls); then neither
     # the sort nor its two permuted copies are needed.
     if not (s[1:] >= s[:-1]).all():
         order = np.argsort(s, kind="stable")
         s, e = s[order], e[order]
+        if first:
+            rows = order if rows is None else rows[order]
         del order
     run_end = np.maximum.accumulate(e, out=e if own else None)
     # A new merged interval starts where the start is beyond everything seen so far.
@@ -38,9 +55,17 @@ def union(starts: Array, ends: Array, *, own: bool = False) -> tuple[Array, Arra
     idx = np.flatnonzero(new)
     del new
     out_s = s[idx]
-    idx[:-1] = idx[1:] - 1
-    idx[-1] = s.size - 1
-    return out_s, run_end[idx]
+    # each piece ends at the running end of the row before the next piece's first (a gather from idx's own
+    # values shifted in place: no copy of it for ``first``)
+    out_e = np.empty_like(out_s)
+    idx -= 1
+    np.take(run_end, idx[1:], out=out_e[:-1], mode="clip")  # "clip": valid rows, and no buffer for ``out``
+    out_e[-1] = run_end[-1]
+    del run_end
+    if not first:
+        return out_s, out_e, None
+    idx += 1
+    return out_s, out_e, idx if rows is None else rows[idx]
 
 
 def total(starts: Array, ends: Array) -> int:

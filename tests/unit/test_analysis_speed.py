@@ -1,0 +1,126 @@
+"""The analysis' speed-ups of issue 28's session 11 give exactly what the code they replaced gave: each is checked
+against that code, kept here verbatim as the reference, on random values (edge cases included) and on committed
+traces."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from phaseprof.analysis import breakdown as bd_mod
+from phaseprof.analysis import intervals as iv
+from phaseprof.analysis.breakdown import GpuWork, _Groups, _idle_splits
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+# --- reference: breakdown._idle_splits before the union's own gaps were split once (verbatim but for names) ---
+
+def _old_idle_splits(work, start, end, ctx, block=1 << 14):  # noqa: ANN001, ANN202
+    in_launches = iv.Merged(*iv.union(ctx.rt_ts[ctx.is_launch], ctx.rt_end[ctx.is_launch], own=True))
+    w_ts, w_launch = work.ts, work.launch
+    us, ue = iv.union(w_ts, work.end)
+    live = end > start
+    any_busy = np.where(live, iv.Merged(us, ue).overlap(start, end), 0)
+    i0 = np.searchsorted(ue, start, side="right")
+    i1 = np.searchsorted(us, end, side="left")
+    m = np.where(live, np.maximum(i1 - i0, 0), 0)
+    cand = np.where(live, m + 1, 0)
+    out = np.zeros((3, start.size), dtype=np.int64)
+    ends = np.cumsum(cand)
+    lo = 0
+    while lo < start.size:
+        hi = max(int(np.searchsorted(ends, (ends[lo - 1] if lo else 0) + block, side="right")), lo + 1)
+        out[:, lo:hi] = _old_gap_split(w_ts, w_launch, us, ue, start[lo:hi], end[lo:hi], i0[lo:hi], m[lo:hi],
+                                       cand[lo:hi], ctx.rt_end, in_launches)
+        lo = hi
+    return any_busy, out[0], out[1], out[2]
+
+
+def _old_gap_split(w_ts, w_launch, us, ue, start, end, i0, m, cand, call_end, in_launches):  # noqa: ANN001, ANN202
+    step = np.repeat(np.arange(start.size), cand)
+    j = np.arange(step.size) - np.repeat(np.cumsum(cand) - cand, cand)
+    s, e = start[step], end[step]
+    piece = i0[step]
+    piece += j
+    top = max(us.size - 1, 0)
+    piece_before = np.clip(piece - 1, 0, top)
+    piece_after = np.clip(piece, 0, top, out=piece)
+    gs = np.where(j == 0, s, np.minimum(ue[piece_before], e) if us.size else s)
+    ge = np.where(j == m[step], e, np.maximum(us[piece_after], s) if us.size else e)
+    keep = ge > gs
+    step, gs, ge, e = step[keep], gs[keep], ge[keep], e[keep]
+    nxt = np.searchsorted(w_ts, ge, side="left")
+    has_next = nxt < w_ts.size
+    has_next[has_next] &= w_ts[nxt[has_next]] < e[has_next]
+    nl = w_launch[np.minimum(nxt, w_ts.size - 1)] if w_ts.size else np.zeros(gs.size, dtype=np.int64)
+    launched_at = np.where(has_next & (nl >= 0), call_end[np.maximum(nl, 0)] if call_end.size else 0, gs)
+    starved_end = np.where(has_next, np.clip(launched_at, gs, ge), gs)
+    in_launch = in_launches.overlap(gs, starved_end)
+    by_step = _Groups(step, start.size)
+    return np.stack([by_step.sum(by_step.of(in_launch)), by_step.sum(by_step.of(starved_end - gs - in_launch)),
+                     by_step.sum(by_step.of(ge - starved_end))])
+
+
+def _random_case(rng: np.random.Generator) -> tuple[GpuWork, np.ndarray, np.ndarray, SimpleNamespace]:
+    """Work on a few streams (overlapping, touching, zero-length), launch calls (some work launched by none, some
+    calls no launch), and step windows that overlap, nest, are empty or inverted, or hold no work."""
+    n_calls = int(rng.integers(0, 60))
+    span = int(rng.integers(10, 3000))
+    rt_ts = np.sort(rng.integers(0, span, n_calls))
+    rt_end = rt_ts + rng.integers(0, 40, n_calls)
+    is_launch = rng.random(n_calls) < 0.8
+    n_work = int(rng.integers(0, 80))
+    ts = rng.integers(0, span + 50, n_work)
+    empty = 0.1 if rng.random() < 0.5 else 0.0  # empty work: or none (the union's own opening rows)
+    dur = rng.integers(1, 60, n_work) * (rng.random(n_work) >= empty)
+    launch = rng.integers(-1, n_calls, n_work) if n_calls else np.full(n_work, -1)
+    items = {"ts_ns": ts, "end_ns": ts + dur, "launch": launch}
+    work = GpuWork(pd.DataFrame(items))
+    n = int(rng.integers(0, 12))
+    start = rng.integers(-20, span + 60, n)
+    end = start + rng.integers(-10, span // 2 + 2, n)
+    ctx = SimpleNamespace(rt_ts=rt_ts, rt_end=rt_end, is_launch=is_launch)
+    return work, start, end, ctx
+
+
+@pytest.mark.parametrize("block", [1, 3, 1 << 14])
+def test_idle_splits_are_the_per_window_gaps(block: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``_idle_splits`` (the union's own gaps split once, windows' sums as differences of running sums, any block)
+    gives the same four integer columns as enumerating every window's gaps did."""
+    monkeypatch.setattr(bd_mod, "_GAP_BLOCK", block)
+    rng = np.random.default_rng(28)
+    for _ in range(600):
+        work, start, end, ctx = _random_case(rng)
+        want = _old_idle_splits(work, start, end, ctx)
+        got = _idle_splits(work, start, end, ctx)
+        for g, w in zip(got, want):
+            assert g.dtype == np.int64
+            np.testing.assert_array_equal(g, w)
+
+
+def test_union_first_opens_each_piece() -> None:
+    """``union_first``: the same union as ``union``; each piece's row is the first non-empty interval (by start,
+    then row) at its start, and for sorted inputs without empty intervals the first row at or after that start."""
+    rng = np.random.default_rng(5)
+    for trial in range(400):
+        n = int(rng.integers(0, 120))
+        s = rng.integers(0, 400, n)
+        e = s + rng.integers(-3 if trial % 3 == 0 else 1, 30, n)
+        if trial % 2:
+            order = np.argsort(s, kind="stable")
+            s, e = s[order], e[order]
+        us, ue, opens = iv.union_first(s, e)
+        want = iv.union(s, e)
+        np.testing.assert_array_equal(us, want[0])
+        np.testing.assert_array_equal(ue, want[1])
+        assert opens.dtype == np.int64 and opens.size == us.size
+        for p, r in enumerate(opens.tolist()):
+            ok = np.flatnonzero((s == us[p]) & (e > s))
+            assert r == ok[0]
+        if trial % 2 and (e > s).all():
+            np.testing.assert_array_equal(opens, np.searchsorted(s, us, side="left"))
