@@ -124,3 +124,28 @@ def test_union_first_opens_each_piece() -> None:
             assert r == ok[0]
         if trial % 2 and (e > s).all():
             np.testing.assert_array_equal(opens, np.searchsorted(s, us, side="left"))
+
+
+def test_group_sums_are_the_groupby_sums() -> None:
+    """``group_sums`` is ``pd.Series(values).groupby(codes).sum()`` to the last bit (pandas' compensated sum, rows
+    in order), 0.0 for groups without rows, rows of code -1 in none; also with no rows or no groups."""
+    from phaseprof.analysis.breakdown import group_sums
+
+    rng = np.random.default_rng(3)
+    plain_differs = 0
+    for trial in range(300):
+        size = int(rng.integers(0, 3000))
+        n = int(rng.integers(0, 40))
+        codes = rng.integers(-1 if trial % 2 else 0, max(n, 1), size) if n else np.full(size, -1)
+        codes = codes.astype((np.int8, np.int16, np.int64)[trial % 3])
+        values = rng.random(size) * 10.0 ** int(rng.integers(0, 12))
+        if trial % 4 == 0:
+            values[rng.random(size) < 0.5] *= 1e-9  # magnitudes far apart: where a compensated sum differs
+        want = pd.Series(values).groupby(codes).sum()
+        want = want[want.index >= 0].reindex(range(n), fill_value=0.0).to_numpy()
+        got = group_sums(values, codes, n)
+        assert got.dtype == np.float64 and got.shape == (n,)
+        np.testing.assert_array_equal(got, want)
+        ok = codes >= 0
+        plain_differs += not np.array_equal(got, np.bincount(codes[ok], weights=values[ok], minlength=n))
+    assert plain_differs  # the cases tell pandas' sums from plain ones (np.bincount's)
