@@ -171,12 +171,20 @@ def exclusive_shares(starts: Array, ends: Array) -> Array:
     active -= np.bincount(ei, minlength=bounds.size)
     np.cumsum(active, out=active)
     active = active[:-1]
-    seg_len = np.diff(bounds).astype(np.float64)
+    # each segment's length split among its active intervals, 0 where none, all in one float column (issue 28: the
+    # same divisions, without a temporary for the lengths as integers, the clamped counts, the quotients and where's
+    # result, nor a copy of the running sum)
+    per = np.empty(active.size, dtype=np.float64)
+    np.subtract(bounds[1:], bounds[:-1], out=per)  # integer differences, each cast as astype(float64) does
     del bounds
-    with np.errstate(divide="ignore", invalid="ignore"):
-        per = np.where(active > 0, seg_len / np.maximum(active, 1), 0.0)
-    del seg_len, active
-    prefix = np.r_[0.0, np.cumsum(per)]
+    none = active <= 0
+    np.maximum(active, 1, out=active)
+    np.divide(per, active, out=per)
+    per[none] = 0.0
+    del active, none
+    prefix = np.empty(per.size + 1, dtype=np.float64)
+    prefix[0] = 0.0
+    np.cumsum(per, out=prefix[1:])
     del per
     out = prefix[ei]
     out -= prefix[si]
