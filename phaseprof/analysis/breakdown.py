@@ -10,6 +10,7 @@ import pandas as pd
 from phaseprof import __version__
 from phaseprof.analysis import intervals as iv
 from phaseprof.analysis.attribution import summarize as summarize_attribution
+from phaseprof.analysis.grouped import group_sums, rows_in_steps
 from phaseprof.analysis.phase_infer import infer_mode
 from phaseprof.analysis.prepare import Prepared
 from phaseprof.analysis.results import (AllocCounts, BucketTime, Breakdown, IdleSplit, KernelStat, LaunchCounts,
@@ -30,15 +31,6 @@ def _stats(values: list[float]) -> Stats:
         return Stats(0.0, 0.0, 0.0, 0.0, 0.0)
     return Stats(float(a.mean()), float(np.percentile(a, 50)), float(np.percentile(a, 90)), float(a.min()),
                  float(a.max()))
-
-
-def group_sums(values: np.ndarray, codes: np.ndarray, n: int) -> np.ndarray:
-    """Per group ``0 .. n - 1`` (``codes``, one per value; -1: in none), the sum of its values as
-    ``pd.Series(values).groupby(codes).sum()`` makes it (pandas' compensated sum over the group's rows in row
-    order), 0.0 for a group without rows. The codes go to pandas as a categorical, which it groups by as they are:
-    an integer key is hashed into groups first, half the time of such a sum (issue 28)."""
-    key = pd.Categorical.from_codes(codes, dtype=pd.CategoricalDtype(pd.RangeIndex(n)))
-    return pd.Series(values, copy=False).groupby(key, observed=False).sum().to_numpy()
 
 
 def _bucket_times(items: pd.DataFrame, col: str, busy_ns: float) -> list[BucketTime]:
@@ -545,7 +537,7 @@ def summarize(t: EventTables, prep: Prepared) -> Breakdown:
         sel = [r for r in rows if r.phase == ph.value]
         if sel:
             idx = {r.index for r in sel}
-            phases.append(_phase_summary(ph.value, sel, items.loc[items["step"].isin(idx).to_numpy(),
+            phases.append(_phase_summary(ph.value, sel, items.loc[rows_in_steps(items["step"].to_numpy(), idx),
                                                                   _PHASE_SUMMARY_COLUMNS]))
     if device == "gpu":
         all_busy = iv.total(t.gpu["ts_ns"].to_numpy(), t.gpu["end_ns"].to_numpy())

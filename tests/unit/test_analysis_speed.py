@@ -14,6 +14,7 @@ import pytest
 from phaseprof.analysis import breakdown as bd_mod
 from phaseprof.analysis import intervals as iv
 from phaseprof.analysis.breakdown import GpuWork, _Groups, _idle_splits
+from phaseprof.analysis.grouped import group_sums, rows_in_steps
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -129,8 +130,6 @@ def test_union_first_opens_each_piece() -> None:
 def test_group_sums_are_the_groupby_sums() -> None:
     """``group_sums`` is ``pd.Series(values).groupby(codes).sum()`` to the last bit (pandas' compensated sum, rows
     in order), 0.0 for groups without rows, rows of code -1 in none; also with no rows or no groups."""
-    from phaseprof.analysis.breakdown import group_sums
-
     rng = np.random.default_rng(3)
     plain_differs = 0
     for trial in range(300):
@@ -149,3 +148,17 @@ def test_group_sums_are_the_groupby_sums() -> None:
         ok = codes >= 0
         plain_differs += not np.array_equal(got, np.bincount(codes[ok], weights=values[ok], minlength=n))
     assert plain_differs  # the cases tell pandas' sums from plain ones (np.bincount's)
+
+
+def test_rows_in_steps_is_isin() -> None:
+    """``rows_in_steps`` is ``isin`` of the step numbers: steps -1 (none) and beyond the wanted ones, no wanted
+    step, no rows, and numbers below -1."""
+    rng = np.random.default_rng(9)
+    for trial in range(300):
+        size = int(rng.integers(0, 500))
+        n = int(rng.integers(1, 30))
+        step = rng.integers(-3 if trial % 7 == 0 else -1, n, size)
+        wanted = set(rng.integers(0, n + 5, int(rng.integers(0, n + 1))).tolist())
+        got = rows_in_steps(step, wanted)
+        assert got.dtype == bool
+        np.testing.assert_array_equal(got, pd.Series(step).isin(wanted).to_numpy())
