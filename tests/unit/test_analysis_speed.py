@@ -162,3 +162,36 @@ def test_rows_in_steps_is_isin() -> None:
         got = rows_in_steps(step, wanted)
         assert got.dtype == bool
         np.testing.assert_array_equal(got, pd.Series(step).isin(wanted).to_numpy())
+
+
+def _old_assign_to_steps(times_ns: np.ndarray, steps: tuple) -> np.ndarray:
+    """``steps.assign_to_steps`` before it worked in place (verbatim)."""
+    if not steps:
+        return np.full(len(times_ns), -1, dtype=np.int64)
+    starts = np.array([s.host_start_ns for s in steps], dtype=np.int64)
+    ends = np.array([s.host_end_ns for s in steps], dtype=np.int64)
+    order = np.argsort(starts, kind="stable")
+    starts, ends = starts[order], ends[order]
+    t = np.asarray(times_ns, dtype=np.int64)
+    pos = np.searchsorted(starts, t, side="right") - 1
+    ok = (pos >= 0) & (t < ends[np.maximum(pos, 0)])
+    return np.where(ok, order[np.maximum(pos, 0)], -1)
+
+
+def test_assign_to_steps_in_place_is_the_old() -> None:
+    """``assign_to_steps``: the same step per time as before, with steps in and out of start order, empty or
+    inverted windows, equal starts, times before, between and after them, and no steps."""
+    from phaseprof.analysis.steps import StepPhase, StepWindow, assign_to_steps
+
+    rng = np.random.default_rng(17)
+    for trial in range(1500):
+        k = int(rng.integers(0, 8))
+        st = rng.integers(0, 1000, k)
+        en = st + rng.integers(-5, 300, k)
+        steps = tuple(StepWindow(i, int(a), int(b), StepPhase.UNKNOWN, "x") for i, (a, b) in enumerate(zip(st, en)))
+        if trial % 3 == 0:
+            steps = tuple(sorted(steps, key=lambda s: s.host_start_ns))
+        t = rng.integers(-100, 1400, int(rng.integers(0, 300)))
+        got, want = assign_to_steps(t, steps), _old_assign_to_steps(t, steps)
+        assert got.dtype == want.dtype == np.int64
+        np.testing.assert_array_equal(got, want)
