@@ -354,13 +354,18 @@ def _innermost_ops(runtime: pd.DataFrame, ops: pd.DataFrame, parent: np.ndarray,
         return out
     ots, oend = ops["ts_ns"].to_numpy(), ops["end_ns"].to_numpy()
     ocode, rcode = codes if codes is not None else _thread_codes(ops, runtime)
-    o_order = _by_thread_then_start(ots, ocode)  # None: the rows in that order (positions are rows)
+    # ops of one thread (the rule; _thread_codes gives it as one code broadcast): by start alone, which the
+    # thread-then-start check would find comparing every pair of codes too (issue 28: 4.9M ops at 2.1 GB)
+    one_op_thread = ocode.strides == (0,) or bool(ocode.min() == ocode.max())
+    if one_op_thread:  # None: the rows in that order (positions are rows); else lexsort((ts, code)) of one code
+        o_order = None if bool((ots[1:] >= ots[:-1]).all()) else np.argsort(ots, kind="stable")
+    else:
+        o_order = _by_thread_then_start(ots, ocode)
     o_sorted_code, o_sorted_ts = (ocode, ots) if o_order is None else (ocode[o_order], ots[o_order])
     rts = runtime["ts_ns"].to_numpy()
     # calls by thread; the calls of one thread (the rule) are every row, without grouping them
     one = rcode.size and rcode.min() == rcode.max()
     groups = [(int(rcode[0]), slice(None))] if one else pd.Series(rcode).groupby(rcode).indices.items()
-    one_op_thread = o_order is None and ocode.size and ocode.min() == ocode.max()
     for key, ridx in groups:
         if one_op_thread:  # the ops of one thread: all of them or none (no search, no int64 copy of the codes)
             lo, hi = (0, ocode.size) if key == int(ocode[0]) else (0, 0)
@@ -372,14 +377,16 @@ def _innermost_ops(runtime: pd.DataFrame, ops: pd.DataFrame, parent: np.ndarray,
         at = np.maximum(pos, 0)
         at += lo
         out[ridx] = np.where(pos >= 0, at if o_order is None else o_order[at], -1)
-    # Up the parents, all rows at once, while the op ends before the call starts.
+    # Up the parents, all rows at once, while the op ends before the call starts: each row's op and start carried
+    # along (issue 28: read back from the whole columns every round, they were half of this at 2.1 GB).
     todo = np.flatnonzero(out >= 0)
+    c, t = out[todo], rts[todo]
     while todo.size:
-        c = out[todo]
-        up = oend[c] < rts[todo]
-        todo = todo[up]
-        out[todo] = parent[c[up]]
-        todo = todo[out[todo] >= 0]
+        up = oend[c] < t
+        todo, c, t = todo[up], parent[c[up]], t[up]
+        out[todo] = c
+        up = c >= 0
+        todo, c, t = todo[up], c[up], t[up]
     return out
 
 
