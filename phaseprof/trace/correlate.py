@@ -406,24 +406,35 @@ def _launches(corr: np.ndarray, g_corr: np.ndarray) -> np.ndarray:
     of 1M kernels at 2 GB; here the distinct ids (``np.unique`` gives each one's first row) index a dense table
     where they are about as many as its size, else are searched in sorted order."""
     out = np.full(len(g_corr), -1, dtype=np.int64)
-    valid = np.flatnonzero(corr >= 0)
-    if valid.size == 0 or g_corr.size == 0:
+    if corr.size == 0 or g_corr.size == 0:
         return out
-    ids = corr[valid]
+    # every call with an id, and every GPU row too (the rule): rows are positions, and no compressed copies of the
+    # ids, of the GPU rows' ids (twice) or of the results (issue 28)
+    all_valid = bool((corr >= 0).all())
+    valid = None if all_valid else np.flatnonzero(corr >= 0)  # None: every row
+    if valid is not None and valid.size == 0:
+        return out
+    ids = corr if valid is None else corr[valid]
     if ids.size > 1 and not (ids[1:] > ids[:-1]).all():  # ids in call order already increase, as a rule: no sort
         ids, first = np.unique(ids, return_index=True)
-        rows = valid[first]
+        rows = first if valid is None else valid[first]
     else:
-        rows = valid
-    hit = g_corr >= 0
+        rows = valid  # None: the rows are the positions
+    all_hit = bool((g_corr >= 0).all())
+    q = g_corr if all_hit else g_corr[g_corr >= 0]
     top = int(ids[-1])
     if top < 4 * ids.size + (1 << 16):
         table = np.full(top + 1, -1, dtype=np.int64)
-        table[ids] = rows
-        hit &= g_corr <= top
-        out[hit] = table[g_corr[hit]]
+        table[ids] = np.arange(ids.size) if rows is None else rows
+        found = table[np.minimum(q, top)]
+        found[q > top] = -1
     else:
-        pos = np.searchsorted(ids, g_corr[hit])
-        pos_c = np.minimum(pos, ids.size - 1)
-        out[hit] = np.where(ids[pos_c] == g_corr[hit], rows[pos_c], -1)
+        pos = np.searchsorted(ids, q)
+        np.minimum(pos, ids.size - 1, out=pos)
+        miss = ids[pos] != q
+        found = pos if rows is None else rows[pos]
+        found[miss] = -1
+    if all_hit:
+        return found.astype(np.int64, copy=False)
+    out[g_corr >= 0] = found
     return out

@@ -195,3 +195,30 @@ def test_assign_to_steps_in_place_is_the_old() -> None:
         got, want = assign_to_steps(t, steps), _old_assign_to_steps(t, steps)
         assert got.dtype == want.dtype == np.int64
         np.testing.assert_array_equal(got, want)
+
+
+def test_launches_without_missing_ids_is_the_lookup() -> None:
+    """``correlate._launches`` where every call and every GPU row has an id (its paths without compressing them),
+    ids sorted or not, repeated or not, dense (a table) or sparse (a search), and ids no call has: the first runtime
+    row with each id, as the pandas lookup it replaced."""
+    from phaseprof.trace.correlate import _launches
+
+    def reference(corr: np.ndarray, g_corr: np.ndarray) -> np.ndarray:
+        valid = corr >= 0
+        lookup = pd.Series(np.flatnonzero(valid), index=corr[valid])
+        lookup = lookup[~lookup.index.duplicated(keep="first")]
+        out = lookup.reindex(g_corr).fillna(-1).to_numpy(dtype=np.int64).copy()
+        out[g_corr < 0] = -1
+        return out
+
+    rng = np.random.default_rng(21)
+    for trial in range(400):
+        top = (60, 10 ** 9)[trial % 2]
+        n = int(rng.integers(1, min(200, top)))
+        corr = np.sort(rng.choice(top, n, replace=False)) if trial % 3 else rng.integers(0, top, n)
+        g_corr = np.r_[rng.choice(corr, int(rng.integers(0, 100))), rng.integers(0, top + 5, int(trial % 4))]
+        if trial % 5 == 0:
+            g_corr = np.r_[g_corr, -1]  # one GPU row without an id
+        got = _launches(corr, g_corr.astype(np.int64))
+        assert got.dtype == np.int64
+        np.testing.assert_array_equal(got, reference(corr, g_corr.astype(np.int64)))
