@@ -350,7 +350,6 @@ def _idle_splits(work: GpuWork, start: np.ndarray, end: np.ndarray, ctx: _StepCo
     opens_launch = w_launch[opens]
     del w_launch, opens
     live = end > start
-    any_busy = np.where(live, iv.Merged(us, ue).overlap(start, end), 0)
     # union pieces meeting each window: [i0, i1)
     i0 = np.searchsorted(ue, start, side="right")
     i1 = np.searchsorted(us, end, side="left")
@@ -384,6 +383,8 @@ def _idle_splits(work: GpuWork, start: np.ndarray, end: np.ndarray, ctx: _StepCo
             carry = split[:, -1:]
             lo = hi
         out[:, two] += run[:, two.size:] - run[:, :two.size]
+    # busy: the rest of the window (its gaps' parts add up to the gaps: no running sum over every piece for it)
+    any_busy = np.where(live, end - start - out.sum(axis=0), 0)
     return any_busy, out[0], out[1], out[2]
 
 
