@@ -375,7 +375,8 @@ def _idle_splits(work: GpuWork, start: np.ndarray, end: np.ndarray, ctx: _StepCo
         lo, last = max(int(at_sorted[0]), 0) + 1, int(at_sorted[-1])
         while lo <= last:  # gaps [lo, hi), _GAP_BLOCK at a time
             hi = min(lo + _GAP_BLOCK, last + 1)
-            split = _starved_split(ue[lo - 1:hi - 1], us[lo:hi], opens_launch[lo:hi], ctx.rt_end, in_launches)
+            split = _starved_split(ue[lo - 1:hi - 1], us[lo:hi], opens_launch[lo:hi], ctx.rt_end, in_launches,
+                                   in_order=True)
             np.cumsum(split, axis=1, out=split)
             split += carry
             a, b = np.searchsorted(at_sorted, (lo, hi), side="left")
@@ -389,14 +390,15 @@ def _idle_splits(work: GpuWork, start: np.ndarray, end: np.ndarray, ctx: _StepCo
 
 
 def _starved_split(gs: np.ndarray, ge: np.ndarray, launch: np.ndarray, call_end: np.ndarray,
-                   in_launches: iv.Merged) -> np.ndarray:
+                   in_launches: iv.Merged, in_order: bool = False) -> np.ndarray:
     """The three idle parts (in launch calls, other host work, other) of gaps ``[gs, ge)`` ended by work with launch
     row ``launch`` (-1: none), as rows: the gap is starved up to the end of that launch call (``call_end``: per
-    runtime row), clipped to the gap (``ge >= gs``; an empty one is all zeros)."""
+    runtime row), clipped to the gap (``ge >= gs``; an empty one is all zeros). ``in_order``: the gaps ascend
+    and do not overlap (a union's own gaps), so do their starved parts."""
     launched_at = np.where(launch >= 0, call_end[np.maximum(launch, 0)] if call_end.size else 0, gs)
     starved_end = np.clip(launched_at, gs, ge, out=launched_at)
     out = np.empty((3, gs.size), dtype=np.int64)
-    out[0] = in_launches.overlap(gs, starved_end)
+    out[0] = in_launches.overlap(gs, starved_end, in_order=in_order)
     np.subtract(starved_end, gs, out=out[1])
     out[1] -= out[0]
     np.subtract(ge, starved_end, out=out[2])

@@ -222,3 +222,25 @@ def test_launches_without_missing_ids_is_the_lookup() -> None:
         got = _launches(corr, g_corr.astype(np.int64))
         assert got.dtype == np.int64
         np.testing.assert_array_equal(got, reference(corr, g_corr.astype(np.int64)))
+
+
+def test_search_ascending_is_searchsorted() -> None:
+    """``intervals._search_ascending`` (a merge) is ``np.searchsorted(..., side="right")`` for ascending queries:
+    ties with the array and among the queries, queries before, inside and past it, an empty array; and
+    ``Merged.overlap(in_order=True)`` is ``overlap``."""
+    from phaseprof.analysis.intervals import _search_ascending
+
+    rng = np.random.default_rng(12)
+    for trial in range(500):
+        a = np.sort(rng.integers(0, 300, int(rng.integers(0, 80))))
+        t = np.sort(rng.integers(-20, 340, int(rng.integers(1, 80))))
+        if trial % 4 == 0 and a.size:
+            t = np.sort(np.r_[t, rng.choice(a, 10)])  # equal to values of the array
+        got = _search_ascending(a, t)
+        np.testing.assert_array_equal(got, np.searchsorted(a, t, side="right"))
+        s, e = rng.integers(0, 300, 40), rng.integers(0, 300, 40)
+        m = iv.Merged(*iv.union(s, e + 5))
+        qs = np.sort(rng.integers(-10, 320, 30))
+        qe = qs + rng.integers(0, 3, 30)
+        qe = np.maximum.accumulate(qe)
+        np.testing.assert_array_equal(m.overlap(qs, qe, in_order=True), m.overlap(qs, qe))
