@@ -241,33 +241,39 @@ class GpuWork:
 def _per_step_views(items: pd.DataFrame) -> dict[str, dict[int, dict[str, float]]]:
     """Per view column, per step: bucket -> µs, in bucket category order. One groupby over all steps: the same
     group sums (rows in the same order) as one groupby per step, without the per-step pandas overhead."""
-    out: dict[str, dict[int, dict[str, float]]] = {}
+    out: dict[str, dict[int, dict[str, float]]] = {col: {} for col in ("kernel_bucket", "module_bucket")}
+    if not len(items):
+        return out
     step = items["step"].to_numpy()
     share = items["share_ns"].to_numpy()
-    for col in ("kernel_bucket", "module_bucket"):
-        per: dict[int, dict[str, float]] = {}
-        if len(items):
-            # (step, bucket) as one integer key, in the same order (steps from -1 up, then category order): pandas
-            # groups one key much faster than a categorical pair, and a dense key as codes (group_sums) faster still;
-            # the same sums (its compensated sum over each group's rows in row order); buckets without a category
-            # (null) are dropped, as the pair dropped them
-            code = items[col].cat.codes.to_numpy().astype(np.int64)
-            cats = items[col].cat.categories
-            nc = max(len(cats), 1)
-            ok = code >= 0
-            key = (step + 1) * nc + code
-            n_keys = (int(step.max()) + 2) * nc
-            if n_keys <= 4 * key.size + (1 << 16):  # keys about as many as items at most: all groups at once
-                key[~ok] = -1
-                present = np.flatnonzero(np.bincount(key[ok], minlength=n_keys))
-                sums = pd.Series(group_sums(share, key, n_keys)[present], index=present)
-            else:
-                sums = pd.Series(share[ok]).groupby(key[ok]).sum()
-            del key, ok
-            names = [str(c) for c in cats]
-            for key, v in zip(sums.index.tolist(), sums.to_numpy().tolist()):
-                per.setdefault(key // nc - 1, {})[names[key % nc]] = v * _US
-        out[col] = per
+    # (step, bucket) as one integer key, in the same order (steps from -1 up, then category order): pandas groups
+    # one key much faster than a categorical pair, and a dense key as codes (group_sums) faster still; the same
+    # sums (its compensated sum over each group's rows in row order); buckets without a category (null) are
+    # dropped, as the pair dropped them. One step part for both columns (any bucket count as large as either's
+    # keeps the order).
+    cats = {col: items[col].cat.categories for col in out}
+    nc = max(max(len(c) for c in cats.values()), 1)
+    base = step + 1
+    base *= nc
+    n_keys = (int(step.max()) + 2) * nc
+    for col, per in out.items():
+        code = items[col].cat.codes.to_numpy()
+        key = base + code
+        null = code < 0
+        if null.any():
+            key[null] = -1
+        del null
+        if n_keys <= 4 * key.size + (1 << 16):  # keys about as many as items at most: all groups at once
+            present = np.flatnonzero(np.bincount(key + 1, minlength=n_keys + 1)[1:])
+            sums = pd.Series(group_sums(share, key, n_keys)[present], index=present)
+        else:
+            ok = key >= 0
+            sums = pd.Series(share[ok]).groupby(key[ok]).sum()
+            del ok
+        del key
+        names = [str(c) for c in cats[col]]
+        for k, v in zip(sums.index.tolist(), sums.to_numpy().tolist()):
+            per.setdefault(k // nc - 1, {})[names[k % nc]] = v * _US
     return out
 
 

@@ -244,3 +244,36 @@ def test_search_ascending_is_searchsorted() -> None:
         qe = qs + rng.integers(0, 3, 30)
         qe = np.maximum.accumulate(qe)
         np.testing.assert_array_equal(m.overlap(qs, qe, in_order=True), m.overlap(qs, qe))
+
+
+def test_per_step_views_with_sparse_steps_and_uneven_buckets() -> None:
+    """``_per_step_views`` (one step part for both columns, a dense key where it fits, else a groupby of it) is the
+    groupby of the (step, bucket) pair: step numbers far apart (the groupby path), columns with different bucket
+    counts, null buckets, items of no step, no items."""
+    from phaseprof.analysis.breakdown import _per_step_views
+
+    def reference(items: pd.DataFrame) -> dict:
+        out = {}
+        for col in ("kernel_bucket", "module_bucket"):
+            per: dict = {}
+            if len(items):
+                for (k, b), v in items.groupby(["step", col], observed=True)["share_ns"].sum().items():
+                    per.setdefault(int(k), {})[str(b)] = float(v) * 1e-3
+            out[col] = per
+        return out
+
+    rng = np.random.default_rng(8)
+    for trial in range(60):
+        size = int(rng.integers(0, 400))
+        top = (5, 10 ** 6)[trial % 2]  # dense steps, or steps whose keys outnumber the items by far
+        step = np.sort(rng.integers(-1, top, size))
+        kb = pd.Categorical.from_codes(rng.integers(-1 if trial % 3 == 0 else 0, 7, size),
+                                       categories=[f"k{i}" for i in range(7)])
+        mb = pd.Categorical.from_codes(rng.integers(-1, 3, size), categories=["m0", "m1", "m2"])
+        items = pd.DataFrame({"step": step, "kernel_bucket": kb, "module_bucket": mb,
+                              "share_ns": rng.random(size) * 10.0 ** int(rng.integers(0, 9))})
+        got, want = _per_step_views(items), reference(items)
+        assert got == want
+        for col in ("kernel_bucket", "module_bucket"):
+            assert list(got[col]) == list(want[col])
+            assert [list(v) for v in got[col].values()] == [list(v) for v in want[col].values()]
