@@ -331,10 +331,11 @@ _GAP_BLOCK = 1 << 14
 
 
 def _idle_splits(work: GpuWork, start: np.ndarray, end: np.ndarray, ctx: _StepContext
-                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Every step's GPU idle time inside its ``[start, end)`` split by cause (see IdleSplit), in ns, and the GPU
-    busy time of any step there. Idle means no activity of any step ran; the activity that ends a gap tells
-    whether its launch call was still in progress (what ``GpuWork.idle_gaps`` finds window by window).
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
+    """Every step's GPU idle time inside its ``[start, end)`` split by cause (see IdleSplit), in ns, the GPU
+    busy time of any step there, and the length of the work's union (``intervals.total`` of it). Idle means no
+    activity of any step ran; the activity that ends a gap tells whether its launch call was still in progress
+    (what ``GpuWork.idle_gaps`` finds window by window).
 
     A window meeting union pieces ``[i0, i1)`` has a head gap (window start to piece ``i0``), the union's own gaps
     between its pieces, and a tail gap (piece ``i1 - 1`` to the window end; nothing starts after it inside the
@@ -392,7 +393,7 @@ def _idle_splits(work: GpuWork, start: np.ndarray, end: np.ndarray, ctx: _StepCo
         out[:, two] += run[:, two.size:] - run[:, :two.size]
     # busy: the rest of the window (its gaps' parts add up to the gaps: no running sum over every piece for it)
     any_busy = np.where(live, end - start - out.sum(axis=0), 0)
-    return any_busy, out[0], out[1], out[2]
+    return any_busy, out[0], out[1], out[2], int((ue - us).sum())
 
 
 def _starved_split(gs: np.ndarray, ge: np.ndarray, launch: np.ndarray, call_end: np.ndarray,
@@ -433,10 +434,11 @@ def _launch_counts(ctx: _StepContext, n: int) -> list[LaunchCounts]:
 
 
 def _step_rows(det: StepDetection, items: pd.DataFrame, ctx: _StepContext, device: str,
-               views: dict[str, dict[int, dict[str, float]]]) -> list[StepRow]:
-    """Every step's row. Each column is computed for all steps at once by grouped numpy operations over the items,
-    calls and allocations sorted by step (issue 22: 200k steps ran for minutes at ~0.65 ms a step); only the
-    rows themselves are built one by one."""
+               views: dict[str, dict[int, dict[str, float]]]) -> tuple[list[StepRow], int | None]:
+    """Every step's row, and the length of the union of all items (GPU traces; else None). Each column is
+    computed for all steps at once by grouped numpy operations over the items, calls and allocations sorted by
+    step (issue 22: 200k steps ran for minutes at ~0.65 ms a step); only the rows themselves are built one by
+    one."""
     n = len(det.steps)
     g = _Groups(items["step"].to_numpy(), n)
     ts, end = g.of(items["ts_ns"].to_numpy()), g.of(items["end_ns"].to_numpy())
@@ -459,9 +461,9 @@ def _step_rows(det: StepDetection, items: pd.DataFrame, ctx: _StepContext, devic
     memcpy_count, memcpy_bytes = g.count(is_memcpy), g.sum(np.where(is_memcpy, byts, 0))
     memset_count, memset_bytes = g.count(is_memset), g.sum(np.where(is_memset, byts, 0))
     if device == "gpu":
-        any_busy, launch_ns, host_ns, other_ns = _idle_splits(GpuWork(items), start, stop, ctx)  # not kept here
+        any_busy, launch_ns, host_ns, other_ns, union_ns = _idle_splits(GpuWork(items), start, stop, ctx)
     else:
-        any_busy = None
+        any_busy, union_ns = None, None
     rg = _Groups(ctx.rt_step, n)
     host_sync = rg.sum(rg.of(np.where(ctx.is_sync, ctx.rt_end - ctx.rt_ts, 0)))
     device_mallocs, device_frees = rg.count(rg.of(ctx.is_malloc)), rg.count(rg.of(ctx.is_free))
@@ -500,7 +502,7 @@ def _step_rows(det: StepDetection, items: pd.DataFrame, ctx: _StepContext, devic
             kernels=kern, memcpy_count=mc, memcpy_bytes=mcb, memset_count=ms, memset_bytes=msb,
             launches=launches[k], memory=memory[k], kernel_view_us=dict(kv.get(k, {})),
             module_view_us=dict(mv.get(k, {}))))
-    return rows
+    return rows, union_ns
 
 
 _PER_STEP_METRICS = {k: attrgetter(a) for k, a in {
@@ -538,7 +540,7 @@ def summarize(t: EventTables, prep: Prepared) -> Breakdown:
     device, det, items = prep.device, prep.detection, prep.items
     views = _per_step_views(items)  # first: its pandas groupbys' temporaries then come before the columns below
     ctx = _StepContext(t, det)
-    rows = _step_rows(det, items, ctx, device, views)
+    rows, items_busy = _step_rows(det, items, ctx, device, views)
     del ctx, views
     notes = list(det.notes)
     phases = []
@@ -549,8 +551,10 @@ def summarize(t: EventTables, prep: Prepared) -> Breakdown:
             phases.append(_phase_summary(ph.value, sel, items.loc[rows_in_steps(items["step"].to_numpy(), idx),
                                                                   _PHASE_SUMMARY_COLUMNS]))
     if device == "gpu":
-        all_busy = iv.total(t.gpu["ts_ns"].to_numpy(), t.gpu["end_ns"].to_numpy())
         outside = len(t.gpu) - len(items)
+        # every GPU row an item (the rule): the items' union, measured already, is the one of all rows (issue 28)
+        all_busy = items_busy if not outside and items_busy is not None else \
+            iv.total(t.gpu["ts_ns"].to_numpy(), t.gpu["end_ns"].to_numpy())
         if outside:
             notes.append(f"{outside} GPU activities lie outside the detected steps and are not in any phase")
     else:

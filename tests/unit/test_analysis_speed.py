@@ -98,8 +98,9 @@ def test_idle_splits_are_the_per_window_gaps(block: int, monkeypatch: pytest.Mon
     for _ in range(600):
         work, start, end, ctx = _random_case(rng)
         want = _old_idle_splits(work, start, end, ctx)
-        got = _idle_splits(work, start, end, ctx)
-        for g, w in zip(got, want):
+        *got, union_ns = _idle_splits(work, start, end, ctx)
+        assert union_ns == iv.total(work.ts, work.end)
+        for g, w in zip(got, want, strict=True):
             assert g.dtype == np.int64
             np.testing.assert_array_equal(g, w)
 
