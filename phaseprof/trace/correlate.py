@@ -344,6 +344,24 @@ def _by_thread_then_start(ts: np.ndarray, code: np.ndarray) -> np.ndarray | None
     return None if in_order.all() else np.lexsort((ts, code))
 
 
+#: Queries searched at once by :func:`_search_sorted` (within the part of the array they span).
+_SEARCH_BLOCK = 1 << 14
+
+
+def _search_sorted(a: np.ndarray, q: np.ndarray, side: str) -> np.ndarray:
+    """``np.searchsorted(a, q, side=side)``; for ascending ``q`` a block of queries at a time within the part of
+    ``a`` they span (issue 28: a search of 1.3M calls among 4.9M ops was a third faster so, its part of ``a`` in
+    cache instead of a walk down the whole of it per query)."""
+    if q.size < 2 * _SEARCH_BLOCK or not bool((q[1:] >= q[:-1]).all()):
+        return np.searchsorted(a, q, side=side)
+    out = np.empty(q.size, dtype=np.intp)
+    for lo in range(0, q.size, _SEARCH_BLOCK):
+        part = q[lo:lo + _SEARCH_BLOCK]
+        a0, a1 = np.searchsorted(a, part[[0, -1]], side=side)  # a[:a0] all before part, a[a1:] all after
+        np.add(np.searchsorted(a[a0:a1], part, side=side), a0, out=out[lo:lo + part.size])
+    return out
+
+
 def _innermost_ops(runtime: pd.DataFrame, ops: pd.DataFrame, parent: np.ndarray,
                    codes: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
     """Per row of ``runtime``, the innermost row of ``ops`` on its thread that encloses its start, or -1: the last
@@ -373,7 +391,7 @@ def _innermost_ops(runtime: pd.DataFrame, ops: pd.DataFrame, parent: np.ndarray,
             lo, hi = np.searchsorted(o_sorted_code, np.asarray([key, key + 1], dtype=o_sorted_code.dtype))
         if lo == hi:
             continue
-        pos = np.searchsorted(o_sorted_ts[lo:hi], rts[ridx], side="right") - 1
+        pos = _search_sorted(o_sorted_ts[lo:hi], rts[ridx], "right") - 1
         at = np.maximum(pos, 0)
         at += lo
         out[ridx] = np.where(pos >= 0, at if o_order is None else o_order[at], -1)
@@ -429,7 +447,7 @@ def _launches(corr: np.ndarray, g_corr: np.ndarray) -> np.ndarray:
         found = table[np.minimum(q, top)]
         found[q > top] = -1
     else:
-        pos = np.searchsorted(ids, q)
+        pos = _search_sorted(ids, q, "left")
         np.minimum(pos, ids.size - 1, out=pos)
         miss = ids[pos] != q
         found = pos if rows is None else rows[pos]

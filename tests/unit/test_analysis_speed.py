@@ -278,3 +278,21 @@ def test_per_step_views_with_sparse_steps_and_uneven_buckets() -> None:
         for col in ("kernel_bucket", "module_bucket"):
             assert list(got[col]) == list(want[col])
             assert [list(v) for v in got[col].values()] == [list(v) for v in want[col].values()]
+
+
+@pytest.mark.parametrize("block", [1, 2, 5])
+def test_search_sorted_in_blocks_is_searchsorted(block: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``correlate._search_sorted`` is ``np.searchsorted`` on either side: ascending queries in blocks (ties with
+    the array and among themselves, before, inside and past it, a last short block), others as they are."""
+    from phaseprof.trace import correlate as corr_mod
+
+    monkeypatch.setattr(corr_mod, "_SEARCH_BLOCK", block)
+    rng = np.random.default_rng(4)
+    for trial in range(400):
+        a = np.sort(rng.integers(0, 200, int(rng.integers(0, 60))))
+        q = rng.integers(-10, 220, int(rng.integers(0, 50)))
+        if trial % 3:
+            q = np.sort(np.r_[q, rng.choice(a, 5)] if a.size else q)
+        for side in ("left", "right"):
+            got = corr_mod._search_sorted(a, q, side)
+            np.testing.assert_array_equal(got, np.searchsorted(a, q, side=side))
