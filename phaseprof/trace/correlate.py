@@ -397,11 +397,17 @@ def _innermost_ops(runtime: pd.DataFrame, ops: pd.DataFrame, parent: np.ndarray,
         out[ridx] = np.where(pos >= 0, at if o_order is None else o_order[at], -1)
     # Up the parents, all rows at once, while the op ends before the call starts: each row's op and start carried
     # along (issue 28: read back from the whole columns every round, they were half of this at 2.1 GB).
-    todo = np.flatnonzero(out >= 0)
-    c, t = out[todo], rts[todo]
-    while todo.size:
+    valid = out >= 0
+    todo = None if bool(valid.all()) else np.flatnonzero(valid)  # None: every row (the rule), not indexed
+    del valid
+    c, t = (out, rts) if todo is None else (out[todo], rts[todo])
+    while c.size:
         up = oend[c] < t
-        todo, c, t = todo[up], parent[c[up]], t[up]
+        if todo is None:  # the first round of every row: c is out itself, read before written below
+            todo = np.flatnonzero(up)
+            c, t = parent[c[todo]], t[todo]
+        else:
+            todo, c, t = todo[up], parent[c[up]], t[up]
         out[todo] = c
         up = c >= 0
         todo, c, t = todo[up], c[up], t[up]
