@@ -67,7 +67,7 @@ class OpModules:
                                                       dtype=np.int8 if small else np.int32))
         out = np.full(rows.size, -1, dtype=np.int32)
         if fresh:  # nothing known yet: no lookup of every row in it (issue 28)
-            todo = np.flatnonzero(rows >= 0)
+            todo = None if bool((rows >= 0).all()) else np.flatnonzero(rows >= 0)  # None: every row, not indexed
         else:
             valid = np.flatnonzero(rows >= 0)
             known = self._memo[rows[valid]]
@@ -75,19 +75,27 @@ class OpModules:
             todo = valid[known == -2]
             out[todo] = -1  # not looked up yet: none until found below
             del valid, known
-        asked, r = todo, rows[todo]
+        asked, r = todo, (rows if todo is None else rows[todo])
         # Each round: the rows whose op has a rule take its value; the others go up to their op's parent, and those
         # without one keep -1 (out's own value: never written). One compress per round of the rows still going up
         # (issue 28: a mask, its negation and three compresses a round were most of this at 2.1 GB).
-        while todo.size:
+        while r.size:
             v = self.own_code[self.name_codes[r]]
             hit = v >= 0
-            out[todo[hit]] = v[hit]
             up = self.parent[r]
             go = ~hit
             go &= up >= 0
-            todo, r = todo[go], up[go]
-        self._memo[rows[asked]] = out[asked]
+            if todo is None:  # the first round of every row: out's own positions
+                np.copyto(out, v, where=hit)
+                todo = np.flatnonzero(go)
+                r = up[todo]
+            else:
+                out[todo[hit]] = v[hit]
+                todo, r = todo[go], up[go]
+        if asked is None:
+            self._memo[rows] = out
+        else:
+            self._memo[rows[asked]] = out[asked]
         return out
 
     def codes(self) -> np.ndarray:
