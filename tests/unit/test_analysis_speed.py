@@ -1,10 +1,9 @@
 """The analysis' speed-ups of issue 28's session 11 give exactly what the code they replaced gave: each is checked
-against that code, kept here verbatim as the reference, on random values (edge cases included) and on committed
-traces."""
+against that code (kept here verbatim as the reference where it is gone) or against the pandas/numpy expression it
+stands for, on random values, edge cases included. The committed traces' whole breakdowns are the golden tests'."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -15,8 +14,6 @@ from phaseprof.analysis import breakdown as bd_mod
 from phaseprof.analysis import intervals as iv
 from phaseprof.analysis.breakdown import GpuWork, _Groups, _idle_splits
 from phaseprof.analysis.grouped import group_sums, rows_in_steps
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 # --- reference: breakdown._idle_splits before the union's own gaps were split once (verbatim but for names) ---
