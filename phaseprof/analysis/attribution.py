@@ -32,6 +32,7 @@ from phaseprof.analysis.attribution_types import (ATTRIBUTION_VERSION, Attributi
                                                   Method, PhaseAttribution)
 from phaseprof.analysis.bracket import BracketCounts, bracket_step, is_boundary
 from phaseprof.analysis.items import OpModules, coded_str_categorical, str_categorical
+from phaseprof.analysis.grouped import group_sums, rows_in_steps
 from phaseprof.analysis.graph_align import (Reference, Segment, compatible, align_replay, launch_order,
                                             reference_segments)
 from phaseprof.analysis.layer_plan import LayerPlan
@@ -258,15 +259,26 @@ def summarize(items: pd.DataFrame, phases: dict[str, set[int]], ia: ItemAttribut
               inferred: list[InferredPhase], dropped: int) -> Attribution:
     """Coverage by method and per-layer times for each phase (``phases``: phase -> its step indices)."""
     out = []
+    # The phase's rows of the columns read, as arrays (issue 28: a frame of them per phase, its selection by a hash
+    # of every row's step, and a groupby of a categorical were most of this at 2.1 GB); each sum below is the
+    # pandas sum it was, over the same values in the same order.
+    step, share, layer = (items[c].to_numpy() for c in ("step", "share_ns", "layer"))
+    how = items["attribution"].astype("category").array  # a categorical already (attribute_items): as it is
+    how_code = np.asarray(how.codes)
+    slot = {str(c): i for i, c in enumerate(how.categories)}
     for phase, steps in phases.items():
-        sub = items.loc[items["step"].isin(steps).to_numpy(), ["share_ns", "attribution", "layer", "module_bucket"]]
-        busy = float(sub["share_ns"].sum())
-        cov = sub.groupby("attribution")["share_ns"].sum()
-        cov_us = {m.value: float(cov.get(m.value, 0.0)) * _US for m in Method}
+        mine = rows_in_steps(step, steps)
+        sub_share = share[mine]
+        busy = float(pd.Series(sub_share, copy=False).sum())
+        cov = group_sums(sub_share, how_code[mine], len(slot))  # 0.0 for a method no row took, as cov.get gave
+        cov_us = {m.value: float(cov[slot[m.value]] if m.value in slot else 0.0) * _US for m in Method}
         cov_pct = {m: (100.0 * v / (busy * _US) if busy else 0.0) for m, v in cov_us.items()}
         rows = []
-        in_layer = sub[sub["layer"] >= 0]
-        if len(in_layer):
+        sub_layer = layer[mine]
+        inside = sub_layer >= 0
+        if inside.any():
+            in_layer = pd.DataFrame({"share_ns": sub_share[inside], "layer": sub_layer[inside],
+                                     "module_bucket": items["module_bucket"].array[mine][inside]})
             per = in_layer.groupby(["layer", "module_bucket"])["share_ns"].sum()
             # one pass over the (layer, bucket) sums, sorted by layer: no per-layer groupby (40-odd layers, 2
             # phases: it was most of the per-layer view's cost); each layer's total sums the same values in the
@@ -280,7 +292,7 @@ def summarize(items: pd.DataFrame, phases: dict[str, set[int]], ia: ItemAttribut
                 rows.append(LayerRow(layer=k, layer_type=ia.layer_types.get(k, "unknown"),
                                      time_us=tot * _US, share_pct=100.0 * tot / busy if busy else 0.0,
                                      by_bucket_us={names[j]: float(vals[j]) * _US for j in range(lo, hi)}))
-        outside = float(sub.loc[sub["layer"] < 0, "share_ns"].sum()) * _US
+        outside = float(pd.Series(sub_share[~inside], copy=False).sum()) * _US
         out.append(PhaseAttribution(phase=phase, coverage_us=cov_us, coverage_pct=cov_pct, layers=rows,
                                     outside_layers_us=outside))
     return Attribution(version=ATTRIBUTION_VERSION, module_calls=len(ia.tree.frame),

@@ -10,6 +10,7 @@ import pandas as pd
 from phaseprof import __version__
 from phaseprof.analysis import intervals as iv
 from phaseprof.analysis.attribution import summarize as summarize_attribution
+from phaseprof.analysis.grouped import group_sums, rows_in_steps
 from phaseprof.analysis.phase_infer import infer_mode
 from phaseprof.analysis.prepare import Prepared
 from phaseprof.analysis.results import (AllocCounts, BucketTime, Breakdown, IdleSplit, KernelStat, LaunchCounts,
@@ -47,13 +48,12 @@ def _bucket_times_by_code(items: pd.DataFrame, col: str, busy_ns: float) -> list
     over each bucket's rows in row order) and the same sort of them, without a frame per call (issue 28)."""
     code = items[col].cat.codes.to_numpy()
     cats = items[col].cat.categories
-    ok = code >= 0  # null buckets are no group
-    code = code[ok]
-    sums = pd.Series(items["share_ns"].to_numpy()[ok]).groupby(code).sum()  # by code: category order, observed
-    size = np.bincount(code, minlength=len(cats))[sums.index.to_numpy()]
-    t = sums.to_numpy()
+    count = np.bincount(code + 1, minlength=len(cats) + 1)[1:]  # null buckets (-1) are no group
+    present = np.flatnonzero(count)  # the observed buckets, in category order
+    size = count[present]
+    t = group_sums(items["share_ns"].to_numpy(), code, len(cats))[present]
     order = pd.Series(t).sort_values(ascending=False).index.to_numpy()  # the frame's sort_values("sum"): nargsort
-    names = [str(cats[c]) for c in sums.index.to_numpy()[order].tolist()]
+    names = [str(cats[c]) for c in present[order].tolist()]
     return [BucketTime(b, float(x) * _US, 100.0 * float(x) / busy_ns if busy_ns else 0.0, int(k))
             for b, x, k in zip(names, t[order].tolist(), size[order].tolist())]
 
@@ -77,8 +77,8 @@ def _top_kernels(items: pd.DataFrame, busy_ns: float, limit: int | None) -> dict
     if not ok.any():
         return out
     keys, kernel = _unique((name_code * nb + bcode)[ok], inverse=True)
-    share_ns = pd.Series(items["share_ns"].to_numpy()[ok]).groupby(kernel).sum().to_numpy()
     count = np.bincount(kernel)
+    share_ns = group_sums(items["share_ns"].to_numpy()[ok], kernel, count.size)
     module, modules = _codes(items["module_bucket"], ok)
     nm = len(modules)
     pairs, first_row, n = _unique(kernel * nm + module, index=True, counts=True)
@@ -118,7 +118,7 @@ def _kernel_stats(items: pd.DataFrame, busy_ns: float, limit: int | None) -> lis
     if not ok.any():
         return []
     keys, kernel = _unique((name_code * len(buckets) + bucket_code)[ok], inverse=True)
-    share_ns = pd.Series(items["share_ns"].to_numpy()[ok]).groupby(kernel).sum().to_numpy()
+    share_ns = group_sums(items["share_ns"].to_numpy()[ok], kernel, keys.size)
     module, modules = _codes(items["module_bucket"], ok)
     pairs, first_row, n = _unique(kernel * len(modules) + module, index=True, counts=True)
     order = np.lexsort((first_row, -n, pairs // len(modules)))
@@ -241,24 +241,39 @@ class GpuWork:
 def _per_step_views(items: pd.DataFrame) -> dict[str, dict[int, dict[str, float]]]:
     """Per view column, per step: bucket -> µs, in bucket category order. One groupby over all steps: the same
     group sums (rows in the same order) as one groupby per step, without the per-step pandas overhead."""
-    out: dict[str, dict[int, dict[str, float]]] = {}
+    out: dict[str, dict[int, dict[str, float]]] = {col: {} for col in ("kernel_bucket", "module_bucket")}
+    if not len(items):
+        return out
     step = items["step"].to_numpy()
     share = items["share_ns"].to_numpy()
-    for col in ("kernel_bucket", "module_bucket"):
-        per: dict[int, dict[str, float]] = {}
-        if len(items):
-            # (step, bucket) as one integer key, in the same order (steps from -1 up, then category order): pandas
-            # groups one int64 column much faster than a categorical pair; the same sums (its compensated sum over
-            # each group's rows in row order); buckets without a category (null) are dropped, as the pair dropped them
-            code = items[col].cat.codes.to_numpy().astype(np.int64)
-            cats = items[col].cat.categories
-            nc = max(len(cats), 1)
-            ok = code >= 0
-            sums = pd.Series(share[ok]).groupby((step[ok] + 1) * nc + code[ok]).sum()
-            names = [str(c) for c in cats]
-            for key, v in zip(sums.index.tolist(), sums.to_numpy().tolist()):
-                per.setdefault(key // nc - 1, {})[names[key % nc]] = v * _US
-        out[col] = per
+    # (step, bucket) as one integer key, in the same order (steps from -1 up, then category order): pandas groups
+    # one key much faster than a categorical pair, and a dense key as codes (group_sums) faster still; the same
+    # sums (its compensated sum over each group's rows in row order); buckets without a category (null) are
+    # dropped, as the pair dropped them. One step part for both columns (any bucket count as large as either's
+    # keeps the order).
+    cats = {col: items[col].cat.categories for col in out}
+    nc = max(max(len(c) for c in cats.values()), 1)
+    base = step + 1
+    base *= nc
+    n_keys = (int(step.max()) + 2) * nc
+    for col, per in out.items():
+        code = items[col].cat.codes.to_numpy()
+        key = base + code
+        null = code < 0
+        if null.any():
+            key[null] = -1
+        del null
+        if n_keys <= 4 * key.size + (1 << 16):  # keys about as many as items at most: all groups at once
+            present = np.flatnonzero(np.bincount(key + 1, minlength=n_keys + 1)[1:])
+            sums = pd.Series(group_sums(share, key, n_keys)[present], index=present)
+        else:
+            ok = key >= 0
+            sums = pd.Series(share[ok]).groupby(key[ok]).sum()
+            del ok
+        del key
+        names = [str(c) for c in cats[col]]
+        for k, v in zip(sums.index.tolist(), sums.to_numpy().tolist()):
+            per.setdefault(k // nc - 1, {})[names[k % nc]] = v * _US
     return out
 
 
@@ -309,75 +324,92 @@ class _Groups:
         return out
 
 
-#: Gap candidates handled at once by :func:`_idle_splits` (whole steps at a time): its per-gap columns (a dozen, one
-#: entry per union piece, about one per kernel) are this long at most instead of all of a trace's at once (issue 28:
-#: they were the analysis' peak at 117 MB).
+#: Union gaps handled at once by :func:`_idle_splits`: its per-gap columns (a few, one entry per union piece, about
+#: one per kernel) are this long at most instead of all of a trace's at once (issue 28: they were the analysis' peak
+#: at 117 MB).
 _GAP_BLOCK = 1 << 14
 
 
 def _idle_splits(work: GpuWork, start: np.ndarray, end: np.ndarray, ctx: _StepContext
-                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Every step's GPU idle time inside its ``[start, end)`` split by cause (see IdleSplit), in ns, and the GPU
-    busy time of any step there. Idle means no activity of any step ran; the activity that ends a gap tells
-    whether its launch call was still in progress. All steps at once: a window's gaps are the gaps of the union
-    of all work clipped to it (what ``GpuWork.idle_gaps`` finds window by window), a block of whole steps at a
-    time (each step's sums are over its own gaps: the same integers in any blocks)."""
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
+    """Every step's GPU idle time inside its ``[start, end)`` split by cause (see IdleSplit), in ns, the GPU
+    busy time of any step there, and the length of the work's union (``intervals.total`` of it). Idle means no
+    activity of any step ran; the activity that ends a gap tells whether its launch call was still in progress
+    (what ``GpuWork.idle_gaps`` finds window by window).
+
+    A window meeting union pieces ``[i0, i1)`` has a head gap (window start to piece ``i0``), the union's own gaps
+    between its pieces, and a tail gap (piece ``i1 - 1`` to the window end; nothing starts after it inside the
+    window: never starved). The union's own gaps are the same in every window that holds them, so each is split
+    once and a window's sum is a difference of their running sums (issue 28: enumerating every window's gaps
+    again, with a search per gap, was a sixth of the analysis at 2.1 GB); the sums are of integers, exact in any
+    order."""
     # the launch calls' union first (its temporaries before the work's union exists), from copies it may overwrite
     in_launches = iv.Merged(*iv.union(ctx.rt_ts[ctx.is_launch], ctx.rt_end[ctx.is_launch], own=True))
-    w_ts, w_launch = work.ts, work.launch
-    us, ue = iv.union(w_ts, work.end)
-    del work  # the ends: not needed past the union (the caller hands the work over without keeping it)
+    # per union piece, the work that opens it: the first starting at or after its start, whose launch tells when
+    # a gap ending there stopped being starved (the union's own rows, but where some work is empty)
+    if bool((work.end > work.ts).all()):
+        us, ue, opens = iv.union_first(work.ts, work.end)
+    else:
+        us, ue = iv.union(work.ts, work.end)
+        opens = np.searchsorted(work.ts, us, side="left")
+    w_launch = work.launch
+    del work  # its starts and ends: not needed past here (the caller hands the work over without keeping it)
+    opens_launch = w_launch[opens]
+    del w_launch, opens
     live = end > start
-    any_busy = np.where(live, iv.Merged(us, ue).overlap(start, end), 0)
-    # union pieces meeting each window: [i0, i1); a window has one gap candidate more than pieces
+    # union pieces meeting each window: [i0, i1)
     i0 = np.searchsorted(ue, start, side="right")
     i1 = np.searchsorted(us, end, side="left")
     m = np.where(live, np.maximum(i1 - i0, 0), 0)
-    del i1
-    cand = np.where(live, m + 1, 0)
     out = np.zeros((3, start.size), dtype=np.int64)
-    ends = np.cumsum(cand)
-    lo = 0
-    while lo < start.size:  # steps [lo, hi): at least one, else as many as keep to _GAP_BLOCK candidates
-        hi = max(int(np.searchsorted(ends, (ends[lo - 1] if lo else 0) + _GAP_BLOCK, side="right")), lo + 1)
-        out[:, lo:hi] = _gap_split(w_ts, w_launch, us, ue, start[lo:hi], end[lo:hi], i0[lo:hi], m[lo:hi],
-                                   cand[lo:hi], ctx.rt_end, in_launches)
-        lo = hi
-    return any_busy, out[0], out[1], out[2]
+    # no piece: the whole window, with nothing after it
+    out[2] = np.where(live & (m == 0), end - start, 0)
+    one = np.flatnonzero(m > 0)
+    if one.size:
+        first = i0[one]
+        head_end = np.maximum(us[first], start[one])
+        out[:, one] += _starved_split(start[one], head_end, opens_launch[first], ctx.rt_end, in_launches)
+        out[2, one] += np.maximum(end[one] - np.minimum(ue[i1[one] - 1], end[one]), 0)  # the tail
+    # the union's own gaps: gap p is [ue[p - 1], us[p]); window k holds those of p in (i0, i1), whose sum is
+    # run[i1 - 1] - run[i0] with run[q] the sum over p <= q (0 below p = 1)
+    two = np.flatnonzero(m > 1)
+    if two.size:
+        at = np.concatenate([i0[two], i1[two] - 1])
+        order = np.argsort(at, kind="stable")
+        at_sorted = at[order]
+        run = np.zeros((3, at.size), dtype=np.int64)
+        carry = np.zeros((3, 1), dtype=np.int64)
+        lo, last = max(int(at_sorted[0]), 0) + 1, int(at_sorted[-1])
+        while lo <= last:  # gaps [lo, hi), _GAP_BLOCK at a time
+            hi = min(lo + _GAP_BLOCK, last + 1)
+            split = _starved_split(ue[lo - 1:hi - 1], us[lo:hi], opens_launch[lo:hi], ctx.rt_end, in_launches,
+                                   in_order=True)
+            np.cumsum(split, axis=1, out=split)
+            split += carry
+            a, b = np.searchsorted(at_sorted, (lo, hi), side="left")
+            run[:, order[a:b]] = split[:, at_sorted[a:b] - lo]
+            carry = split[:, -1:]
+            lo = hi
+        out[:, two] += run[:, two.size:] - run[:, :two.size]
+    # busy: the rest of the window (its gaps' parts add up to the gaps: no running sum over every piece for it)
+    any_busy = np.where(live, end - start - out.sum(axis=0), 0)
+    return any_busy, out[0], out[1], out[2], int((ue - us).sum())
 
 
-def _gap_split(w_ts: np.ndarray, w_launch: np.ndarray, us: np.ndarray, ue: np.ndarray, start: np.ndarray,
-               end: np.ndarray, i0: np.ndarray, m: np.ndarray, cand: np.ndarray, call_end: np.ndarray,
-               in_launches: iv.Merged) -> np.ndarray:
-    """:func:`_idle_splits`' three idle sums (launch overhead, host work, other) of some steps, as rows (``w_ts``,
-    ``w_launch``: the work's starts and launches, by start)."""
-    step = np.repeat(np.arange(start.size), cand)
-    j = np.arange(step.size) - np.repeat(np.cumsum(cand) - cand, cand)  # candidate number within its window
-    s, e = start[step], end[step]
-    piece = i0[step]
-    piece += j
-    top = max(us.size - 1, 0)
-    piece_before = np.clip(piece - 1, 0, top)
-    piece_after = np.clip(piece, 0, top, out=piece)
-    gs = np.where(j == 0, s, np.minimum(ue[piece_before], e) if us.size else s)
-    del piece_before
-    ge = np.where(j == m[step], e, np.maximum(us[piece_after], s) if us.size else e)
-    del piece_after, piece, j, s
-    keep = ge > gs
-    step, gs, ge, e = step[keep], gs[keep], ge[keep], e[keep]
-    del keep
-    # the work that ends a gap: the first interval starting at or after it, if it starts inside the window
-    nxt = np.searchsorted(w_ts, ge, side="left")
-    has_next = nxt < w_ts.size
-    has_next[has_next] &= w_ts[nxt[has_next]] < e[has_next]
-    nl = w_launch[np.minimum(nxt, w_ts.size - 1)] if w_ts.size else np.zeros(gs.size, dtype=np.int64)
-    launched_at = np.where(has_next & (nl >= 0), call_end[np.maximum(nl, 0)] if call_end.size else 0, gs)
-    starved_end = np.where(has_next, np.clip(launched_at, gs, ge), gs)
-    del launched_at, nl, nxt, has_next, e
-    in_launch = in_launches.overlap(gs, starved_end)
-    by_step = _Groups(step, start.size)  # gaps are already by step, in order: the sort keeps them
-    return np.stack([by_step.sum(by_step.of(in_launch)), by_step.sum(by_step.of(starved_end - gs - in_launch)),
-                     by_step.sum(by_step.of(ge - starved_end))])
+def _starved_split(gs: np.ndarray, ge: np.ndarray, launch: np.ndarray, call_end: np.ndarray,
+                   in_launches: iv.Merged, in_order: bool = False) -> np.ndarray:
+    """The three idle parts (in launch calls, other host work, other) of gaps ``[gs, ge)`` ended by work with launch
+    row ``launch`` (-1: none), as rows: the gap is starved up to the end of that launch call (``call_end``: per
+    runtime row), clipped to the gap (``ge >= gs``; an empty one is all zeros). ``in_order``: the gaps ascend
+    and do not overlap (a union's own gaps), so do their starved parts."""
+    launched_at = np.where(launch >= 0, call_end[np.maximum(launch, 0)] if call_end.size else 0, gs)
+    starved_end = np.clip(launched_at, gs, ge, out=launched_at)
+    out = np.empty((3, gs.size), dtype=np.int64)
+    out[0] = in_launches.overlap(gs, starved_end, in_order=in_order)
+    np.subtract(starved_end, gs, out=out[1])
+    out[1] -= out[0]
+    np.subtract(ge, starved_end, out=out[2])
+    return out
 
 
 def _launch_counts(ctx: _StepContext, n: int) -> list[LaunchCounts]:
@@ -385,8 +417,8 @@ def _launch_counts(ctx: _StepContext, n: int) -> list[LaunchCounts]:
     ``most_common``), counted for all steps at once."""
     rows = np.flatnonzero(ctx.is_launch & (ctx.rt_step >= 0) & (ctx.rt_step < n))
     code, apis = ctx.rt_name_id[rows], ctx.api_names  # api ids name the apis; the order below is by first call
-    pair, first, count = np.unique(ctx.rt_step[rows] * max(len(apis), 1) + code, return_index=True,
-                                   return_counts=True)
+    # by counting where the (step, api) pairs are about as many as the calls at most (the rule), not by sorting
+    pair, first, count = _unique(ctx.rt_step[rows] * max(len(apis), 1) + code, index=True, counts=True)
     step, api = pair // max(len(apis), 1), pair % max(len(apis), 1)
     order = np.lexsort((first, -count, step))
     is_graph = np.asarray([a in GRAPH_LAUNCH_APIS for a in apis], dtype=bool)
@@ -402,10 +434,11 @@ def _launch_counts(ctx: _StepContext, n: int) -> list[LaunchCounts]:
 
 
 def _step_rows(det: StepDetection, items: pd.DataFrame, ctx: _StepContext, device: str,
-               views: dict[str, dict[int, dict[str, float]]]) -> list[StepRow]:
-    """Every step's row. Each column is computed for all steps at once by grouped numpy operations over the items,
-    calls and allocations sorted by step (issue 22: 200k steps ran for minutes at ~0.65 ms a step); only the
-    rows themselves are built one by one."""
+               views: dict[str, dict[int, dict[str, float]]]) -> tuple[list[StepRow], int | None]:
+    """Every step's row, and the length of the union of all items (GPU traces; else None). Each column is
+    computed for all steps at once by grouped numpy operations over the items, calls and allocations sorted by
+    step (issue 22: 200k steps ran for minutes at ~0.65 ms a step); only the rows themselves are built one by
+    one."""
     n = len(det.steps)
     g = _Groups(items["step"].to_numpy(), n)
     ts, end = g.of(items["ts_ns"].to_numpy()), g.of(items["end_ns"].to_numpy())
@@ -428,9 +461,9 @@ def _step_rows(det: StepDetection, items: pd.DataFrame, ctx: _StepContext, devic
     memcpy_count, memcpy_bytes = g.count(is_memcpy), g.sum(np.where(is_memcpy, byts, 0))
     memset_count, memset_bytes = g.count(is_memset), g.sum(np.where(is_memset, byts, 0))
     if device == "gpu":
-        any_busy, launch_ns, host_ns, other_ns = _idle_splits(GpuWork(items), start, stop, ctx)  # not kept here
+        any_busy, launch_ns, host_ns, other_ns, union_ns = _idle_splits(GpuWork(items), start, stop, ctx)
     else:
-        any_busy = None
+        any_busy, union_ns = None, None
     rg = _Groups(ctx.rt_step, n)
     host_sync = rg.sum(rg.of(np.where(ctx.is_sync, ctx.rt_end - ctx.rt_ts, 0)))
     device_mallocs, device_frees = rg.count(rg.of(ctx.is_malloc)), rg.count(rg.of(ctx.is_free))
@@ -469,7 +502,7 @@ def _step_rows(det: StepDetection, items: pd.DataFrame, ctx: _StepContext, devic
             kernels=kern, memcpy_count=mc, memcpy_bytes=mcb, memset_count=ms, memset_bytes=msb,
             launches=launches[k], memory=memory[k], kernel_view_us=dict(kv.get(k, {})),
             module_view_us=dict(mv.get(k, {}))))
-    return rows
+    return rows, union_ns
 
 
 _PER_STEP_METRICS = {k: attrgetter(a) for k, a in {
@@ -507,7 +540,7 @@ def summarize(t: EventTables, prep: Prepared) -> Breakdown:
     device, det, items = prep.device, prep.detection, prep.items
     views = _per_step_views(items)  # first: its pandas groupbys' temporaries then come before the columns below
     ctx = _StepContext(t, det)
-    rows = _step_rows(det, items, ctx, device, views)
+    rows, items_busy = _step_rows(det, items, ctx, device, views)
     del ctx, views
     notes = list(det.notes)
     phases = []
@@ -515,11 +548,13 @@ def summarize(t: EventTables, prep: Prepared) -> Breakdown:
         sel = [r for r in rows if r.phase == ph.value]
         if sel:
             idx = {r.index for r in sel}
-            phases.append(_phase_summary(ph.value, sel, items.loc[items["step"].isin(idx).to_numpy(),
+            phases.append(_phase_summary(ph.value, sel, items.loc[rows_in_steps(items["step"].to_numpy(), idx),
                                                                   _PHASE_SUMMARY_COLUMNS]))
     if device == "gpu":
-        all_busy = iv.total(t.gpu["ts_ns"].to_numpy(), t.gpu["end_ns"].to_numpy())
         outside = len(t.gpu) - len(items)
+        # every GPU row an item (the rule): the items' union, measured already, is the one of all rows (issue 28)
+        all_busy = items_busy if not outside and items_busy is not None else \
+            iv.total(t.gpu["ts_ns"].to_numpy(), t.gpu["end_ns"].to_numpy())
         if outside:
             notes.append(f"{outside} GPU activities lie outside the detected steps and are not in any phase")
     else:

@@ -15,20 +15,37 @@ Array = np.ndarray
 def union(starts: Array, ends: Array, *, own: bool = False) -> tuple[Array, Array]:
     """Merge intervals into sorted, disjoint ones. Empty/negative-length intervals are dropped. ``own``: the
     caller's own int64 copies, which may be overwritten (one temporary column fewer)."""
+    us, ue, _ = _union(starts, ends, own=own, first=False)
+    return us, ue
+
+
+def union_first(starts: Array, ends: Array) -> tuple[Array, Array, Array]:
+    """:func:`union`, and per merged interval the row of the input interval that opens it (the first non-empty
+    one by start; equal starts: the first row). For inputs sorted by start with no empty interval, that row is
+    the first row starting at or after the merged interval's start (what a search for it would find)."""
+    return _union(starts, ends, own=False, first=True)
+
+
+def _union(starts: Array, ends: Array, *, own: bool, first: bool) -> tuple[Array, Array, Array | None]:
     s = np.asarray(starts, dtype=np.int64)
     e = np.asarray(ends, dtype=np.int64)
     own = own and s.dtype == np.int64 and e.dtype == np.int64 and s.flags.writeable and e.flags.writeable
     keep = e > s
+    rows = None  # input row of each row below, where not the same (rows dropped or sorted): only for ``first``
     if not keep.all():
         s, e = s[keep], e[keep]
+        if first:
+            rows = np.flatnonzero(keep)
     del keep
     if s.size == 0:
-        return s, e
+        return s, e, np.zeros(0, dtype=np.int64) if first else None
     # Memory and time (issue 28): the inputs are mostly in start order already (kernels, calls); then neither
     # the sort nor its two permuted copies are needed.
     if not (s[1:] >= s[:-1]).all():
         order = np.argsort(s, kind="stable")
         s, e = s[order], e[order]
+        if first:
+            rows = order if rows is None else rows[order]
         del order
     run_end = np.maximum.accumulate(e, out=e if own else None)
     # A new merged interval starts where the start is beyond everything seen so far.
@@ -38,9 +55,17 @@ def union(starts: Array, ends: Array, *, own: bool = False) -> tuple[Array, Arra
     idx = np.flatnonzero(new)
     del new
     out_s = s[idx]
-    idx[:-1] = idx[1:] - 1
-    idx[-1] = s.size - 1
-    return out_s, run_end[idx]
+    # each piece ends at the running end of the row before the next piece's first (a gather from idx's own
+    # values shifted in place: no copy of it for ``first``)
+    out_e = np.empty_like(out_s)
+    idx -= 1
+    np.take(run_end, idx[1:], out=out_e[:-1], mode="clip")  # "clip": valid rows, and no buffer for ``out``
+    out_e[-1] = run_end[-1]
+    del run_end
+    if not first:
+        return out_s, out_e, None
+    idx += 1
+    return out_s, out_e, idx if rows is None else rows[idx]
 
 
 def total(starts: Array, ends: Array) -> int:
@@ -80,19 +105,20 @@ class Merged:
         # covered(t) = total union length in (-inf, t]; overlap = covered(qe) - covered(qs).
         self.cum = np.r_[0, np.cumsum(ue - us)] if us.size else np.zeros(1, dtype=np.int64)
 
-    def overlap(self, q_starts: Array, q_ends: Array) -> Array:
-        """:func:`overlap_with_union` of the queries with this union."""
+    def overlap(self, q_starts: Array, q_ends: Array, *, in_order: bool = False) -> Array:
+        """:func:`overlap_with_union` of the queries with this union. ``in_order``: the starts ascend, and so do
+        the ends (gaps of one union, say)."""
         qs = np.asarray(q_starts, dtype=np.int64)
         qe = np.asarray(q_ends, dtype=np.int64)
         if self.us.size == 0 or qs.size == 0:
             return np.zeros(qs.size, dtype=np.int64)
-        out = self._covered(qe)
-        out -= self._covered(qs)
+        out = self._covered(qe, in_order)
+        out -= self._covered(qs, in_order)
         return out.astype(np.int64, copy=False)
 
-    def _covered(self, t: Array) -> Array:
+    def _covered(self, t: Array, in_order: bool = False) -> Array:
         us, ue, cum = self.us, self.ue, self.cum
-        i = np.searchsorted(us, t, side="right")  # intervals starting at or before t
+        i = _search_ascending(us, t) if in_order else np.searchsorted(us, t, side="right")  # starting at or before t
         none = i == 0
         i -= 1
         i[none] = 0
@@ -103,6 +129,22 @@ class Merged:
         out += cum[i]
         out[none] = 0
         return out
+
+
+def _search_ascending(a: Array, t: Array) -> Array:
+    """``np.searchsorted(a, t, side="right")`` for ascending ``t``: the part of ``a`` that ``t`` spans merged with
+    ``t`` by a stable sort of the two (two sorted runs: one linear merge), each query's place in it less the
+    queries before it. A binary search per query costs more: its ~20 unpredictable branches (issue 28)."""
+    lo, hi = np.searchsorted(a, t[[0, -1]], side="right")
+    part = a[lo:hi]
+    both = np.concatenate((part, t))  # equal values: the part's first, as side="right" counts them
+    order = np.argsort(both, kind="stable")
+    del both
+    at = np.flatnonzero(order >= part.size)  # the queries' places, in query order (a stable sort keeps it)
+    del order
+    at -= np.arange(t.size)
+    at += lo
+    return at
 
 
 def exclusive_shares(starts: Array, ends: Array) -> Array:
@@ -146,12 +188,20 @@ def exclusive_shares(starts: Array, ends: Array) -> Array:
     active -= np.bincount(ei, minlength=bounds.size)
     np.cumsum(active, out=active)
     active = active[:-1]
-    seg_len = np.diff(bounds).astype(np.float64)
+    # each segment's length split among its active intervals, 0 where none, all in one float column (issue 28: the
+    # same divisions, without a temporary for the lengths as integers, the clamped counts, the quotients and where's
+    # result, nor a copy of the running sum)
+    per = np.empty(active.size, dtype=np.float64)
+    np.subtract(bounds[1:], bounds[:-1], out=per)  # integer differences, each cast as astype(float64) does
     del bounds
-    with np.errstate(divide="ignore", invalid="ignore"):
-        per = np.where(active > 0, seg_len / np.maximum(active, 1), 0.0)
-    del seg_len, active
-    prefix = np.r_[0.0, np.cumsum(per)]
+    none = active <= 0
+    np.maximum(active, 1, out=active)
+    np.divide(per, active, out=per)
+    per[none] = 0.0
+    del active, none
+    prefix = np.empty(per.size + 1, dtype=np.float64)
+    prefix[0] = 0.0
+    np.cumsum(per, out=prefix[1:])
     del per
     out = prefix[ei]
     out -= prefix[si]

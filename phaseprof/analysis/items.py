@@ -60,26 +60,42 @@ class OpModules:
         one level a round for the rows not found yet (a few rounds: ops nest a few levels deep). Each op's
         result is kept for the next call (the work items ask twice for their launching ops)."""
         rows = np.asarray(rows)
-        if self._memo.size == 0:  # int8 where the buckets fit (always: 4.9 MB, not 20, at 4.9M ops)
+        fresh = self._memo.size == 0
+        if fresh:  # int8 where the buckets fit (always: 4.9 MB, not 20, at 4.9M ops)
             small = len(self.values) < 127
             object.__setattr__(self, "_memo", np.full(len(self.name_codes), -2,  # -2: not looked up yet
                                                       dtype=np.int8 if small else np.int32))
         out = np.full(rows.size, -1, dtype=np.int32)
-        valid = np.flatnonzero(rows >= 0)
-        known = self._memo[rows[valid]]
-        out[valid] = known
-        todo = valid[known == -2]
-        asked, r = todo, rows[todo]
-        while todo.size:
+        if fresh:  # nothing known yet: no lookup of every row in it (issue 28)
+            todo = None if bool((rows >= 0).all()) else np.flatnonzero(rows >= 0)  # None: every row, not indexed
+        else:
+            valid = np.flatnonzero(rows >= 0)
+            known = self._memo[rows[valid]]
+            out[valid] = known
+            todo = valid[known == -2]
+            out[todo] = -1  # not looked up yet: none until found below
+            del valid, known
+        asked, r = todo, (rows if todo is None else rows[todo])
+        # Each round: the rows whose op has a rule take its value; the others go up to their op's parent, and those
+        # without one keep -1 (out's own value: never written). One compress per round of the rows still going up
+        # (issue 28: a mask, its negation and three compresses a round were most of this at 2.1 GB).
+        while r.size:
             v = self.own_code[self.name_codes[r]]
             hit = v >= 0
-            out[todo[hit]] = v[hit]
-            miss = ~hit
-            up = self.parent[r[miss]]
-            go = up >= 0
-            out[todo[miss][~go]] = -1
-            todo, r = todo[miss][go], up[go]
-        self._memo[rows[asked]] = out[asked]
+            up = self.parent[r]
+            go = ~hit
+            go &= up >= 0
+            if todo is None:  # the first round of every row: out's own positions
+                np.copyto(out, v, where=hit)
+                todo = np.flatnonzero(go)
+                r = up[todo]
+            else:
+                out[todo[hit]] = v[hit]
+                todo, r = todo[go], up[go]
+        if asked is None:
+            self._memo[rows] = out
+        else:
+            self._memo[rows[asked]] = out[asked]
         return out
 
     def codes(self) -> np.ndarray:

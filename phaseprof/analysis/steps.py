@@ -188,6 +188,15 @@ def assign_to_steps(times_ns: np.ndarray, steps: tuple[StepWindow, ...]) -> np.n
     order = np.argsort(starts, kind="stable")
     starts, ends = starts[order], ends[order]
     t = np.asarray(times_ns, dtype=np.int64)
-    pos = np.searchsorted(starts, t, side="right") - 1
-    ok = (pos >= 0) & (t < ends[np.maximum(pos, 0)])
-    return np.where(ok, order[np.maximum(pos, 0)], -1)
+    # the last step starting at or before each time, if it has not ended: in place on one column (issue 28: a call
+    # per table, over every kernel and runtime call, made seven temporaries of it)
+    pos = np.searchsorted(starts, t, side="right").astype(np.int64, copy=False)
+    before = pos == 0
+    pos -= 1
+    pos[before] = 0
+    out = ends[pos] <= t
+    out |= before  # now: in no step
+    if not (order == np.arange(order.size)).all():  # steps out of start order: their own indices
+        pos = order[pos]
+    pos[out] = -1
+    return pos

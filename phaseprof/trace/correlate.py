@@ -344,6 +344,24 @@ def _by_thread_then_start(ts: np.ndarray, code: np.ndarray) -> np.ndarray | None
     return None if in_order.all() else np.lexsort((ts, code))
 
 
+#: Queries searched at once by :func:`_search_sorted` (within the part of the array they span).
+_SEARCH_BLOCK = 1 << 14
+
+
+def _search_sorted(a: np.ndarray, q: np.ndarray, side: str) -> np.ndarray:
+    """``np.searchsorted(a, q, side=side)``; for ascending ``q`` a block of queries at a time within the part of
+    ``a`` they span (issue 28: a search of 1.3M calls among 4.9M ops was a third faster so, its part of ``a`` in
+    cache instead of a walk down the whole of it per query)."""
+    if q.size < 2 * _SEARCH_BLOCK or not bool((q[1:] >= q[:-1]).all()):
+        return np.searchsorted(a, q, side=side)
+    out = np.empty(q.size, dtype=np.intp)
+    for lo in range(0, q.size, _SEARCH_BLOCK):
+        part = q[lo:lo + _SEARCH_BLOCK]
+        a0, a1 = np.searchsorted(a, part[[0, -1]], side=side)  # a[:a0] all before part, a[a1:] all after
+        np.add(np.searchsorted(a[a0:a1], part, side=side), a0, out=out[lo:lo + part.size])
+    return out
+
+
 def _innermost_ops(runtime: pd.DataFrame, ops: pd.DataFrame, parent: np.ndarray,
                    codes: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
     """Per row of ``runtime``, the innermost row of ``ops`` on its thread that encloses its start, or -1: the last
@@ -354,13 +372,18 @@ def _innermost_ops(runtime: pd.DataFrame, ops: pd.DataFrame, parent: np.ndarray,
         return out
     ots, oend = ops["ts_ns"].to_numpy(), ops["end_ns"].to_numpy()
     ocode, rcode = codes if codes is not None else _thread_codes(ops, runtime)
-    o_order = _by_thread_then_start(ots, ocode)  # None: the rows in that order (positions are rows)
+    # ops of one thread (the rule; _thread_codes gives it as one code broadcast): by start alone, which the
+    # thread-then-start check would find comparing every pair of codes too (issue 28: 4.9M ops at 2.1 GB)
+    one_op_thread = ocode.strides == (0,) or bool(ocode.min() == ocode.max())
+    if one_op_thread:  # None: the rows in that order (positions are rows); else lexsort((ts, code)) of one code
+        o_order = None if bool((ots[1:] >= ots[:-1]).all()) else np.argsort(ots, kind="stable")
+    else:
+        o_order = _by_thread_then_start(ots, ocode)
     o_sorted_code, o_sorted_ts = (ocode, ots) if o_order is None else (ocode[o_order], ots[o_order])
     rts = runtime["ts_ns"].to_numpy()
     # calls by thread; the calls of one thread (the rule) are every row, without grouping them
     one = rcode.size and rcode.min() == rcode.max()
     groups = [(int(rcode[0]), slice(None))] if one else pd.Series(rcode).groupby(rcode).indices.items()
-    one_op_thread = o_order is None and ocode.size and ocode.min() == ocode.max()
     for key, ridx in groups:
         if one_op_thread:  # the ops of one thread: all of them or none (no search, no int64 copy of the codes)
             lo, hi = (0, ocode.size) if key == int(ocode[0]) else (0, 0)
@@ -368,18 +391,26 @@ def _innermost_ops(runtime: pd.DataFrame, ops: pd.DataFrame, parent: np.ndarray,
             lo, hi = np.searchsorted(o_sorted_code, np.asarray([key, key + 1], dtype=o_sorted_code.dtype))
         if lo == hi:
             continue
-        pos = np.searchsorted(o_sorted_ts[lo:hi], rts[ridx], side="right") - 1
+        pos = _search_sorted(o_sorted_ts[lo:hi], rts[ridx], "right") - 1
         at = np.maximum(pos, 0)
         at += lo
         out[ridx] = np.where(pos >= 0, at if o_order is None else o_order[at], -1)
-    # Up the parents, all rows at once, while the op ends before the call starts.
-    todo = np.flatnonzero(out >= 0)
-    while todo.size:
-        c = out[todo]
-        up = oend[c] < rts[todo]
-        todo = todo[up]
-        out[todo] = parent[c[up]]
-        todo = todo[out[todo] >= 0]
+    # Up the parents, all rows at once, while the op ends before the call starts: each row's op and start carried
+    # along (issue 28: read back from the whole columns every round, they were half of this at 2.1 GB).
+    valid = out >= 0
+    todo = None if bool(valid.all()) else np.flatnonzero(valid)  # None: every row (the rule), not indexed
+    del valid
+    c, t = (out, rts) if todo is None else (out[todo], rts[todo])
+    while c.size:
+        up = oend[c] < t
+        if todo is None:  # the first round of every row: c is out itself, read before written below
+            todo = np.flatnonzero(up)
+            c, t = parent[c[todo]], t[todo]
+        else:
+            todo, c, t = todo[up], parent[c[up]], t[up]
+        out[todo] = c
+        up = c >= 0
+        todo, c, t = todo[up], c[up], t[up]
     return out
 
 
@@ -399,24 +430,35 @@ def _launches(corr: np.ndarray, g_corr: np.ndarray) -> np.ndarray:
     of 1M kernels at 2 GB; here the distinct ids (``np.unique`` gives each one's first row) index a dense table
     where they are about as many as its size, else are searched in sorted order."""
     out = np.full(len(g_corr), -1, dtype=np.int64)
-    valid = np.flatnonzero(corr >= 0)
-    if valid.size == 0 or g_corr.size == 0:
+    if corr.size == 0 or g_corr.size == 0:
         return out
-    ids = corr[valid]
+    # every call with an id, and every GPU row too (the rule): rows are positions, and no compressed copies of the
+    # ids, of the GPU rows' ids (twice) or of the results (issue 28)
+    all_valid = bool((corr >= 0).all())
+    valid = None if all_valid else np.flatnonzero(corr >= 0)  # None: every row
+    if valid is not None and valid.size == 0:
+        return out
+    ids = corr if valid is None else corr[valid]
     if ids.size > 1 and not (ids[1:] > ids[:-1]).all():  # ids in call order already increase, as a rule: no sort
         ids, first = np.unique(ids, return_index=True)
-        rows = valid[first]
+        rows = first if valid is None else valid[first]
     else:
-        rows = valid
-    hit = g_corr >= 0
+        rows = valid  # None: the rows are the positions
+    all_hit = bool((g_corr >= 0).all())
+    q = g_corr if all_hit else g_corr[g_corr >= 0]
     top = int(ids[-1])
     if top < 4 * ids.size + (1 << 16):
         table = np.full(top + 1, -1, dtype=np.int64)
-        table[ids] = rows
-        hit &= g_corr <= top
-        out[hit] = table[g_corr[hit]]
+        table[ids] = np.arange(ids.size) if rows is None else rows
+        found = table[np.minimum(q, top)]
+        found[q > top] = -1
     else:
-        pos = np.searchsorted(ids, g_corr[hit])
-        pos_c = np.minimum(pos, ids.size - 1)
-        out[hit] = np.where(ids[pos_c] == g_corr[hit], rows[pos_c], -1)
+        pos = _search_sorted(ids, q, "left")
+        np.minimum(pos, ids.size - 1, out=pos)
+        miss = ids[pos] != q
+        found = pos if rows is None else rows[pos]
+        found[miss] = -1
+    if all_hit:
+        return found.astype(np.int64, copy=False)
+    out[g_corr >= 0] = found
     return out
