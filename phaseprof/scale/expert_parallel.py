@@ -94,11 +94,12 @@ def _row_roles(c: RankCollectives, ep_on: bool) -> tuple[list[str | None], list[
         elif named[i] == NEXT:
             roles[i] = nxt
     context: list[str | None] = [None] * len(fam)
+    before, after = c.moe_before_us.tolist(), c.moe_after_us.tolist()  # floats, not a numpy scalar per read
     for i, f in enumerate(fam):
         if roles[i] is not None:
             continue
         for rule in context_rules():
-            around = c.moe_before_us[i] if rule.when == "after_moe" else c.moe_after_us[i]
+            around = before[i] if rule.when == "after_moe" else after[i]
             if rule.family == f and around > 0:
                 context[i] = rule.role
                 break
