@@ -264,13 +264,13 @@ class NativeTableBuilder(TableBuilder):
             return None
         f64p, i64p = ctypes.POINTER(ctypes.c_double), ctypes.POINTER(ctypes.c_int64)
         if (own and ts.size and hasattr(self._lib, "pp_times_in_place") and ts.flags.c_contiguous
-                and dur.flags.c_contiguous and ts.flags.writeable and dur.flags.writeable
-                and not np.shares_memory(ts, dur)):
+                and dur.flags.c_contiguous and ts.flags.writeable and dur.flags.writeable and ts.flags.aligned
+                and dur.flags.aligned and not np.shares_memory(ts, dur)):
             end = np.empty(ts.size, dtype=np.int64)
             ok = self._lib.pp_times_in_place(ts.ctypes.data_as(f64p), dur.ctypes.data_as(f64p), ts.size, origin_us,
                                              check_origin_us, MAX_SPAN_US, end.ctypes.data_as(i64p))
             return (ts.view(np.int64), dur.view(np.int64), end) if ok else None
-        ts, dur = np.ascontiguousarray(ts), np.ascontiguousarray(dur)
+        ts, dur = (np.require(a, requirements=["C", "A"]) for a in (ts, dur))  # the pass reads aligned f64
         out = [np.empty(ts.size, dtype=np.int64) for _ in range(3)]
         ok = self._lib.pp_times(ts.ctypes.data_as(f64p), dur.ctypes.data_as(f64p), ts.size, origin_us,
                                 check_origin_us, MAX_SPAN_US, *(a.ctypes.data_as(i64p) for a in out))
@@ -305,10 +305,11 @@ def op_parents(ts: np.ndarray, end: np.ndarray, key: np.ndarray, order: np.ndarr
         return None
     if order is not None and (order.dtype != np.int64 or (n and not (0 <= order.min() and order.max() < n))):
         return None  # rows the native pass would read out of bounds
-    ts, end = np.ascontiguousarray(ts), np.ascontiguousarray(end)
+    aligned = ["C", "A"]  # the pass reads whole aligned integers
+    ts, end = np.require(ts, requirements=aligned), np.require(end, requirements=aligned)
     one_thread = n == 0 or key.strides == (0,) or key.min() == key.max()
-    key_c = None if one_thread else np.ascontiguousarray(key)
-    order_c = None if order is None else np.ascontiguousarray(order)
+    key_c = None if one_thread else np.require(key, requirements=aligned)
+    order_c = None if order is None else np.require(order, requirements=aligned)
     out = np.empty(n, dtype=dt)
     lib.pp_op_parents(ts.ctypes.data, end.ctypes.data, None if key_c is None else key_c.ctypes.data,
                       None if order_c is None else order_c.ctypes.data, n, out.ctypes.data, dt.itemsize)

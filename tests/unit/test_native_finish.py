@@ -187,6 +187,13 @@ def test_native_times_in_place_refused_leaves_the_columns() -> None:
     got = builder._times_ns(t, d, 0.0, 0.0, own=True)
     assert got is not None and not np.shares_memory(got[0], t)
     assert all(np.array_equal(g, w) for g, w in zip(got, numpy_times(ts, dur, 0.0)))
+    raw = bytearray(ts.nbytes + 1)  # a float column one byte off alignment: copied, never written over
+    t = np.frombuffer(raw, dtype=np.float64, count=ts.size, offset=1)
+    t[:] = ts
+    assert not t.flags.aligned
+    got = builder._times_ns(t, dur.copy(), 0.0, 0.0, own=True)
+    assert got is not None and not np.shares_memory(got[0], t) and np.array_equal(t, ts)
+    assert all(np.array_equal(g, w) for g, w in zip(got, numpy_times(ts, dur, 0.0)))
 
 
 def test_native_finish_raises_the_numpy_paths_errors() -> None:
