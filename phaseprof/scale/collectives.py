@@ -92,7 +92,8 @@ def _instance_keys(by_rank: dict[int, RankCollectives], ranks: list[int]) -> dic
         fam = np.fromiter((families[f] for f in c.family.tolist()), dtype=np.int64, count=c.family.size)
         group = c.step.astype(np.int64) * len(families) + fam  # step >= -1: group >= -len(families)
         order = np.argsort(group, kind="stable")  # each group's rows in row order
-        first = np.r_[True, group[order][1:] != group[order][:-1]] if order.size else np.zeros(0, dtype=bool)
+        by_group = group[order]
+        first = np.r_[True, by_group[1:] != by_group[:-1]] if order.size else np.zeros(0, dtype=bool)
         at = np.arange(order.size)
         k = np.empty(order.size, dtype=np.int64)
         k[order] = at - np.maximum.accumulate(np.where(first, at, 0))
