@@ -191,9 +191,8 @@ def match_collectives(by_rank: dict[int, RankCollectives], *, clock: str) -> Col
     cause_by_rank_step: dict[tuple[int, int], LateCause] = {}
     for r in ranks:
         c = by_rank[r]
-        both = iv.intersect(c.launch_start_ns, c.launch_end_ns, c.compute_start_ns, c.compute_end_ns)
         lo, hi, st = windows[r]
-        parts = _window_parts(c, both, lo, hi)  # per window: the same values whichever windows are asked with it
+        parts = _window_parts(c, c.launch_hidden_ns, lo, hi)  # per window: the same values whichever windows are asked with it
         cause_by_rank[r] = _cause(parts)
         for s in np.unique(st).tolist():
             sel = st == s

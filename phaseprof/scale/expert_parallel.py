@@ -81,9 +81,11 @@ class ExpertParallelReport:
     notes: list[str] = field(default_factory=list)
 
 
-def _row_roles(c: RankCollectives, ep_on: bool) -> tuple[list[str | None], list[str | None]]:
-    """Per collective of one rank: its EP role (or None) and the rule that gave it; with ``ep_on`` False the
-    second list holds what the context rules *would* give (candidates, for the note)."""
+def row_roles(c: RankCollectives) -> tuple[list[str | None], list[str | None]]:
+    """Per collective of one rank: its EP role from its family (dispatch / combine, or the role of the following
+    dispatch/combine kernel for a family that takes it) or None; and per collective left without one, the role the
+    context rules give it (the MoE kernels just before or after it), else None. Kept on the rank as
+    ``RankCollectives.ep_roles``."""
     fam = c.family.tolist()
     named = [family_role(f) for f in fam]
     roles: list[str | None] = [r if r in EP_ROLES else None for r in named]
@@ -103,8 +105,15 @@ def _row_roles(c: RankCollectives, ep_on: bool) -> tuple[list[str | None], list[
             if rule.family == f and around > 0:
                 context[i] = rule.role
                 break
+    return roles, context
+
+
+def _row_roles(c: RankCollectives, ep_on: bool) -> tuple[list[str | None], list[str | None]]:
+    """Per collective of one rank: its EP role (or None) and the rule that gave it; with ``ep_on`` False the
+    second list holds what the context rules *would* give (candidates, for the note)."""
+    roles, context = c.ep_roles
     if ep_on:
-        return [r if r is not None else x for r, x in zip(roles, context)], [None] * len(fam)
+        return [r if r is not None else x for r, x in zip(roles, context)], [None] * len(roles)
     return roles, context
 
 

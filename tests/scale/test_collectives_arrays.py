@@ -182,3 +182,34 @@ def test_as_the_loop_on_the_committed_rank_traces() -> None:
         compared += 1
         assert match_collectives(by_rank, clock="c") == reference_match_collectives(by_rank, clock="c"), d.name
     assert compared >= 2  # the TP2 and TP2+EP captures
+
+
+def test_rank_facts_are_derived_in_the_worker_and_only_read_by_the_parent(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``rank_result`` derives each rank's hidden launch time and EP roles where the rank is analysed; they travel
+    with the pickled result (what a worker process sends), equal to a fresh derivation, and matching the ranks
+    computes neither again."""
+    import dataclasses
+    import pickle
+
+    from phaseprof.scale import expert_parallel
+    from phaseprof.scale.rank_task import analyze_rank
+
+    d = REPO / "traces" / "h200x2" / "server-tp2-ep" / "decode-step1"
+    sent = [analyze_rank(p) for p in sorted(d.glob("*rank*.json.gz"))]
+    got = [pickle.loads(pickle.dumps(r)).collectives for r in sent]
+    for c in got:
+        assert {"launch_hidden_ns", "ep_roles"} <= set(vars(c))
+        fresh = RankCollectives(**{f.name: getattr(c, f.name) for f in dataclasses.fields(c)})
+        assert "launch_hidden_ns" not in vars(fresh)
+        for a, b in zip(c.launch_hidden_ns, fresh.launch_hidden_ns):
+            np.testing.assert_array_equal(a, b)
+        assert c.ep_roles == fresh.ep_roles and any(r is not None for r in c.ep_roles[1])  # the combines
+    by_rank = dict(enumerate(got))
+    expected = reference_match_collectives(by_rank, clock="c")
+
+    def not_again(*_a: object, **_k: object) -> None:
+        raise AssertionError("derived again in the parent")
+
+    monkeypatch.setattr(iv, "intersect", not_again)
+    monkeypatch.setattr(expert_parallel, "row_roles", not_again)
+    assert match_collectives(by_rank, clock="c") == expected
