@@ -36,6 +36,7 @@ import compileall
 import json
 import os
 import platform
+import statistics
 import sys
 import tempfile
 from pathlib import Path
@@ -199,8 +200,11 @@ def report(runs: dict[str, list[ChildRun]], size: int) -> None:
     print(f"  [{'PASS' if factor <= MEMORY_FACTOR else 'MISS'}] peak <= {MEMORY_FACTOR}x decompressed: {factor:.2f}x")
     print(f"  [{'PASS' if startup <= STARTUP_S else 'MISS'}] startup <= {STARTUP_S} s: {startup:.3f} s")
     mbs = size / 1e6 / ref
+    # the median beside the best: on a shared machine the rounds of one run spread widely (2.1 GB on the 2-core VM:
+    # 3.9-5.5 s in one run), and the target holds for the best round only where the two differ
+    median = size / 1e6 / statistics.median(r.wall_s for r in runs["native"])
     print(f"  [{'PASS' if mbs >= MB_PER_S else 'MISS'}] >= {MB_PER_S:.0f} MB/s end to end: {mbs:.0f} MB/s "
-          f"(meaningful on a multi-GB input)")
+          f"(best of {len(runs['native'])}; median {median:.0f} MB/s; meaningful on a multi-GB input)")
 
 
 if __name__ == "__main__":

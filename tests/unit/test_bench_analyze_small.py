@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 
@@ -47,3 +48,4 @@ def test_bench_loader_small() -> None:
     for contender in ("native", "pure-Python", "loader native", "loader baseline", "baseline", "orjson"):
         assert any(line.startswith(contender + " ") for line in out.splitlines()), (contender, out)
     assert "(startup)" in out and "(startup baseline)" in out and "whole process <= 0.35x orjson.loads'" in out
+    assert re.search(r"MB/s end to end: \d+ MB/s \(best of 1; median \d+ MB/s;", out), out
