@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from phaseprof.scale.families import EP_ROLES, NEXT, context_rules, family_role
+from phaseprof.scale.families import EP_ROLES, NEXT, family_role
 from phaseprof.scale.instances import Instance
 from phaseprof.scale.rank_task import RankCollectives
 
@@ -79,33 +79,6 @@ class ExpertParallelReport:
     steps: list[EPStep]
     tracking: CombineTracking | None
     notes: list[str] = field(default_factory=list)
-
-
-def row_roles(c: RankCollectives) -> tuple[list[str | None], list[str | None]]:
-    """Per collective of one rank: its EP role from its family (dispatch / combine, or the role of the following
-    dispatch/combine kernel for a family that takes it) or None; and per collective left without one, the role the
-    context rules give it (the MoE kernels just before or after it), else None. Kept on the rank as
-    ``RankCollectives.ep_roles``."""
-    fam = c.family.tolist()
-    named = [family_role(f) for f in fam]
-    roles: list[str | None] = [r if r in EP_ROLES else None for r in named]
-    nxt = None
-    for i in range(len(fam) - 1, -1, -1):  # "next": the role of the following dispatch/combine kernel
-        if named[i] in EP_ROLES:
-            nxt = named[i]
-        elif named[i] == NEXT:
-            roles[i] = nxt
-    context: list[str | None] = [None] * len(fam)
-    before, after = c.moe_before_us.tolist(), c.moe_after_us.tolist()  # floats, not a numpy scalar per read
-    for i, f in enumerate(fam):
-        if roles[i] is not None:
-            continue
-        for rule in context_rules():
-            around = before[i] if rule.when == "after_moe" else after[i]
-            if rule.family == f and around > 0:
-                context[i] = rule.role
-                break
-    return roles, context
 
 
 def _row_roles(c: RankCollectives, ep_on: bool) -> tuple[list[str | None], list[str | None]]:

@@ -69,3 +69,29 @@ def family_role(family: str) -> str:
     """The family's role from the TOML (``collective`` for the fallback family). Cached as ``collective_family``
     is: it is asked once per collective and rank (~42k times for 16 ranks of 2,600 collectives)."""
     return next((f.role for f in families() if f.name == family), FALLBACK)
+
+
+def row_roles(family: list[str], before_us: list[float], after_us: list[float]
+              ) -> tuple[list[str | None], list[str | None]]:
+    """Per collective of one rank, in start order (``family``: its family; ``before_us`` / ``after_us``: MoE
+    kernel time just before / after it): its EP role from its family (dispatch / combine, or the role of the
+    following dispatch/combine kernel for a family that takes it) or None; and per collective left without one,
+    the role the context rules give it, else None. Kept on the rank as ``RankCollectives.ep_roles``."""
+    named = [family_role(f) for f in family]
+    roles: list[str | None] = [r if r in EP_ROLES else None for r in named]
+    nxt = None
+    for i in range(len(family) - 1, -1, -1):  # "next": the role of the following dispatch/combine kernel
+        if named[i] in EP_ROLES:
+            nxt = named[i]
+        elif named[i] == NEXT:
+            roles[i] = nxt
+    context: list[str | None] = [None] * len(family)
+    for i, f in enumerate(family):
+        if roles[i] is not None:
+            continue
+        for rule in context_rules():
+            around = before_us[i] if rule.when == "after_moe" else after_us[i]
+            if rule.family == f and around > 0:
+                context[i] = rule.role
+                break
+    return roles, context

@@ -16,7 +16,7 @@ from phaseprof.analysis.pipeline import AnalysedTrace, AnalysisConfig, analyze
 from phaseprof.analysis.results import Breakdown
 from phaseprof.classify.buckets import Bucket
 from phaseprof.defaults import LAUNCH_APIS
-from phaseprof.scale.families import collective_family
+from phaseprof.scale.families import collective_family, row_roles
 from phaseprof.scale.run_parallel import declared_expert_parallel
 from phaseprof.trace.tables import labels
 
@@ -63,10 +63,9 @@ class RankCollectives:
     @cached_property
     def ep_roles(self) -> tuple[list[str | None], list[str | None]]:
         """Per collective: its expert-parallel role from its family and neighbours (or None), and the role the
-        context rules would give the others (or None); see ``expert_parallel.row_roles``."""
-        from phaseprof.scale.expert_parallel import row_roles  # noqa: PLC0415 - it imports this module
-
-        return row_roles(self)
+        context rules would give the others (or None); see ``families.row_roles``."""
+        # lists of floats, not a numpy scalar per read
+        return row_roles(self.family.tolist(), self.moe_before_us.tolist(), self.moe_after_us.tolist())
 
 
 @dataclass(frozen=True)

@@ -191,7 +191,7 @@ def test_rank_facts_are_derived_in_the_worker_and_only_read_by_the_parent(monkey
     import dataclasses
     import pickle
 
-    from phaseprof.scale import expert_parallel
+    from phaseprof.scale import rank_task
     from phaseprof.scale.rank_task import analyze_rank
 
     d = REPO / "traces" / "h200x2" / "server-tp2-ep" / "decode-step1"
@@ -211,5 +211,5 @@ def test_rank_facts_are_derived_in_the_worker_and_only_read_by_the_parent(monkey
         raise AssertionError("derived again in the parent")
 
     monkeypatch.setattr(iv, "intersect", not_again)
-    monkeypatch.setattr(expert_parallel, "row_roles", not_again)
+    monkeypatch.setattr(rank_task, "row_roles", not_again)
     assert match_collectives(by_rank, clock="c") == expected
