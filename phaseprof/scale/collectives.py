@@ -192,7 +192,8 @@ def match_collectives(by_rank: dict[int, RankCollectives], *, clock: str) -> Col
     for r in ranks:
         c = by_rank[r]
         lo, hi, st = windows[r]
-        parts = _window_parts(c, c.launch_hidden_ns, lo, hi)  # per window: the same values whichever windows are asked with it
+        # per window: the same values whichever windows are asked with it
+        parts = _window_parts(c, c.launch_hidden_ns, lo, hi)
         cause_by_rank[r] = _cause(parts)
         for s in np.unique(st).tolist():
             sel = st == s
