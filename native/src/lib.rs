@@ -1919,6 +1919,20 @@ unsafe fn times_sse41(ts: &[f64], dur: &[f64], origin: f64, check_origin: f64, m
     times_body(ts, dur, origin, check_origin, max_span, ts_ns, dur_ns, end_ns)
 }
 
+/// `times_body` through `times_sse41` where the CPU has SSE4.1 (std caches the check), else as it is: the one
+/// dispatch `pp_times` and `pp_times_in_place` share.
+#[inline]
+#[allow(clippy::too_many_arguments)]
+fn times(ts: &[f64], dur: &[f64], origin: f64, check_origin: f64, max_span: f64, ts_ns: &mut [i64],
+         dur_ns: &mut [i64], end_ns: &mut [i64]) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("sse4.1") {
+        // SAFETY: the CPU has SSE4.1 (checked just above)
+        return unsafe { times_sse41(ts, dur, origin, check_origin, max_span, ts_ns, dur_ns, end_ns) };
+    }
+    times_body(ts, dur, origin, check_origin, max_span, ts_ns, dur_ns, end_ns)
+}
+
 /// tables.py's `_family_frame` times in one pass: `ts_ns = rint((ts - origin) * 1000)`, `dur_ns = rint(dur *
 /// 1000)` as int64 and `end_ns = ts_ns + dur_ns` (the same f64 operations, rounded half to even as `np.rint`: the
 /// same bits), written to the three `n`-row outputs. Returns 1 when every row passes the loader's checks (ts and
@@ -1938,11 +1952,7 @@ pub unsafe extern "C" fn pp_times(ts: *const f64, dur: *const f64, n: usize, ori
     let ts_ns = std::slice::from_raw_parts_mut(ts_ns, n);
     let dur_ns = std::slice::from_raw_parts_mut(dur_ns, n);
     let end_ns = std::slice::from_raw_parts_mut(end_ns, n);
-    #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("sse4.1") {
-        return times_sse41(ts, dur, origin, check_origin, max_span, ts_ns, dur_ns, end_ns) as i32;
-    }
-    times_body(ts, dur, origin, check_origin, max_span, ts_ns, dur_ns, end_ns) as i32
+    times(ts, dur, origin, check_origin, max_span, ts_ns, dur_ns, end_ns) as i32
 }
 
 /// `pp_times` written over its inputs: `ts_ns` into `ts`'s memory and `dur_ns` into `dur`'s (each an f64 read
@@ -1974,8 +1984,6 @@ pub unsafe extern "C" fn pp_times_in_place(ts: *mut f64, dur: *mut f64, n: usize
     // A block at a time through copies on the stack: the outputs then alias nothing that is read.
     const BLOCK: usize = 512;
     let (mut bt, mut bd) = ([0f64; BLOCK], [0f64; BLOCK]);
-    #[cfg(target_arch = "x86_64")]
-    let sse41 = std::arch::is_x86_feature_detected!("sse4.1");
     let mut at = 0;
     while at < n {
         let k = BLOCK.min(n - at);
@@ -1985,12 +1993,7 @@ pub unsafe extern "C" fn pp_times_in_place(ts: *mut f64, dur: *mut f64, n: usize
         let dur_ns = std::slice::from_raw_parts_mut(dur.add(at) as *mut i64, k);
         let en = std::slice::from_raw_parts_mut(end_ns.add(at), k);
         at += k;
-        #[cfg(target_arch = "x86_64")]
-        if sse41 {
-            times_sse41(&bt[..k], &bd[..k], origin, check_origin, max_span, ts_ns, dur_ns, en);
-            continue;
-        }
-        times_body(&bt[..k], &bd[..k], origin, check_origin, max_span, ts_ns, dur_ns, en);
+        times(&bt[..k], &bd[..k], origin, check_origin, max_span, ts_ns, dur_ns, en);
     }
     1
 }
