@@ -13,7 +13,12 @@ shared machine falls on all of them), best wall of the rounds:
 - **baseline** (``--baseline-src DIR``): the native contender importing phaseprof from ``DIR`` (``git archive`` of
   the commit to compare with, its scanner built: ``python -m phaseprof.trace.native`` there), in the same rounds;
 - **loader only**: ``load_tables`` alone in a process, native and pure-Python (MB of decompressed JSON per second
-  of the process's wall time, start-up included).
+  of the process's wall time, start-up included);
+- **floor**: the native contender on a small committed trace (``--floor-trace``, default the H200 eager decode
+  capture the synthetic traces repeat): the peak any analysis has whatever its input (the interpreter, numpy,
+  pandas and the pages of their code). The report gives what the trace adds above it, per MB of the trace beyond
+  the floor trace's: what the loader's design decides, where the whole-process ratio at ~120 MB is mostly the
+  floor.
 
 Peak memory: the analysing process's RSS plus its forked reader's own pages (``children.wait_sampling``),
 against the decompressed size. CPU: the process's user + system time as ``wait4`` reports it, which includes
@@ -42,6 +47,8 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+#: The floor contender's trace: the real capture ``bench_analyze.py --synthesize-mb`` repeats for the benchmark traces.
+FLOOR_TRACE = ROOT / "traces/h200/eager/20261130T094747Z-h200-qwen3.5-35b-a3b-decode-128in-32out/trace.json.gz"
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from bench_analyze import gzip_size  # noqa: E402
 from children import ChildRun, Command, interleaved, load_average  # noqa: E402
@@ -94,7 +101,8 @@ def _importing(src: Path) -> dict[str, str]:
     return {"PYTHONPATH": os.pathsep.join(filter(None, [str(src.resolve()), os.environ.get("PYTHONPATH")]))}
 
 
-def contenders(trace: Path, plain: Path | None, baseline_src: Path | None = None) -> dict[str, Command]:
+def contenders(trace: Path, plain: Path | None, baseline_src: Path | None = None,
+               floor: Path | None = None) -> dict[str, Command]:
     py = sys.executable
     analyze = [py, "-m", "phaseprof.cli", "analyze", "--format", "json", str(trace.resolve())]
     here = _importing(ROOT)
@@ -110,6 +118,8 @@ def contenders(trace: Path, plain: Path | None, baseline_src: Path | None = None
         c["loader read-ahead baseline"] = ([py, "-c", _LOADER_CHILD, str(trace.resolve()), "ahead"],
                                            {"PYTHONPATH": path})
         c["startup baseline"] = ([py, "-c", _STARTUP_CHILD, str(trace.resolve())], {"PYTHONPATH": path})
+    if floor is not None:
+        c["floor"] = ([*analyze[:-1], str(floor.resolve())], here)
     if plain is not None:
         c["orjson"] = ([py, str(ROOT / "benchmarks" / "bench_analyze.py"), "--child", "orjson", "--trace",
                         str(plain)], {})
@@ -123,6 +133,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-orjson", action="store_true", help="leave orjson out (it needs ~9x the size in RAM)")
     p.add_argument("--no-pure", action="store_true", help="leave the pure-Python contenders out")
     p.add_argument("--baseline-src", type=Path, help="also run the native contender importing phaseprof from DIR")
+    p.add_argument("--floor-trace", type=Path, default=FLOOR_TRACE,
+                   help="the small trace whose peak is the floor (default: the committed H200 eager decode)")
+    p.add_argument("--no-floor", action="store_true", help="leave the floor contender out")
     a = p.parse_args(argv)
     # Compiled bytecode in both trees, as an installed package has it: where PYTHONDONTWRITEBYTECODE is set (as on
     # this project's machines), each child would otherwise compile every phaseprof module it imports.
@@ -135,8 +148,9 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit("the native scanner is not built: python -m phaseprof.trace.native")
     size = gzip_size(a.trace)
     print(f"trace: {a.trace} ({a.trace.stat().st_size / 1e6:,.1f} MB stored, {size / 1e6:,.1f} MB decompressed)")
-    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, Python "
-          f"{platform.python_version()}; load average before: {load_average()}; best of {a.repeat} interleaved "
+    # the kernel: how many pages of the libraries' code a process maps (its RSS, the floor) differs between releases
+    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, Linux "
+          f"{platform.release()}, Python {platform.python_version()}; load average before: {load_average()}; best of {a.repeat} interleaved "
           f"round(s)")
     with tempfile.TemporaryDirectory(prefix="bench-loader-") as tmp:
         plain = None
@@ -147,16 +161,19 @@ def main(argv: list[str] | None = None) -> int:
             with gzip.open(a.trace) as src, plain.open("wb") as dst:
                 while block := src.read(1 << 24):
                     dst.write(block)
-        todo = contenders(a.trace, plain, a.baseline_src)
+        floor = None if a.no_floor else a.floor_trace
+        if floor is not None and not floor.is_file():
+            raise SystemExit(f"{floor}: no such trace (--floor-trace, or --no-floor)")
+        todo = contenders(a.trace, plain, a.baseline_src, floor)
         if a.no_pure:
             todo = {k: v for k, v in todo.items() if "pure" not in k}
         runs = interleaved(todo, a.repeat, cwd=tmp)
     print(f"load average after: {load_average()}")
-    report(runs, size)
+    report(runs, size, floor_size=gzip_size(floor) if floor is not None else None)
     return 0
 
 
-def report(runs: dict[str, list[ChildRun]], size: int) -> None:
+def report(runs: dict[str, list[ChildRun]], size: int, floor_size: int | None = None) -> None:
     """The table and the issue's targets; each ratio against a contender of the same rounds."""
     best = {k: min(v, key=lambda r: r.wall_s) for k, v in runs.items()}
     peak = {k: max(r.tree_peak_bytes for r in v) for k, v in runs.items()}
@@ -173,7 +190,7 @@ def report(runs: dict[str, list[ChildRun]], size: int) -> None:
     print(f"\n{'contender':<27}{'wall s (rounds)':>17}{'CPU s':>7}{'peak MB':>9}{'x native':>9}{'CPU x':>7}"
           f"{'peak/size':>10}{'MB/s':>7}")
     for k, r in best.items():
-        if k.startswith("startup"):
+        if k.startswith("startup") or k == "floor":
             continue
         walls = ", ".join(f"{x.wall_s:.2f}" for x in runs[k])
         print(f"{k:<27}{walls:>17}{cpu[k]:>7.2f}{peak[k] / 1e6:>9.0f}{r.wall_s / ref:>9.2f}{cpu[k] / ref_cpu:>7.2f}"
@@ -198,6 +215,11 @@ def report(runs: dict[str, list[ChildRun]], size: int) -> None:
                   f"{cpu[mine] / cpu[k]:.2f}x CPU")
     factor = peak["native"] / size
     print(f"  [{'PASS' if factor <= MEMORY_FACTOR else 'MISS'}] peak <= {MEMORY_FACTOR}x decompressed: {factor:.2f}x")
+    if "floor" in peak and floor_size is not None:
+        above = peak["native"] - peak["floor"]
+        per_byte = (f"; this trace adds {above / 1e6:.0f} MB for {(size - floor_size) / 1e6:.1f} MB more "
+                    f"({above / (size - floor_size):.2f} B/B)" if size > floor_size else "")
+        print(f"  [info] floor: {peak['floor'] / 1e6:.0f} MB peak on a {floor_size / 1e6:.1f} MB trace{per_byte}")
     print(f"  [{'PASS' if startup <= STARTUP_S else 'MISS'}] startup <= {STARTUP_S} s: {startup:.3f} s")
     mbs = size / 1e6 / ref
     # the median beside the best: on a shared machine the rounds of one run spread widely (2.1 GB on the 2-core VM:

@@ -40,8 +40,10 @@ def test_bench_memory_small() -> None:
 def test_bench_loader_small() -> None:
     """benchmarks/bench_loader.py on a committed real trace, one round of every contender, this tree as its own
     baseline (``--baseline-src``): the analysis JSON must be identical native, baseline and pure-Python."""
+    small = REPO / "traces" / "graph-pair" / "tracelens_vllm_decode_full_replay.json.gz"  # the floor: a smaller trace
     proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "bench_loader.py"), str(TRACE), "--repeat", "1",
-                           "--baseline-src", str(REPO)], capture_output=True, text=True, timeout=900)
+                           "--baseline-src", str(REPO), "--floor-trace", str(small)],
+                          capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-2000:]
     out = proc.stdout
     assert "analyze JSON identical, native, baseline and pure-Python, every round: True" in out, out
@@ -49,3 +51,6 @@ def test_bench_loader_small() -> None:
         assert any(line.startswith(contender + " ") for line in out.splitlines()), (contender, out)
     assert "(startup)" in out and "(startup baseline)" in out and "whole process <= 0.35x orjson.loads'" in out
     assert re.search(r"MB/s end to end: \d+ MB/s \(best of 1; median \d+ MB/s;", out), out
+    # the floor's line: its peak, then what this (larger) trace adds above it, per byte of JSON beyond the floor's
+    assert re.search(r"floor: \d+ MB peak on a \d+\.\d MB trace; this trace adds -?\d+ MB for \d+\.\d MB more "
+                     r"\(-?\d+\.\d\d B/B\)", out), out
