@@ -137,6 +137,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="the small trace whose peak is the floor (default: the committed H200 eager decode)")
     p.add_argument("--no-floor", action="store_true", help="leave the floor contender out")
     a = p.parse_args(argv)
+    floor = None if a.no_floor else a.floor_trace
+    if floor is not None and not floor.is_file():  # before any slow work (the decompression for orjson)
+        raise SystemExit(f"{floor}: no such trace (--floor-trace, or --no-floor)")
     # Compiled bytecode in both trees, as an installed package has it: where PYTHONDONTWRITEBYTECODE is set (as on
     # this project's machines), each child would otherwise compile every phaseprof module it imports.
     for tree in (ROOT, a.baseline_src):
@@ -150,8 +153,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"trace: {a.trace} ({a.trace.stat().st_size / 1e6:,.1f} MB stored, {size / 1e6:,.1f} MB decompressed)")
     # the kernel: how many pages of the libraries' code a process maps (its RSS, the floor) differs between releases
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, Linux "
-          f"{platform.release()}, Python {platform.python_version()}; load average before: {load_average()}; best of {a.repeat} interleaved "
-          f"round(s)")
+          f"{platform.release()}, Python {platform.python_version()}; load average before: {load_average()}; "
+          f"best of {a.repeat} interleaved round(s)")
     with tempfile.TemporaryDirectory(prefix="bench-loader-") as tmp:
         plain = None
         if not a.no_orjson:
@@ -161,9 +164,6 @@ def main(argv: list[str] | None = None) -> int:
             with gzip.open(a.trace) as src, plain.open("wb") as dst:
                 while block := src.read(1 << 24):
                     dst.write(block)
-        floor = None if a.no_floor else a.floor_trace
-        if floor is not None and not floor.is_file():
-            raise SystemExit(f"{floor}: no such trace (--floor-trace, or --no-floor)")
         todo = contenders(a.trace, plain, a.baseline_src, floor)
         if a.no_pure:
             todo = {k: v for k, v in todo.items() if "pure" not in k}
