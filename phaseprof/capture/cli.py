@@ -258,34 +258,28 @@ def capture(
     from phaseprof.capture.inprocess.runner import capture_phase, open_session  # noqa: PLC0415
     from phaseprof.capture.shared.result import print_headline  # noqa: PLC0415
 
-    from phaseprof.capture.inprocess.runner import ServingTiming, marker_session  # noqa: PLC0415
-    from phaseprof.capture.inprocess.timing import time_phase  # noqa: PLC0415
+    from phaseprof.capture.inprocess.runner import open_capture_engines  # noqa: PLC0415
 
     results = []
+    cuda = cuda_available()
+    points = [cap_for(ph, n) for ph in phases for n in lengths]
     with VllmOutput(console, verbose=verbose) as log, Stages(console) as stages:
-        engine_opts = EngineOptions(model=model, mode=resolve_mode(mode, cuda=cuda_available()), quant=quant,
+        engine_opts = EngineOptions(model=model, mode=resolve_mode(mode, cuda=cuda), quant=quant,
                                     max_prompt_tokens=max(lengths), max_output_tokens=max_out, max_num_seqs=2,
-                                    engine_args=parse_engine_args(engine_arg), verbose=verbose,
-                                    async_scheduling=None if serving_timing else False)
+                                    engine_args=parse_engine_args(engine_arg), verbose=verbose)
         try:
-            session = open_session(engine_opts, console=console, stages=stages, output_redirected=not verbose)
+            engines = open_capture_engines(engine_opts, points, console=console, stages=stages,
+                                           output_redirected=not verbose, serving_timing=serving_timing,
+                                           device_kind="cuda" if cuda else "cpu")
         except PhaseprofError as e:
             raise _with_log(e, log.path) from e
+        session = engines.session
         try:
-            serving: dict[tuple[Phase, int], ServingTiming] = {}
-            if session.async_scheduling:  # vLLM serves with it: time here, profile on a marker-friendly engine
-                for ph in phases:
-                    for n in lengths:
-                        c = cap_for(ph, n)
-                        t = time_phase(session, c, stages=stages)
-                        serving[(ph, n)] = ServingTiming(t, session.async_scheduling)
-                session = marker_session(session, console=console, stages=stages, output_redirected=not verbose)
-            for ph in phases:
-                for n in lengths:
-                    results.append(capture_phase(session, cap_for(ph, n), console=console,
-                                                 argv=_one_command(argv, ph, n),
-                                                 max_trace_bytes=int(max_trace_mb * 1024 * 1024), stages=stages,
-                                                 vllm_log=log, serving=serving.get((ph, n))))
+            for c in points:
+                results.append(capture_phase(session, c, console=console,
+                                             argv=_one_command(argv, c.phase, c.prompt_tokens),
+                                             max_trace_bytes=int(max_trace_mb * 1024 * 1024), stages=stages,
+                                             vllm_log=log, serving=engines.serving.get((c.phase, c.prompt_tokens))))
         except PhaseprofError:
             raise
         except Exception as e:  # noqa: BLE001 - one line, never a traceback

@@ -74,7 +74,9 @@ class AsyncScheduling(msgspec.Struct, frozen=True, kw_only=True):
     server that does not say). ``refused``: why the serving default could not be used (e.g. the engine
     rejected it on this platform), verbatim. ``marker_timing_ms`` / ``ratio``: when the same point was also
     timed on the marker-friendly engine, its headline median there and marker / serving (2.0 = the
-    marker-friendly engine is twice as slow); None when it was not timed both ways."""
+    marker-friendly engine is twice as slow); None when it was not timed both ways. ``vllm_generate_ms`` /
+    ``vllm_generate_ratio``: vLLM alone, the same requests through ``vllm.LLM.generate`` on the serving engine,
+    and serving / that (1.02 = phaseprof's request driver reports 2% more than vLLM's own loop)."""
 
     timed: bool | None
     profiled: bool | None
@@ -84,6 +86,8 @@ class AsyncScheduling(msgspec.Struct, frozen=True, kw_only=True):
     serving_timing_ms: float | None = None
     marker_timing_ms: float | None = None
     ratio: float | None = None
+    vllm_generate_ms: float | None = None
+    vllm_generate_ratio: float | None = None
 
 
 class SolFloor(msgspec.Struct, frozen=True, kw_only=True):

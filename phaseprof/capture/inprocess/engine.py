@@ -18,6 +18,7 @@ from typing import Any
 from rich.console import Console
 
 from phaseprof.capture.inprocess.device import DeviceInfo
+from phaseprof.capture.inprocess.gpu_memory import check_weights_fit
 from phaseprof.capture.inprocess.memory_advice import memory_advice
 from phaseprof.capture.inprocess.models import ModelSource
 from phaseprof.capture.inprocess.progress import Stages, quiet_stages
@@ -51,6 +52,9 @@ class EnginePlan:
     env: dict[str, str]
     notes: tuple[str, ...] = ()
     device_kind: str = "cuda"  # "cuda" or "cpu": which memory advice applies
+    #: The model's weight bytes on the GPU, counted from its config before the start (None: unknown); memory
+    #: advice never suggests a budget below them.
+    weight_bytes: int | None = None
 
 
 def require_vllm() -> Any:
@@ -174,7 +178,7 @@ def explain_engine_error(exc: BaseException, plan: EnginePlan) -> PhaseprofError
     text = f"{type(exc).__name__}: {exc}"
     first = " ".join(str(exc).split())[:240] or type(exc).__name__
     low = text.lower()
-    advice = memory_advice(text, on_gpu=plan.device_kind != "cpu")
+    advice = memory_advice(text, on_gpu=plan.device_kind != "cpu", weight_bytes=plan.weight_bytes)
     if advice is not None:
         return PhaseprofError(f"out of memory starting or running vLLM: {advice} (vLLM: {first})", exit_code=1)
     if "max_model_len" in low or "max_num_batched_tokens" in low or "too long" in low:
@@ -299,6 +303,12 @@ def start_engine(source: ModelSource, opts: EngineOptions, *, device: DeviceInfo
     are raised to ERROR so the terminal stays readable."""
     require_vllm()
     plan = build_plan(source, opts, device=device, fields=engine_arg_fields())
+    if device.kind == "cuda" and device.memory_bytes:
+        fit = check_weights_fit(source.hf_config, fp8=opts.quant is Quant.FP8, model=source.name,
+                                total=device.memory_bytes, utilization=float(plan.kwargs["gpu_memory_utilization"]),
+                                kv_bytes=plan.kwargs.get("kv_cache_memory_bytes"))
+        if fit is not None:
+            plan = dataclasses.replace(plan, weight_bytes=fit.weights)
     os.environ.update(plan.env)
     import vllm  # noqa: PLC0415
 

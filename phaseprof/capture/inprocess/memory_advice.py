@@ -21,6 +21,8 @@ from __future__ import annotations
 import math
 import re
 
+from phaseprof.capture.inprocess.gpu_memory import GIB, min_utilization
+
 _NUM = r"([0-9][0-9,]*(?:\.[0-9]+)?)"
 STARTUP_GPU = re.compile(r"Free memory on device \S+ \(" + _NUM + "/" + _NUM + r" GiB\) on startup is less than "
                          r"desired GPU memory utilization \(" + _NUM + ", " + _NUM + " GiB")
@@ -40,11 +42,20 @@ def _fits(free_gib: float, total_gib: float) -> float:
     return max(0.01, math.floor(free_gib / total_gib * 100 - 1) / 100)
 
 
-def memory_advice(message: str, *, on_gpu: bool) -> str | None:
-    """One sentence: what ran out and what to change, or None when ``message`` is not about memory."""
+def memory_advice(message: str, *, on_gpu: bool, weight_bytes: int | None = None) -> str | None:
+    """One sentence: what ran out and what to change, or None when ``message`` is not about memory.
+
+    ``weight_bytes``: the model's weights on the GPU when known; no advice then names a ``gpu_memory_utilization``
+    whose budget cannot hold them."""
     flat = " ".join(message.split())
     if m := STARTUP_GPU.search(flat):
         free, total, util, want = map(_f, m.groups())
+        floor = None if weight_bytes is None else min_utilization(weight_bytes, int(total * GIB))
+        if floor is not None and _fits(free, total) < floor:
+            return (f"vLLM's start-up check failed: only {free:g} of {total:g} GiB are free on the GPU (another "
+                    f"process holds the rest, see `nvidia-smi`) and gpu_memory_utilization={util:g} asks for "
+                    f"{want:g} GiB; the weights alone need {weight_bytes / GIB:.1f} GiB (no value below "
+                    f"{floor:g} can work): free the GPU, or use --quant fp8 or a smaller --model")
         return (f"vLLM's start-up check failed: only {free:g} of {total:g} GiB are free on the GPU (another process "
                 f"holds the rest) and gpu_memory_utilization={util:g} asks for {want:g} GiB before loading "
                 f"anything; free the GPU, or LOWER it: --engine-arg gpu_memory_utilization={_fits(free, total):g} "

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -14,15 +15,17 @@ import msgspec
 from rich.console import Console
 
 from phaseprof.capture.inprocess.device import detect_device
-from phaseprof.capture.inprocess.engine import EngineSession, require_vllm, start_engine
+from phaseprof.capture.inprocess.engine import GPU_MEMORY_UTILIZATION, EngineSession, require_vllm, start_engine
+from phaseprof.capture.inprocess.gpu_memory import MemoryProbe, cuda_mem_info, wait_until_free
 from phaseprof.capture.inprocess.models import check_device, check_tokens, default_model_name, resolve_model
 from phaseprof.capture.inprocess.profile import ProfiledRun, profile_request
 from phaseprof.capture.inprocess.progress import Stages, quiet_stages
 from phaseprof.capture.inprocess.quiet import LOG_NAME, VllmOutput
 from phaseprof.capture.inprocess.routing_hook import METHOD
 from phaseprof.capture.inprocess.start_notice import start_notice
+from phaseprof.capture.inprocess.serving_child import ServingResult, time_in_own_process
 from phaseprof.capture.inprocess.timing import time_phase
-from phaseprof.capture.shared.options import CaptureOptions, EngineOptions, Hierarchy
+from phaseprof.capture.shared.options import CaptureOptions, EngineOptions, Hierarchy, Phase
 from phaseprof.capture.shared.rundir import (
     analyze_into,
     make_readable,
@@ -33,7 +36,7 @@ from phaseprof.capture.shared.rundir import (
 )
 from phaseprof.capture.shared.record import capture_record
 from phaseprof.capture.shared.result import CaptureResult
-from phaseprof.capture.shared.timing import PhaseTiming
+from phaseprof.capture.shared.timing import PhaseTiming, TimingStats
 from phaseprof.capture.shared.trace_file import DEFAULT_MAX_TRACE_BYTES, TraceFile, finalize_trace
 from phaseprof.pareto.records import AsyncScheduling, to_builtins
 from phaseprof.records import DeviceRecord, EngineInfo, ModelInfo, ProfileInfo, RunRecord, TraceFileInfo
@@ -43,10 +46,14 @@ from phaseprof.routing import RoutingRecord, write_routing
 @dataclass(frozen=True)
 class ServingTiming:
     """A point's clean timing on the serving-default engine (vLLM's own ``async_scheduling``), when that is
-    another engine than the marker-friendly one the profiled steps run on."""
+    another engine than the marker-friendly one the profiled steps run on. ``reference``: the same requests
+    through ``vllm.LLM.generate`` on that engine (vLLM alone), when measured; ``own_process``: that engine ran in
+    a process of its own (``serving_child``)."""
 
     timing: PhaseTiming
     async_scheduling: bool | None
+    reference: TimingStats | None = None
+    own_process: bool = False
 
 
 def async_record(session: EngineSession, marker: PhaseTiming, serving: ServingTiming | None) -> AsyncScheduling:
@@ -59,16 +66,21 @@ def async_record(session: EngineSession, marker: PhaseTiming, serving: ServingTi
                                f"(async_scheduling={value})", refused=session.async_refusal(), metric=metric,
                                serving_timing_ms=marker.headline.median_ms)
     s_ms, m_ms = serving.timing.headline.median_ms, marker.headline.median_ms
+    ref = serving.reference
+    where = "in a process of its own, ended before the second started" if serving.own_process else "first"
     return AsyncScheduling(timed=serving.async_scheduling, profiled=session.async_scheduling,
-                           timed_source="vLLM's default (serving engine); profiled on a second engine with "
-                                        "async_scheduling=False", metric=metric, serving_timing_ms=s_ms,
-                           marker_timing_ms=m_ms, ratio=round(m_ms / s_ms, 4) if s_ms > 0 else None)
+                           timed_source=f"vLLM's default (serving engine, {where}); profiled on a second engine "
+                                        "with async_scheduling=False", metric=metric, serving_timing_ms=s_ms,
+                           marker_timing_ms=m_ms, ratio=round(m_ms / s_ms, 4) if s_ms > 0 else None,
+                           vllm_generate_ms=None if ref is None else round(ref.median_ms, 4),
+                           vllm_generate_ratio=None if ref is None or ref.median_ms <= 0 else
+                           round(s_ms / ref.median_ms, 4))
 
 
-def open_session(opts: EngineOptions, *, console: Console, stages: Stages | None = None,
-                 output_redirected: bool = False) -> EngineSession:
-    """Resolve the model, check device and request size (cheap checks first), then start the engine
-    (``stages`` and ``output_redirected``: see ``start_engine``)."""
+def prepare_engine(opts: EngineOptions, *, console: Console, announce: bool = True) -> EngineOptions:
+    """The cheap checks before any engine starts: resolve the model (the default preset for this device,
+    announced), check device and request size, and tell what is about to start (``start_notice``). ``opts`` with
+    the model named."""
     if opts.model is not None:
         resolve_model(opts.model)  # an unknown preset fails here, before vLLM's slow import
     require_vllm()
@@ -82,22 +94,96 @@ def open_session(opts: EngineOptions, *, console: Console, stages: Stages | None
     check_device(source, cuda_available=device.kind == "cuda")
     check_tokens(source, prompt_tokens=opts.max_prompt_tokens, output_tokens=opts.max_output_tokens,
                  engine_args=opts.engine_args)
-    console.print(start_notice(device_kind=device.kind, device_name=device.name, mode=str(opts.mode), model=name),
-                  highlight=False, markup=False)
-    return start_engine(source, replace(opts, model=name), device=device, console=console, stages=stages,
+    if announce:
+        console.print(start_notice(device_kind=device.kind, device_name=device.name, mode=str(opts.mode),
+                                   model=name), highlight=False, markup=False)
+    return replace(opts, model=name)
+
+
+def open_session(opts: EngineOptions, *, console: Console, stages: Stages | None = None,
+                 output_redirected: bool = False, announce: bool = True) -> EngineSession:
+    """Resolve the model, check device and request size (cheap checks first: ``prepare_engine``), then start
+    the engine (``stages`` and ``output_redirected``: see ``start_engine``)."""
+    opts = prepare_engine(opts, console=console, announce=announce)
+    assert opts.model is not None
+    return start_engine(resolve_model(opts.model), opts, device=detect_device(), console=console, stages=stages,
                         output_redirected=output_redirected)
 
 
+def memory_needed(opts: EngineOptions, total: int) -> int:
+    """Bytes vLLM's start-up check wants free for ``opts``: ``gpu_memory_utilization`` x the device total."""
+    util = float(opts.engine_args.get("gpu_memory_utilization", GPU_MEMORY_UTILIZATION))
+    return int(util * total)
+
+
 def marker_session(session: EngineSession, *, console: Console, stages: Stages | None = None,
-                   output_redirected: bool = False) -> EngineSession:
+                   output_redirected: bool = False, probe: MemoryProbe | None = None) -> EngineSession:
     """The engine profiled steps run on: ``session`` itself when its async scheduling is off (the serving
     default on this platform, or asked for), else a second engine with ``async_scheduling=False``, started
-    after ``session`` was closed (one engine's memory at a time)."""
+    after ``session`` was closed and its memory seen free (one engine's memory at a time; ``probe``: the
+    device's free/total bytes, ``torch.cuda.mem_get_info`` on CUDA)."""
     if not session.async_scheduling:
         return session
     opts = replace(session.options, async_scheduling=False)
     session.close()
+    if probe is None and session.device.kind == "cuda":
+        probe = cuda_mem_info
+    if probe is not None:
+        wait_until_free(memory_needed(opts, probe()[1]), probe=probe, held_by="the serving-timing engine's "
+                        "shutdown (in this process)")
     return open_session(opts, console=console, stages=stages, output_redirected=output_redirected)
+
+
+@dataclass(frozen=True)
+class CaptureEngines:
+    """The engine the profiled steps run on, and each point's serving-default timing when another engine
+    (in its own process) timed it, keyed by (phase, prompt tokens)."""
+
+    session: EngineSession
+    serving: dict[tuple[Phase, int], ServingTiming]
+
+
+def open_capture_engines(opts: EngineOptions, points: list[CaptureOptions], *, console: Console,
+                         stages: Stages, output_redirected: bool, serving_timing: bool, device_kind: str,
+                         time_serving: Callable[..., ServingResult] | None = None,
+                         open_engine: Callable[..., EngineSession] | None = None,
+                         probe: MemoryProbe | None = None, wait_timeout_s: float = 60.0) -> CaptureEngines:
+    """Never two engines on the GPU at once. With CUDA and ``serving_timing``: the serving-default engine times
+    every point in a process of its own; once that process has ended and the device reports the memory free,
+    the marker-friendly engine (``async_scheduling=False``) starts here for the profiled requests. Elsewhere
+    (CPU: vLLM turns async scheduling off) one engine here times and profiles; should it resolve async
+    scheduling on, it times, is closed, and the marker engine starts after its memory is back. The last three
+    arguments replace the child process, the engine start and the memory probe (tests)."""
+    time_serving = time_serving or time_in_own_process
+    open_engine = open_engine or open_session
+    if probe is None and device_kind == "cuda":
+        probe = cuda_mem_info
+    if serving_timing and device_kind == "cuda" and probe is not None:
+        opts = prepare_engine(opts, console=console)
+        result = time_serving(replace(opts, async_scheduling=None), points, console=console, stages=stages)
+        with stages.stage("GPU memory back from the serving-timing process"):
+            wait_until_free(memory_needed(opts, probe()[1]), probe=probe, timeout_s=wait_timeout_s)
+        console.print(f"serving-default timing done (vLLM {result.startup_s:.0f} s to start); the profiling "
+                      "engine (async scheduling off) starts now", highlight=False)
+        session = open_engine(replace(opts, async_scheduling=False), console=console, stages=stages,
+                              output_redirected=output_redirected, announce=False)
+        serving = {(p.phase, p.prompt_tokens): ServingTiming(t, result.async_scheduling, ref, own_process=True)
+                   for p, t, ref in zip(points, result.timings, result.reference, strict=True)}
+        return CaptureEngines(session, serving)
+    session = open_engine(replace(opts, async_scheduling=None if serving_timing else False), console=console,
+                          stages=stages, output_redirected=output_redirected)
+    serving = {}
+    if session.async_scheduling:  # vLLM serves with it: time here, profile on a marker-friendly engine
+        try:
+            for p in points:
+                serving[(p.phase, p.prompt_tokens)] = ServingTiming(time_phase(session, p, stages=stages),
+                                                                    session.async_scheduling)
+        except BaseException:
+            session.close()
+            raise
+        session = marker_session(session, console=console, stages=stages, output_redirected=output_redirected,
+                                 probe=probe)
+    return CaptureEngines(session, serving)
 
 
 def overhead_ratio(timing: PhaseTiming, profiled: ProfiledRun) -> float | None:

@@ -59,6 +59,15 @@ def print_headline(result: CaptureResult, console: Console) -> None:
         console.print(f"timed with vLLM's serving defaults (async scheduling {'on' if a['timed'] else 'off'}); the "
                       f"profiled engine (async scheduling off) times it at {a['marker_timing_ms']:.2f} ms, "
                       f"×{a['ratio']:.2f}")
+    if a.get("vllm_generate_ms") is not None:
+        console.print(f"vLLM alone (llm.generate, same engine): {a['vllm_generate_ms']:.2f} ms; phaseprof's "
+                      f"request driver ×{a['vllm_generate_ratio']:.3f}")
+    sizes = ((rec.engine.kwargs or {}).get("compilation_config") or {}).get("cudagraph_capture_sizes") \
+        if not server and rec.mode == "graph" else None
+    if sizes and t.phase is Phase.PREFILL and t.prompt_tokens > 512 and max(sizes) >= t.prompt_tokens:
+        console.print(f"[dim]CUDA graphs captured up to {max(sizes)} tokens (the seed's sizes): vLLM's default "
+                      f"stops at 512, so vLLM serves a {t.prompt_tokens}-token prefill without CUDA graphs "
+                      "(compiled, its kernels launched one by one)[/]")
     elif a.get("refused"):
         console.print(f"[dim]{terminal(a['refused'])}[/]")
     if result.overhead_ratio is not None and rec.profile is not None:

@@ -82,3 +82,20 @@ class PhaseTiming:
             "tpot_host": self.tpot_host.to_dict() if self.tpot_host else None,
             "step_host_ms": list(self.step_host_ms),
         }
+
+
+def stats_from_dict(d: dict[str, object]) -> TimingStats:
+    """``TimingStats.to_dict()`` read back (the serving-timing process hands its timings over as JSON)."""
+    return TimingStats(median_ms=float(d["median_ms"]), p10_ms=float(d["p10_ms"]), p90_ms=float(d["p90_ms"]),
+                       min_ms=float(d["min_ms"]), max_ms=float(d["max_ms"]), n=int(d["n"]),
+                       values_ms=tuple(float(v) for v in d["values_ms"]))  # type: ignore[union-attr]
+
+
+def timing_from_dict(d: dict[str, object]) -> PhaseTiming:
+    """``PhaseTiming.to_dict()`` read back; the inverse, field for field."""
+    opt = {k: stats_from_dict(d[k]) if d.get(k) else None for k in ("tpot", "tpot_host")}  # type: ignore[arg-type]
+    return PhaseTiming(phase=Phase(d["phase"]), prompt_tokens=int(d["prompt_tokens"]),
+                       output_tokens=int(d["output_tokens"]), reps=int(d["reps"]), warmup=int(d["warmup"]),
+                       source=str(d["source"]), ttft=stats_from_dict(d["ttft"]),  # type: ignore[arg-type]
+                       ttft_host=stats_from_dict(d["ttft_host"]), tpot=opt["tpot"],  # type: ignore[arg-type]
+                       tpot_host=opt["tpot_host"], step_host_ms=tuple(float(v) for v in d["step_host_ms"]))
