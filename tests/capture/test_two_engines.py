@@ -209,3 +209,11 @@ def test_real_serving_process_then_profiling_engine_on_cpu(tmp_path: Path) -> No
     out = " ".join((tmp_path / "out.txt").read_text().split())  # wrapped at 80 columns: compare unwrapped
     assert "serving engine: starting vLLM" in out and "serving engine: timed requests (no profiler)" in out
     assert out.index("serving engine: vLLM alone") < out.index("the profiling engine (async scheduling off) starts")
+
+
+def test_allocation_advice_names_the_weights_floor() -> None:
+    msg = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of "
+           "79.18 GiB of which 1.20 GiB is free.")
+    advice = memory_advice(msg, on_gpu=True, weight_bytes=int(64.56 * GIB))
+    assert advice is not None and "not below 0.87: the weights need it" in advice
+    assert "not below" not in (memory_advice(msg, on_gpu=True) or "")  # weights unknown: no floor invented

@@ -28,6 +28,8 @@ STARTUP_GPU = re.compile(r"Free memory on device \S+ \(" + _NUM + "/" + _NUM + r
                          r"desired GPU memory utilization \(" + _NUM + ", " + _NUM + " GiB")
 STARTUP_CPU = re.compile(r"Available memory on node \S+ \(" + _NUM + "/" + _NUM + r" GiB\) on startup is less "
                          r"than desired CPU memory utilization \(" + _NUM + ", " + _NUM + " GiB")
+# torch's "CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.18 GiB ..."
+STARTUP_TOTAL = re.compile(r"total capacity of " + _NUM + " GiB")
 KV_TOO_SMALL = ("no available memory for the cache blocks", "available kv cache memory", "kv cache is needed",
                 "insufficient memory")
 ALLOCATION = ("out of memory", "outofmemory", "not enough memory", "cannot allocate memory")
@@ -73,8 +75,13 @@ def memory_advice(message: str, *, on_gpu: bool, weight_bytes: int | None = None
         return f"the KV cache does not fit the memory budget; {knob}, or use fewer --tokens"
     if any(k in low for k in ALLOCATION):
         if on_gpu:
+            floor = ""
+            if m := STARTUP_TOTAL.search(flat):
+                total = _f(m.group(1))
+                if weight_bytes is not None:
+                    floor = f" (not below {min_utilization(weight_bytes, int(total * GIB)):g}: the weights need it)"
             return ("an allocation outside the KV cache failed (activations or CUDA graphs); leave more room with a "
-                    "LOWER --engine-arg gpu_memory_utilization, use fewer --tokens, --quant fp8, or fewer "
+                    f"LOWER --engine-arg gpu_memory_utilization{floor}, use fewer --tokens, --quant fp8, or fewer "
                     "cudagraph_capture_sizes")
         return ("host memory ran out; use fewer --tokens, a smaller --engine-arg kv_cache_memory_bytes=<bytes> "
                 "(CPU default 1 GiB), or a smaller model")
