@@ -4,9 +4,9 @@
 # then checks (scripts/gpu/readme_smoke_check.py): exit 0, the timing fields (serving-default and profiled
 # engine), graph-mode module+layer coverage; one summary line per run. Exit 0 only when every check holds.
 #
-#   bash scripts/gpu/readme_smoke.sh [OUT_DIR]       (run from the repository root; OUT_DIR default: $OUT or
-#                                                     ./readme-smoke; the runs themselves go to ./runs, as the
-#                                                     README's command writes them)
+#   bash scripts/gpu/readme_smoke.sh [OUT_DIR]       (OUT_DIR default: $OUT or ./readme-smoke; the commands
+#                                                     run in the current directory, so the runs land in its
+#                                                     ./runs, as the README's command writes them)
 #
 # The install half of the README's command (scripts/install.sh) needs a package index; on the device machines,
 # which have none, vLLM comes from the GPU payload (~/phaseprof-payload/env.sh) and this only runs the capture.
@@ -20,8 +20,7 @@ export PYTHONPATH="$root${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1 COLUMNS=
 if ! command -v phaseprof >/dev/null 2>&1; then
   phaseprof() { python3 -c 'import sys; from phaseprof.cli import entry; sys.argv[0] = "phaseprof"; entry()' "$@"; }
 fi
-cd "$root"
-nvidia-smi --query-gpu=name,memory.total,memory.used,driver_version --format=csv,noheader | tee "$out/gpu.txt"
+command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total,memory.used,driver_version --format=csv,noheader | tee "$out/gpu.txt"
 
 run() {  # name, then the command's arguments: output (80 columns, a pipe) to $out/NAME.txt, rc to $out/NAME.rc
   local name=$1; shift
