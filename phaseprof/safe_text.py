@@ -70,9 +70,19 @@ def code_span(text: str, *, table_cell: bool = True) -> str:
     return f"{fence}{pad}{body}{pad}{fence}"
 
 
+def code_block(text: str, *, info: str = "text") -> str:
+    """``text`` as a fenced markdown code block, shown verbatim (aligned columns kept, nothing live): control
+    stripped, fenced by more backticks than its longest run (three at least), so no line of it can close the
+    block early."""
+    body = "\n".join(plain(line) for line in text.split("\n"))
+    longest = max((len(r) for r in re.findall(r"`+", body)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}{info}\n{body}\n{fence}"
+
+
 def deep(value: T, fix: Callable[[str], str]) -> T:
-    """A copy of ``value`` with ``fix`` applied to every string in it: dataclass fields, dict keys and values,
-    list and tuple items (numbers and other objects are kept as they are)."""
+    """A copy of ``value`` with ``fix`` applied to every string in it: dataclass and msgspec Struct fields, dict
+    keys and values, list and tuple items (numbers and other objects are kept as they are)."""
     return _deep(value, fix)
 
 
@@ -88,6 +98,11 @@ def _deep(v: Any, fix: Callable[[str], str]) -> Any:
     if dataclasses.is_dataclass(v) and not isinstance(v, type):
         changes = {f.name: _deep(getattr(v, f.name), fix) for f in dataclasses.fields(v) if f.init}
         return dataclasses.replace(v, **changes)
+    fields = getattr(type(v), "__struct_fields__", None)  # a msgspec Struct (run records, handoff, pareto)
+    if fields is not None and not isinstance(v, type):
+        import msgspec  # noqa: PLC0415 - only records made of Structs come here
+
+        return msgspec.structs.replace(v, **{f: _deep(getattr(v, f), fix) for f in fields})
     return v
 
 

@@ -29,7 +29,7 @@ from phaseprof.capture.shared.record import capture_record
 from phaseprof.capture.shared.rundir import make_readable, run_dir_name, run_directory, unique_run_dir, utc_stamp
 from phaseprof.capture.shared.timing import PhaseTiming, summarize
 from phaseprof.disagg.exchange import PdPair, run_request
-from phaseprof.disagg.records import HandoffReport, HandoffRequest, Median
+from phaseprof.disagg.records import HandoffReport, HandoffRequest, Median, checked
 from phaseprof.errors import PhaseprofError
 from phaseprof.io import atomic_write_bytes
 from phaseprof.records import DisaggInfo, DisaggSide, ModelInfo, ServerRecord
@@ -140,10 +140,12 @@ def capture_pd(req: PdCapture, *, console: Console, argv: list[str] | None = Non
     plan = RequestPlan(model=p_info.model_id, prompt_tokens=c.prompt_tokens, max_tokens=c.output_tokens,
                        vocab_size=p_info.vocab_size or FALLBACK_VOCAB, seed=c.seed)
     rows: list[HandoffRequest] = []
+    counter_notes: list[str] = []
 
     def send(count: int, *, profiled: bool, keep: bool) -> None:
         for _ in range(count):
-            row = run_request(pair, plan.body(), index=len(rows), profiled=profiled, prompt_tokens=c.prompt_tokens)
+            row = run_request(pair, plan.body(), index=len(rows), profiled=profiled, prompt_tokens=c.prompt_tokens,
+                              notes=counter_notes if keep else None)
             if keep:
                 rows.append(row)
 
@@ -180,8 +182,10 @@ def capture_pd(req: PdCapture, *, console: Console, argv: list[str] | None = Non
         requests=rows, median=median, modelled=modelled, model_note=why,
         bytes_ratio=ratio(median.bytes, modelled.bytes if modelled else None),
         time_ratio=ratio(median.xfer_ms, modelled.transfer_ms if modelled else None),
-        notes=[] if any(r.nixl for r in rows) else ["the decode server exported no vllm:nixl_* metrics (/metrics "
-                                                    "off, or no NixlConnector): no transfer measured"])
+        notes=counter_notes + ([] if any(r.nixl for r in rows) or counter_notes else [
+            "the decode server exported no vllm:nixl_* metrics (/metrics off, or no NixlConnector): no transfer "
+            "measured"]))
+    report = checked(report)  # the servers' numbers as facts or notes, before anything is written
     timing = PhaseTiming(phase=c.phase, prompt_tokens=c.prompt_tokens, output_tokens=c.output_tokens,
                          reps=len(timed), warmup=c.warmup, source=PROXY_CLOCK,
                          ttft=summarize([r.ttft_ms / 1e3 for r in timed]),
