@@ -223,7 +223,8 @@ def capture(
         capture_server(CaptureOptions.of(phases[0], lengths[0], output_tokens=output_tokens, reps=reps,
                                          warmup=warmup, seed=seed, out=out),
                        server=server, trace_dir=trace_dir, concurrency=concurrency, timeout_s=request_timeout,
-                       trace_wait_s=trace_wait, console=console, argv=canonical_command(ctx), ray=ray)
+                       trace_wait_s=trace_wait, console=console, argv=canonical_command(ctx), ray=ray,
+                       max_trace_mb=max_trace_mb)
         return
     if ray is not None:
         raise PhaseprofError("--ray goes with --server (an in-process capture writes its traces on this machine)")

@@ -57,12 +57,17 @@ def server_argv(argv: list[str], *, phase: Phase) -> list[str]:
     return out
 
 
+#: The largest --max-trace-mb taken (the output's gzipped size limit; a committed trace is 5 MB).
+MAX_TRACE_MB = 4096.0
+
+
 def capture_server(capture: CaptureOptions, *, server: str, trace_dir: Path | None, concurrency: int,
                    timeout_s: float, console: Console, argv: list[str], ray: str | None = None,
-                   trace_wait_s: float = 120.0) -> None:
+                   trace_wait_s: float = 120.0, max_trace_mb: float | None = None) -> None:
     """``phaseprof capture --server``: check, time, profile, collect, analyse, print. ``capture``: the same
     options an in-process capture takes (``CaptureOptions.of``); ``ray``: a Ray cluster's address, to collect
-    from every node of it."""
+    from every node of it; ``max_trace_mb``: --max-trace-mb, the size limit of the trace.json.gz written (the
+    server's trace itself is read only up to ``capture.MAX_SERVER_TRACE_BYTES`` decompressed)."""
     from phaseprof.capture.server.capture import ServerCapture, ServerTarget, capture_from_server  # noqa: PLC0415
     from phaseprof.capture.shared.result import print_headline  # noqa: PLC0415
 
@@ -76,8 +81,11 @@ def capture_server(capture: CaptureOptions, *, server: str, trace_dir: Path | No
     check_request_timeout(timeout_s)
     if not trace_wait_s > 0:  # also NaN
         raise PhaseprofError(f"--trace-wait must be more than 0 seconds, got {trace_wait_s}")
+    if max_trace_mb is not None and not 0 < max_trace_mb <= MAX_TRACE_MB:  # also NaN and inf
+        raise PhaseprofError(f"--max-trace-mb must be more than 0 and at most {MAX_TRACE_MB:g}, got {max_trace_mb}")
+    limit = {} if max_trace_mb is None else {"max_trace_bytes": int(max_trace_mb * 1024 * 1024)}
     req = ServerCapture(capture=replace(capture, concurrency=concurrency), trace_dir=trace_dir, ray=ray,
-                        server=ServerTarget(server, timeout_s=timeout_s), trace_wait_s=trace_wait_s)
+                        server=ServerTarget(server, timeout_s=timeout_s), trace_wait_s=trace_wait_s, **limit)
     res = capture_from_server(req, console=console, argv=server_argv(argv, phase=capture.phase))
     print_headline(res, console)
     if res.breakdown_error or not res.breakdowns:  # the run directory keeps the traces; the capture failed
