@@ -166,6 +166,10 @@ def _main(args: list[str]) -> int:
 EXIT_BROKEN_PIPE = 141
 
 
+#: What a failed write says: a full disk or quota, a file too large, an I/O error, a read-only or closed file.
+_WRITE_ERRORS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO, errno.EROFS, errno.EBADF})
+
+
 def output_failed(e: OSError) -> int:
     """The end of a command whose output could not be written: a closed pipe exits :data:`EXIT_BROKEN_PIPE`
     without a word; anything else (a full disk, a closed stdout) is one line on stderr and exit 3 (the
@@ -174,9 +178,12 @@ def output_failed(e: OSError) -> int:
     _silence_stdout()
     if e.errno == errno.EPIPE:
         return EXIT_BROKEN_PIPE
-    where = e.filename or "standard output"
+    if e.filename is None or e.errno in _WRITE_ERRORS:
+        line = f"error: cannot write the output to {e.filename or 'standard output'}: {e.strerror or e}"
+    else:  # no input reader lets a raw OSError out (each names its file in a PhaseprofError): one line all the same
+        line = f"error: {e.filename}: {e.strerror or e}"
     try:
-        print(f"error: cannot write the output to {where}: {e.strerror or e}", file=sys.stderr)
+        print(line, file=sys.stderr)
     except (OSError, ValueError, AttributeError):
         pass  # stderr is gone too: the exit status says it
     return 3

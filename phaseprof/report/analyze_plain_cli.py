@@ -110,6 +110,10 @@ def run(traces: list[Path], json_out: Path | None = None, fmt: OutputFormat = Ou
     step_range = _step_range(steps, traces, ray)
     _console = _Consoles()
     protect_inputs(*traces, *rules, graph_reference, model_config, ceilings)  # never overwritten by --json
+    if ceilings is not None and ceilings != "spec":  # a bad file is refused whether or not a floor needs it
+        from phaseprof.sol.ceilings import load_measured  # noqa: PLC0415
+
+        load_measured(ceilings)
     if ray is not None:
         from phaseprof.scale.cli import analyze_on_ray
 

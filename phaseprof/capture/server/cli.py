@@ -142,11 +142,9 @@ def server_log_facts(path: Path) -> dict[str, Any]:
     in-process sweep records them; one PhaseprofError naming the file when it cannot be read or holds none."""
     from phaseprof.vllm_log import parse_facts  # noqa: PLC0415
 
-    try:
-        with path.open("rb") as f:
-            head = f.read(MAX_SERVER_LOG_BYTES)
-    except OSError as e:
-        raise PhaseprofError(f"cannot read the server log: {e.strerror or e}", path=path) from None
+    from phaseprof.io import read_regular  # noqa: PLC0415
+
+    head = read_regular(path, what="the server's log", max_bytes=MAX_SERVER_LOG_BYTES, head=True)
     facts = parse_facts(head.decode("utf-8", errors="replace").splitlines())
     if facts.kv_cache_gib is None and facts.max_concurrency is None:
         raise PhaseprofError("no vLLM start-up facts in this file (no 'GPU KV cache size' or 'Maximum "
