@@ -113,7 +113,7 @@ def read_regular(path: str | Path, *, what: str, max_bytes: int, head: bool = Fa
     try:
         fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK)
     except FileNotFoundError:
-        raise PhaseprofError(f"no such file (expected {what})", path=p) from None
+        raise PhaseprofError(f"no such file: cannot read {what}", path=p) from None
     except IsADirectoryError:
         raise PhaseprofError(f"is a directory, not {what}", path=p) from None
     except (OSError, ValueError) as e:  # ValueError: a NUL in the path

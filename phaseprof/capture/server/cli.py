@@ -144,7 +144,7 @@ def server_log_facts(path: Path) -> dict[str, Any]:
 
     from phaseprof.io import read_regular  # noqa: PLC0415
 
-    head = read_regular(path, what="the server's log", max_bytes=MAX_SERVER_LOG_BYTES, head=True)
+    head = read_regular(path, what="the server log", max_bytes=MAX_SERVER_LOG_BYTES, head=True)
     facts = parse_facts(head.decode("utf-8", errors="replace").splitlines())
     if facts.kv_cache_gib is None and facts.max_concurrency is None:
         raise PhaseprofError("no vLLM start-up facts in this file (no 'GPU KV cache size' or 'Maximum "
