@@ -70,6 +70,20 @@ def code_span(text: str, *, table_cell: bool = True) -> str:
     return f"{fence}{pad}{body}{pad}{fence}"
 
 
+#: What JSON leaves raw in its strings but a terminal acts on: DEL, the C1 controls (``\x9b`` is a CSI on some
+#: terminals), the bidi controls, the line and paragraph separators.
+_JSON_RAW = re.compile("[\x7f-\x9f\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+def json_inert(text: str) -> str:
+    """JSON text (an encoder's output) with what :data:`_JSON_RAW` names written as ``\\uXXXX`` escapes: the same
+    document once parsed, inert when printed (the encoder escapes C0 controls already; JSON's structure is
+    ASCII, so these characters can only be inside strings, keys included)."""
+    if text.isascii() and "\x7f" not in text:
+        return text
+    return _JSON_RAW.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
 def code_block(text: str, *, info: str = "text") -> str:
     """``text`` as a fenced markdown code block, shown verbatim (aligned columns kept, nothing live): control
     stripped, fenced by more backticks than its longest run (three at least), so no line of it can close the

@@ -311,7 +311,9 @@ def _show_sweeps(paths: list[Path], console: Console) -> None:
     for p in paths:
         f = p / "sweep.json" if p.is_dir() else p
         rec = SweepRecord.read(f)  # the one reader of sweep.json (PhaseprofError naming the file)
-        console.print(f"[dim]{f}[/] ({rec.engine.mode or '?'} mode, reps {rec.reps})")
+        from phaseprof.safe_text import terminal  # noqa: PLC0415
+
+        console.print(f"[dim]{terminal(str(f))}[/] ({terminal(str(rec.engine.mode or '?'))} mode, reps {rec.reps})")
         print_sweep(rec.to_dict(), console)
         if rec.slope_us_per_token is not None:
             console.print(f"slope {rec.slope_us_per_token:.2f} µs per prompt token (least squares)")

@@ -11,6 +11,7 @@ import typer
 from rich.console import Console
 
 from phaseprof.io import atomic_write_bytes
+from phaseprof.safe_text import json_inert
 
 
 class OutputFormat(StrEnum):
@@ -56,7 +57,7 @@ def pareto(
         if out is not None:
             atomic_write_bytes(out, console.export_text().encode())
         return
-    text = (msgspec.json.format(msgspec.json.encode(report), indent=2).decode() + "\n"
+    text = (json_inert(msgspec.json.format(msgspec.json.encode(report), indent=2).decode()) + "\n"
             if output_format is OutputFormat.JSON else report_markdown(report))
     if out is not None:
         atomic_write_bytes(out, text.encode())

@@ -263,8 +263,10 @@ class _Consoles:
 def _print_json(documents: list[bytes], *, several: bool) -> None:
     """stdout's one JSON document: the only one as it is, or (several inputs) an array of them (docs/README)."""
     if documents:
-        _echo((documents[0] if len(documents) == 1 and not several else
-                    b"[\n" + b",\n".join(documents) + b"\n]").decode())
+        from phaseprof.safe_text import json_inert  # noqa: PLC0415
+
+        _echo(json_inert((documents[0] if len(documents) == 1 and not several else
+                          b"[\n" + b",\n".join(documents) + b"\n]").decode()))
 
 
 def _dest(json_out: Path, trace: Path, n_traces: int) -> Path:

@@ -186,7 +186,10 @@ def slope_us_per_token(points: list[PrefillPoint]) -> float | None:
 
 
 def print_sweep(doc: dict[str, Any], console: Console) -> None:
-    """The sweep's table (one row per point)."""
+    """The sweep's table (one row per point); the record's strings made safe for rich first."""
+    from phaseprof.safe_text import for_terminal  # noqa: PLC0415
+
+    doc = for_terminal(doc)
     table = Table(title=f"{doc['phase']} sweep · {doc['model']['name']} · {doc['device']['name']}")
     if doc["phase"] == "prefill":
         for col in ("prompt tokens", "TTFT median ms", "p10", "p90", "source"):
