@@ -161,8 +161,8 @@ def engine_layout(model_config: dict[str, Any] | None, vllm: str | None,
             mamba_ssm_cache_dtype=str(kw.get("mamba_ssm_cache_dtype") or "auto"),
             tensor_parallel_size=int(kw.get("tensor_parallel_size") or 1),
             enable_prefix_caching=bool(kw.get("enable_prefix_caching", True)), block_size=kw.get("block_size"))), None
-    except (PhaseprofError, KeyError, ValueError, TypeError) as e:
-        return None, f"memory plan: {e}"
+    except (PhaseprofError, KeyError, ValueError, TypeError, ZeroDivisionError, OverflowError) as e:
+        return None, f"memory plan: {str(e)[:200] or type(e).__name__}"
 
 
 def sweep_layout(rec: SweepRecord) -> tuple[KvLayout | None, str | None]:

@@ -89,7 +89,10 @@ def add_disagg(report: ParetoReport, sweeps: Sequence[Sweep], labels: Sequence[s
     layout, why = sweep_layout(sweeps[0].record)
     if layout is None:
         return msgspec.structs.replace(report, disagg_note=f"no handoff model: {why}")
-    h = handoff(layout, isl, ln)
+    try:
+        h = handoff(layout, isl, ln)
+    except (ValueError, ZeroDivisionError, OverflowError) as e:  # a layout of a hostile model config
+        return msgspec.structs.replace(report, disagg_note=f"no handoff model: {str(e)[:200] or type(e).__name__}")
     bd = {(p.config, p.concurrency): p.breakdown for p in report.points}
     out: list[DisaggPoint] = []
     for s, label in zip(sweeps, labels):

@@ -181,3 +181,23 @@ def test_any_mutated_sweep_record_is_true_numbers_or_one_line(tmp_path_factory: 
     doc = json.loads(out)
     for p in doc["points"] + doc["frontier"]:
         assert all(p[k] >= 0 for k in ("tps_per_gpu", "tps_per_user", "concurrency")), p
+
+
+@pytest.mark.parametrize("field", ["num_key_value_heads", "head_dim", "num_attention_heads", "hidden_size",
+                                   "linear_num_value_heads", "num_hidden_layers", "linear_conv_kernel_dim"])
+def test_disagg_plan_of_a_degenerate_model_config_divides_by_nothing(tmp_path: Path,
+                                                                     capsys: pytest.CaptureFixture[str],
+                                                                     field: str) -> None:
+    """A model config with a zero where the memory plan and the handoff divide: a plan, or a note saying why
+    there is none; no traceback, no negative or infinite number in the report."""
+    def zero(doc: dict[str, Any]) -> None:
+        cfg = doc["model_config"].get("text_config", doc["model_config"])
+        cfg[field] = 0
+
+    d = _sweep(tmp_path, zero)
+    code = main(["pareto", str(d), "--disagg", str(PREFILL.parent), "--format", "json"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    doc = json.loads(out)
+    for p in doc["disaggregated"]:
+        assert all(0 <= p[k] < float("inf") for k in ("requests_per_s", "tps_per_gpu", "ttft_ms")), p

@@ -333,7 +333,10 @@ def _analyze_ranks(rank_files: list[tuple[int, Path]], tmp: Path, final: Path) -
 
     ranks_dir = tmp / "ranks"
     ranks_dir.mkdir()
-    for _, p in rank_files:
+    for _, p in rank_files:  # a rank trace past the bound is not copied (a 4 GB file, a bomb's container)
+        if p.stat().st_size > MAX_SERVER_TRACE_BYTES:
+            return None, (f"analysis failed: {p.name}: over {MAX_SERVER_TRACE_BYTES >> 20} MB on disk: a server "
+                          "trace that large is not read (memory)")
         shutil.copy2(p, ranks_dir / p.name)
     try:
         summary = in_final_place(analyze_ranks(find_trace_files(ranks_dir)), tmp, final)
