@@ -19,6 +19,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from phaseprof.capture.server import capture as server_capture
 from phaseprof.capture.server.traces import ends_properly
@@ -123,3 +125,51 @@ def test_completeness_check_of_a_bomb_is_bounded(tmp_path: Path, monkeypatch: py
     p.write_bytes(p.read_bytes()[:-8])  # the gzip trailer cut off: still being written
     assert not ends_properly(p)
     assert os.path.getsize(p) > 0
+
+
+def _framed(framing: str, body: bytes, every_s: float) -> Callable[[Callable[[bytes], None]], None]:
+    """The stream's answer framed as a server might: a correct length, a length that promises more than comes,
+    no length and ``Connection: close``, or chunked; written in pieces ``every_s`` apart."""
+    head = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+    if framing == "length":
+        head += f"Content-Length: {len(body)}\r\n"
+    elif framing == "short-length":
+        head += f"Content-Length: {len(body) + 1000}\r\n"
+    elif framing == "chunked":
+        head += "Transfer-Encoding: chunked\r\n"
+        body = b"".join(b"%x\r\n%s\r\n" % (len(body[i:i + 7]), body[i:i + 7]) for i in range(0, len(body), 7)) + \
+            b"0\r\n\r\n"
+    head += "Connection: close\r\n\r\n"
+
+    def route(write: Callable[[bytes], None]) -> None:
+        write(head.encode())
+        for i in range(0, len(body), 16):
+            if every_s:
+                time.sleep(every_s)
+            write(body[i:i + 16])
+
+    return route
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(framing=st.sampled_from(["length", "short-length", "close", "chunked"]),
+       every_s=st.sampled_from([0.0, 0.02, 0.2]), events=st.integers(0, 40), cut=st.booleans())
+def test_any_stream_framing_ends_by_its_deadline(tmp_path_factory: pytest.TempPathFactory,
+                                                 capsys: pytest.CaptureFixture[str], framing: str, every_s: float,
+                                                 events: int, cut: bool) -> None:
+    """Whatever the framing, pace and length of a streamed answer: the capture ends within the 1 s request
+    deadline (plus start-up), with exit 0, or 2/3 and one line."""
+    from tests.capture.test_server_hostile import serving
+
+    body = (f"data: {json.dumps(TOKEN)}\n\n" * events).encode() + (b"" if cut else b"data: [DONE]\n\n")
+    tmp = tmp_path_factory.mktemp("drip")
+    with serving() as server:
+        server.routes = vllm_like(["/start_profile"],
+                                  **{"POST /v1/completions": _framed(framing, body, every_s)})
+        t0 = time.monotonic()
+        code = capture(server, tmp, "--request-timeout", "1")
+        took = time.monotonic() - t0
+    err = capsys.readouterr().err.strip()
+    assert "Traceback" not in err
+    assert code in (0, 2, 3) and (code == 0 or len(err.splitlines()) == 1), (code, err)
+    assert took < 6, took  # 2 requests (1 rep + the profiled round is never reached: /start_profile is 404)
