@@ -28,7 +28,6 @@ from phaseprof.disagg.nixl_metrics import NixlCounters, parse_counters
 from phaseprof.disagg.records import read_handoff
 from phaseprof.disagg.render import summary_lines, timeline_lines
 from phaseprof.disagg.run import read_pd_run
-from phaseprof.errors import PhaseprofError
 from tests.hostile.helpers import one_line_error
 from tests.hostile.test_markdown_injection import _details_ok, _live
 
