@@ -250,11 +250,6 @@ def sol_floor(m: ServingMetrics, model: SolModel, ceiling: Ceiling) -> SolFloor 
                     ceiling_source=ceiling.source)
 
 
-def dominates(a: tuple[float, float], b: tuple[float, float]) -> bool:
-    """``a`` is at least as good as ``b`` on both axes and better on one."""
-    return a[0] >= b[0] and a[1] >= b[1] and (a[0] > b[0] or a[1] > b[1])
-
-
 def frontier_indices(xy: Sequence[tuple[float, float]]) -> list[int]:
     """Indices of the non-dominated points (first of exact ties kept), ordered by the second axis. One sort and
     one pass (O(n log n): a 20,000-point sweep whose every point is on the frontier took 50 s pairwise): in
