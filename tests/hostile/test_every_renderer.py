@@ -119,3 +119,19 @@ def test_every_view_shows_hostile_strings_inert(name: str, tmp_path: Path,
         assert [t for t in _live(_details_ok(out)) if t not in ("pre", "h2")] == [], name
     else:
         json.loads(out)
+
+
+def test_a_sweeps_plot_html_is_inert(tmp_path: Path) -> None:
+    """A sweep's ``plot.html`` (plotly) titles the plot with the model's name as the server reported it: plotly
+    reads ``<a href>``, ``<b>``, ``<span style>`` in it as markup, so no payload tag reaches the figure."""
+    pytest.importorskip("plotly")  # an extra: without it no plot.html is written
+    from phaseprof.capture.shared.sweep import write_plot
+
+    spec = {"data": [{"type": "scatter", "x": [1], "y": [2], "name": HOSTILE}],
+            "layout": {"title": {"text": f"Decode TPOT — {HOSTILE}"}}}
+    assert write_plot(spec, tmp_path) == ["plot.json", "plot.html"]
+    figure = json.loads((tmp_path / "plot.json").read_text())
+    shown = json.dumps(figure)
+    assert "<img" not in shown and "<b>PAYBOLD" not in shown and "\\u001b" not in shown
+    html = (tmp_path / "plot.html").read_text()
+    assert "<img src=x" not in html and "<b>PAYBOLD" not in html and not CONTROL.search(html)

@@ -161,9 +161,13 @@ def decode_plot_spec(points: list[DecodePoint], *, title: str) -> dict[str, Any]
 
 
 def write_plot(spec: dict[str, Any], directory: Path) -> list[str]:
-    """Write ``plot.json`` (always) and ``plot.html`` (when plotly is installed). Returns the file names."""
+    """Write ``plot.json`` (always) and ``plot.html`` (when plotly is installed). Returns the file names. The
+    title holds the model's name as the server reported it: every string is made inert first
+    (``safe_text.plotly_figure``: plotly reads ``<a href>``, ``<span style>`` as markup)."""
     from phaseprof.capture.shared.rundir import write_json  # noqa: PLC0415
+    from phaseprof.safe_text import plotly_figure  # noqa: PLC0415
 
+    spec = plotly_figure(spec)
     write_json(directory / "plot.json", spec)
     names = ["plot.json"]
     try:
