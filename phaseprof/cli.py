@@ -178,8 +178,8 @@ def output_failed(e: OSError) -> int:
     _silence_stdout()
     if e.errno == errno.EPIPE:
         return EXIT_BROKEN_PIPE
-    if e.filename is None or e.errno in _WRITE_ERRORS:
-        line = f"error: cannot write the output to {e.filename or 'standard output'}: {e.strerror or e}"
+    if e.filename is None or e.errno in _WRITE_ERRORS:  # standard output, or a file written without its name
+        line = f"error: cannot write the output{f' to {e.filename}' if e.filename else ''}: {e.strerror or e}"
     else:  # no input reader lets a raw OSError out (each names its file in a PhaseprofError): one line all the same
         line = f"error: {e.filename}: {e.strerror or e}"
     try:
@@ -230,7 +230,7 @@ class _ClosedStdout(io.TextIOBase):
     def write(self, s: str) -> int:
         if not s:
             return 0
-        raise OSError(errno.EBADF, "it is closed")
+        raise OSError(errno.EBADF, "standard output is closed")
 
     def isatty(self) -> bool:
         return False

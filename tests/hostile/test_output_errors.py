@@ -69,5 +69,5 @@ def test_unwritable_stdout_is_one_line_exit_3(name: str, stdout: str) -> None:
     code, err = _run(COMMANDS[name], stdout=stdout)
     lines = [ln for ln in err.splitlines() if ln.strip()]
     assert code == 3 and len(lines) == 1, (code, err)
-    assert lines[0].startswith("error: cannot write the output to standard output")
+    assert lines[0].startswith("error: cannot write the output: ")
     assert ("No space left" in lines[0]) if stdout == "full" else ("closed" in lines[0])
