@@ -213,7 +213,7 @@ def capture(
                                          warmup=warmup, seed=seed, out=out),
                        prefill=(server, trace_dir), decode=(decode_server, decode_trace_dir), link=link,
                        timeout_s=request_timeout, trace_wait_s=trace_wait, console=console,
-                       argv=canonical_command(ctx))
+                       argv=canonical_command(ctx), max_trace_mb=max_trace_mb)
         return
     if server is not None:
         if len(phases) != 1 or len(lengths) != 1:

@@ -61,6 +61,13 @@ def server_argv(argv: list[str], *, phase: Phase) -> list[str]:
 MAX_TRACE_MB = 4096.0
 
 
+def _trace_limit(max_trace_mb: float | None) -> dict[str, int]:
+    """``--max-trace-mb`` as the ``max_trace_bytes`` of a capture request (none given: the default)."""
+    if max_trace_mb is not None and not 0 < max_trace_mb <= MAX_TRACE_MB:  # also NaN and inf
+        raise PhaseprofError(f"--max-trace-mb must be more than 0 and at most {MAX_TRACE_MB:g}, got {max_trace_mb}")
+    return {} if max_trace_mb is None else {"max_trace_bytes": int(max_trace_mb * 1024 * 1024)}
+
+
 def capture_server(capture: CaptureOptions, *, server: str, trace_dir: Path | None, concurrency: int,
                    timeout_s: float, console: Console, argv: list[str], ray: str | None = None,
                    trace_wait_s: float = 120.0, max_trace_mb: float | None = None) -> None:
@@ -81,9 +88,7 @@ def capture_server(capture: CaptureOptions, *, server: str, trace_dir: Path | No
     check_request_timeout(timeout_s)
     if not trace_wait_s > 0:  # also NaN
         raise PhaseprofError(f"--trace-wait must be more than 0 seconds, got {trace_wait_s}")
-    if max_trace_mb is not None and not 0 < max_trace_mb <= MAX_TRACE_MB:  # also NaN and inf
-        raise PhaseprofError(f"--max-trace-mb must be more than 0 and at most {MAX_TRACE_MB:g}, got {max_trace_mb}")
-    limit = {} if max_trace_mb is None else {"max_trace_bytes": int(max_trace_mb * 1024 * 1024)}
+    limit = _trace_limit(max_trace_mb)
     req = ServerCapture(capture=replace(capture, concurrency=concurrency), trace_dir=trace_dir, ray=ray,
                         server=ServerTarget(server, timeout_s=timeout_s), trace_wait_s=trace_wait_s, **limit)
     res = capture_from_server(req, console=console, argv=server_argv(argv, phase=capture.phase))
@@ -102,7 +107,8 @@ def capture_server(capture: CaptureOptions, *, server: str, trace_dir: Path | No
 
 
 def capture_disagg(capture: CaptureOptions, *, prefill: tuple[str, Path | None], decode: tuple[str, Path | None],
-                   link: str, timeout_s: float, trace_wait_s: float, console: Console, argv: list[str]) -> None:
+                   link: str, timeout_s: float, trace_wait_s: float, console: Console, argv: list[str],
+                   max_trace_mb: float | None = None) -> None:
     """``phaseprof capture --server P --decode-server D``: time and profile requests through a disaggregated
     prefill/decode pair (``disagg/capture.py``), write the run directory, print the handoff table."""
     from phaseprof.capture.server.capture import ServerTarget  # noqa: PLC0415
@@ -121,9 +127,10 @@ def capture_disagg(capture: CaptureOptions, *, prefill: tuple[str, Path | None],
     if not trace_wait_s > 0:  # also NaN
         raise PhaseprofError(f"--trace-wait must be more than 0 seconds, got {trace_wait_s}")
     link_by_name(link)  # an unknown link fails before any request
+    limit = _trace_limit(max_trace_mb)
     req = PdCapture(capture=capture, prefill=ServerTarget(p_url, timeout_s=timeout_s),
                     decode=ServerTarget(d_url, timeout_s=timeout_s), prefill_trace_dir=p_dir,
-                    decode_trace_dir=d_dir, trace_wait_s=trace_wait_s, link=link)
+                    decode_trace_dir=d_dir, trace_wait_s=trace_wait_s, link=link, **limit)
     res = capture_pd(req, console=console, argv=argv)
     print_handoff(res.report, console)
     console.print(f"run directory: {res.run_dir}")
