@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import errno
 import importlib
+import io
 import os
 import sys
 from typing import Any
@@ -109,9 +111,20 @@ def _click_exceptions() -> tuple[type[BaseException], ...]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point: PhaseprofError becomes one line on stderr and its exit code. ``phaseprof analyze`` with a plain
-    command line runs without typer (``report.analyze_plain_cli.parse``); every other one goes through typer."""
-    args = sys.argv[1:] if argv is None else argv
+    """Entry point: PhaseprofError becomes one line on stderr and its exit code; so does output that cannot be
+    written (:func:`output_failed`: a closed pipe exits 141 quietly). ``phaseprof analyze`` with a plain command
+    line runs without typer (``report.analyze_plain_cli.parse``); every other one goes through typer."""
+    try:
+        return _main(sys.argv[1:] if argv is None else argv)
+    except OSError as e:  # writing the output failed (a read failure is a PhaseprofError naming its file)
+        return output_failed(e)
+    except SystemExit as e:
+        if e.code == 1 and _rich_saw_broken_pipe():
+            return output_failed(BrokenPipeError(errno.EPIPE, "Broken pipe"))
+        raise
+
+
+def _main(args: list[str]) -> int:
     if args[:1] == ["analyze"]:
         from phaseprof.report import analyze_plain_cli
 
@@ -148,6 +161,81 @@ def main(argv: list[str] | None = None) -> int:
     return rv if isinstance(rv, int) else 0
 
 
+#: The exit status of a command whose reader went away (a closed pipe: ``phaseprof analyze T | head -1``), as a
+#: shell reports a process killed by SIGPIPE (128 + 13): quiet, as ``cat`` and ``yes`` end.
+EXIT_BROKEN_PIPE = 141
+
+
+#: What a failed write says: a full disk or quota, a file too large, an I/O error, a read-only or closed file.
+_WRITE_ERRORS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO, errno.EROFS, errno.EBADF})
+
+
+def output_failed(e: OSError) -> int:
+    """The end of a command whose output could not be written: a closed pipe exits :data:`EXIT_BROKEN_PIPE`
+    without a word; anything else (a full disk, a closed stdout) is one line on stderr and exit 3 (the
+    environment). Standard output is pointed at /dev/null first, so the interpreter's last flush of what is
+    still buffered cannot fail again."""
+    _silence_stdout()
+    if e.errno == errno.EPIPE:
+        return EXIT_BROKEN_PIPE
+    if e.filename is None or e.errno in _WRITE_ERRORS:  # standard output, or a file written without its name
+        line = f"error: cannot write the output{f' to {e.filename}' if e.filename else ''}: {e.strerror or e}"
+    else:  # no input reader lets a raw OSError out (each names its file in a PhaseprofError): one line all the same
+        line = f"error: {e.filename}: {e.strerror or e}"
+    try:
+        print(line, file=sys.stderr)
+    except (OSError, ValueError, AttributeError):
+        pass  # stderr is gone too: the exit status says it
+    return 3
+
+
+def _silence_stdout() -> None:
+    try:
+        fd = os.open(os.devnull, os.O_WRONLY)
+    except OSError:
+        return
+    try:
+        if isinstance(sys.stdout, _ClosedStdout) or sys.stdout is None:
+            sys.stdout = open(fd, "w", closefd=True)  # noqa: SIM115 - stays open until the process ends
+            return
+        os.dup2(fd, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
+        pass
+    os.close(fd)
+
+
+def _rich_saw_broken_pipe() -> bool:
+    """Whether a ``SystemExit(1)`` came from a closed pipe: click's (typer's) handler wraps stdout in its
+    ``PacifyFlushWrapper`` then exits 1; rich's ``Console.on_broken_pipe`` points stdout at /dev/null, then exits 1."""
+    if type(sys.stdout).__name__ == "PacifyFlushWrapper":
+        return True
+    if "rich.console" not in sys.modules or sys.stdout is None:
+        return False
+    try:
+        return os.path.samestat(os.fstat(sys.stdout.fileno()), os.stat(os.devnull))
+    except (OSError, ValueError, io.UnsupportedOperation):
+        return False
+
+
+class _ClosedStdout(io.TextIOBase):
+    """Standard output when the process started without one (``phaseprof analyze T >&-``): Python leaves
+    ``sys.stdout`` None and every ``print`` silently drops its text; this object makes the first write fail as
+    a write to a closed descriptor does, so the command ends with one line and a non-zero exit."""
+
+    encoding = "utf-8"
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, s: str) -> int:
+        if not s:
+            return 0
+        raise OSError(errno.EBADF, "standard output is closed")
+
+    def isatty(self) -> bool:
+        return False
+
+
 def _error(e: PhaseprofError) -> int:
     """``e`` as one line on stderr; its exit code."""
     from rich.console import Console
@@ -169,10 +257,16 @@ def entry() -> int:
     without the interpreter's teardown (:func:`exit_without_teardown`). Tests call :func:`main` in their own
     process instead."""
     mark_own_process()
+    if sys.stdout is None:
+        sys.stdout = _ClosedStdout()
     if _command(sys.argv[1:]) not in ENGINE_COMMANDS:
         leave_out_pyarrow()
         single_threaded_blas()
     code = main()
+    try:  # what is still buffered: a closed pipe or a full disk shows here, not in the interpreter's teardown
+        sys.stdout.flush()
+    except (OSError, ValueError) as e:
+        code = output_failed(e) if isinstance(e, OSError) else code
     if sys.argv[1:2] == ["analyze"] and _plain_analyze(sys.argv[2:]):
         exit_without_teardown(code)
     return code
@@ -199,7 +293,7 @@ def exit_without_teardown(code: int) -> None:
     try:
         sys.stdout.flush()
         sys.stderr.flush()
-    except (OSError, ValueError):
+    except (OSError, ValueError, AttributeError):
         return
     os._exit(code)
 

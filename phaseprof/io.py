@@ -1,10 +1,12 @@
-"""Atomic file and directory writes: a reader never sees a half-written result."""
+"""Atomic file and directory writes: a reader never sees a half-written result. Bounded reads of a regular file
+(:func:`read_regular`): a FIFO, a device or a directory where a file is expected is one line, never a hang."""
 
 from __future__ import annotations
 
 import contextlib
 import os
 import shutil
+import stat
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -99,3 +101,36 @@ def atomic_directory(final: str | Path) -> Iterator[Path]:
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def read_regular(path: str | Path, *, what: str, max_bytes: int, head: bool = False) -> bytes:
+    """The whole content of ``path``, a regular file (symlinks followed) of at most ``max_bytes``; else one
+    PhaseprofError naming it and the problem (``what``: what the file should be). Opened without blocking and
+    checked on the open descriptor (a FIFO would wait for a writer for ever, ``/dev/zero`` never ends, a
+    directory is no file), then read at most ``max_bytes + 1`` bytes (a file that grows while read is caught).
+    ``head``: its first ``max_bytes`` are enough (a log whose start is read), a longer file is no error."""
+    p = Path(path)
+    try:
+        fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK)
+    except FileNotFoundError:
+        raise PhaseprofError(f"no such file: cannot read {what}", path=p) from None
+    except IsADirectoryError:
+        raise PhaseprofError(f"is a directory, not {what}", path=p) from None
+    except (OSError, ValueError) as e:  # ValueError: a NUL in the path
+        raise PhaseprofError(f"cannot read {what}: {getattr(e, 'strerror', None) or e}", path=p) from None
+    size = f"{max_bytes >> 20} MB" if max_bytes >= 1 << 20 else f"{max_bytes:,} bytes"
+    st = os.fstat(fd)
+    problem = (f"is a directory, not {what}" if stat.S_ISDIR(st.st_mode) else
+               f"not a regular file (a FIFO, device or socket): expected {what}" if not stat.S_ISREG(st.st_mode) else
+               f"over {size}: not {what}" if st.st_size > max_bytes and not head else None)
+    if problem:
+        os.close(fd)
+        raise PhaseprofError(problem, path=p)
+    with os.fdopen(fd, "rb") as f:
+        try:
+            data = f.read(max_bytes + (0 if head else 1))
+        except OSError as e:
+            raise PhaseprofError(f"cannot read {what}: {e.strerror or e}", path=p) from None
+    if len(data) > max_bytes:
+        raise PhaseprofError(f"over {size}: not {what}", path=p)
+    return data

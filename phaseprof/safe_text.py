@@ -70,9 +70,33 @@ def code_span(text: str, *, table_cell: bool = True) -> str:
     return f"{fence}{pad}{body}{pad}{fence}"
 
 
+#: What JSON leaves raw in its strings but a terminal acts on: DEL, the C1 controls (``\x9b`` is a CSI on some
+#: terminals), the bidi controls, the line and paragraph separators.
+_JSON_RAW = re.compile("[\x7f-\x9f\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+def json_inert(text: str) -> str:
+    """JSON text (an encoder's output) with what :data:`_JSON_RAW` names written as ``\\uXXXX`` escapes: the same
+    document once parsed, inert when printed (the encoder escapes C0 controls already; JSON's structure is
+    ASCII, so these characters can only be inside strings, keys included)."""
+    if text.isascii() and "\x7f" not in text:
+        return text
+    return _JSON_RAW.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
+def code_block(text: str, *, info: str = "text") -> str:
+    """``text`` as a fenced markdown code block, shown verbatim (aligned columns kept, nothing live): control
+    stripped, fenced by more backticks than its longest run (three at least), so no line of it can close the
+    block early."""
+    body = "\n".join(plain(line) for line in text.split("\n"))
+    longest = max((len(r) for r in re.findall(r"`+", body)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}{info}\n{body}\n{fence}"
+
+
 def deep(value: T, fix: Callable[[str], str]) -> T:
-    """A copy of ``value`` with ``fix`` applied to every string in it: dataclass fields, dict keys and values,
-    list and tuple items (numbers and other objects are kept as they are)."""
+    """A copy of ``value`` with ``fix`` applied to every string in it: dataclass and msgspec Struct fields, dict
+    keys and values, list and tuple items (numbers and other objects are kept as they are)."""
     return _deep(value, fix)
 
 
@@ -88,6 +112,11 @@ def _deep(v: Any, fix: Callable[[str], str]) -> Any:
     if dataclasses.is_dataclass(v) and not isinstance(v, type):
         changes = {f.name: _deep(getattr(v, f.name), fix) for f in dataclasses.fields(v) if f.init}
         return dataclasses.replace(v, **changes)
+    fields = getattr(type(v), "__struct_fields__", None)  # a msgspec Struct (run records, handoff, pareto)
+    if fields is not None and not isinstance(v, type):
+        import msgspec  # noqa: PLC0415 - only records made of Structs come here
+
+        return msgspec.structs.replace(v, **{f: _deep(getattr(v, f), fix) for f in fields})
     return v
 
 

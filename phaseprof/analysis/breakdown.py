@@ -456,7 +456,7 @@ def _step_rows(det: StepDetection, items: pd.DataFrame, ctx: _StepContext, devic
     kind = items["kind"]
     is_memcpy = g.of(label_in(kind, (EventKind.MEMCPY.value,)))
     is_memset = g.of(label_in(kind, (EventKind.MEMSET.value,)))
-    byts = g.of(items["bytes"].to_numpy())
+    byts = np.maximum(g.of(items["bytes"].to_numpy()), 0)  # a negative size is no size: not given (summarize notes it)
     kernels = g.count(g.of(label_in(kind, (EventKind.KERNEL.value,)))) if device == "gpu" else g.size
     memcpy_count, memcpy_bytes = g.count(is_memcpy), g.sum(np.where(is_memcpy, byts, 0))
     memset_count, memset_bytes = g.count(is_memset), g.sum(np.where(is_memset, byts, 0))
@@ -550,6 +550,9 @@ def summarize(t: EventTables, prep: Prepared) -> Breakdown:
             idx = {r.index for r in sel}
             phases.append(_phase_summary(ph.value, sel, items.loc[rows_in_steps(items["step"].to_numpy(), idx),
                                                                   _PHASE_SUMMARY_COLUMNS]))
+    negative = int((t.gpu["bytes"].to_numpy() < 0).sum()) if device == "gpu" else 0
+    if negative:
+        notes.append(f"{negative} memcpy/memset event(s) with a negative size: their bytes are not counted")
     if device == "gpu":
         outside = len(t.gpu) - len(items)
         # every GPU row an item (the rule): the items' union, measured already, is the one of all rows (issue 28)

@@ -22,7 +22,9 @@ from phaseprof.analysis.layer_plan import LayerPlan
 from phaseprof.analysis.phase_infer import drop_empty_steps, infer_phases
 from phaseprof.analysis.steps import StepDetection, detect_steps
 from phaseprof.classify.rules import RuleSet
+from phaseprof.errors import TraceError
 from phaseprof.trace.correlate import Correlated, correlate
+from phaseprof.trace.limits import MAX_STEPS
 from phaseprof.trace.tables import EventTables
 
 
@@ -65,6 +67,7 @@ def prepare(t: EventTables, rules: RuleSet, *, reference: Reference | None = Non
     kernel_buckets = kview.objects()
     det = detect_steps(ops=t.ops, runtime=t.runtime, gpu=t.gpu, gpu_launch=c.gpu_launch,
                        kernel_buckets=kernel_buckets)
+    _check_step_count(det, t.meta.path, only_steps_in)
     del kernel_buckets  # an object per kernel: made again where asked for (Prepared.kernel_buckets)
     op_module = op_module_codes(t.ops, c.op_parent, rules)
     if device == "gpu":
@@ -79,6 +82,17 @@ def prepare(t: EventTables, rules: RuleSet, *, reference: Reference | None = Non
         det, items = _only_steps_in(det, items, *only_steps_in)
     return Prepared(device=device, detection=det, items=items, attribution=ia, inferred_phases=tuple(inferred),
                     empty_steps_dropped=dropped, tables=t, kernel_view=kview)
+
+
+def _check_step_count(det: StepDetection, path: str, window: tuple[int, int] | None) -> None:
+    """One TraceError naming the trace when it has more steps (in the ``--steps`` window, when given) than
+    ``MAX_STEPS``: the per-step work and rows grow with them (~10 KB and ~0.12 s a step), so a trace of a million
+    steps is refused here, before that work, instead of taking ~9 GB and minutes."""
+    n = len(det.steps) if window is None else sum(window[0] <= s.host_start_ns < window[1] for s in det.steps)
+    if n > MAX_STEPS:
+        raise TraceError(f"{n:,} steps: over the {MAX_STEPS:,} one analysis holds (about 10 KB of memory a step, "
+                         f"{MAX_STEPS * 10 // 1000 // 1000:.0f} GB at the limit); analyse a range of them with "
+                         "--steps FIRST:LAST", path=path)
 
 
 def _only_steps_in(det: StepDetection, items: pd.DataFrame, lo_ns: int, hi_ns: int

@@ -213,7 +213,7 @@ def capture(
                                          warmup=warmup, seed=seed, out=out),
                        prefill=(server, trace_dir), decode=(decode_server, decode_trace_dir), link=link,
                        timeout_s=request_timeout, trace_wait_s=trace_wait, console=console,
-                       argv=canonical_command(ctx))
+                       argv=canonical_command(ctx), max_trace_mb=max_trace_mb)
         return
     if server is not None:
         if len(phases) != 1 or len(lengths) != 1:
@@ -223,7 +223,8 @@ def capture(
         capture_server(CaptureOptions.of(phases[0], lengths[0], output_tokens=output_tokens, reps=reps,
                                          warmup=warmup, seed=seed, out=out),
                        server=server, trace_dir=trace_dir, concurrency=concurrency, timeout_s=request_timeout,
-                       trace_wait_s=trace_wait, console=console, argv=canonical_command(ctx), ray=ray)
+                       trace_wait_s=trace_wait, console=console, argv=canonical_command(ctx), ray=ray,
+                       max_trace_mb=max_trace_mb)
         return
     if ray is not None:
         raise PhaseprofError("--ray goes with --server (an in-process capture writes its traces on this machine)")
@@ -304,7 +305,9 @@ def _show_sweeps(paths: list[Path], console: Console) -> None:
     for p in paths:
         f = p / "sweep.json" if p.is_dir() else p
         rec = SweepRecord.read(f)  # the one reader of sweep.json (PhaseprofError naming the file)
-        console.print(f"[dim]{f}[/] ({rec.engine.mode or '?'} mode, reps {rec.reps})")
+        from phaseprof.safe_text import terminal  # noqa: PLC0415
+
+        console.print(f"[dim]{terminal(str(f))}[/] ({terminal(str(rec.engine.mode or '?'))} mode, reps {rec.reps})")
         print_sweep(rec.to_dict(), console)
         if rec.slope_us_per_token is not None:
             console.print(f"slope {rec.slope_us_per_token:.2f} µs per prompt token (least squares)")

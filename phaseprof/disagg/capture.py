@@ -28,8 +28,9 @@ from phaseprof.capture.shared.options import CaptureOptions
 from phaseprof.capture.shared.record import capture_record
 from phaseprof.capture.shared.rundir import make_readable, run_dir_name, run_directory, unique_run_dir, utc_stamp
 from phaseprof.capture.shared.timing import PhaseTiming, summarize
+from phaseprof.capture.shared.trace_file import DEFAULT_MAX_TRACE_BYTES
 from phaseprof.disagg.exchange import PdPair, run_request
-from phaseprof.disagg.records import HandoffReport, HandoffRequest, Median
+from phaseprof.disagg.records import HandoffReport, HandoffRequest, Median, checked
 from phaseprof.errors import PhaseprofError
 from phaseprof.io import atomic_write_bytes
 from phaseprof.records import DisaggInfo, DisaggSide, ModelInfo, ServerRecord
@@ -55,6 +56,7 @@ class PdCapture:
     profiled: int = 1
     trace_wait_s: float = 120.0
     link: str = "nvlink4"
+    max_trace_bytes: int = DEFAULT_MAX_TRACE_BYTES  # --max-trace-mb: each side's trace.json.gz at most
 
 
 @dataclass(frozen=True)
@@ -112,10 +114,10 @@ def _collect(trace_dir: Path, before: dict, window: ProfileWindow, wait_s: float
 
 
 def _side(tmp: Path, final: Path, name: str, files: list[tuple[int, Path]], info: ServerInfo, trace_dir: Path,
-          meta: dict[str, Any]) -> tuple[DisaggSide, Any]:
+          meta: dict[str, Any], max_trace_bytes: int = DEFAULT_MAX_TRACE_BYTES) -> tuple[DisaggSide, Any]:
     (tmp / name).mkdir()
     ranks = write_rank_traces(tmp / name, final / name, files, world_size=1, trace_dir=trace_dir, metadata=meta,
-                              model_config=info.hf_config, quant=info.quant)
+                              model_config=info.hf_config, quant=info.quant, max_trace_bytes=max_trace_bytes)
     bd = next(iter(ranks.breakdowns.values()), None)
     steps = {ph.phase: ph.steps for ph in bd.phases} if bd is not None else {}
     return DisaggSide(url=info.url, trace=f"{name}/trace.json.gz",
@@ -140,10 +142,12 @@ def capture_pd(req: PdCapture, *, console: Console, argv: list[str] | None = Non
     plan = RequestPlan(model=p_info.model_id, prompt_tokens=c.prompt_tokens, max_tokens=c.output_tokens,
                        vocab_size=p_info.vocab_size or FALLBACK_VOCAB, seed=c.seed)
     rows: list[HandoffRequest] = []
+    counter_notes: list[str] = []
 
     def send(count: int, *, profiled: bool, keep: bool) -> None:
         for _ in range(count):
-            row = run_request(pair, plan.body(), index=len(rows), profiled=profiled, prompt_tokens=c.prompt_tokens)
+            row = run_request(pair, plan.body(), index=len(rows), profiled=profiled, prompt_tokens=c.prompt_tokens,
+                              notes=counter_notes if keep else None)
             if keep:
                 rows.append(row)
 
@@ -180,8 +184,10 @@ def capture_pd(req: PdCapture, *, console: Console, argv: list[str] | None = Non
         requests=rows, median=median, modelled=modelled, model_note=why,
         bytes_ratio=ratio(median.bytes, modelled.bytes if modelled else None),
         time_ratio=ratio(median.xfer_ms, modelled.transfer_ms if modelled else None),
-        notes=[] if any(r.nixl for r in rows) else ["the decode server exported no vllm:nixl_* metrics (/metrics "
-                                                    "off, or no NixlConnector): no transfer measured"])
+        notes=counter_notes + ([] if any(r.nixl for r in rows) or counter_notes else [
+            "the decode server exported no vllm:nixl_* metrics (/metrics off, or no NixlConnector): no transfer "
+            "measured"]))
+    report = checked(report)  # the servers' numbers as facts or notes, before anything is written
     timing = PhaseTiming(phase=c.phase, prompt_tokens=c.prompt_tokens, output_tokens=c.output_tokens,
                          reps=len(timed), warmup=c.warmup, source=PROXY_CLOCK,
                          ttft=summarize([r.ttft_ms / 1e3 for r in timed]),
@@ -194,8 +200,8 @@ def capture_pd(req: PdCapture, *, console: Console, argv: list[str] | None = Non
                           versions={"vllm": p_info.version}).embedded()
     with run_directory(final) as tmp:
         with console.status("Analyzing both traces"):
-            p_side, _ = _side(tmp, final, "prefill", p_files, p_info, p_dir, meta)
-            d_side, _ = _side(tmp, final, "decode", d_files, d_info, d_dir, meta)
+            p_side, _ = _side(tmp, final, "prefill", p_files, p_info, p_dir, meta, req.max_trace_bytes)
+            d_side, _ = _side(tmp, final, "decode", d_files, d_info, d_dir, meta, req.max_trace_bytes)
         atomic_write_bytes(tmp / "handoff.json", _json(report.to_dict()))
         sides = DisaggInfo(prefill=p_side, decode=d_side, connector=report.connector, handoff="handoff.json")
         rec = capture_record(

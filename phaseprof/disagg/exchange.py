@@ -72,8 +72,10 @@ def kv_params(answer: Any, url: str) -> dict[str, Any]:
 
 
 def run_request(pair: PdPair, body: dict[str, Any], *, index: int, profiled: bool,
-                prompt_tokens: int) -> HandoffRequest:
-    """Send one request through prefill then decode and time its parts (``records.TTFT_SPLIT_DEFINITION``)."""
+                prompt_tokens: int, notes: list[str] | None = None) -> HandoffRequest:
+    """Send one request through prefill then decode and time its parts (``records.TTFT_SPLIT_DEFINITION``).
+    A NIXL transfer that is no fact (counters that went down or out of range) is left out, saying why in
+    ``notes``."""
     before = read_counters(pair.decode)
     t0 = time.perf_counter()
     resp = pair.prefill.request("POST", "/v1/completions", prefill_body(body))
@@ -85,7 +87,9 @@ def run_request(pair: PdPair, body: dict[str, Any], *, index: int, profiled: boo
     streamed: StreamedRequest = pair.decode.stream_completion({**body, "kv_transfer_params": params})
     nixl: NixlTransfer | None = None
     if before.present:
-        nixl = _settled(pair.decode, before).since(before)
+        nixl, why = _settled(pair.decode, before).since(before)
+        if why and notes is not None:
+            notes.append(f"request {index}: {why}; its transfer is not shown")
     first = streamed.chunk_t_s[0]
     tpot = streamed.tpot_s
     return HandoffRequest(index=index, profiled=profiled, prompt_tokens=prompt_tokens,

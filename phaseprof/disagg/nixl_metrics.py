@@ -9,7 +9,7 @@ import math
 import re
 from dataclasses import dataclass
 
-from phaseprof.disagg.records import NixlTransfer
+from phaseprof.disagg.records import MAX_COUNT, NixlTransfer, transfer_problem
 
 _HISTOGRAMS = {"xfer_s": "vllm:nixl_xfer_time_seconds", "post_s": "vllm:nixl_post_time_seconds",
                "bytes": "vllm:nixl_bytes_transferred", "descriptors": "vllm:nixl_num_descriptors"}
@@ -31,12 +31,17 @@ class NixlCounters:
     descriptors: float = 0.0
     failed: float = 0.0
 
-    def since(self, before: NixlCounters) -> NixlTransfer:
-        """What moved between ``before`` and this reading."""
-        return NixlTransfer(transfers=round(self.count - before.count), bytes=round(self.bytes - before.bytes),
-                            xfer_ms=(self.xfer_s - before.xfer_s) * 1e3, post_ms=(self.post_s - before.post_s) * 1e3,
-                            descriptors=round(self.descriptors - before.descriptors),
-                            failed=round(self.failed - before.failed))
+    def since(self, before: NixlCounters) -> tuple[NixlTransfer | None, str | None]:
+        """(what moved between ``before`` and this reading, None) or (None, why it is no fact): a counter that
+        went down (a server restart, a reset) or one out of range (``records.transfer_problem``)."""
+        d = {k: getattr(self, k) - getattr(before, k) for k in ("count", "bytes", "xfer_s", "post_s", "descriptors",
+                                                                 "failed")}
+        if any(not math.isfinite(v) or abs(v) > MAX_COUNT for v in d.values()):  # round(1e300) fits no int64
+            return None, "a NIXL counter out of range"
+        t = NixlTransfer(transfers=round(d["count"]), bytes=round(d["bytes"]), xfer_ms=d["xfer_s"] * 1e3,
+                         post_ms=d["post_s"] * 1e3, descriptors=round(d["descriptors"]), failed=round(d["failed"]))
+        why = transfer_problem(t)
+        return (None, why) if why else (t, None)
 
 
 def parse_counters(text: str) -> NixlCounters:

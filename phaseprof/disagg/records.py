@@ -7,6 +7,7 @@ model): capture, analysis and dashboard all read it without importing each other
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any, Literal
 
@@ -123,13 +124,78 @@ class ProfiledTimeline(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def read_handoff(path: Path) -> HandoffReport:
-    """``handoff.json`` typed; one PhaseprofError naming the file when it is not one."""
+    """``handoff.json`` typed and checked (:func:`checked`); one PhaseprofError naming the file when it is not
+    one."""
 
     doc = read_json_object(path, "handoff.json")  # bounded, regular files only
     try:
-        return msgspec.convert(doc, HandoffReport)
+        report = msgspec.convert(doc, HandoffReport)
     except msgspec.ValidationError as e:
         raise PhaseprofError(f"not a PD handoff record: {e}", path=path) from None
+    return checked(report, path=path)
+
+
+#: Largest count or byte total taken from a record or a server's counters: 2^53, where a float stops holding
+#: every integer (a NIXL counter of 1e300 is no transfer; as an int it does not fit JSON's int64 either).
+MAX_COUNT = float(1 << 53)
+
+
+def transfer_problem(t: NixlTransfer) -> str | None:
+    """Why a NIXL transfer's numbers cannot be facts (a counter went down between two readings: the server
+    restarted or reset its metrics; or a value is not a finite amount in range), or None when they can."""
+    values = {k: getattr(t, k) for k in t.__struct_fields__}
+    if any(not math.isfinite(v) or abs(v) > MAX_COUNT for v in values.values()):
+        return "a NIXL counter out of range"
+    down = [k for k, v in values.items() if v < 0]
+    if down:
+        return (f"the decode server's NIXL counters went down ({', '.join(down)}): a server restart or a counter "
+                "reset, not a transfer")
+    return None
+
+
+def _negative(obj: Any, where: str) -> str | None:
+    """The first number under ``obj`` (a Struct, list, or number) that is negative or not finite, as
+    ``where.field = value``; None when every one is a quantity."""
+    if isinstance(obj, bool) or obj is None or isinstance(obj, str):
+        return None
+    if isinstance(obj, (int, float)):
+        return None if math.isfinite(obj) and 0 <= obj <= MAX_COUNT * 1e3 else f"{where} = {obj!r}"
+    if isinstance(obj, list):
+        return next((b for i, x in enumerate(obj) if (b := _negative(x, f"{where}[{i}]"))), None)
+    fields = getattr(type(obj), "__struct_fields__", ())
+    return next((b for f in fields if (b := _negative(getattr(obj, f), f"{where}.{f}" if where else f))), None)
+
+
+def checked(r: HandoffReport, *, path: Path | None = None) -> HandoffReport:
+    """``r`` with its numbers known to be quantities. A request's NIXL transfer that is no fact (counters that
+    went down, a value out of range: :func:`transfer_problem`) is dropped with a note, and so are the medians and
+    ratios built from such transfers; any other negative or non-finite number (a time, a token count, the model)
+    is one PhaseprofError naming the file and the field."""
+    notes = list(r.notes)
+    requests = []
+    for q in r.requests:
+        why = transfer_problem(q.nixl) if q.nixl is not None else None
+        if why:
+            notes.append(f"request {q.index}: {why}; its transfer is not shown")
+            q = msgspec.structs.replace(q, nixl=None)
+        requests.append(q)
+    m = r.median
+    if any(v is not None and not 0 <= v <= MAX_COUNT for v in (m.xfer_ms, m.bytes, m.descriptors)):
+        notes.append("the median NIXL transfer is no fact (a counter went down or out of range): not shown, nor "
+                     "its ratios to the model")
+        m = msgspec.structs.replace(m, xfer_ms=None, bytes=None, descriptors=None)
+    ratios = {k: getattr(r, k) for k in ("bytes_ratio", "time_ratio")}
+    for k, v in ratios.items():
+        if v is not None and (m.xfer_ms is None or not (math.isfinite(v) and v >= 0)):
+            ratios[k] = None
+            if m.xfer_ms is not None:
+                notes.append(f"{k} is negative: no ratio of two amounts, not shown")
+    out = msgspec.structs.replace(r, requests=requests, median=m, notes=notes, **ratios)
+    bad = _negative(msgspec.structs.replace(out, notes=[]), "")
+    if bad:
+        raise PhaseprofError(f"not a PD handoff record: {bad} (times, sizes and counts are never negative)",
+                             path=path)
+    return out
 
 
 def handoff_schema() -> dict[str, Any]:

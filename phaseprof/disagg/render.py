@@ -6,14 +6,15 @@ from rich.console import Console
 from rich.table import Table
 
 from phaseprof.disagg.records import HandoffReport, ProfiledTimeline
+from phaseprof.safe_text import deep, plain
 
 
 def _ms(v: float | None) -> str:
-    return "-" if v is None else f"{v:.2f}"
+    return "-" if v is None else f"{v + 0.0:.2f}"  # + 0.0: -0.0 prints as 0.00
 
 
 def _mb(v: float | None) -> str:
-    return "-" if v is None else f"{v / 1e6:.1f}"
+    return "-" if v is None else f"{v / 1e6 + 0.0:.1f}"
 
 
 def _ratio(v: float | None) -> str:
@@ -23,7 +24,10 @@ def _ratio(v: float | None) -> str:
 
 
 def summary_lines(r: HandoffReport) -> list[str]:
-    """The medians and the model, one fact per line (each within 80 columns for the usual names)."""
+    """The medians and the model, one fact per line (each within 80 columns for the usual names). The run's own
+    strings (model, connector, link, notes: a server's answers) come out without control characters or line
+    breaks (``safe_text.plain``); a markdown view fences them (``safe_text.code_block``)."""
+    r = deep(r, plain)
     m = r.median
     lines = [f"PD run of {r.model}, {r.connector or 'connector not reported'}: {r.prompt_tokens} prompt + "
              f"{r.output_tokens} output tokens"]
@@ -50,7 +54,7 @@ def summary_lines(r: HandoffReport) -> list[str]:
 def timeline_lines(t: ProfiledTimeline | None, note: str | None) -> list[str]:
     """The profiled request's TTFT laid out over both traces and the connector."""
     if t is None:
-        return [f"profiled request: no timeline ({note})"] if note else []
+        return [f"profiled request: no timeline ({plain(note)})"] if note else []
     tokens = "" if t.decode_first_step_tokens is None else f", {t.decode_first_step_tokens} token(s)"
     return [f"profiled request #{t.request} (under the profiler): TTFT {_ms(t.ttft_ms)} ms =",
             f"  prefill server, {t.prefill_steps} step(s)  {_ms(t.prefill_step_ms):>9} ms  (GPU busy "

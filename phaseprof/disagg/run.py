@@ -29,16 +29,35 @@ class PdRun:
     timeline_note: str | None
 
 
-def _breakdown(directory: Path, rel: str | None, err: str | None) -> tuple[Any, str | None]:
+def run_file(directory: Path, rel: str, what: str) -> Path:
+    """``directory / rel`` for a path a PD run's run.json names (``what``: the field), confined to the run
+    directory: a relative path without ``..`` whose target, links followed, lies inside it. Anything else (an
+    absolute path, ``../../etc/passwd``, a link leading out) is one PhaseprofError naming run.json and the path,
+    before anything is opened."""
+    from phaseprof.safe_text import plain  # noqa: PLC0415
+
+    p = Path(rel)
+    shown = plain(rel)[:200]
+    if not rel or p.is_absolute() or ".." in p.parts or "\0" in rel:
+        raise PhaseprofError(f"{what} {shown!r} is not a path inside the run directory", path=directory / "run.json")
+    path = directory / p
+    root = directory.resolve()
+    try:
+        inside = path.resolve().is_relative_to(root) and path.resolve() != root
+    except (OSError, RuntimeError):  # a link loop
+        inside = False
+    if not inside:
+        raise PhaseprofError(f"{what} {shown!r} leads out of the run directory", path=directory / "run.json")
+    return path
+
+
+def _breakdown(directory: Path, rel: str | None, err: str | None, what: str) -> tuple[Any, str | None]:
     from phaseprof.report.json_io import load_breakdown  # noqa: PLC0415
 
     if rel is None:
         return None, err or "no breakdown was written"
-    path = directory / rel
-    if path.resolve().parent.parent != directory.resolve():  # prefill/breakdown.json, nothing outside the run
-        return None, f"{rel}: not a file of this run directory"
     try:
-        return load_breakdown(path), None
+        return load_breakdown(run_file(directory, rel, what)), None
     except PhaseprofError as e:
         return None, str(e)
 
@@ -58,11 +77,14 @@ def timeline(h: HandoffReport, prefill: Any, decode: Any) -> tuple[ProfiledTimel
     p_ms = sum(s.wall_us for s in p_steps) / 1e3
     xfer = r.nixl.xfer_ms if r.nixl is not None and r.nixl.transfers else None
     d_ms = first.wall_us / 1e3
+    other = r.ttft_ms - p_ms - (xfer or 0.0) - d_ms
+    if other < 0:  # the parts are not of this request's TTFT (another run's traces, a clock that jumped)
+        return None, (f"the traced parts ({r.ttft_ms - other:.2f} ms) exceed the request's measured TTFT "
+                      f"({r.ttft_ms:.2f} ms): not laid out")
     return ProfiledTimeline(request=r.index, ttft_ms=r.ttft_ms, prefill_step_ms=p_ms,
                             prefill_gpu_ms=sum(s.gpu_busy_us for s in p_steps) / 1e3, prefill_steps=len(p_steps),
                             xfer_ms=xfer, decode_first_step_ms=d_ms, decode_first_gpu_ms=first.gpu_busy_us / 1e3,
-                            decode_first_step_tokens=first.context_tokens,
-                            other_ms=r.ttft_ms - p_ms - (xfer or 0.0) - d_ms), None
+                            decode_first_step_tokens=first.context_tokens, other_ms=other), None
 
 
 def read_pd_run(directory: Path, record: RunRecord | None = None) -> PdRun:
@@ -73,11 +95,11 @@ def read_pd_run(directory: Path, record: RunRecord | None = None) -> PdRun:
     if rec.kind != "pd" or rec.disagg is None:
         raise PhaseprofError("not a disaggregated (PD) run: run.json has no kind 'pd' and disagg section",
                              path=directory / "run.json")
-    h = read_handoff(directory / (rec.disagg.handoff or "handoff.json"))
+    h = read_handoff(run_file(directory, rec.disagg.handoff or "handoff.json", "disagg.handoff"))
     errors: dict[str, str] = {}
     sides = {}
     for name, side in (("prefill", rec.disagg.prefill), ("decode", rec.disagg.decode)):
-        bd, err = _breakdown(directory, side.breakdown, side.breakdown_error)
+        bd, err = _breakdown(directory, side.breakdown, side.breakdown_error, f"disagg.{name}.breakdown")
         sides[name] = bd
         if err:
             errors[name] = err

@@ -71,7 +71,9 @@ def memory(
     )
     plan = build_memory_plan(inputs)
     if output_format is OutputFormat.JSON:
-        typer.echo(plan_to_json(plan))
+        from phaseprof.safe_text import json_inert  # noqa: PLC0415
+
+        typer.echo(json_inert(plan_to_json(plan)))
     else:
         render_plan(for_terminal(plan), Console(width=160))
 

@@ -11,6 +11,7 @@ import typer
 from rich.console import Console
 
 from phaseprof.io import atomic_write_bytes
+from phaseprof.safe_text import json_inert
 
 
 class OutputFormat(StrEnum):
@@ -41,9 +42,11 @@ def pareto(
     """Pareto frontier of decode sweeps: tokens/s per GPU vs tokens/s per user, which configuration wins
     where, each point's profiled breakdown, capacity wall and speed-of-light floor."""
     from phaseprof.pareto.build import build_report, match_profiled, read_sweeps  # noqa: PLC0415
-    from phaseprof.pareto.disagg import add_disagg  # noqa: PLC0415
+    from phaseprof.pareto.disagg import add_disagg, check_max_instances  # noqa: PLC0415
     from phaseprof.pareto.render import print_report, report_markdown  # noqa: PLC0415
 
+    if disagg is not None:
+        check_max_instances(max_instances)
     read, labels = read_sweeps(sweeps)
     report = build_report(read, labels, sweeps, ceilings=ceilings, profiled=match_profiled(read, profiled))
     if disagg is not None:
@@ -54,7 +57,7 @@ def pareto(
         if out is not None:
             atomic_write_bytes(out, console.export_text().encode())
         return
-    text = (msgspec.json.format(msgspec.json.encode(report), indent=2).decode() + "\n"
+    text = (json_inert(msgspec.json.format(msgspec.json.encode(report), indent=2).decode()) + "\n"
             if output_format is OutputFormat.JSON else report_markdown(report))
     if out is not None:
         atomic_write_bytes(out, text.encode())

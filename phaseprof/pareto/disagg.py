@@ -10,6 +10,7 @@ parallel, one link each). Throughput: ``DisaggPoint``'s docstring."""
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -17,9 +18,22 @@ import msgspec
 
 from phaseprof.errors import PhaseprofError
 from phaseprof.memory.kv_plan import KvLayout, request_cost
-from phaseprof.pareto.build import Sweep, frontier_indices, sweep_layout, sweep_record
+from phaseprof.pareto.build import MAX_COUNT, MAX_RATE, Sweep, frontier_indices, sweep_layout, sweep_record
 from phaseprof.pareto.records import DisaggPoint, Handoff, ParetoReport
 from phaseprof.sol.links import Link, link_by_name
+
+
+#: Instances per side ``--max-instances`` may ask for (a rack's worth of GPUs per side).
+MAX_INSTANCES = 64
+#: Modelled x·P + y·D points one report may hold (each is a row of the JSON output: 200,000 are ~110 MB of JSON,
+#: ~2 s).
+MAX_MODELLED_POINTS = 200_000
+
+
+def check_max_instances(max_instances: int) -> None:
+    """--max-instances is from 1 to ``MAX_INSTANCES`` (checked before any sweep is read)."""
+    if not 1 <= max_instances <= MAX_INSTANCES:
+        raise PhaseprofError(f"--max-instances must be from 1 to {MAX_INSTANCES}, got {str(max_instances)[:20]}")
 
 
 def handoff(layout: KvLayout, prompt_tokens: int, link: Link) -> Handoff:
@@ -44,8 +58,14 @@ def _prefill_ttft_ms(path: str | Path, prompt_tokens: int) -> tuple[float, int]:
                           wrong_phase="--disagg takes a prefill sweep (phaseprof sweep --phase prefill)")
     for point in rec.points:
         if point.prompt_tokens == prompt_tokens and point.ttft is not None:
-            world = int(rec.engine.world_size or 1)
-            return point.ttft.median_ms, world
+            world = rec.engine.world_size or 1
+            ttft = point.ttft.median_ms
+            if not (isinstance(ttft, (int, float)) and math.isfinite(ttft) and 0 < ttft <= MAX_RATE):
+                raise PhaseprofError(f"--disagg: the {prompt_tokens}-token point's TTFT median {str(ttft)[:40]} "
+                                     "ms is not a time (more than 0)", path=f)
+            if not 1 <= world <= MAX_COUNT:
+                raise PhaseprofError(f"--disagg: engine world_size {world} is not a number of GPUs", path=f)
+            return float(ttft), int(world)
     have = ", ".join(str(x.prompt_tokens) for x in rec.points)
     raise PhaseprofError(f"--disagg: the prefill sweep has no {prompt_tokens}-token point (the decode sweeps' "
                          f"prompt length; it has {have})", path=f)
@@ -54,8 +74,12 @@ def _prefill_ttft_ms(path: str | Path, prompt_tokens: int) -> tuple[float, int]:
 def add_disagg(report: ParetoReport, sweeps: Sequence[Sweep], labels: Sequence[str], *, prefill: str | Path,
                link: str, max_instances: int) -> ParetoReport:
     """``report`` with the modelled x·P + y·D points of every decode sweep and their frontier."""
-    if max_instances < 1:
-        raise PhaseprofError(f"--max-instances must be at least 1, got {max_instances}")
+    check_max_instances(max_instances)
+    modelled = sum(len(s.metrics) for s in sweeps) * max_instances ** 2
+    if modelled > MAX_MODELLED_POINTS:
+        raise PhaseprofError(f"--disagg: {sum(len(s.metrics) for s in sweeps):,} decode points x "
+                             f"{max_instances}x{max_instances} instance pairs = {modelled:,} modelled points, over "
+                             f"the limit of {MAX_MODELLED_POINTS:,}: give a lower --max-instances")
     ln = link_by_name(link)
     lengths = {s.metrics[0].prompt_tokens for s in sweeps}
     if len(lengths) != 1:
@@ -65,7 +89,10 @@ def add_disagg(report: ParetoReport, sweeps: Sequence[Sweep], labels: Sequence[s
     layout, why = sweep_layout(sweeps[0].record)
     if layout is None:
         return msgspec.structs.replace(report, disagg_note=f"no handoff model: {why}")
-    h = handoff(layout, isl, ln)
+    try:
+        h = handoff(layout, isl, ln)
+    except (ValueError, ZeroDivisionError, OverflowError) as e:  # a layout of a hostile model config
+        return msgspec.structs.replace(report, disagg_note=f"no handoff model: {str(e)[:200] or type(e).__name__}")
     bd = {(p.config, p.concurrency): p.breakdown for p in report.points}
     out: list[DisaggPoint] = []
     for s, label in zip(sweeps, labels):

@@ -11,6 +11,10 @@ from phaseprof.pareto.records import ParetoPoint, ParetoReport
 from phaseprof.safe_text import markdown, terminal
 
 
+#: Rows a terminal table shows at most (a 20,000-point sweep is not read row by row; rich takes ~1 ms a row).
+MAX_TABLE_ROWS = 500
+
+
 def _f(v: float | None, fmt: str = ",.1f") -> str:
     return "-" if v is None else format(v, fmt)
 
@@ -49,11 +53,17 @@ def print_report(report: ParetoReport, console: Console) -> None:
               padding=(0, 1))
     for col in ("", "id", "c", "tok/s/GPU", "tok/s/user", "TPOT ms", "TTFT ms", "%SOL", "wall", "prof"):
         t.add_column(col, justify="left" if col in ("", "id", "wall", "prof") else "right", no_wrap=True)
-    for p in sorted(report.points, key=lambda p: (ids[p.config], p.concurrency)):
+    # frontier points first, at most MAX_TABLE_ROWS rows, in (config, concurrency) order
+    shown = sorted(report.points, key=lambda p: ((p.config, p.concurrency) not in front, ids[p.config],
+                                                  p.concurrency))[:MAX_TABLE_ROWS]
+    for p in sorted(shown, key=lambda p: (ids[p.config], p.concurrency)):
         t.add_row("*" if (p.config, p.concurrency) in front else "", ids[p.config], str(p.concurrency),
                   _f(p.tps_per_gpu), _f(p.tps_per_user), _f(p.tpot_p50_ms, ",.2f"), _f(p.ttft_p50_ms, ",.0f"),
                   _sol(p), "over" if p.over_capacity else "", "yes" if p.breakdown else "")
     console.print(t)
+    if len(report.points) > len(shown):
+        console.print(f"[dim]{len(report.points) - len(shown):,} more points not shown (a table of "
+                      f"{MAX_TABLE_ROWS} rows at most; all of them: --format json or markdown)[/]")
     for p in report.points:
         if p.breakdown:
             console.print(f"profile {ids[p.config]} c={p.concurrency}: {terminal(p.breakdown)}", soft_wrap=True)
@@ -68,11 +78,14 @@ def print_report(report: ParetoReport, console: Console) -> None:
                   title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1))
         for col in ("id", "xP+yD", "GPUs", "D conc.", "tok/s/GPU", "tok/s/user", "TTFT ms", "bound"):
             t.add_column(col, justify="left" if col in ("id", "bound") else "right", no_wrap=True)
-        for d in report.disagg_frontier:
+        for d in report.disagg_frontier[:MAX_TABLE_ROWS]:
             t.add_row(ids.get(d.config, terminal(d.config)), f"{d.prefill_instances}P+{d.decode_instances}D",
                       str(d.prefill_gpus + d.decode_gpus), str(d.decode_concurrency), _f(d.tps_per_gpu),
                       _f(d.tps_per_user), _f(d.ttft_ms, ".2f"), d.bound)
         console.print(t)
+        if len(report.disagg_frontier) > MAX_TABLE_ROWS:
+            console.print(f"[dim]{len(report.disagg_frontier) - MAX_TABLE_ROWS:,} more frontier points not shown "
+                          "(--format json or markdown)[/]")
 
 
 def report_markdown(report: ParetoReport) -> str:

@@ -110,6 +110,10 @@ def run(traces: list[Path], json_out: Path | None = None, fmt: OutputFormat = Ou
     step_range = _step_range(steps, traces, ray)
     _console = _Consoles()
     protect_inputs(*traces, *rules, graph_reference, model_config, ceilings)  # never overwritten by --json
+    if ceilings is not None and ceilings != "spec":  # a bad file is refused whether or not a floor needs it
+        from phaseprof.sol.ceilings import load_measured  # noqa: PLC0415
+
+        load_measured(ceilings)
     if ray is not None:
         from phaseprof.scale.cli import analyze_on_ray
 
@@ -259,8 +263,10 @@ class _Consoles:
 def _print_json(documents: list[bytes], *, several: bool) -> None:
     """stdout's one JSON document: the only one as it is, or (several inputs) an array of them (docs/README)."""
     if documents:
-        _echo((documents[0] if len(documents) == 1 and not several else
-                    b"[\n" + b",\n".join(documents) + b"\n]").decode())
+        from phaseprof.safe_text import json_inert  # noqa: PLC0415
+
+        _echo(json_inert((documents[0] if len(documents) == 1 and not several else
+                          b"[\n" + b",\n".join(documents) + b"\n]").decode()))
 
 
 def _dest(json_out: Path, trace: Path, n_traces: int) -> Path:
@@ -353,12 +359,14 @@ def _pd_run(p: Path, record: Any, *, fmt: str, console: Callable[[], Console],
     """A disaggregated (PD) run (``record``: its run.json, read once): the handoff summary and the profiled
     request's timeline (``disagg.run``), then each engine's trace to analyse (or its stored breakdown when the
     trace was not kept)."""
-    from phaseprof.disagg.run import read_pd_run
+    from phaseprof.disagg.run import read_pd_run, run_file
 
     run = read_pd_run(p, record)
     if fmt == "json":
-        if documents is not None:
-            documents.append((p / (run.record.disagg.handoff or "handoff.json")).read_bytes())
+        if documents is not None:  # the record as read and checked (typed, notes added), not the file's bytes again
+            import orjson  # noqa: PLC0415
+
+            documents.append(orjson.dumps(run.handoff.to_dict(), option=orjson.OPT_INDENT_2))
         return []
     from phaseprof.disagg.render import requests_table, summary_lines, timeline_lines
 
@@ -368,15 +376,16 @@ def _pd_run(p: Path, record: Any, *, fmt: str, console: Callable[[], Console],
             console().print(line, markup=False, highlight=False)
         console().print(requests_table(run.handoff))
     else:
-        _echo("\n".join(lines))
+        from phaseprof.safe_text import code_block  # noqa: PLC0415
+
+        _echo(code_block("\n".join(lines)))  # verbatim and inert: the run's strings are someone else's
     traces: list[Path] = []
     for name, side in (("prefill", run.record.disagg.prefill), ("decode", run.record.disagg.decode)):
-        trace = p / side.trace if side.trace else None
-        if trace is not None and trace.is_file() and trace.resolve().parent.parent == p.resolve():
+        trace = run_file(p, side.trace, f"disagg.{name}.trace") if side.trace else None
+        if trace is not None and trace.is_file():
             traces.append(trace)
-        elif side.breakdown and (p / side.breakdown).is_file():
-            _print_stored(p / side.breakdown, fmt=fmt, console=console, documents=None,
-                          title=f"{name} engine ({side.breakdown})")
+        elif side.breakdown and (stored := run_file(p, side.breakdown, f"disagg.{name}.breakdown")).is_file():
+            _print_stored(stored, fmt=fmt, console=console, documents=None, title=f"{name} engine ({side.breakdown})")
     return traces
 
 

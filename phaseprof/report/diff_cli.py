@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.table import Table
 
 from phaseprof.errors import PhaseprofError
+from phaseprof.safe_text import json_inert
 from phaseprof.safe_text import for_markdown, for_terminal, terminal
 from phaseprof.report.diff import BreakdownDiff, BucketDelta, Delta
 from phaseprof.report.diff_markdown import (METRIC_LABELS, fmt_change, fmt_rel, fmt_value, diff_markdown,
@@ -139,8 +140,8 @@ def diff(
         proj = diff_view.projection_for(load_side(a, rules=list(rules) or None).breakdown, a, project_to,
                                         model_config)
         if fmt == DiffFormat.json:
-            typer.echo(orjson.dumps({"estimate": True, "projection": dataclasses.asdict(proj)},
-                                    option=orjson.OPT_INDENT_2).decode())
+            typer.echo(json_inert(orjson.dumps({"estimate": True, "projection": dataclasses.asdict(proj)},
+                                               option=orjson.OPT_INDENT_2).decode()))
         elif fmt == DiffFormat.markdown:
             typer.echo(diff_view.projection_markdown(proj), nl=False)
         else:
@@ -161,7 +162,7 @@ def diff(
     elif fmt == DiffFormat.markdown:
         typer.echo(diff_markdown(for_markdown(d), checks=checks) + diff_view.changes_markdown(sol_a, sol_b), nl=False)
     else:
-        typer.echo(diff_view.with_changes_json(diff_json(d, checks), sol_a, sol_b).decode())
+        typer.echo(json_inert(diff_view.with_changes_json(diff_json(d, checks), sol_a, sol_b).decode()))
     for c in checks:
         err.print(("[red]FAIL " if c.failed else "[green]ok   ") + describe(c) + "[/]", highlight=False,
                   soft_wrap=True)

@@ -42,7 +42,9 @@ def _emit(summary: RankSummary, *, fmt: str, json_out: Path | None, console: Con
     if fmt == "json" and documents is not None:
         documents.append(dumps(build_report(summary)))
     elif fmt == "json":
-        typer.echo(dumps(build_report(summary)).decode())
+        from phaseprof.safe_text import json_inert  # noqa: PLC0415
+
+        typer.echo(json_inert(dumps(build_report(summary)).decode()))
     elif fmt == "markdown":
         typer.echo(collectives_markdown(build_report(summary)))
     else:

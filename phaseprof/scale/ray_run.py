@@ -15,6 +15,7 @@ import functools
 import glob
 import hashlib
 import os
+import re
 import socket
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -83,8 +84,21 @@ def _check_reachable(address: str) -> None:
         raise EnvironmentProblem(f"cannot reach the Ray cluster at {address!r}: {e.strerror or e}") from None
 
 
+#: What ``--ray`` takes: ``auto``, ``local``, or HOST:PORT (``ray://HOST:PORT`` for a Ray client).
+_ADDRESS = re.compile(r"(?:auto|local|(?:ray://)?(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):\d{1,5})")
+
+
+def check_address(address: str) -> None:
+    """One PhaseprofError (exit 2) when ``address`` is no Ray address (checked before Ray is imported)."""
+    if not _ADDRESS.fullmatch(address) or (":" in address and not 1 <= int(address.rsplit(":", 1)[1]) <= 65535):
+        raise PhaseprofError(f"--ray {address[:80]!r}: expected 'auto', 'local' or HOST:PORT of a Ray cluster "
+                             "(ray://HOST:PORT for a Ray client)")
+
+
 def connect(address: str | None) -> None:
     """Join the cluster at ``address`` (``auto``: the one this machine belongs to), or start a local one."""
+    if address:
+        check_address(address)
     ray = _ray()
     if ray.is_initialized():
         return
@@ -92,8 +106,9 @@ def connect(address: str | None) -> None:
         _check_reachable(address)
     try:
         ray.init(address=address, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
-    except ConnectionError as e:
-        raise EnvironmentProblem(f"cannot reach the Ray cluster at {address!r}: {e}") from None
+    except (ConnectionError, ValueError, RuntimeError, TimeoutError) as e:  # Ray's own: one line, not its trace
+        first = (str(e).strip().splitlines() or [type(e).__name__])[0][:300]
+        raise EnvironmentProblem(f"cannot reach the Ray cluster at {address!r}: {first}") from None
 
 
 def pinned(node_id: str) -> Any:

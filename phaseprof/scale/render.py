@@ -4,9 +4,9 @@ here beyond unit conversion."""
 from __future__ import annotations
 
 from rich.console import Console
-from rich.markup import escape
 
 from phaseprof.render.fit import Col, print_fitted
+from phaseprof.safe_text import terminal
 from phaseprof.scale.expert_parallel import CombineTracking, ExpertParallelReport
 from phaseprof.scale.report import MultiRankReport
 
@@ -64,18 +64,18 @@ def print_expert_parallel(ep: ExpertParallelReport | None, console: Console) -> 
     if ep is None:
         return
     if not ep.found:
-        console.print(escape(f"expert parallel: {_ep_head(ep)}"))
+        console.print(terminal(f"expert parallel: {_ep_head(ep)}"))
     else:
-        console.print(escape(_ep_head(ep)))
+        console.print(terminal(_ep_head(ep)))
         print_fitted(console, "per step and rank (ms)", [Col(h) for h in _EP_COLS], _ep_rows(ep), keys=2)
         console.print("[dim]MoE = the rank's MoE kernels (kernel view); d./c. = EP dispatch/combine; wait = "
                       "inside the collective before the last rank arrived, xfer = the rest; max = most MoE "
                       "compute in the step[/]")
         if ep.tracking is not None:
             for line in _tracking_lines(ep.tracking):
-                console.print(escape(line))
+                console.print(terminal(line))
     for n in ep.notes:
-        console.print(f"[dim]{escape(n)}[/]")
+        console.print(f"[dim]{terminal(n)}[/]")
 
 
 _RANK_COLS = ("rank", "waited ms", "transfer ms", "late ×", "late by ms", "why late")
@@ -87,13 +87,13 @@ def print_collectives(report: MultiRankReport, console: Console) -> None:
     if c is None:
         return
     ranks, steps = _rows(report)
-    families = ", ".join(f"{escape(k)} {v}" for k, v in sorted(c.instances_by_family.items()))
+    families = ", ".join(f"{terminal(k)} {v}" for k, v in sorted(c.instances_by_family.items()))
     print_fitted(console, f"collectives: {c.matched_instances} matched instances ({families})",
                  [Col(h, "left" if h == "why late" else "right") for h in _RANK_COLS], ranks)
     print_fitted(console, "per step: the rank the others waited for, and what it was doing (ms)",
                  [Col(h) for h in _STEP_COLS], steps)
     console.print("[dim]waited = inside a collective kernel before the last rank arrived; transfer = the rest. "
-                  f"{escape(c.clock)}[/]")
+                  f"{terminal(c.clock)}[/]")
     print_expert_parallel(c.expert_parallel, console)
 
 

@@ -16,6 +16,7 @@ import orjson
 
 from phaseprof.classify.rules import check_keys
 from phaseprof.errors import PhaseprofError
+from phaseprof.io import read_regular
 from phaseprof.gpu_names import CATALOGUE_PATH, gpu_key, read_catalogue
 
 SPEC_PATH = CATALOGUE_PATH
@@ -203,12 +204,16 @@ def validate_measured(doc: Any, *, path: str | Path | None = None) -> dict[str, 
     return doc
 
 
+#: A measured ceilings file is a few hundred bytes; far bigger is none.
+MAX_MEASURED_BYTES = 1 << 20
+
+
 def load_measured(path: str | Path) -> dict[str, Any]:
+    """A measured ceilings file (``phaseprof ceilings --out``), read as a regular file of at most
+    ``MAX_MEASURED_BYTES`` (a FIFO or /dev/zero is one line) and checked (:func:`validate_measured`)."""
     p = Path(path)
     try:
-        doc = orjson.loads(p.read_bytes())
-    except FileNotFoundError:
-        raise PhaseprofError("no such file", path=p) from None
+        doc = orjson.loads(read_regular(p, what="a measured ceilings JSON", max_bytes=MAX_MEASURED_BYTES))
     except orjson.JSONDecodeError as e:
         raise PhaseprofError(f"not valid JSON ({e})", path=p) from None
     return validate_measured(doc, path=p)

@@ -10,11 +10,11 @@ import orjson
 import typer
 from rich import box
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
 from phaseprof.errors import EnvironmentProblem, PhaseprofError
 from phaseprof.io import atomic_write_bytes
+from phaseprof.safe_text import terminal
 from phaseprof.sol.ceilings import Ceiling, load_measured, load_spec, measured_ceiling, spec_by_name, validate_measured
 
 
@@ -30,7 +30,7 @@ def ceilings_table(rows: list[Ceiling], title: str) -> Table:
         t.add_column(col, justify="left" if col in ("GPU", "kind") else "right", no_wrap=True)
     spec: dict[str, Ceiling] = {}
     for c in rows:
-        t.add_row(escape(c.gpu), c.kind, _num(c.bf16_tflops), _num(c.fp8_tflops), _num(c.fp4_tflops),
+        t.add_row(terminal(c.gpu), terminal(c.kind), _num(c.bf16_tflops), _num(c.fp8_tflops), _num(c.fp4_tflops),
                   _num(c.hbm_tbps, ".2f"), f"{c.ridge('bf16'):.0f}")
         if c.kind == "spec":
             spec[c.gpu] = c
@@ -95,7 +95,7 @@ def ceilings(
             rows += [m for m in mine if _spec_of(m) is None]
         console.print(ceilings_table(rows, "GPU ceilings"))
         for c in rows if gpu else []:
-            console.print(f"[dim]{c.kind} source: {escape(c.source)}[/]")
+            console.print(f"[dim]{terminal(c.kind)} source: {terminal(c.source)}[/]")
         return
     if measured or gpu:
         raise PhaseprofError("GPU and --measured go with --show; to measure, run `phaseprof ceilings --out FILE`")
@@ -103,10 +103,10 @@ def ceilings(
         doc = _measure(device, quick)
     if out is not None:
         atomic_write_bytes(out, orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n")
-        console.print(f"[dim]wrote {escape(str(out))}[/]")
+        console.print(f"[dim]wrote {terminal(str(out))}[/]")
     got = measured_ceiling(doc)
     rows = [r for r in (_spec_of(got),) if r is not None] + [got]
-    console.print(ceilings_table(rows, f"ceilings of {doc['gpu_name']}"))
+    console.print(ceilings_table(rows, f"ceilings of {terminal(str(doc['gpu_name']))}"))
 
 
 def register(app: typer.Typer) -> None:

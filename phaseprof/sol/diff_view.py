@@ -10,11 +10,11 @@ import orjson
 
 from rich import box
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
 from phaseprof.analysis.results import Breakdown
 from phaseprof.routing import read_routing
+from phaseprof.safe_text import terminal
 from phaseprof.sol.attach import attach_sol, find_model, run_dir_of, run_record_of
 from phaseprof.sol.ceilings import spec_by_name
 from phaseprof.sol.project import BucketChange, Projection, explain, project, sentence
@@ -54,7 +54,7 @@ def print_changes(a: Breakdown, b: Breakdown, console: Console) -> None:
     if rows:
         console.print(changes_table(rows, a, b))
         for c in rows[:3]:
-            console.print(escape(sentence(c)))
+            console.print(terminal(sentence(c)))
 
 
 def with_changes_json(doc: bytes, a: Breakdown, b: Breakdown) -> bytes:
@@ -110,7 +110,7 @@ def projection_table(p: Projection) -> Table:
 def print_projection(p: Projection, console: Console) -> None:
     console.print(projection_table(p))
     for ph, ms in p.projected_busy_ms.items():
-        console.print(f"{ph}: GPU busy {p.busy_ms[ph]:,.2f} ms/step measured on {escape(p.source_gpu)} -> "
+        console.print(f"{ph}: GPU busy {p.busy_ms[ph]:,.2f} ms/step measured on {terminal(p.source_gpu)} -> "
                       f"{ms:,.2f} ms/step on {p.target.gpu} ({ESTIMATE})")
 
 

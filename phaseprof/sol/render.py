@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from rich import box
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
 from phaseprof.render.fit import Col, print_fitted
+from phaseprof.safe_text import terminal
 from phaseprof.sol.results import SolBucket, SolPhase, SolSection
 
 
@@ -122,7 +122,7 @@ def print_moe_layers(s: SolSection, console: Console) -> None:
 def print_shape_check(check, why: str, console: Console) -> None:  # noqa: ANN001
     """The model's GEMM FLOPs beside the FLOPs of the shapes the trace recorded."""
     if check is None:
-        console.print(f"[dim]shape cross-check: {escape(why)}[/]")
+        console.print(f"[dim]shape cross-check: {terminal(why)}[/]")
         return
     t = Table(title=f"GEMM FLOPs: recorded shapes vs work model ({check.steps} step(s))", title_justify="left",
               box=box.SIMPLE_HEAD, pad_edge=False)

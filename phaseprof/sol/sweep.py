@@ -10,11 +10,11 @@ from pathlib import Path
 
 from rich import box
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
 from phaseprof.errors import PhaseprofError
 from phaseprof.records import SweepRecord
+from phaseprof.safe_text import terminal
 from phaseprof.sol.ceilings import Ceiling, ceiling_for
 from phaseprof.sol.model import SolModel
 from phaseprof.sol.work import StepTokens, step_work
@@ -65,7 +65,7 @@ def print_sweep_sol(rec: SweepRecord, console: Console, *, model_config: str | N
     ceiling, warn = ceiling_for(gpu, measured=None if ceilings is None or str(ceilings) == SPEC else ceilings)
     if model is None or ceiling is None:
         why = "needs --model-config" if model is None else f"no ceilings for {gpu}"
-        console.print(f"[dim]speed of light: {escape(why)}[/]")
+        console.print(f"[dim]speed of light: {terminal(why)}[/]")
         return
     prefill = rec.phase == "prefill"
     t = Table(title=f"speed of light vs measured {'TTFT' if prefill else 'TPOT'}", title_justify="left",
@@ -76,5 +76,5 @@ def print_sweep_sol(rec: SweepRecord, console: Console, *, model_config: str | N
         t.add_row(str(f.x), f"{f.floor_ms:,.2f}", f"{f.measured_ms:,.2f}", f"{f.pct_of_light:.0f}")
     t.caption = f"model {model.name} ({where})" + (f"; {warn}" if warn else "")
     console.print(t)
-    console.print(f"[dim]ceilings: {escape(ceiling.label)}, {escape(ceiling.source)}[/]")
+    console.print(f"[dim]ceilings: {terminal(ceiling.label)}, {terminal(ceiling.source)}[/]")
 

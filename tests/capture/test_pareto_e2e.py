@@ -15,10 +15,10 @@ import jsonschema
 import pytest
 
 from phaseprof.cli import main
-from phaseprof.pareto.build import dominates
 from phaseprof.pareto.records import PARETO_SCHEMA_PATH
 from phaseprof.trace.markers import parse_step_marker
 from tests.capture._vllm import skip_without_vllm
+from tests.pareto.dominance import dominates
 
 pytestmark = pytest.mark.vllm
 SWEEP = ["sweep", "--model", "tiny-hybrid", "--phase", "decode", "--tokens", "16", "--output-tokens", "4",

@@ -14,8 +14,9 @@ import pytest
 
 from phaseprof.cli import main
 from phaseprof.errors import PhaseprofError
-from phaseprof.pareto.build import dominates, match_profiled, read_sweeps
+from phaseprof.pareto.build import match_profiled, read_sweeps
 from phaseprof.pareto.records import PARETO_SCHEMA_PATH
+from tests.pareto.dominance import dominates
 
 SERVING = Path(__file__).resolve().parents[2] / "traces/h200/serving"
 CEILINGS = SERVING.parent / "ceilings/h200-measured.json"

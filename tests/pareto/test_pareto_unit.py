@@ -10,8 +10,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from phaseprof.capture.shared.serving import RequestTimes, serving_metrics
-from phaseprof.pareto.build import dominates, frontier_indices
+from phaseprof.pareto.build import frontier_indices
 from phaseprof.pareto.records import PARETO_SCHEMA_PATH, pareto_schema
+from tests.pareto.dominance import dominates
 
 
 def test_frontier_of_a_small_set() -> None:

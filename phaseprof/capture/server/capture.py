@@ -13,10 +13,11 @@ there (``capture/server/ray_nodes.py``): ``ranks/`` holds this node's only, plus
 from __future__ import annotations
 
 import dataclasses
-import gzip
+import os
 import shutil
 import tempfile
 import time
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -61,6 +62,7 @@ from phaseprof.capture.shared.timing import PhaseTiming
 from phaseprof.capture.shared.trace_file import DEFAULT_MAX_TRACE_BYTES, finalize_trace
 from phaseprof.errors import PhaseprofError
 from phaseprof.records import ModelInfo, RunRecord, ServerRecord
+from phaseprof.trace.limits import MAX_WHOLE_DOCUMENT_BYTES, inflate, open_trace
 
 #: Requests one capture may send in all (warm-up + reps + profiled rounds, times concurrency).
 MAX_REQUESTS = 1000
@@ -109,13 +111,35 @@ def _profiled_metric_ms(phase: Phase, rnd: list[StreamedRequest]) -> float | Non
     return ok[len(ok) // 2] * 1e3 if ok else None
 
 
-def _plain_trace(src: Path, work: Path) -> Path:
-    """finalize_trace reads plain JSON: gunzip vLLM's ``.json.gz`` into the work directory."""
-    if not src.name.endswith(".gz"):
-        return src
-    dest = work / src.name.removesuffix(".gz")
-    with gzip.open(src, "rb") as f, dest.open("wb") as g:
-        shutil.copyfileobj(f, g, 1 << 20)
+#: The most of a server's trace read, decompressed: ``finalize_trace`` holds the whole document in memory (a few
+#: times its size), so past the analyser's whole-document bound the trace is refused, not read (a 4 GB trace,
+#: a gzip bomb). The largest public vLLM trace inflates to 55 MB.
+MAX_SERVER_TRACE_BYTES = MAX_WHOLE_DOCUMENT_BYTES
+
+
+def _plain_trace(src: Path, work: Path, *, limit: int | None = None) -> Path:
+    """finalize_trace reads plain JSON: gunzip vLLM's ``.json.gz`` into the work directory, at most ``limit``
+    bytes of it (every gzip member, as ``gzip -dc``); a regular file only. One PhaseprofError naming the file
+    when it is bigger or not a trace file at all."""
+    limit = MAX_SERVER_TRACE_BYTES if limit is None else limit
+    with open_trace(src) as f:  # regular file, opened without blocking
+        size = os.fstat(f.fileno()).st_size
+        too_big = f"over {limit >> 20} MB decompressed: a server trace that large is not read (memory)"
+        if not src.name.endswith(".gz"):
+            if size > limit:
+                raise PhaseprofError(too_big, path=src)
+            return src
+        dest = work / src.name.removesuffix(".gz")
+        written = 0
+        try:
+            with dest.open("wb") as g:
+                for piece in inflate(iter(lambda: f.read(1 << 20), b""), 1 << 20):
+                    written += len(piece)
+                    if written > limit:
+                        raise PhaseprofError(too_big, path=src)
+                    g.write(piece)
+        except (zlib.error, EOFError) as e:
+            raise PhaseprofError(f"not a complete gzip file ({e})", path=src) from None
     return dest
 
 
@@ -274,13 +298,17 @@ def write_rank_traces(tmp: Path, final: Path, rank_files: list[tuple[int, Path]]
     warnings: list[str] = []
     summary = None
     if len(rank_files) == 1:
-        with tempfile.TemporaryDirectory(prefix="phaseprof-raw-") as work:
-            trace = finalize_trace(_plain_trace(rank_files[0][1], Path(work)), tmp / "trace.json.gz",
-                                   metadata=metadata, max_bytes=max_trace_bytes)
-        bd, err = analyze_into(tmp / "trace.json.gz", tmp, final_trace=final / "trace.json.gz",
-                               model_config=model_config, quant=quant)
+        try:
+            with tempfile.TemporaryDirectory(prefix="phaseprof-raw-") as work:
+                trace = finalize_trace(_plain_trace(rank_files[0][1], Path(work)), tmp / "trace.json.gz",
+                                       metadata=metadata, max_bytes=max_trace_bytes)
+        except PhaseprofError as e:  # the trace is refused; the run directory keeps the timings and says why
+            bd, err, trace_doc = None, f"trace not kept: {e}", {"file": None, "refused": str(e)}
+        else:
+            bd, err = analyze_into(tmp / "trace.json.gz", tmp, final_trace=final / "trace.json.gz",
+                                   model_config=model_config, quant=quant)
+            trace_doc = trace.to_dict()
         breakdowns = {} if bd is None else {rank_files[0][0]: bd}
-        trace_doc: dict[str, Any] = trace.to_dict()
         traced = (bd.trace.distributed or {}).get("world_size") if bd is not None else None
         world = world_size or traced
     else:
@@ -305,7 +333,10 @@ def _analyze_ranks(rank_files: list[tuple[int, Path]], tmp: Path, final: Path) -
 
     ranks_dir = tmp / "ranks"
     ranks_dir.mkdir()
-    for _, p in rank_files:
+    for _, p in rank_files:  # a rank trace past the bound is not copied (a 4 GB file, a bomb's container)
+        if p.stat().st_size > MAX_SERVER_TRACE_BYTES:
+            return None, (f"analysis failed: {p.name}: over {MAX_SERVER_TRACE_BYTES >> 20} MB on disk: a server "
+                          "trace that large is not read (memory)")
         shutil.copy2(p, ranks_dir / p.name)
     try:
         summary = in_final_place(analyze_ranks(find_trace_files(ranks_dir)), tmp, final)

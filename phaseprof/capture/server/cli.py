@@ -57,12 +57,24 @@ def server_argv(argv: list[str], *, phase: Phase) -> list[str]:
     return out
 
 
+#: The largest --max-trace-mb taken (the output's gzipped size limit; a committed trace is 5 MB).
+MAX_TRACE_MB = 4096.0
+
+
+def _trace_limit(max_trace_mb: float | None) -> dict[str, int]:
+    """``--max-trace-mb`` as the ``max_trace_bytes`` of a capture request (none given: the default)."""
+    if max_trace_mb is not None and not 0 < max_trace_mb <= MAX_TRACE_MB:  # also NaN and inf
+        raise PhaseprofError(f"--max-trace-mb must be more than 0 and at most {MAX_TRACE_MB:g}, got {max_trace_mb}")
+    return {} if max_trace_mb is None else {"max_trace_bytes": int(max_trace_mb * 1024 * 1024)}
+
+
 def capture_server(capture: CaptureOptions, *, server: str, trace_dir: Path | None, concurrency: int,
                    timeout_s: float, console: Console, argv: list[str], ray: str | None = None,
-                   trace_wait_s: float = 120.0) -> None:
+                   trace_wait_s: float = 120.0, max_trace_mb: float | None = None) -> None:
     """``phaseprof capture --server``: check, time, profile, collect, analyse, print. ``capture``: the same
     options an in-process capture takes (``CaptureOptions.of``); ``ray``: a Ray cluster's address, to collect
-    from every node of it."""
+    from every node of it; ``max_trace_mb``: --max-trace-mb, the size limit of the trace.json.gz written (the
+    server's trace itself is read only up to ``capture.MAX_SERVER_TRACE_BYTES`` decompressed)."""
     from phaseprof.capture.server.capture import ServerCapture, ServerTarget, capture_from_server  # noqa: PLC0415
     from phaseprof.capture.shared.result import print_headline  # noqa: PLC0415
 
@@ -76,8 +88,9 @@ def capture_server(capture: CaptureOptions, *, server: str, trace_dir: Path | No
     check_request_timeout(timeout_s)
     if not trace_wait_s > 0:  # also NaN
         raise PhaseprofError(f"--trace-wait must be more than 0 seconds, got {trace_wait_s}")
+    limit = _trace_limit(max_trace_mb)
     req = ServerCapture(capture=replace(capture, concurrency=concurrency), trace_dir=trace_dir, ray=ray,
-                        server=ServerTarget(server, timeout_s=timeout_s), trace_wait_s=trace_wait_s)
+                        server=ServerTarget(server, timeout_s=timeout_s), trace_wait_s=trace_wait_s, **limit)
     res = capture_from_server(req, console=console, argv=server_argv(argv, phase=capture.phase))
     print_headline(res, console)
     if res.breakdown_error or not res.breakdowns:  # the run directory keeps the traces; the capture failed
@@ -94,7 +107,8 @@ def capture_server(capture: CaptureOptions, *, server: str, trace_dir: Path | No
 
 
 def capture_disagg(capture: CaptureOptions, *, prefill: tuple[str, Path | None], decode: tuple[str, Path | None],
-                   link: str, timeout_s: float, trace_wait_s: float, console: Console, argv: list[str]) -> None:
+                   link: str, timeout_s: float, trace_wait_s: float, console: Console, argv: list[str],
+                   max_trace_mb: float | None = None) -> None:
     """``phaseprof capture --server P --decode-server D``: time and profile requests through a disaggregated
     prefill/decode pair (``disagg/capture.py``), write the run directory, print the handoff table."""
     from phaseprof.capture.server.capture import ServerTarget  # noqa: PLC0415
@@ -113,9 +127,10 @@ def capture_disagg(capture: CaptureOptions, *, prefill: tuple[str, Path | None],
     if not trace_wait_s > 0:  # also NaN
         raise PhaseprofError(f"--trace-wait must be more than 0 seconds, got {trace_wait_s}")
     link_by_name(link)  # an unknown link fails before any request
+    limit = _trace_limit(max_trace_mb)
     req = PdCapture(capture=capture, prefill=ServerTarget(p_url, timeout_s=timeout_s),
                     decode=ServerTarget(d_url, timeout_s=timeout_s), prefill_trace_dir=p_dir,
-                    decode_trace_dir=d_dir, trace_wait_s=trace_wait_s, link=link)
+                    decode_trace_dir=d_dir, trace_wait_s=trace_wait_s, link=link, **limit)
     res = capture_pd(req, console=console, argv=argv)
     print_handoff(res.report, console)
     console.print(f"run directory: {res.run_dir}")
@@ -134,11 +149,9 @@ def server_log_facts(path: Path) -> dict[str, Any]:
     in-process sweep records them; one PhaseprofError naming the file when it cannot be read or holds none."""
     from phaseprof.vllm_log import parse_facts  # noqa: PLC0415
 
-    try:
-        with path.open("rb") as f:
-            head = f.read(MAX_SERVER_LOG_BYTES)
-    except OSError as e:
-        raise PhaseprofError(f"cannot read the server log: {e.strerror or e}", path=path) from None
+    from phaseprof.io import read_regular  # noqa: PLC0415
+
+    head = read_regular(path, what="the server log", max_bytes=MAX_SERVER_LOG_BYTES, head=True)
     facts = parse_facts(head.decode("utf-8", errors="replace").splitlines())
     if facts.kv_cache_gib is None and facts.max_concurrency is None:
         raise PhaseprofError("no vLLM start-up facts in this file (no 'GPU KV cache size' or 'Maximum "

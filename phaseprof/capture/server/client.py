@@ -161,17 +161,32 @@ class StreamedRequest:
 class _Deadline:
     """Cuts one connection at its deadline. A socket timeout bounds each read, not the request: a server that
     sends a byte every few seconds would keep a read loop alive for ever. At the deadline the socket is shut
-    down from a timer thread, so any blocked read returns at once; ``expired`` then tells why it ended."""
+    down from a timer thread, so any blocked read returns at once; ``expired`` then tells why it ended.
+
+    The socket is held from the moment the request is sent (:meth:`hold`): for an answer without a length
+    (``Connection: close``) ``http.client`` hands the socket to the response and forgets it (``conn.sock`` is
+    None), and a cut through the connection would then cut nothing. Readers also check :meth:`passed`."""
 
     def __init__(self, conn: http.client.HTTPConnection, seconds: float) -> None:
         self.conn, self.expired = conn, False
+        self.sock: socket.socket | None = None
+        self.at = time.monotonic() + seconds
         self._timer = threading.Timer(seconds, self._cut)
         self._timer.daemon = True
         self._timer.start()
 
+    def hold(self) -> None:
+        """Keep the connection's socket (the request is sent); cut it now if the deadline has passed."""
+        self.sock = self.conn.sock
+        if self.expired:
+            self._cut()
+
+    def passed(self) -> bool:
+        return self.expired or time.monotonic() >= self.at
+
     def _cut(self) -> None:
         self.expired = True
-        sock = self.conn.sock
+        sock = self.sock or self.conn.sock
         if sock is not None:
             try:
                 sock.shutdown(socket.SHUT_RDWR)
@@ -205,8 +220,10 @@ class ServerClient:
         deadline = _Deadline(conn, limit)
         try:
             conn.request(method, self.endpoint.prefix + path, body=data, headers=headers)
+            deadline.hold()
             yield conn.getresponse(), deadline
-            if deadline.expired:  # a cut stream can end like a finished one: the deadline decides
+            if deadline.passed():  # a cut stream can end like a finished one: the deadline decides
+                deadline.expired = True
                 raise TimeoutError
         except (OSError, http.client.HTTPException) as e:
             raise self._unreachable(e, limit, method, path, deadline.expired) from None
@@ -231,8 +248,8 @@ class ServerClient:
         client's) in all."""
         data = None if body is None else json.dumps(body).encode()
         headers = {"Content-Type": "application/json"} if data is not None else {}
-        with self._exchange(method, path, data, headers, timeout_s) as (resp, _):
-            body = _read_capped(resp, MAX_BODY_BYTES)
+        with self._exchange(method, path, data, headers, timeout_s) as (resp, deadline):
+            body = _read_capped(resp, MAX_BODY_BYTES, deadline)
             if body is None:
                 raise BadAnswer(f"{self.endpoint.url}: {method} {path} answered more than "
                                 f"{MAX_BODY_BYTES >> 20} MiB; no vLLM answer is that large")
@@ -259,7 +276,7 @@ class ServerClient:
         usage: dict[str, int] | None = None
         t_send = time.perf_counter()
         with self._exchange("POST", "/v1/completions", data,
-                            {"Content-Type": "application/json", "Accept": "text/event-stream"}) as (resp, _):
+                            {"Content-Type": "application/json", "Accept": "text/event-stream"}) as (resp, deadline):
             if resp.status != 200:
                 head = resp.read(MAX_ERROR_BYTES)  # the start is enough for its message
                 raise ServerError(f"{self.endpoint.url} rejected the request (HTTP {resp.status}): "
@@ -268,7 +285,7 @@ class ServerClient:
             max_lines = 16 * limit + 1024  # "data:" + blank line per event, a few keep-alives: far below this
             for n_lines in itertools.count(1):
                 line = resp.readline(MAX_LINE_BYTES + 1)
-                if not line:
+                if not line or deadline.passed():
                     break
                 now = time.perf_counter()
                 if len(line) > MAX_LINE_BYTES:
@@ -300,11 +317,12 @@ class ServerClient:
         return StreamedRequest(t_send, tuple(times), tuple(counts), finish, usage)
 
 
-def _read_capped(resp: http.client.HTTPResponse, limit: int) -> bytes | None:
-    """The whole body, or None once it runs past ``limit`` bytes (whatever Content-Length says)."""
+def _read_capped(resp: http.client.HTTPResponse, limit: int, deadline: _Deadline | None = None) -> bytes | None:
+    """The whole body, or None once it runs past ``limit`` bytes (whatever Content-Length says); what came by
+    the deadline, once it passes (the caller then fails the request)."""
     parts: list[bytes] = []
     size = 0
-    while chunk := resp.read(min(_CHUNK, limit + 1 - size)):
+    while (deadline is None or not deadline.passed()) and (chunk := resp.read1(min(_CHUNK, limit + 1 - size))):
         parts.append(chunk)
         size += len(chunk)
         if size > limit:

@@ -91,16 +91,29 @@ def rank_from_name(name: str) -> int | None:
     return int(m.group(1)) if m else None
 
 
+#: Decompressed bytes :func:`ends_properly` looks through at most: past them the file is taken as written (the
+#: trace reader then refuses it in one line: ``capture.server.capture.MAX_SERVER_TRACE_BYTES``), so a gzip bomb
+#: costs neither memory nor minutes here.
+MAX_CHECKED_BYTES = 1 << 30
+
+
 def ends_properly(path: Path) -> bool:
-    """True when the file is a complete gzip stream (decompressed to its end) or JSON ending in ``}``."""
+    """True when the file is a complete gzip stream (decompressed to its end, or past ``MAX_CHECKED_BYTES``) or
+    JSON ending in ``}``. Output is decompressed a chunk at a time and dropped (bounded memory)."""
     if path.name.endswith(".gz"):
         d = zlib.decompressobj(wbits=31)
+        seen = 0
         try:
             with path.open("rb") as f:
-                while chunk := f.read(_CHUNK):
-                    d.decompress(chunk, 0)
-                    if d.eof:
-                        break
+                while (chunk := f.read(_CHUNK)) and not d.eof:
+                    while not d.eof:  # until this chunk is consumed and zlib holds no more output
+                        out = d.decompress(chunk, _CHUNK)
+                        seen += len(out)
+                        if seen > MAX_CHECKED_BYTES:
+                            return True
+                        chunk = d.unconsumed_tail
+                        if not chunk and len(out) < _CHUNK:
+                            break
         except (OSError, zlib.error):
             return False
         return d.eof

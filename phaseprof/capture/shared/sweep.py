@@ -161,9 +161,13 @@ def decode_plot_spec(points: list[DecodePoint], *, title: str) -> dict[str, Any]
 
 
 def write_plot(spec: dict[str, Any], directory: Path) -> list[str]:
-    """Write ``plot.json`` (always) and ``plot.html`` (when plotly is installed). Returns the file names."""
+    """Write ``plot.json`` (always) and ``plot.html`` (when plotly is installed). Returns the file names. The
+    title holds the model's name as the server reported it: every string is made inert first
+    (``safe_text.plotly_figure``: plotly reads ``<a href>``, ``<span style>`` as markup)."""
     from phaseprof.capture.shared.rundir import write_json  # noqa: PLC0415
+    from phaseprof.safe_text import plotly_figure  # noqa: PLC0415
 
+    spec = plotly_figure(spec)
     write_json(directory / "plot.json", spec)
     names = ["plot.json"]
     try:
@@ -186,7 +190,10 @@ def slope_us_per_token(points: list[PrefillPoint]) -> float | None:
 
 
 def print_sweep(doc: dict[str, Any], console: Console) -> None:
-    """The sweep's table (one row per point)."""
+    """The sweep's table (one row per point); the record's strings made safe for rich first."""
+    from phaseprof.safe_text import for_terminal  # noqa: PLC0415
+
+    doc = for_terminal(doc)
     table = Table(title=f"{doc['phase']} sweep · {doc['model']['name']} · {doc['device']['name']}")
     if doc["phase"] == "prefill":
         for col in ("prompt tokens", "TTFT median ms", "p10", "p90", "source"):
