@@ -12,6 +12,7 @@ import typer
 from rich.console import Console
 
 from phaseprof.capture.server.cli import (
+    trace_limit,
     DECODE_SERVER_HELP,
     RAY_HELP,
     SERVER_HELP,
@@ -233,8 +234,7 @@ def capture(
         _positive("output-tokens", output_tokens)
     if profile_steps is not None:
         _positive("profile-steps", profile_steps)
-    if not max_trace_mb > 0:
-        raise PhaseprofError(f"--max-trace-mb must be positive, got {max_trace_mb}")
+    max_trace_bytes = trace_limit(max_trace_mb)["max_trace_bytes"]  # one check for both paths (NaN, inf too)
     max_out = output_tokens if Phase.DECODE in phases else 1
     argv = canonical_command(ctx)
 
@@ -279,7 +279,7 @@ def capture(
             for c in points:
                 results.append(capture_phase(session, c, console=console,
                                              argv=_one_command(argv, c.phase, c.prompt_tokens),
-                                             max_trace_bytes=int(max_trace_mb * 1024 * 1024), stages=stages,
+                                             max_trace_bytes=max_trace_bytes, stages=stages,
                                              vllm_log=log, serving=engines.serving.get((c.phase, c.prompt_tokens))))
         except PhaseprofError:
             raise

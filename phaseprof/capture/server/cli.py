@@ -61,7 +61,7 @@ def server_argv(argv: list[str], *, phase: Phase) -> list[str]:
 MAX_TRACE_MB = 4096.0
 
 
-def _trace_limit(max_trace_mb: float | None) -> dict[str, int]:
+def trace_limit(max_trace_mb: float | None) -> dict[str, int]:
     """``--max-trace-mb`` as the ``max_trace_bytes`` of a capture request (none given: the default)."""
     if max_trace_mb is not None and not 0 < max_trace_mb <= MAX_TRACE_MB:  # also NaN and inf
         raise PhaseprofError(f"--max-trace-mb must be more than 0 and at most {MAX_TRACE_MB:g}, got {max_trace_mb}")
@@ -88,7 +88,7 @@ def capture_server(capture: CaptureOptions, *, server: str, trace_dir: Path | No
     check_request_timeout(timeout_s)
     if not trace_wait_s > 0:  # also NaN
         raise PhaseprofError(f"--trace-wait must be more than 0 seconds, got {trace_wait_s}")
-    limit = _trace_limit(max_trace_mb)
+    limit = trace_limit(max_trace_mb)
     req = ServerCapture(capture=replace(capture, concurrency=concurrency), trace_dir=trace_dir, ray=ray,
                         server=ServerTarget(server, timeout_s=timeout_s), trace_wait_s=trace_wait_s, **limit)
     res = capture_from_server(req, console=console, argv=server_argv(argv, phase=capture.phase))
@@ -127,7 +127,7 @@ def capture_disagg(capture: CaptureOptions, *, prefill: tuple[str, Path | None],
     if not trace_wait_s > 0:  # also NaN
         raise PhaseprofError(f"--trace-wait must be more than 0 seconds, got {trace_wait_s}")
     link_by_name(link)  # an unknown link fails before any request
-    limit = _trace_limit(max_trace_mb)
+    limit = trace_limit(max_trace_mb)
     req = PdCapture(capture=capture, prefill=ServerTarget(p_url, timeout_s=timeout_s),
                     decode=ServerTarget(d_url, timeout_s=timeout_s), prefill_trace_dir=p_dir,
                     decode_trace_dir=d_dir, trace_wait_s=trace_wait_s, link=link, **limit)
