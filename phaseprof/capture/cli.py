@@ -256,10 +256,8 @@ def capture(
     from phaseprof.capture.inprocess.progress import Stages  # noqa: PLC0415
     from phaseprof.capture.inprocess.quiet import VllmOutput  # noqa: PLC0415
     from phaseprof.capture.shared.rundir import print_table  # noqa: PLC0415
-    from phaseprof.capture.inprocess.runner import capture_phase, open_session  # noqa: PLC0415
+    from phaseprof.capture.inprocess.runner import capture_phase, open_capture_engines  # noqa: PLC0415
     from phaseprof.capture.shared.result import print_headline  # noqa: PLC0415
-
-    from phaseprof.capture.inprocess.runner import open_capture_engines  # noqa: PLC0415
 
     results = []
     cuda = cuda_available()

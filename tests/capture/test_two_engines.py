@@ -20,7 +20,7 @@ from phaseprof.capture.inprocess import runner
 from phaseprof.capture.inprocess.gpu_memory import GIB, check_weights_fit, min_utilization, wait_until_free
 from phaseprof.capture.inprocess.memory_advice import memory_advice
 from phaseprof.capture.inprocess.progress import quiet_stages
-from phaseprof.capture.inprocess.serving_child import ServingResult
+from phaseprof.capture.inprocess.serving_process import ServingResult
 from phaseprof.capture.shared.options import CaptureOptions, EngineOptions, Mode, Phase
 from phaseprof.capture.shared.timing import PhaseTiming, summarize, timing_from_dict
 from phaseprof.errors import PhaseprofError

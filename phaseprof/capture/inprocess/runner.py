@@ -23,7 +23,7 @@ from phaseprof.capture.inprocess.progress import Stages, quiet_stages
 from phaseprof.capture.inprocess.quiet import LOG_NAME, VllmOutput
 from phaseprof.capture.inprocess.routing_hook import METHOD
 from phaseprof.capture.inprocess.start_notice import start_notice
-from phaseprof.capture.inprocess.serving_child import ServingResult, time_in_own_process
+from phaseprof.capture.inprocess.serving_process import ServingResult, time_in_own_process
 from phaseprof.capture.inprocess.timing import time_phase
 from phaseprof.capture.shared.options import CaptureOptions, EngineOptions, Hierarchy, Phase
 from phaseprof.capture.shared.rundir import (

@@ -1,69 +1,23 @@
-"""The serving-timing engine in its own process: vLLM's defaults (async scheduling on), clean timings only.
-
-Why a process: an in-process vLLM engine does not reliably give its GPU memory back when it is shut down (its
-weights stayed resident: 65 GiB for the 35B-A3B preset), and vLLM's start-up check then refuses the profiling
-engine. A process that exits frees everything it held. The parent (``time_in_own_process``) writes a request,
-runs ``python -m phaseprof.capture.inprocess.serving_child REQUEST RESULT STATUS``, follows the child's stages
-through the status file (one JSON object per line) and reads the timings back from the result file. vLLM's
-output goes where the parent's goes (its log file, or the terminal with ``--verbose``).
-
-Besides phaseprof's own request driver, the child times the same requests with ``vllm.LLM.generate`` on the same
-engine (``reference``): vLLM alone, the yardstick the driver's numbers must stay close to.
-"""
+"""The child side of ``serving_process``: ``python -m phaseprof.capture.inprocess.serving_child REQUEST RESULT
+STATUS`` starts vLLM with its serving defaults, times every point of the request (and vLLM alone on the same
+engine), writes the result file and exits, so that every byte of GPU memory it held is freed."""
 
 from __future__ import annotations
 
 import contextlib
 import json
 import os
-import subprocess
 import sys
-import tempfile
-import time
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 
-from phaseprof.capture.shared.options import CaptureOptions, EngineOptions, Hierarchy, Mode, Phase, Quant
-from phaseprof.capture.shared.timing import PhaseTiming, TimingStats, summarize, timing_from_dict
+from phaseprof.capture.inprocess.serving_process import engine_of, point_of
+from phaseprof.capture.shared.options import CaptureOptions, Phase
+from phaseprof.capture.shared.timing import TimingStats, summarize
 from phaseprof.errors import PhaseprofError
-
-
-@dataclass(frozen=True)
-class ServingResult:
-    """What the serving-timing process measured: one timing per point (in the order asked), the
-    ``async_scheduling`` vLLM resolved, its start time, and vLLM alone on the same engine (``reference``: the
-    headline metric of ``llm.generate`` per point, None where it could not be read)."""
-
-    timings: tuple[PhaseTiming, ...]
-    async_scheduling: bool | None
-    startup_s: float
-    reference: tuple[TimingStats | None, ...]
-    kwargs: dict[str, Any]
-
-
-def _engine_doc(o: EngineOptions) -> dict[str, Any]:
-    d = asdict(o)
-    d["mode"], d["quant"] = str(o.mode), str(o.quant)
-    return d
-
-
-def _engine_of(d: dict[str, Any]) -> EngineOptions:
-    return EngineOptions(**{**d, "mode": Mode(d["mode"]), "quant": Quant(d["quant"])})
-
-
-def _point_doc(c: CaptureOptions) -> dict[str, Any]:
-    d = asdict(c)
-    d["phase"], d["out"], d["hierarchy"] = str(c.phase), str(c.out), str(c.hierarchy)
-    return d
-
-
-def _point_of(d: dict[str, Any]) -> CaptureOptions:
-    return CaptureOptions(**{**d, "phase": Phase(d["phase"]), "out": Path(d["out"]),
-                             "hierarchy": Hierarchy(d["hierarchy"])})
 
 
 # --- the child -----------------------------------------------------------------------------------------------
@@ -122,11 +76,11 @@ def child_main(request: Path, result: Path, status: Path) -> int:
     console = Console(file=sys.stderr, width=120)
     session = None
     try:
-        session = open_session(_engine_of(doc["engine"]), console=console, stages=stages,  # type: ignore[arg-type]
+        session = open_session(engine_of(doc["engine"]), console=console, stages=stages,  # type: ignore[arg-type]
                                output_redirected=True, announce=False)
         timings, refs = [], []
         for p in doc["points"]:
-            c = _point_of(p)
+            c = point_of(p)
             stages.prefix = f"{c.phase} {c.label}: "
             timings.append(time_phase(session, c, stages=stages).to_dict())  # type: ignore[arg-type]
             with stages.stage("vLLM alone (llm.generate, same engine)"):
@@ -147,78 +101,6 @@ def child_main(request: Path, result: Path, status: Path) -> int:
     tmp.write_text(json.dumps(out, default=str))
     tmp.replace(result)
     return code
-
-
-# --- the parent ----------------------------------------------------------------------------------------------
-
-
-def _follow(status: Path, offset: int, on_event: Callable[[dict[str, Any]], None]) -> int:
-    """Feed the status file's complete new lines to ``on_event``; the new offset."""
-    try:
-        with open(status, "rb") as f:
-            f.seek(offset)
-            data = f.read()
-    except OSError:
-        return offset
-    end = data.rfind(b"\n") + 1
-    for line in data[:end].splitlines():
-        with contextlib.suppress(ValueError):
-            on_event(json.loads(line))
-    return offset + end
-
-
-Launcher = Callable[[list[str]], "subprocess.Popen[bytes]"]
-
-
-def _launch(argv: list[str]) -> subprocess.Popen[bytes]:
-    # stdout/stderr inherited: the parent's file descriptors 1 and 2 point at vLLM's log file (quiet.VllmOutput)
-    return subprocess.Popen(argv, stdin=subprocess.DEVNULL)
-
-
-def time_in_own_process(engine: EngineOptions, points: list[CaptureOptions], *, console: Console,
-                        stages: Any, launch: Launcher = _launch) -> ServingResult:
-    """Run the serving-timing engine in a child process, showing its stages; its result once it has exited
-    (and with it every byte of GPU memory it held). A failure in the child is raised here as its one line."""
-    with tempfile.TemporaryDirectory(prefix="phaseprof-serving-") as work:
-        req, res, status = Path(work, "request.json"), Path(work, "result.json"), Path(work, "status.jsonl")
-        req.write_text(json.dumps({"engine": _engine_doc(engine), "points": [_point_doc(p) for p in points]}))
-        status.touch()
-        argv = [sys.executable, "-m", "phaseprof.capture.inprocess.serving_child", str(req), str(res), str(status)]
-        t0 = time.perf_counter()
-        shown: list[str] = []
-        with stages.stage("serving-timing engine (vLLM defaults, own process)") as update:
-            def on_event(ev: dict[str, Any]) -> None:
-                text = str(ev.get("stage") or "")
-                count = f" {ev['done']}/{ev['total']}" if ev.get("done") is not None and ev.get("total") else ""
-                detail = ev.get("detail")
-                update(detail=f"{text}{count}" + (f": {detail}" if detail else ""))
-                if not stages.live and text and (not shown or shown[-1] != text):
-                    shown.append(text)
-                    console.print(f"serving engine: {text} ({time.perf_counter() - t0:.1f} s)", highlight=False,
-                                  markup=False)
-
-            proc = launch(argv)
-            offset = 0
-            try:
-                while proc.poll() is None:
-                    offset = _follow(status, offset, on_event)
-                    time.sleep(0.25)
-            except BaseException:
-                proc.kill()
-                proc.wait()
-                raise
-            _follow(status, offset, on_event)
-        if not res.exists():
-            raise PhaseprofError(f"the serving-timing engine's process ended with exit code {proc.returncode} "
-                                 "and no result (vLLM's log says why)", exit_code=1)
-        doc = json.loads(res.read_text())
-    if "error" in doc:
-        raise PhaseprofError(str(doc["error"]), exit_code=int(doc.get("exit_code") or 1))
-    return ServingResult(
-        timings=tuple(timing_from_dict(t) for t in doc["timings"]), async_scheduling=doc["async_scheduling"],
-        startup_s=float(doc["startup_s"]), kwargs=dict(doc.get("kwargs") or {}),
-        reference=tuple(None if r is None else TimingStats(**{**r, "values_ms": tuple(r["values_ms"])})
-                        for r in doc["reference"]))
 
 
 if __name__ == "__main__":
