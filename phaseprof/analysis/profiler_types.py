@@ -34,8 +34,11 @@ class ProfilerCost:
         return next((p for p in self.phases if p.phase == name), None)
 
     def lines(self) -> list[str]:
-        """What the terminal prints (one line for the settings, one per phase with stacks)."""
+        """What the terminal prints (one line for the settings, one per phase with stacks; none when the trace
+        was recorded with none of them)."""
         on = [k for k, v in self.recorded_with.items() if v]
+        if not on:
+            return []
         counted = sum(p.python_frames for p in self.phases)
         kept = f"{self.python_events:,} Python frames in the file" + (
             f", numbered as {counted:,} recorded in its steps (a cut: the recorder numbers every frame it writes)"
