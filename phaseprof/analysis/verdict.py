@@ -4,8 +4,8 @@ there is one), plus the warnings a reader needs before trusting the timings.
 - verdict: host-bound (GPU busy under ``BOUND_BUSY_PCT`` of the step and the host — its own work or launch
   calls — behind most of the idle time; in a trace recorded with Python stacks the line names the stack
   recorder's estimated share, and calls the phase profiler-bound where the GPU would be busy at least
-  ``BOUND_BUSY_PCT`` of the step even at its low estimate: ``analysis.profiler_cost``), wait-bound (idle mostly with work already launched: dependencies,
-  syncs, the step's tail) or GPU-bound (then the largest kernel bucket, at its % of speed of light).
+  ``BOUND_BUSY_PCT`` of the step without it: ``analysis.profiler_cost``), wait-bound (idle mostly with work
+  already launched: dependencies, syncs, the step's tail) or GPU-bound (then the largest kernel bucket, at its % of speed of light).
 - views: where the kernel view (what ran) and the module view (what it ran for) disagree by
   ``VIEWS_DIFFER_PP`` points or more, and which module-view rows are module class names no rule covers.
 - noise: the capture's clean (profiler-off) timings spread more than ``NOISE_SPREAD_PCT`` of their median, or
@@ -86,20 +86,24 @@ def _without_profiler(ph: PhaseSummary, cost: PhaseProfilerCost, starved_us: flo
 
 
 def _profiler_said(line: str, ph: PhaseSummary, cost: PhaseProfilerCost, starved_us: float) -> tuple[Bound, str]:
-    """A host-bound verdict with the profiler's share named: PROFILER where even its low estimate leaves the GPU
-    busy at least BOUND_BUSY_PCT of the step, else host-bound with the range said."""
+    """A host-bound verdict with the profiler's share named. PROFILER where the GPU would be busy at least
+    BOUND_BUSY_PCT of the step without the recorder's estimated time (at its high end; where only the high end
+    gets there, the line says at what cost per frame the step would still be host-bound); else host-bound, with the
+    estimate said."""
     lo, hi = _without_profiler(ph, cost, starved_us)
     est = (f"the profiler's Python-stack recording ~{cost.overhead_low_us / 1e3:.0f}-"
            f"{cost.overhead_high_us / 1e3:.0f} ms of its {ph.wall_us / 1e3:.0f} ms ({cost.python_frames:,} frames, "
            "estimate)")
+    if hi < BOUND_BUSY_PCT:
+        return Bound.HOST, f"{line}; even without {est}, GPU busy ≤{hi:.0f}%: host-bound on its own account"
+    head = (f"{ph.phase}: {Bound.PROFILER} — GPU busy {_pct(ph.gpu_busy_us, ph.wall_us):.0f}% of the step under the "
+            f"profiler: {est}; without it GPU busy ~{lo:.0f}-{hi:.0f}%: ")
     if lo >= BOUND_BUSY_PCT:
-        return Bound.PROFILER, (f"{ph.phase}: {Bound.PROFILER} — GPU busy {_pct(ph.gpu_busy_us, ph.wall_us):.0f}% "
-                                f"of the step under the profiler: {est}; without it GPU busy ~{lo:.0f}-{hi:.0f}%: "
-                                "not host-bound on the server's account")
-    if hi >= BOUND_BUSY_PCT:
-        return Bound.HOST, (f"{line}; of the host time, {est}: without it GPU busy ~{lo:.0f}-{hi:.0f}%, host-bound "
-                            "only if the profiler cost less than its high estimate")
-    return Bound.HOST, f"{line}; even without {est}, GPU busy ≤{hi:.0f}%: host-bound on its own account"
+        return Bound.PROFILER, head + "not host-bound on the server's account"
+    # the recorder's cost per frame at which the step would be just host-bound: wall - c x frames = 2 x busy
+    per_frame = (ph.wall_us - 100.0 / BOUND_BUSY_PCT * ph.gpu_busy_us) / cost.python_frames
+    return Bound.PROFILER, head + (f"host-bound on the server's account only if the recorder cost under "
+                                   f"{per_frame:.2f} us a frame")
 
 
 def phase_verdict(ph: PhaseSummary, *, device: str, sol: SolSection | None = None,
