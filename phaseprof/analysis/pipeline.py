@@ -13,6 +13,7 @@ is attached above the analysis (``sol.attach.analysed_sol``).
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from functools import cached_property
@@ -141,9 +142,15 @@ def analyze(source: str | Path | EventTables, *, config: AnalysisConfig | None =
     return AnalysedTrace(tables=tables, rules=rules, prepared=prep, breakdown=checked(bd), config=config)
 
 
-def _profiler(path: str | Path, bd: Breakdown, tables: EventTables) -> ProfilerCost:
-    """What the trace was recorded with, and the stack recorder's host cost per phase (analysis.profiler_cost)."""
-    return profiler_cost(read_recording(path), phases=bd.phases, steps=bd.steps, origin_us=tables.meta.origin_us)
+def _profiler(path: str | Path, bd: Breakdown, tables: EventTables) -> ProfilerCost | None:
+    """What the trace was recorded with, and the stack recorder's host cost per phase (analysis.profiler_cost);
+    None where the file cannot be read again (it changed since, or holds bytes after its trace that the table
+    loader ignores): the breakdown stands without the section."""
+    try:
+        rec = read_recording(path)
+    except (OSError, EOFError, zlib.error, PhaseprofError):
+        return None
+    return profiler_cost(rec, phases=bd.phases, steps=bd.steps, origin_us=tables.meta.origin_us)
 
 
 def _numbered_as_whole(bd: Breakdown, window: Windowed) -> Breakdown:

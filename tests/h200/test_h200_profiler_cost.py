@@ -111,3 +111,28 @@ def test_stated_in_terminal_and_json(tmp_path, capsys):
                                                 "with_flops": False}
     assert [p["python_frames"] for p in doc["profiler"]["phases"]] == [67_980, 51_200]
     assert doc["verdicts"]["phases"][0]["bound"] == "profiler-bound"
+
+
+@pytest.mark.parametrize("frames,bound,says", [
+    (20_000, "host-bound", "host-bound on its own account"),  # 12-34 ms: the GPU stays idle most of the step
+    (50_000, "profiler-bound", "host-bound on the server's account only if the recorder cost under"),
+    (68_000, "profiler-bound", "not host-bound on the server's account"),
+], ids=["small", "only-the-high-end", "even-the-low-end"])
+def test_where_the_estimate_puts_a_host_bound_step(frames, bound, says):
+    """The verdict rule on the eager prefill's real numbers (220 ms wall, GPU busy 42%, host-starved 56%), with
+    the recorder's frame count varied: host-bound, profiler-bound by the high end only (then the per-frame cost
+    at which the step would be just host-bound is given, and it is right), profiler-bound by both ends."""
+    from phaseprof.analysis.profiler_types import PhaseProfilerCost
+    from phaseprof.analysis.verdict import BOUND_BUSY_PCT, phase_verdict
+
+    ph = _bd(OWN_EAGER).phases[0]
+    lo, hi = PYTHON_FRAME_COST_US
+    cost = PhaseProfilerCost(phase="prefill", python_frames=frames, overhead_low_us=frames * lo,
+                             overhead_high_us=frames * hi, overhead_low_pct=0.0, overhead_high_pct=0.0)
+    v = phase_verdict(ph, device="gpu", profiler=cost)
+    assert v.bound == bound and says in v.line, v.line
+    if "only if" in v.line:
+        per_frame = float(re.search(r"cost under ([0-9.]+) us a frame", v.line).group(1))
+        assert lo < per_frame < hi
+        assert 100 * ph.gpu_busy_us / (ph.wall_us - per_frame * frames) == pytest.approx(BOUND_BUSY_PCT, abs=0.5)
+    assert phase_verdict(ph, device="gpu").bound == "host-bound"  # without the estimate: the bare rule
