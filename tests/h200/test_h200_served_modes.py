@@ -164,3 +164,28 @@ def test_the_anchors_alone_agree_with_the_norm_cut(path, monkeypatch):
     share = cut.prepared.items["share_ns"].to_numpy()
     same = cut.prepared.items["layer"].to_numpy() == anchored.prepared.items["layer"].to_numpy()
     assert share[same].sum() / share.sum() > 0.92
+
+
+SHAPES = H200 / "shapes"
+
+
+@pytest.mark.parametrize("path,n,layer_type", [
+    (SHAPES / "llama-3.1-8b-eager-prefill-4096/trace.json.gz", 32, "attention+dense"),
+    (SHAPES / "llama-3.1-8b-eager-decode-4096in-32out/trace.json.gz", 32, "attention+dense"),
+    (SHAPES / "qwen3-30b-a3b-eager-prefill-4096/trace.json.gz", 48, "attention+moe"),
+    (SHAPES / "qwen3-30b-a3b-eager-decode-4096in-32out/trace.json.gz", 48, "attention+moe"),
+], ids=["llama-8b-prefill", "llama-8b-decode", "qwen3-30b-prefill", "qwen3-30b-decode"])
+def test_eager_without_stacks_other_models_by_the_fused_norms(path, n, layer_type):
+    """Eager models whose RMSNorm is vLLM's custom op (``vllm::fused_add_rms_norm_kernel``, 2 a layer): without
+    their module scopes (these captures' hooks dropped in memory) the norm cut finds every layer, a dense MLP
+    included, and places the layer's kernels where the module tree did (config from run.json)."""
+    with_tree = _analyse(path, config=None)
+    bare = _analyse(_without_stacks(path), config=None)
+    for pa in bare.breakdown.attribution.phases:
+        assert _evidence(pa) >= 98.0, pa.coverage_pct
+        assert [r.layer for r in pa.layers] == list(range(n))
+        assert {r.layer_type for r in pa.layers} == {layer_type}
+    a, b = with_tree.prepared.items, bare.prepared.items
+    share = a["share_ns"].to_numpy()
+    same = a["layer"].to_numpy() == b["layer"].to_numpy()
+    assert share[same].sum() / share.sum() > 0.97
