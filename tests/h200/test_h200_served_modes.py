@@ -189,3 +189,12 @@ def test_eager_without_stacks_other_models_by_the_fused_norms(path, n, layer_typ
     share = a["share_ns"].to_numpy()
     same = a["layer"].to_numpy() == b["layer"].to_numpy()
     assert share[same].sum() / share.sum() > 0.97
+
+
+@pytest.mark.public
+def test_mode_names_the_compiled_step(public_dir):
+    att = _analyse(public_dir / "traceMap__1_h100_1000isl_10osl_32con.pt.trace.json.gz",
+                   config=LLAMA70B_CONFIG).breakdown.attribution
+    assert att.mode == "piecewise graphs"
+    assert att.mode_evidence.endswith("; 1 step(s) torch.compile'd without graphs (TorchInductor kernels launched "
+                                      "directly: a batch above the largest capture size)")
