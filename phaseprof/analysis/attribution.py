@@ -134,7 +134,7 @@ def attribute_items(items: pd.DataFrame, t: EventTables, c: Correlated, rules: R
     # plan places their kernels too, graph-replayed or not
     unplaced = device == "gpu" and n > 0 and not (layer >= 0).any()
     if not (replayed.any() or reference is not None or (unplaced and plan is not None)):
-        if unplaced and plan_note and n:
+        if unplaced and plan_note and has_op.any():  # a model whose ops phaseprof knows (vLLM's), not any trace
             notes = (plan_note.replace("for graph replays", "for steps without module scopes"),)
         items = items.assign(module_bucket=coded_str_categorical(code, np.concatenate(labels)),
                              attribution=coded_str_categorical(how, _METHODS), layer=layer)

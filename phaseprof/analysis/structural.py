@@ -242,7 +242,7 @@ def structural(steps: dict[int, np.ndarray], *, plan: LayerPlan, evidence: np.nd
     notes += _contradictions(contradicted, done)
     placed = layer >= 0
     label = np.where(code >= 0, names[np.maximum(code, 0)], np.where(placed, kview, None))
-    with_module = int((free & (code >= 0)).sum())
-    return layer, label, StructuralResult(with_module=with_module, layer_only=int((placed & free).sum()) - with_module,
+    with_module = int((free & (code >= 0)).sum())  # the model's norm and LM head among them, outside the layers
+    return layer, label, StructuralResult(with_module=with_module, layer_only=int((placed & free & (code < 0)).sum()),
                                           layer_added=int((placed & ~free).sum()), steps_done=done,
                                           steps_left=left, layer_types=types, notes=tuple(notes))
