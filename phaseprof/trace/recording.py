@@ -95,9 +95,7 @@ def _pieces(path: str | Path):
 
 def read_recording(path: str | Path) -> Recording:
     """One pass over the file (see the module docstring). Raises what reading the file raises (TraceError)."""
-    ts: list[np.ndarray] = []
-    ids: list[np.ndarray] = []
-    total, shapes, memory, flops = 0, False, False, False
+    scan = _Scan()
     carry = b""
     for piece in _pieces(path):
         buf = carry + piece
@@ -105,27 +103,36 @@ def read_recording(path: str | Path) -> Recording:
         # in Kineto's and the cut fixtures' layout); from there on it is carried into the next piece
         at = buf.rfind(b'"ph"')
         cut = buf.rfind(b"{", 0, at) if at > 0 else -1
-        if cut <= 0 or len(buf) - cut > _CARRY:
+        if cut < 0:  # no event starts here yet: carry it all, unless it grew past any one event's size
+            cut = len(buf) if len(buf) > _CARRY else 0
+        elif len(buf) - cut > _CARRY:
             cut = len(buf)
+        scan.add(buf[:cut])
         carry = buf[cut:]
-        body = buf[:cut]
-        total += len(_PYTHON_ANY.findall(body))
+    scan.add(carry)
+    t = np.concatenate(scan.ts) if scan.ts else np.zeros(0)
+    i = np.concatenate(scan.ids) if scan.ids else np.zeros(0, dtype=np.int64)
+    order = np.argsort(t, kind="stable")
+    return Recording(with_stack=scan.total > 0, record_shapes=scan.shapes, profile_memory=scan.memory,
+                     with_flops=scan.flops, python_events=scan.total, python_ts_us=t[order], python_ids=i[order])
+
+
+class _Scan:
+    """What :func:`read_recording` gathers, one run of whole events at a time."""
+
+    def __init__(self) -> None:
+        self.ts: list[np.ndarray] = []
+        self.ids: list[np.ndarray] = []
+        self.total, self.shapes, self.memory, self.flops = 0, False, False, False
+
+    def add(self, body: bytes) -> None:
+        if not body:
+            return
+        self.total += len(_PYTHON_ANY.findall(body))
         found = _PYTHON.findall(body)
         if found:
-            ts.append(np.asarray([float(t) for t, _ in found]))
-            ids.append(np.asarray([int(i) for _, i in found], dtype=np.int64))
-        shapes = shapes or _SHAPES.search(body) is not None
-        memory = memory or _MEMORY.search(body) is not None
-        flops = flops or _FLOPS.search(body) is not None
-    if carry:
-        total += len(_PYTHON_ANY.findall(carry))
-        found = _PYTHON.findall(carry)
-        if found:
-            ts.append(np.asarray([float(t) for t, _ in found]))
-            ids.append(np.asarray([int(i) for _, i in found], dtype=np.int64))
-        shapes = shapes or _SHAPES.search(carry) is not None
-    t = np.concatenate(ts) if ts else np.zeros(0)
-    i = np.concatenate(ids) if ids else np.zeros(0, dtype=np.int64)
-    order = np.argsort(t, kind="stable")
-    return Recording(with_stack=total > 0, record_shapes=shapes, profile_memory=memory, with_flops=flops,
-                     python_events=total, python_ts_us=t[order], python_ids=i[order])
+            self.ts.append(np.asarray([float(t) for t, _ in found]))
+            self.ids.append(np.asarray([int(i) for _, i in found], dtype=np.int64))
+        self.shapes = self.shapes or _SHAPES.search(body) is not None
+        self.memory = self.memory or _MEMORY.search(body) is not None
+        self.flops = self.flops or _FLOPS.search(body) is not None
