@@ -136,3 +136,12 @@ def test_where_the_estimate_puts_a_host_bound_step(frames, bound, says):
         assert lo < per_frame < hi
         assert 100 * ph.gpu_busy_us / (ph.wall_us - per_frame * frames) == pytest.approx(BOUND_BUSY_PCT, abs=0.5)
     assert phase_verdict(ph, device="gpu").bound == "host-bound"  # without the estimate: the bare rule
+
+
+def test_stated_in_markdown():
+    from phaseprof.report.markdown import breakdown_markdown
+
+    md = breakdown_markdown(_bd(OWN_EAGER))
+    assert "- recorded with\\: with\\_stack (1,359 Python frames in the file" in md
+    assert "- profiler cost, decode\\: 51,200 Python frames recorded in its steps x 0.6-1.7 us = 30.7-87.0 ms" in md
+    assert "- **prefill\\: profiler-bound" in md
