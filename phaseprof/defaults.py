@@ -39,3 +39,6 @@ SYNC_APIS: frozenset[str] = frozenset({
 TOP_KERNELS_PER_BUCKET = 10
 #: Kernel names are shortened to this many characters in tables (JSON keeps them whole).
 NAME_WIDTH = 80
+#: Host time the profiler's Python stack recorder (``with_stack``) adds per Python frame it writes, low and high
+#: end, in µs: measured on the committed H200 eager captures (``analysis/profiler_cost.py`` says how).
+PYTHON_FRAME_COST_US: tuple[float, float] = (0.6, 1.7)

@@ -130,7 +130,12 @@ def attribute_items(items: pd.DataFrame, t: EventTables, c: Correlated, rules: R
         layer[inside] = tree.layer[mod[inside]]
     detail, counts, notes = "no graph-replayed kernels", {}, ()
     types = {**(reference[2] if reference is not None else {}), **tree.layer_types}
-    if not (replayed.any() or reference is not None):
+    # steps the module tree did not cut into layers (no stacks, or torch.compile inlined the layers): the layer
+    # plan places their kernels too, graph-replayed or not
+    unplaced = device == "gpu" and n > 0 and not (layer >= 0).any()
+    if not (replayed.any() or reference is not None or (unplaced and plan is not None)):
+        if unplaced and plan_note and has_op.any():  # a model whose ops phaseprof knows (vLLM's), not any trace
+            notes = (plan_note.replace("for graph replays", "for steps without module scopes"),)
         items = items.assign(module_bucket=coded_str_categorical(code, np.concatenate(labels)),
                              attribution=coded_str_categorical(how, _METHODS), layer=layer)
         return items, ItemAttribution(tree=tree, graph_alignment=detail, alignment_counts=counts,
@@ -144,15 +149,20 @@ def attribute_items(items: pd.DataFrame, t: EventTables, c: Correlated, rules: R
     # already carry their modules)
     segs = [s for s in graph_reference(t, c, rules, op_module, tree) if s.source == "capture"]
     st = None
-    if plan is not None and replayed.any():
+    if plan is not None and (replayed.any() or unplaced):
         evidence = np.where(method == Method.KERNEL_NAME.value, None, module)
         s_layer, s_label, st = structural(launch_order(items, t), plan=plan, evidence=evidence,
                                           replayed=replayed, kview=kernel_view,
                                           boundary=is_boundary(items["name"], load_layer_rules()),
-                                          rules=load_layer_rules())
+                                          rules=load_layer_rules(), known_layer=layer)
         notes = st.notes
     elif plan is None and plan_note and replayed.any():
         notes = (plan_note,)
+    if not replayed.any() and reference is None and st is not None and st.steps_done == 0:
+        items = items.assign(module_bucket=coded_str_categorical(code, np.concatenate(labels)),
+                             attribution=coded_str_categorical(how, _METHODS), layer=layer)
+        return items, ItemAttribution(tree=tree, graph_alignment=f"no graph-replayed kernels; {st.detail(plan)}",
+                                      alignment_counts=counts, layer_types=types, notes=tuple(notes))
     if segs or reference is not None or st is None or st.steps_done == 0:
         what = "this trace"
         if reference is not None:
@@ -184,10 +194,12 @@ def attribute_items(items: pd.DataFrame, t: EventTables, c: Correlated, rules: R
     else:
         free = method == Method.KERNEL_NAME.value
         placed = s_layer >= 0
-        module[placed & free] = s_label[placed & free]
-        method[placed & free] = Method.STRUCTURAL.value
+        named = free & ~pd.isna(s_label)  # in a layer, or the model's norm and LM head outside them
+        module[named] = s_label[named]
+        method[named] = Method.STRUCTURAL.value
         layer[placed & (layer < 0)] = s_layer[placed & (layer < 0)]
-        detail = f"{int(replayed.sum())} graph-replayed kernels, no capture or reference run: {st.detail(plan)}"
+        detail = (f"{int(replayed.sum())} graph-replayed kernels, no capture or reference run: {st.detail(plan)}"
+                  if replayed.any() else f"no graph replay, no module scopes in the layers: {st.detail(plan)}")
         counts = {"replayed": int(replayed.sum()), "structural_with_module": st.with_module,
                   "structural_layer_only": st.layer_only, "layer_added": st.layer_added}
         types = {**st.layer_types, **types}

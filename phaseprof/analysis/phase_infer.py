@@ -138,16 +138,25 @@ def infer_mode(t: EventTables, items: pd.DataFrame, det: StepDetection, device: 
         launches = per_step.reindex(graph_steps).dropna()
         full, piecewise = int((launches <= 1).sum()), int((launches > 1).sum())
         pct = 100 * float(share[graph_steps].mean()) if len(graph_steps) else 0.0
+        # steps with no replay but TorchInductor kernels: a batch above the largest capture size (issue 45)
+        kernel = label_in(items["kind"], ("kernel",))
+        ind_step = pd.Series(_inductor_names(items["name"])[kernel]).groupby(steps[kernel]).mean()
+        compiled = int(((ind_step > COMPILED_SHARE) & (share.reindex(ind_step.index) == 0)
+                        & (ind_step.index >= 0)).sum())  # -1: work outside the steps
+        more = (f"; {compiled} step(s) torch.compile'd without graphs (TorchInductor kernels launched directly: a "
+                "batch above the largest capture size)") if compiled else ""
         if full and piecewise:
             return "full and piecewise graphs", (
                 f"{full} step(s) replay one full graph, {piecewise} step(s) "
                 f"{float(launches[launches > 1].median()):.0f} piecewise graphs (median); {pct:.0f}% of their "
-                "kernels replayed")
+                "kernels replayed" + more)
         if full:
-            return "full graphs", f"{full} of {len(det.steps)} steps replay one graph each ({pct:.0f}% of their kernels)"
+            return "full graphs", (f"{full} of {len(det.steps)} steps replay one graph each ({pct:.0f}% of their "
+                                   "kernels)" + more)
         med = float(per_step.median())
         return "piecewise graphs", (f"{med:.0f} graph launches per step (median) with "
-                                    f"{100 * (1 - by_graph.mean()):.0f}% of kernels launched directly in between")
+                                    f"{100 * (1 - by_graph.mean()):.0f}% of kernels launched directly in between"
+                                    + more)
     if ind_share > COMPILED_SHARE:
         return "compiled", f"{100 * ind_share:.0f}% of kernels are TorchInductor triton_*_fused kernels, no graph replay"
     return "eager", f"no graph launches; {100 * ind_share:.0f}% TorchInductor kernels"

@@ -13,6 +13,7 @@ is attached above the analysis (``sol.attach.analysed_sol``).
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from functools import cached_property
@@ -25,6 +26,8 @@ from phaseprof.analysis.invariants import checked
 from phaseprof.analysis.layer_plan import find_plan
 from phaseprof.analysis.order import KernelOrder, kernel_order_of
 from phaseprof.analysis.prepare import Prepared, prepare
+from phaseprof.analysis.profiler_cost import profiler_cost
+from phaseprof.analysis.profiler_types import ProfilerCost
 from phaseprof.analysis.results import Breakdown
 from phaseprof.analysis.step_range import StepRange, Windowed, load_window
 from phaseprof.analysis.graph_align import Reference
@@ -32,6 +35,7 @@ from phaseprof.classify.rules import RuleSet, load_rules
 from phaseprof.errors import PhaseprofError
 from phaseprof.records import RunRecord
 from phaseprof.trace.read import load_tables
+from phaseprof.trace.recording import read_recording
 from phaseprof.trace.tables import EventTables
 
 if TYPE_CHECKING:
@@ -129,9 +133,24 @@ def analyze(source: str | Path | EventTables, *, config: AnalysisConfig | None =
         prep = prepare(tables, rules, reference=ref, only_steps_in=window.host_ns if window is not None else None,
                        plan=plan, plan_note=f"no layer plan for graph replays: {where}")
         bd = summarize(tables, prep)
+    # what the profiler recorded needs the file (a pass of its own): the tables keep only the module frames
+    path = tables.meta.path if isinstance(source, EventTables) else source
+    if path and str(path) != "-" and Path(path).is_file():
+        bd = replace(bd, profiler=_profiler(path, bd, tables))
     if window is not None:
         bd = _numbered_as_whole(bd, window)
     return AnalysedTrace(tables=tables, rules=rules, prepared=prep, breakdown=checked(bd), config=config)
+
+
+def _profiler(path: str | Path, bd: Breakdown, tables: EventTables) -> ProfilerCost | None:
+    """What the trace was recorded with, and the stack recorder's host cost per phase (analysis.profiler_cost);
+    None where the file cannot be read again (it changed since, or holds bytes after its trace that the table
+    loader ignores): the breakdown stands without the section."""
+    try:
+        rec = read_recording(path)
+    except (OSError, EOFError, zlib.error, PhaseprofError):
+        return None
+    return profiler_cost(rec, phases=bd.phases, steps=bd.steps, origin_us=tables.meta.origin_us)
 
 
 def _numbered_as_whole(bd: Breakdown, window: Windowed) -> Breakdown:

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from phaseprof.analysis.attribution_types import Attribution
+from phaseprof.analysis.profiler_types import ProfilerCost
 from phaseprof.analysis.sol_results import SolSection
 from phaseprof.analysis.verdict_types import Verdicts
 from phaseprof.records import RunRecord
@@ -157,6 +158,8 @@ class Breakdown:
     sol: SolSection | None = None  # speed of light (schema 1.1): needs a model config, see phaseprof.sol
     attribution: Attribution | None = None  # module/layer attribution, coverage, inferred phases and mode
     verdicts: Verdicts | None = None  # one line per phase and noise warnings (schema 1.2, analysis.verdict)
+    # what the profiler recorded and its host cost per phase, from the trace (optional, analysis.profiler_cost)
+    profiler: ProfilerCost | None = None
 
     def naming_trace(self, path: str) -> Breakdown:
         """This breakdown with ``trace.path`` = ``path`` (e.g. where a run directory's copy lives once renamed)."""

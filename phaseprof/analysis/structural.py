@@ -33,6 +33,9 @@ from phaseprof.analysis.graph_align import COMPONENTS
 from phaseprof.analysis.layer_plan import LayerPlan
 from phaseprof.analysis.modules import LayerRules
 
+#: The module-view label of the LM head GEMM placed by the step's structure: the class the module tree names.
+LM_HEAD = "LogitsProcessor"
+
 
 @dataclass(frozen=True)
 class StructuralResult:
@@ -54,33 +57,41 @@ class StructuralResult:
 
 
 def structural_step(rows: np.ndarray, *, plan: LayerPlan, shown: np.ndarray, component: np.ndarray,
-                    replayed: np.ndarray, boundary: np.ndarray, blocks: tuple[str, ...]
+                    replayed: np.ndarray, boundary: np.ndarray, blocks: tuple[str, ...], gemm: np.ndarray
                     ) -> tuple[np.ndarray, np.ndarray, list[int], str | None, dict[int, str]]:
     """Layer and block for the items ``rows`` (one step, in launch order). ``shown``: per item, the index in
     ``blocks`` (the mixer buckets, then ``moe``) of the block its evidence or kernel view names, -1 for none;
     ``component``: whether its kernel view names a component (it keeps it). Returns, per row, the layer (-1
-    outside) and the index of its block label in ``blocks`` (``len(blocks)``: the dense MLP; -1: keep its kernel
-    view), the layers whose kernels
+    outside) and the index of its block label in ``blocks`` (``len(blocks)``: the dense MLP, ``+ 1``: the model's
+    norm, ``+ 2``: the LM head, both outside the layers, ``gemm`` saying which kernels are GEMMs; -1: keep its
+    kernel view), the layers whose kernels
     contradict the plan's type, why the step was left alone (None when it was not) and the layer types the step shows."""
     m = rows.size
     layer = np.full(m, -1, dtype=np.int64)
     label = np.full(m, -1, dtype=np.int64)
     rep = np.flatnonzero(replayed[rows])
-    if rep.size == 0:
-        return layer, label, [], "no graph-replayed kernels", {}
-    start = int(rep[0])
+    # Graph replays: from the first replayed kernel on (before it: the runner's input copies). Torch.compile'd
+    # without graphs (a batch above the largest capture size) or eager: the step's kernels as launched.
+    start = int(rep[0]) if rep.size else 0
+    where = "after the first graph-replayed kernel" if rep.size else "in the step"
     b = np.flatnonzero(boundary[rows])
     b = b[b >= start]
     n = plan.num_layers
+    code = shown[rows]
+    nb = len(blocks)
     if b.size == 2 * n + 1:  # layer 0's input norm is fused with an add too
         opening0, cuts = int(b[0]), b[1:]
     elif b.size == 2 * n:
         opening0, cuts = -1, b
     else:
-        return layer, label, [], (f"{b.size} fused add-RMSNorm kernels after the first graph-replayed kernel; "
-                                  f"the config's {n} layers need {2 * n}"), {}
-    code = shown[rows]
-    nb = len(blocks)
+        why = (f"{b.size} fused add-RMSNorm kernels {where}; the config's {n} layers need {2 * n}")
+        anchored = anchor_layers(code, plan=plan, blocks=blocks, start=start)
+        if isinstance(anchored, str):
+            return layer, label, [], f"{why}, and {anchored}", {}
+        layer[:] = anchored
+        _name_lm_head(label, gemm[rows], after=int(np.flatnonzero(anchored >= 0)[-1]) + 1, code=nb + 2)
+        types = {i: plan.layer_type(i) for i in range(n)}  # the anchors matched the plan's types exactly
+        return layer, label, [], None, types
     counts = np.zeros((m + 1, nb), dtype=np.int64)  # kernels naming each block before each position
     counts[1:] = np.cumsum(code[:, None] == np.arange(nb)[None, :], axis=0)
     post, ends = cuts[0::2], cuts[1::2]  # post-attention norms; next layer's input norm (the last: model norm)
@@ -102,7 +113,62 @@ def structural_step(rows: np.ndarray, *, plan: LayerPlan, shown: np.ndarray, com
     norm_at[post] = True
     block = np.where(in_ffn, np.where(moe, nb - 1, nb)[lay], mixer[lay])  # nb: the dense MLP
     label[pos] = np.where(norm_at[pos] | component[rows][pos], -1, block)
+    final = int(ends[-1])  # the model's norm (the last layer's residual add fused into it): outside the layers
+    label[final] = nb + 1
+    _name_lm_head(label, gemm[rows], after=final + 1, code=nb + 2)
     return layer, label, notes, None, types
+
+
+def _name_lm_head(label: np.ndarray, gemm: np.ndarray, *, after: int, code: int) -> None:
+    """The first GEMM after the decoder layers (and the model's norm) is the LM head: vLLM's runner computes the
+    logits (``LogitsProcessor``, the class the module tree names) right after the model's forward, before the
+    sampler. In place; nothing when the step has no GEMM there."""
+    at = np.flatnonzero(gemm[after:])
+    if at.size:
+        label[after + int(at[0])] = code
+
+
+def anchor_layers(code: np.ndarray, *, plan: LayerPlan, blocks: tuple[str, ...], start: int) -> np.ndarray | str:
+    """Layers of one step (items in launch order) from its anchors when no fused add-RMSNorm cuts it (eager
+    models whose RMSNorm runs as plain ATen kernels, e.g. Gemma's): the kernels whose evidence or name says
+    mixer (``gdn`` / ``attention``) or ``moe`` (``code``: index in ``blocks``, -1 none) come in runs, one per
+    block, and a layer runs its mixer, then its MoE. The runs must follow the config's plan exactly (its
+    mixers' order, a MoE block after each), as a contiguous stretch of the step's runs (vLLM launches some
+    attention-metadata work before the first layer); layer i then ends after its MoE run's last kernel and the
+    next begins there. Layer 0 begins as far before its first mixer kernel as the next layer of its type does.
+    Needs MoE in every layer (a dense MLP has no anchor of its own: where one layer ends is not known). Returns
+    the layer per item (-1 outside), or why not."""
+    n = plan.num_layers
+    if not all(f == "moe" for f in plan.ffns):
+        return "no anchors close a dense layer (its MLP has none)"
+    moe = len(blocks) - 1
+    if any(mx not in blocks[:moe] for mx in plan.mixers):
+        return "the plan names a mixer no anchor shows"
+    want = np.asarray([c for mx in plan.mixers for c in (blocks.index(mx), moe)], dtype=np.int64)
+    pos = np.flatnonzero(code >= 0)
+    pos = pos[pos >= start]
+    if pos.size == 0:
+        return "no mixer or MoE anchors"
+    seq = code[pos]
+    first = np.flatnonzero(np.r_[True, seq[1:] != seq[:-1]])  # each run's first anchor (index into pos)
+    last = np.r_[first[1:] - 1, seq.size - 1]
+    runs = seq[first]
+    k = want.size
+    hits = [o for o in range(runs.size - k + 1) if np.array_equal(runs[o:o + k], want)]
+    if not hits:
+        return (f"its {runs.size} mixer/MoE anchor runs do not hold the config's {n} layers in order "
+                "(mixer, then MoE, each layer)")
+    o = hits[0]
+    out = np.full(code.size, -1, dtype=np.int64)
+    ends = pos[last[o + 1:o + k:2]] + 1  # after each layer's MoE run
+    opens = np.r_[0, ends[:-1]]
+    mixer_at = pos[first[o:o + k:2]]  # each layer's first mixer anchor
+    same = [i for i in range(1, n) if plan.mixers[i] == plan.mixers[0]]
+    lead = int(mixer_at[same[0]] - opens[same[0]]) if same else 0
+    opens[0] = max(start, int(mixer_at[0]) - lead, int(pos[last[o - 1]]) + 1 if o else start)
+    for i in range(n):
+        out[int(opens[i]):int(ends[i])] = i
+    return out
 
 
 def _contradictions(found: Counter[tuple[str, str, int]], steps: int) -> list[str]:
@@ -136,31 +202,38 @@ def _layer0_start(is_mixer: np.ndarray, code: np.ndarray, *, start: int, opens: 
 
 
 def structural(steps: dict[int, np.ndarray], *, plan: LayerPlan, evidence: np.ndarray, replayed: np.ndarray,
-               kview: np.ndarray, boundary: np.ndarray, rules: LayerRules) -> tuple[np.ndarray, np.ndarray,
-                                                                                   StructuralResult]:
+               kview: np.ndarray, boundary: np.ndarray, rules: LayerRules,
+               known_layer: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, StructuralResult]:
     """:func:`structural_step` over every step (``steps``: step -> its items in launch order). ``evidence``:
-    module-view label of items attributed otherwise (None where op rule and module tree gave nothing). Returns
-    per item the layer (-1 where not placed) and label (None where unchanged), and what was done."""
+    module-view label of items attributed otherwise (None where op rule and module tree gave nothing).
+    ``known_layer``: the layer the module tree gave each item (-1 none): a step with a graph replay is cut
+    whatever it says (the tree says where the graph was launched), a step without one only when no item has a
+    layer (a trace recorded without stacks, or a torch.compile'd forward, whose decoder layers are inlined).
+    Returns per item the layer (-1 where not placed) and label (None where unchanged), and what was done."""
     n = kview.size
     blocks = (*rules.mixer_buckets, "moe")
-    names = np.asarray([*blocks, rules.dense_bucket], dtype=object)  # label codes: blocks, then the dense MLP
+    # label codes: blocks, the dense MLP, the model's norm, the LM head (the class the module tree names)
+    names = np.asarray([*blocks, rules.dense_bucket, "norm", LM_HEAD], dtype=object)
     free = pd.isna(evidence)
     # block index per item, through the distinct labels only (a few dozen)
     codes, cats = pd.factorize(np.where(free, kview, evidence))
     shown = np.asarray([blocks.index(str(c)) if str(c) in blocks else -1 for c in cats], dtype=np.int64)[codes]
     codes, cats = pd.factorize(kview)
     comp = np.asarray([str(c) in COMPONENTS for c in cats], dtype=bool)[codes]
+    gemm = np.asarray([str(c) == "gemm" for c in cats], dtype=bool)[codes]
     layer = np.full(n, -1, dtype=np.int64)
     code = np.full(n, -1, dtype=np.int64)
     done, left, notes, types = 0, 0, [], {}
     contradicted: Counter[tuple[str, str, int]] = Counter()  # (config's type, kernels' type, layer) -> steps
     for k, rows in steps.items():
+        if known_layer is not None and not replayed[rows].any() and (known_layer[rows] >= 0).any():
+            continue  # the module tree placed this step's kernels
         lay, lab, contra, why, seen = structural_step(rows, plan=plan, shown=shown, component=comp,
-                                                      replayed=replayed, boundary=boundary, blocks=blocks)
+                                                      replayed=replayed, boundary=boundary, blocks=blocks,
+                                                      gemm=gemm)
         if why is not None:
-            if why != "no graph-replayed kernels":
-                left += 1
-                notes.append(f"step {k} left alone: {why}")
+            left += 1
+            notes.append(f"step {k} left alone: {why}")
             continue
         done += 1
         layer[rows], code[rows] = lay, lab
@@ -168,8 +241,8 @@ def structural(steps: dict[int, np.ndarray], *, plan: LayerPlan, evidence: np.nd
         contradicted.update((plan.layer_type(i), seen[i], i) for i in contra)
     notes += _contradictions(contradicted, done)
     placed = layer >= 0
-    label = np.where(placed, np.where(code >= 0, names[np.maximum(code, 0)], kview), None)
-    with_module = int((placed & free & (code >= 0)).sum())
-    return layer, label, StructuralResult(with_module=with_module, layer_only=int((placed & free).sum()) - with_module,
+    label = np.where(code >= 0, names[np.maximum(code, 0)], np.where(placed, kview, None))
+    with_module = int((free & (code >= 0)).sum())  # the model's norm and LM head among them, outside the layers
+    return layer, label, StructuralResult(with_module=with_module, layer_only=int((placed & free & (code < 0)).sum()),
                                           layer_added=int((placed & ~free).sum()), steps_done=done,
                                           steps_left=left, layer_types=types, notes=tuple(notes))

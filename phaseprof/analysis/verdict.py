@@ -2,8 +2,10 @@
 there is one), plus the warnings a reader needs before trusting the timings.
 
 - verdict: host-bound (GPU busy under ``BOUND_BUSY_PCT`` of the step and the host — its own work or launch
-  calls — behind most of the idle time), wait-bound (idle mostly with work already launched: dependencies,
-  syncs, the step's tail) or GPU-bound (then the largest kernel bucket, at its % of speed of light).
+  calls — behind most of the idle time; in a trace recorded with Python stacks the line names the stack
+  recorder's estimated share, and calls the phase profiler-bound where the GPU would be busy at least
+  ``BOUND_BUSY_PCT`` of the step without it: ``analysis.profiler_cost``), wait-bound (idle mostly with work
+  already launched: dependencies, syncs, the step's tail) or GPU-bound (then the largest kernel bucket, at its % of speed of light).
 - views: where the kernel view (what ran) and the module view (what it ran for) disagree by
   ``VIEWS_DIFFER_PP`` points or more, and which module-view rows are module class names no rule covers.
 - noise: the capture's clean (profiler-off) timings spread more than ``NOISE_SPREAD_PCT`` of their median, or
@@ -18,6 +20,7 @@ from collections.abc import Mapping
 from enum import StrEnum
 from typing import Any
 
+from phaseprof.analysis.profiler_types import PhaseProfilerCost
 from phaseprof.analysis.results import Breakdown, PhaseSummary
 from phaseprof.analysis.verdict_types import PhaseVerdict, Verdicts
 from phaseprof.classify.buckets import Bucket
@@ -38,6 +41,7 @@ class Bound(StrEnum):
     HOST = "host-bound"  # the GPU waits for the host to launch work
     WAIT = "wait-bound"  # launched work waits: dependencies, syncs, the step's tail
     GPU = "GPU-bound"  # the GPU is busy most of the step
+    PROFILER = "profiler-bound"  # host-bound only through the profiler's own Python-stack recording
     CPU = "CPU ops"  # CPU-only trace: no GPU to be bound by
 
 
@@ -74,8 +78,38 @@ def view_notes(ph: PhaseSummary) -> list[str]:
     return out
 
 
-def phase_verdict(ph: PhaseSummary, *, device: str, sol: SolSection | None = None) -> PhaseVerdict:
-    """The verdict of one phase (see the module docstring for the rules)."""
+def _without_profiler(ph: PhaseSummary, cost: PhaseProfilerCost, starved_us: float) -> tuple[float, float]:
+    """GPU busy % of the wall once the stack recorder's estimated host time (low, high) is taken out of the time
+    the GPU waited for the host (never more than that time: the rest was hidden behind GPU work)."""
+    return tuple(_pct(ph.gpu_busy_us, ph.wall_us - min(e, starved_us))  # type: ignore[return-value]
+                 for e in (cost.overhead_low_us, cost.overhead_high_us))
+
+
+def _profiler_said(line: str, ph: PhaseSummary, cost: PhaseProfilerCost, starved_us: float) -> tuple[Bound, str]:
+    """A host-bound verdict with the profiler's share named. PROFILER where the GPU would be busy at least
+    BOUND_BUSY_PCT of the step without the recorder's estimated time (at its high end; where only the high end
+    gets there, the line says at what cost per frame the step would still be host-bound); else host-bound, with the
+    estimate said."""
+    lo, hi = _without_profiler(ph, cost, starved_us)
+    est = (f"the profiler's Python-stack recording ~{cost.overhead_low_us / 1e3:.0f}-"
+           f"{cost.overhead_high_us / 1e3:.0f} ms of its {ph.wall_us / 1e3:.0f} ms ({cost.python_frames:,} frames, "
+           "estimate)")
+    if hi < BOUND_BUSY_PCT:
+        return Bound.HOST, f"{line}; even without {est}, GPU busy ≤{hi:.0f}%: host-bound on its own account"
+    head = (f"{ph.phase}: {Bound.PROFILER} — GPU busy {_pct(ph.gpu_busy_us, ph.wall_us):.0f}% of the step under the "
+            f"profiler: {est}; without it GPU busy ~{lo:.0f}-{hi:.0f}%: ")
+    if lo >= BOUND_BUSY_PCT:
+        return Bound.PROFILER, head + "not host-bound on the server's account"
+    # the recorder's cost per frame at which the step would be just host-bound: wall - c x frames = 2 x busy
+    per_frame = (ph.wall_us - 100.0 / BOUND_BUSY_PCT * ph.gpu_busy_us) / cost.python_frames
+    return Bound.PROFILER, head + (f"host-bound on the server's account only if the recorder cost under "
+                                   f"{per_frame:.2f} us a frame")
+
+
+def phase_verdict(ph: PhaseSummary, *, device: str, sol: SolSection | None = None,
+                  profiler: PhaseProfilerCost | None = None) -> PhaseVerdict:
+    """The verdict of one phase (see the module docstring for the rules). ``profiler``: the stack recorder's
+    estimated host cost in this phase (``analysis.profiler_cost``): a host-bound verdict names it."""
     busy = _pct(ph.gpu_busy_us, ph.wall_us)
     launch, host = _pct(ph.idle.launch_overhead_us, ph.wall_us), _pct(ph.idle.host_work_us, ph.wall_us)
     other = _pct(ph.idle.other_us, ph.wall_us)
@@ -92,6 +126,9 @@ def phase_verdict(ph: PhaseSummary, *, device: str, sol: SolSection | None = Non
         causes = sorted([("host work", host), ("launch", launch), ("queued/tail", other)], key=lambda c: -c[1])
         line = (f"{ph.phase}: {bound} — GPU busy {busy:.0f}% of the step; idle: "
                 + ", ".join(f"{n} {v:.0f}%" for n, v in causes[:2]))
+        if bound == Bound.HOST and profiler is not None and profiler.python_frames:
+            starved = ph.idle.launch_overhead_us + ph.idle.host_work_us
+            bound, line = _profiler_said(line, ph, profiler, starved)
     else:
         bound = Bound.GPU
         line = f"{ph.phase}: {bound}, busy {busy:.0f}%" + (f" — {top_text}" if top_text else "")
@@ -132,5 +169,8 @@ def verdicts_of(bd: Breakdown, *, run: RunRecord | None = None) -> Verdicts:
     otherwise)."""
     device = bd.trace.device
     record = {**(bd.capture.to_dict() if bd.capture is not None else {}), **(run.to_dict() if run else {})}
-    return Verdicts(phases=[phase_verdict(ph, device=device, sol=bd.sol) for ph in bd.phases],
+    cost = bd.profiler
+    return Verdicts(phases=[phase_verdict(ph, device=device, sol=bd.sol,
+                                          profiler=cost.phase(ph.phase) if cost is not None else None)
+                            for ph in bd.phases],
                     noise=noise_warnings(record))

@@ -139,7 +139,7 @@ def source_line(src: Source, bd: Any) -> str:
 
 
 #: How a phase verdict is boxed: what keeps the GPU idle is a warning, the rest plain information.
-VERDICT_BOX = {"host-bound": "warning", "wait-bound": "warning"}
+VERDICT_BOX = {"host-bound": "warning", "wait-bound": "warning", "profiler-bound": "warning"}
 
 
 def verdicts(st: Any, v: Any, *, title: str = "What to look at first", prefix: str = "") -> None:

@@ -20,6 +20,8 @@ def breakdown_markdown(bd: Breakdown, *, top: int = 5, by_layer: bool = True) ->
         out += [f"- **{markdown(v.line)}**" for v in bd.verdicts.phases]
         out += [f"- ⚠️ {markdown(n)}" for n in bd.verdicts.noise]
         out.append("")
+    if bd.profiler is not None:
+        out += [f"- {markdown(n)}" for n in bd.profiler.lines()] + [""]
     out += ["Means per step; the phase's total wall time in the last column.", "",
             "| phase | steps | wall ms | busy ms | busy % | launch ovh ms | host work ms | kernels | "
             "launch calls | allocs | wall ms, total |", "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|"]

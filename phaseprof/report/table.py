@@ -165,6 +165,8 @@ def print_breakdown(bd: Breakdown, console: Console, *, full_names: bool = False
             console.print(f"  {_ms(k.time_us):>10} ms  x{k.count:<6} {names[k.name]}")
     for n in bd.notes:
         console.print(f"[dim]note: {n}[/]")
+    for n in bd.profiler.lines() if bd.profiler is not None else ():
+        console.print(f"[dim]{n}[/]")
     from phaseprof.report.attribution import print_attribution  # noqa: PLC0415
 
     print_attribution(bd, console)

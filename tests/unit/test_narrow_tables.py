@@ -103,7 +103,8 @@ def test_full_names_prints_kernel_names_whole(capsys, monkeypatch) -> None:
     longest = max((k["name"] for k in shown), key=len)
     # folded in its cell: whole once the cells of the name column are joined again
     lines = out.splitlines()
-    head = next(i for i, x in enumerate(lines) if x.startswith(" bucket") and " kernel " in x)
+    # the top-kernels table's header (" bucket  kernel  n  ms  %"), not the bucket table's (" kernel ms")
+    head = next(i for i, x in enumerate(lines) if x.startswith(" bucket") and re.search(r" kernel\s+n\s", x))
     start = lines[head].index(" kernel ") + 1
     cells = [re.sub(r"\s+[\d,]+\s+[\d.,]+\s+[\d.]+\s*$", "", x)[start:] for x in lines[head + 2:]]
     assert longest.replace(" ", "") in "".join(cells).replace(" ", "")
