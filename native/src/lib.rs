@@ -1648,6 +1648,16 @@ impl Scanner {
 
 // --- C ABI -------------------------------------------------------------------------------------------------------
 
+/// The version of this C ABI: the functions below, their arguments, and the family/column order of `pp_take`.
+/// `phaseprof/trace/native.py` (`ABI_VERSION`) loads only a library that returns its own number; raise both
+/// together on any change a Python side built for the old one would misread.
+pub const ABI_VERSION: u32 = 1;
+
+#[no_mangle]
+pub extern "C" fn pp_abi_version() -> u32 {
+    ABI_VERSION
+}
+
 #[no_mangle]
 pub extern "C" fn pp_new() -> *mut Scanner {
     Box::into_raw(Box::new(Scanner::new()))

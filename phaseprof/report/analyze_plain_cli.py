@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from phaseprof.errors import PhaseprofError
 from phaseprof.io import protect_inputs, refuse_input
 from phaseprof.lean_process import own_process
+from phaseprof.trace.readers import Reader
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -33,14 +34,15 @@ class OutputFormat(str, Enum):
 
 
 #: The options of ``phaseprof analyze``: each name, the keyword of :func:`run` it sets, and its kind ("path",
-#: "str", "int>=1", "format", "flag"; a list kind ends with "*": repeatable). typer's declaration
+#: "str", "int>=1", "format", "reader", "flag"; a list kind ends with "*": repeatable). typer's declaration
 #: (``analyze_cli.analyze``) is the reference; a test checks that the two list the same options.
 OPTIONS: dict[str, tuple[str, str]] = {
     "--json": ("json_out", "path"), "--format": ("fmt", "format"), "-f": ("fmt", "format"),
     "--rules": ("rules", "path*"), "--cross-check": ("cross_check", "str"), "--model-config": ("model_config", "str"),
     "--by": ("by", "str"), "--graph-reference": ("graph_reference", "path"), "--ceilings": ("ceilings", "str"),
     "--full-names": ("full_names", "flag"), "--jobs": ("jobs", "int>=1"), "-j": ("jobs", "int>=1"),
-    "--steps": ("steps", "str"), "--ray": ("ray", "str"),
+    "--steps": ("steps", "str"), "--ray": ("ray", "str"), "--reader": ("reader", "reader"),
+    "--verbose": ("verbose", "flag"), "-v": ("verbose", "flag"),
 }
 
 
@@ -82,6 +84,10 @@ def parse(argv: list[str]) -> dict[str, Any] | None:
             if value not in OutputFormat.__members__:
                 return None
             kw[key] = OutputFormat(value)
+        elif kind == "reader":
+            if value not in Reader._value2member_map_:
+                return None
+            kw[key] = Reader(value)
         elif kind == "int>=1":
             if not (value.isascii() and value.isdigit()) or int(value) < 1:
                 return None
@@ -101,8 +107,11 @@ def _echo(text: str) -> None:
 def run(traces: list[Path], json_out: Path | None = None, fmt: OutputFormat = OutputFormat.table,
         rules: list[Path] | None = None, cross_check: str | None = None, model_config: str | None = None,
         by: str | None = None, graph_reference: Path | None = None, ceilings: str | None = None,
-        full_names: bool = False, jobs: int | None = None, steps: str | None = None, ray: str | None = None) -> None:
-    """``phaseprof analyze`` with its options parsed (``analyze_cli.analyze`` documents them)."""
+        full_names: bool = False, jobs: int | None = None, steps: str | None = None, ray: str | None = None,
+        reader: Reader = Reader.AUTO, verbose: bool = False) -> None:
+    """``phaseprof analyze`` with its options parsed (``analyze_cli.analyze`` documents them). The reader that
+    read each trace, and why, goes to stderr with ``verbose``, and always where a scanner library is installed
+    but refused (another ABI: a stale build), which would otherwise only be slower."""
     rules = list(rules or [])
     if by not in (None, "layer"):
         raise PhaseprofError(f"unknown --by {by!r} (supported: layer)")
@@ -137,18 +146,19 @@ def run(traces: list[Path], json_out: Path | None = None, fmt: OutputFormat = Ou
 
     if fmt == OutputFormat.table:
         _console()  # rich, before the spinner
-    first = _first_tables(traces[0], step_range, set_up)
+    first = _first_tables(traces[0], step_range, set_up, reader)
     from phaseprof.analysis.pipeline import analyze as run_pipeline
     from phaseprof.report.json_io import dumps, write_breakdown
     from phaseprof.safe_text import for_markdown, for_terminal, terminal
     from phaseprof.sol.attach import reported
 
-    config = _config(rules, graph_reference, model_config, ceilings)
+    config = _config(rules, graph_reference, model_config, ceilings, reader)
     ruleset = rulesets[0] if rulesets else config.ruleset()
     for tr in traces:
         with _console().status(f"analysing {terminal(str(tr))} ...", spinner="dots") if fmt == OutputFormat.table else nullcontext():
             source, first = (first if first is not None else tr), None
             analysed = run_pipeline(source, config=config, ruleset=ruleset, steps=step_range)
+        _say_reader(tr, analysed.tables.read_by, verbose=verbose, console=_console)
         bd = reported(analysed)  # with its speed-of-light section
         if json_out is not None:
             dest = _dest(json_out, tr, len(traces))
@@ -205,14 +215,28 @@ def _import_analysis(fmt: OutputFormat) -> None:
 
 
 def _config(rules: list[Path], graph_reference: Path | None, model_config: str | None,
-            ceilings: str | None) -> Any:  # noqa: ANN401 - AnalysisConfig
+            ceilings: str | None, reader: Reader = Reader.AUTO) -> Any:  # noqa: ANN401 - AnalysisConfig
     from phaseprof.analysis.pipeline import AnalysisConfig
 
     return AnalysisConfig.with_rules(rules, graph_reference=graph_reference, model_config=model_config,
-                                     ceilings=ceilings)
+                                     ceilings=ceilings, reader=reader)
 
 
-def _first_tables(trace: Path, step_range: object, set_up: Any) -> Any:  # noqa: ANN401 - EventTables | None
+def _say_reader(trace: Path, read_by: Any, *, verbose: bool, console: Callable[..., Console]) -> None:  # noqa: ANN401
+    """``trace``'s reader on stderr (``--verbose``), and a refused scanner library even without it."""
+    from phaseprof.safe_text import terminal
+    from phaseprof.trace import native
+
+    if verbose:
+        console(stderr=True).print(f"{terminal(str(trace))}: {terminal(read_by.line())}", markup=False,
+                                   highlight=False, soft_wrap=True)
+    elif read_by.reader == "python" and native.status().refused:
+        console(stderr=True).print(f"warning: {terminal(native.status().problem or '')}; traces are read by the "
+                                   "slower pure-Python reader", markup=False, highlight=False, soft_wrap=True)
+
+
+def _first_tables(trace: Path, step_range: object, set_up: Any,
+                  reader: Reader = Reader.AUTO) -> Any:  # noqa: ANN401 - EventTables | None
     """The first trace's tables, read while ``set_up`` runs on a thread (``trace.read.load_tables``); None where
     the pipeline reads the trace itself (``--steps``: only the events of those steps)."""
     if step_range is not None:
@@ -235,7 +259,7 @@ def _first_tables(trace: Path, step_range: object, set_up: Any) -> Any:  # noqa:
     if pause:
         gc.disable()
     try:
-        return load_tables(trace, meanwhile=set_up, ahead=ahead)
+        return load_tables(trace, meanwhile=set_up, ahead=ahead, reader=reader)
     finally:
         if pause:
             gc.freeze()

@@ -29,6 +29,7 @@ from phaseprof.records import RunRecord
 from phaseprof.trace.limits import (DENSE_KEPT_EVENTS, MAX_KEPT_EVENTS, MIN_BYTES_PER_KEPT_EVENT, TraceValueError,
                                    check_metadata, check_times, int64_or_error)
 from phaseprof.trace.load import decode_trace, read_trace_bytes
+from phaseprof.trace.readers import ReadBy
 from phaseprof.trace.schema import Args, Event, TraceDoc
 from phaseprof.trace.stream import stream_trace
 
@@ -132,6 +133,7 @@ class EventTables:
     gpu_annotations: pd.DataFrame
     memory: pd.DataFrame
     modules: pd.DataFrame = field(default_factory=lambda: _frame({}))
+    read_by: ReadBy = ReadBy("python", "built from decoded events")  # ``trace.read.load_tables`` sets it
 
 
 _INT_TEXT = re.compile(r"-?[0-9]+")  # ASCII only: int() would also take Unicode digits, "_" and spaces
