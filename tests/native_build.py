@@ -23,10 +23,12 @@ def scanner_or_skip() -> None:
     cargo = shutil.which("cargo")
     if cargo is None:
         pytest.skip(f"cargo not installed and {native.status().problem}")
+    target = REPO / "native" / "target"
     proc = subprocess.run([cargo, "build", "--release", "--offline", "--quiet", "--manifest-path",
-                           str(REPO / "native" / "Cargo.toml")], capture_output=True, text=True)
+                           str(REPO / "native" / "Cargo.toml"), "--target-dir", str(target)],
+                          capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    built = REPO / "native" / "target" / "release" / "libphaseprof_scan.so"
+    built = target / "release" / "libphaseprof_scan.so"
     dest = native.FOLDER / "_phaseprof_scan.abi3.so"
     tmp = dest.with_suffix(".tmp")
     shutil.copyfile(built, tmp)
