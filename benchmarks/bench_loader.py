@@ -148,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
     from phaseprof.trace import native
 
     if not native.available():
-        raise SystemExit("the native scanner is not built: python -m phaseprof.trace.native")
+        raise SystemExit(f"{native.status().problem} (pip install -e . builds it, with cargo)")
     size = gzip_size(a.trace)
     print(f"trace: {a.trace} ({a.trace.stat().st_size / 1e6:,.1f} MB stored, {size / 1e6:,.1f} MB decompressed)")
     # the kernel: how many pages of the libraries' code a process maps (its RSS, the floor) differs between releases
