@@ -122,15 +122,18 @@ def run(traces: list[Path], json_out: Path | None = None, fmt: OutputFormat = Ou
     if ray is not None:
         from phaseprof.scale.cli import analyze_on_ray
 
+        if reader != Reader.AUTO:
+            raise PhaseprofError(f"--reader {reader.value} with --ray: the nodes' tasks read with --reader auto "
+                                 "(the native scanner where their phaseprof has it); --verbose says which")
         analyze_on_ray([str(t) for t in traces], address=None if ray == "local" else ray, rules=list(rules),
-                       fmt=fmt.value, json_out=json_out, console=_console())
+                       fmt=fmt.value, json_out=json_out, console=_console(), verbose=verbose)
         return
     # -f json prints one document: the breakdown (or multi-rank report) of one input; for several inputs, a JSON
     # array of them in the order given, printed once all are done (a failure leaves stdout empty).
     documents: list[bytes] = []
     several = len(traces) > 1
     traces = _expand(traces, rules, _console, json_out, fmt=fmt.value, jobs=jobs,
-                     documents=documents if fmt == OutputFormat.json else None)
+                     documents=documents if fmt == OutputFormat.json else None, reader=reader, verbose=verbose)
     if not traces:
         _print_json(documents, several=several)
         return
@@ -294,8 +297,8 @@ def _dest(json_out: Path, trace: Path, n_traces: int) -> Path:
 
 
 def _expand(paths: list[Path], rules: list[Path], console: Callable[[], Console], json_out: Path | None, *,
-            fmt: str = "table",
-            jobs: int | None = None, documents: list[bytes] | None = None) -> list[Path]:
+            fmt: str = "table", jobs: int | None = None, documents: list[bytes] | None = None,
+            reader: Reader = Reader.AUTO, verbose: bool = False) -> list[Path]:
     """The traces to analyse one by one (``inputs.resolve``): a trace, a run directory's trace; a directory of
     rank traces is analysed here, together (``--jobs`` processes; per-rank breakdowns and the multi-rank report)."""
     from phaseprof.inputs import InputKind, resolve, scan_traces
@@ -318,7 +321,7 @@ def _expand(paths: list[Path], rules: list[Path], console: Callable[[], Console]
             from phaseprof.scale.cli import analyze_rank_dir
 
             analyze_rank_dir(list(got.rank_traces), rules=list(rules), jobs=jobs, fmt=fmt, json_out=json_out,
-                             console=console(), documents=documents)
+                             console=console(), documents=documents, reader=reader, verbose=verbose)
         elif got.kind == InputKind.BREAKDOWN:
             raise PhaseprofError("a breakdown JSON, not a trace: analyze reads traces (phaseprof diff and the "
                                  "dashboard read breakdowns)", path=p)
