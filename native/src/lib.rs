@@ -2072,3 +2072,6 @@ pub unsafe extern "C" fn pp_op_parents(ts: *const i64, end: *const i64, key: *co
         stack.push((r, e, parent));
     }
 }
+
+#[cfg(test)]
+mod tests;
