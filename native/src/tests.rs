@@ -166,7 +166,8 @@ fn times_in_place_equal_the_copying_pass_bit_for_bit() {
         assert_eq!(end_ns[i], ts_ns[i] + dur_ns[i]);
     }
     let (mut t, mut d, mut end2) = (ts.to_vec(), dur.to_vec(), vec![0i64; n]);
-    let ok = unsafe { pp_times_in_place(t.as_mut_ptr(), d.as_mut_ptr(), n, origin, origin, max_span, end2.as_mut_ptr()) };
+    let ok =
+        unsafe { pp_times_in_place(t.as_mut_ptr(), d.as_mut_ptr(), n, origin, origin, max_span, end2.as_mut_ptr()) };
     assert_eq!(ok, 1);
     let as_i64 = |v: &[f64]| v.iter().map(|x| x.to_bits() as i64).collect::<Vec<_>>();
     assert_eq!((as_i64(&t), as_i64(&d), end2), (ts_ns, dur_ns, end_ns));
@@ -203,7 +204,8 @@ fn op_parents_by_the_stack_sweep() {
     let ts: [i64; 5] = [0, 1, 2, 6, 8];
     let end: [i64; 5] = [10, 5, 3, 9, 12];
     let mut out = [0i64; 5];
-    unsafe { pp_op_parents(ts.as_ptr(), end.as_ptr(), std::ptr::null(), std::ptr::null(), 5, out.as_mut_ptr() as *mut u8, 8) };
+    let none = std::ptr::null();
+    unsafe { pp_op_parents(ts.as_ptr(), end.as_ptr(), none, std::ptr::null(), 5, out.as_mut_ptr() as *mut u8, 8) };
     assert_eq!(out, [-1, 0, 1, 0, 0]);
     // two threads (key), rows given out of order: each thread's stack starts empty
     let ts: [i64; 3] = [0, 1, 1];
@@ -211,6 +213,7 @@ fn op_parents_by_the_stack_sweep() {
     let key: [i32; 3] = [0, 0, 1];
     let order: [i64; 3] = [0, 1, 2];
     let mut out = [0i32; 3];
-    unsafe { pp_op_parents(ts.as_ptr(), end.as_ptr(), key.as_ptr(), order.as_ptr(), 3, out.as_mut_ptr() as *mut u8, 4) };
+    let out_ptr = out.as_mut_ptr() as *mut u8;
+    unsafe { pp_op_parents(ts.as_ptr(), end.as_ptr(), key.as_ptr(), order.as_ptr(), 3, out_ptr, 4) };
     assert_eq!(out, [-1, 0, -1]);
 }

@@ -4,10 +4,10 @@ Two readers make the tables, chosen by one option (:class:`Reader`, ``phaseprof 
 scanner (``trace.native``, shipped in the wheel) and the pure-Python reader (msgspec), the reference that tests
 compare the scanner with. The tables say which one made them and why (``EventTables.read_by``).
 
-Within a reader it picks the fastest way the file allows: for a big trace, the native scanner with the file inflated on a thread
-beside it (``trace.readahead``), or, decoding in Python, two processes reading its halves (``trace.split_read``);
-else one streamed pass (``trace.stream``), else the whole document decoded at once; each builds the same tables
-with ``trace.tables.TableBuilder``. (Apart from ``tables.py`` so that the split read, which builds on the table
+Within a reader it picks the fastest way the file allows: for a big trace, the native scanner with the file
+inflated on a thread beside it (``trace.readahead``), or, decoding in Python, two processes reading its halves
+(``trace.split_read``); else one streamed pass (``trace.stream``), else the whole document decoded at once; each
+builds the same tables with ``trace.tables.TableBuilder``. (Apart from ``tables.py`` so that the split read, which builds on the table
 builder, is not imported back by it.)
 """
 
