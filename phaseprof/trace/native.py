@@ -34,7 +34,7 @@ from phaseprof.trace import tables
 from phaseprof.trace.limits import MAX_SPAN_US, TraceValueError
 from phaseprof.trace.tables import _FAMILY_COLUMNS, TableBuilder, _Growing
 
-#: The C ABI this module speaks (``native/src/lib.rs``, ``ABI_VERSION``): a library reporting another is refused.
+#: The C ABI this module speaks (``native/src/abi.rs``, ``ABI_VERSION``): a library reporting another is refused.
 ABI_VERSION = 1
 #: Where the library lies: setuptools-rust names it ``_phaseprof_scan.abi3.so`` (``.pyd`` on Windows).
 FOLDER = Path(__file__).parent

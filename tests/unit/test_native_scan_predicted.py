@@ -1,4 +1,4 @@
-"""The native scanner's predictions (``native/src/lib.rs``) at their edges: the same tables as the pure-Python
+"""The native scanner's predictions (``native/src/event.rs``) at their edges: the same tables as the pure-Python
 loader, or the same refusal, wherever what it predicts from the events before is wrong.
 
 The scanner learns, at each position of an event and of its args (args by category), the bytes from the end of
