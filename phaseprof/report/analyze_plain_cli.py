@@ -161,7 +161,7 @@ def run(traces: list[Path], json_out: Path | None = None, fmt: OutputFormat = Ou
         with _console().status(f"analysing {terminal(str(tr))} ...", spinner="dots") if fmt == OutputFormat.table else nullcontext():
             source, first = (first if first is not None else tr), None
             analysed = run_pipeline(source, config=config, ruleset=ruleset, steps=step_range)
-        _say_reader(tr, analysed.tables.read_by, verbose=verbose, console=_console)
+        _say_reader(tr, analysed.tables.read_by, reader=reader, verbose=verbose, console=_console)
         bd = reported(analysed)  # with its speed-of-light section
         if json_out is not None:
             dest = _dest(json_out, tr, len(traces))
@@ -225,15 +225,17 @@ def _config(rules: list[Path], graph_reference: Path | None, model_config: str |
                                      ceilings=ceilings, reader=reader)
 
 
-def _say_reader(trace: Path, read_by: Any, *, verbose: bool, console: Callable[..., Console]) -> None:  # noqa: ANN401
-    """``trace``'s reader on stderr (``--verbose``), and a refused scanner library even without it."""
+def _say_reader(trace: Path, read_by: Any, *, reader: Reader, verbose: bool,  # noqa: ANN401 - ReadBy
+                console: Callable[..., Console]) -> None:
+    """``trace``'s reader on stderr (``--verbose``), and, reading with ``--reader auto``, a refused scanner
+    library even without it (a stale build: only slower otherwise)."""
     from phaseprof.safe_text import terminal
     from phaseprof.trace import native
 
     if verbose:
         console(stderr=True).print(f"{terminal(str(trace))}: {terminal(read_by.line())}", markup=False,
                                    highlight=False, soft_wrap=True)
-    elif read_by.reader == "python" and native.status().refused:
+    elif reader == Reader.AUTO and read_by.reader == "python" and native.status().refused:
         console(stderr=True).print(f"warning: {terminal(native.status().problem or '')}; traces are read by the "
                                    "slower pure-Python reader", markup=False, highlight=False, soft_wrap=True)
 

@@ -7,8 +7,8 @@ compare the scanner with. The tables say which one made them and why (``EventTab
 Within a reader it picks the fastest way the file allows: for a big trace, the native scanner with the file
 inflated on a thread beside it (``trace.readahead``), or, decoding in Python, two processes reading its halves
 (``trace.split_read``); else one streamed pass (``trace.stream``), else the whole document decoded at once; each
-builds the same tables with ``trace.tables.TableBuilder``. (Apart from ``tables.py`` so that the split read, which builds on the table
-builder, is not imported back by it.)
+builds the same tables with ``trace.tables.TableBuilder``. (Apart from ``tables.py`` so that the split read,
+which builds on the table builder, is not imported back by it.)
 """
 
 from __future__ import annotations
