@@ -87,33 +87,12 @@ pub unsafe extern "C" fn pp_take(h: *mut Scanner, fam: i32, col: i32, ptr: *mut 
             v.len()
         }};
     }
-    if fam == 5 {
+    if fam == MEMORY {
         let m = &mut s.mem;
-        return match col {
-            0 => out!(m.ts),
-            1 => out!(m.pid.vec),
-            2 => out!(m.tid.vec),
-            3 => out!(m.bytes.vec),
-            4 => out!(m.total_allocated.vec),
-            5 => out!(m.device_type.vec),
-            _ => out!(m.device_id.vec),
-        };
+        return memory_column!(m, col, out);
     }
     let f = &mut s.fams[(fam as usize).min(N_FAMILIES - 1)];
-    match col {
-        0 => out!(f.kind.vec),
-        1 => out!(f.name.vec),
-        2 => out!(f.pid.vec),
-        3 => out!(f.tid.vec),
-        4 => out!(f.ts),
-        5 => out!(f.dur),
-        6 => out!(f.external_id.vec),
-        7 => out!(f.launched_kernel.vec),
-        8 => out!(f.correlation.vec),
-        9 => out!(f.device.vec),
-        10 => out!(f.stream.vec),
-        _ => out!(f.bytes.vec),
-    }
+    family_column!(f, col, out)
 }
 
 /// Column `col` of family `fam` (as `pp_take`) when the scanner holds it as a constant run: its value in `*value`
@@ -134,32 +113,12 @@ pub unsafe extern "C" fn pp_take_run(h: *mut Scanner, fam: i32, col: i32, value:
             std::mem::take(&mut c.run_len)
         }};
     }
-    if fam == 5 {
+    if fam == MEMORY {
         let m = &mut s.mem;
-        return match col {
-            1 => run!(m.pid),
-            2 => run!(m.tid),
-            3 => run!(m.bytes),
-            4 => run!(m.total_allocated),
-            5 => run!(m.device_type),
-            6 => run!(m.device_id),
-            _ => 0,
-        };
+        return memory_run!(m, col, run);
     }
     let f = &mut s.fams[(fam as usize).min(N_FAMILIES - 1)];
-    match col {
-        0 => run!(f.kind),
-        1 => run!(f.name),
-        2 => run!(f.pid),
-        3 => run!(f.tid),
-        6 => run!(f.external_id),
-        7 => run!(f.launched_kernel),
-        8 => run!(f.correlation),
-        9 => run!(f.device),
-        10 => run!(f.stream),
-        11 => run!(f.bytes),
-        _ => 0,
-    }
+    family_run!(f, col, run)
 }
 
 /// Element width codes of `pp_release`: the column's Rust element type, so that the allocation is freed with the

@@ -26,6 +26,8 @@ enum Fail {
 }
 type R<T> = Result<T, Fail>;
 
+mod layout; // generated from the Python column tables (python -m phaseprof.trace.native_layout)
+
 mod abi;
 mod codes;
 mod columns;
@@ -38,6 +40,7 @@ use codes::*;
 use columns::*;
 use event::*;
 use json::*;
+use layout::*;
 use scanner::*;
 
 #[cfg(test)]

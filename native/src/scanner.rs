@@ -4,8 +4,6 @@
 use super::*;
 
 /// Families in the order of tables.py's FAMILIES, then "modules".
-pub(crate) const N_FAMILIES: usize = 5;
-pub(crate) const MODULES: usize = 4;
 pub(crate) const MODULE_KIND: i8 = 8;
 
 pub struct Scanner {

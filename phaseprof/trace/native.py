@@ -40,7 +40,9 @@ ABI_VERSION = 1
 FOLDER = Path(__file__).parent
 PATTERNS = ("_phaseprof_scan*.so", "_phaseprof_scan*.pyd", "_phaseprof_scan*.dylib")
 _OK, _SYNTAX, _UNSUPPORTED = 0, 1, 2
-#: The scanner's families, in the order of its ABI (``pp_take``'s ``fam``), and its columns with their dtypes.
+#: The scanner's families, in the order of its ABI (``pp_take``'s ``fam``), and its columns with their dtypes
+#: (with ``tables._FAMILY_COLUMNS``, the one declaration: ``native/src/layout.rs`` is generated from them,
+#: ``python -m phaseprof.trace.native_layout``).
 _FAMILIES = ("gpu", "runtime", "ops", "gpu_annotations", "modules")
 _MEMORY = 5
 _MEMORY_COLUMNS = (("ts", np.float64), ("pid", np.int32), ("tid", np.int32), ("bytes", np.int64),
