@@ -61,65 +61,9 @@ impl<'a> Default for Event<'a> {
     }
 }
 
-/// The event keys read, with the type msgspec's strict decode of `schema.Event` gives each; any other key's value
-/// is validated and dropped. `Args`: the object under `args` (`schema.Args`).
-#[derive(Clone, Copy)]
-pub(crate) enum EventKey {
-    Ph,
-    Name,
-    Cat,
-    Pid,
-    Tid,
-    Ts,
-    Dur,
-    Id,
-    Args,
-}
-pub(crate) const EVENT_KEYS: [(&[u8], EventKey); 9] = [
-    (b"ph", EventKey::Ph),
-    (b"name", EventKey::Name),
-    (b"cat", EventKey::Cat),
-    (b"pid", EventKey::Pid),
-    (b"tid", EventKey::Tid),
-    (b"ts", EventKey::Ts),
-    (b"dur", EventKey::Dur),
-    (b"id", EventKey::Id),
-    (b"args", EventKey::Args),
-];
-
-#[derive(Clone, Copy)]
-pub(crate) enum ArgKey {
-    Correlation,
-    ExternalId,
-    ExternalIdLegacy,
-    Device,
-    Stream,
-    Bytes,
-    MemBytes,
-    TotalAllocated,
-    TotalReserved,
-    DeviceType,
-    DeviceId,
-    Name,
-    Labels,
-    Kernel,
-}
-pub(crate) const ARG_KEYS: [(&[u8], ArgKey); 14] = [
-    (b"correlation", ArgKey::Correlation),
-    (b"External id", ArgKey::ExternalId),
-    (b"external id", ArgKey::ExternalIdLegacy),
-    (b"device", ArgKey::Device),
-    (b"stream", ArgKey::Stream),
-    (b"bytes", ArgKey::Bytes),
-    (b"Bytes", ArgKey::MemBytes),
-    (b"Total Allocated", ArgKey::TotalAllocated),
-    (b"Total Reserved", ArgKey::TotalReserved),
-    (b"Device Type", ArgKey::DeviceType),
-    (b"Device Id", ArgKey::DeviceId),
-    (b"name", ArgKey::Name),
-    (b"labels", ArgKey::Labels),
-    (b"kernel", ArgKey::Kernel),
-];
+// The keys read (`EventKey`, `EVENT_KEYS`, `ArgKey`, `ARG_KEYS`) are generated from `schema.Event` and
+// `schema.Args` into `layout.rs`; each is parsed below with the type msgspec's strict decode of that field gives,
+// and any other key's value is validated and dropped.
 
 /// A key's bytes as a little-endian u128 (keys read are at most 15 bytes): one compare per table entry.
 pub(crate) const fn word(s: &[u8]) -> u128 {

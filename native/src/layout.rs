@@ -83,3 +83,63 @@ macro_rules! memory_run {
     };
 }
 pub(crate) use memory_run;
+
+/// The keys of `schema.Event` (its fields, as encoded), in field order.
+#[derive(Clone, Copy)]
+pub(crate) enum EventKey {
+    Ph,
+    Name,
+    Cat,
+    Pid,
+    Tid,
+    Ts,
+    Dur,
+    Id,
+    Args,
+}
+pub(crate) const EVENT_KEYS: [(&[u8], EventKey); 9] = [
+    (b"ph", EventKey::Ph),
+    (b"name", EventKey::Name),
+    (b"cat", EventKey::Cat),
+    (b"pid", EventKey::Pid),
+    (b"tid", EventKey::Tid),
+    (b"ts", EventKey::Ts),
+    (b"dur", EventKey::Dur),
+    (b"id", EventKey::Id),
+    (b"args", EventKey::Args),
+];
+
+/// The keys of `schema.Args` (its fields, as encoded), in field order.
+#[derive(Clone, Copy)]
+pub(crate) enum ArgKey {
+    Correlation,
+    ExternalId,
+    ExternalIdLegacy,
+    Device,
+    Stream,
+    Bytes,
+    MemBytes,
+    TotalAllocated,
+    TotalReserved,
+    DeviceType,
+    DeviceId,
+    Name,
+    Labels,
+    Kernel,
+}
+pub(crate) const ARG_KEYS: [(&[u8], ArgKey); 14] = [
+    (b"correlation", ArgKey::Correlation),
+    (b"External id", ArgKey::ExternalId),
+    (b"external id", ArgKey::ExternalIdLegacy),
+    (b"device", ArgKey::Device),
+    (b"stream", ArgKey::Stream),
+    (b"bytes", ArgKey::Bytes),
+    (b"Bytes", ArgKey::MemBytes),
+    (b"Total Allocated", ArgKey::TotalAllocated),
+    (b"Total Reserved", ArgKey::TotalReserved),
+    (b"Device Type", ArgKey::DeviceType),
+    (b"Device Id", ArgKey::DeviceId),
+    (b"name", ArgKey::Name),
+    (b"labels", ArgKey::Labels),
+    (b"kernel", ArgKey::Kernel),
+];

@@ -1,4 +1,4 @@
-"""The native scanner's column layout, generated from the Python tables: ``native/src/layout.rs``.
+"""The native scanner's layout, generated from the Python tables: ``native/src/layout.rs``.
 
 The order in which ``pp_take``/``pp_take_run`` number a family's columns is the order of
 ``trace.tables._FAMILY_COLUMNS`` (and ``trace.native._MEMORY_COLUMNS`` for the allocator events), and the family
@@ -10,6 +10,11 @@ phaseprof.trace.native_layout`` rewrites the file where it differs (``--check``:
 
 A float64 column is a plain ``Vec<f64>`` in Rust; an integer column a ``Col`` (a constant run until a second
 value comes: ``pp_take_run`` hands the run out, ``pp_take`` its ``vec``).
+
+The JSON keys the scanner reads are ``trace.schema.Event``'s and ``Args``'s fields, under the names they are
+encoded with (``External id``): generated as the ``EventKey``/``ArgKey`` enums (a variant per field, in field
+order) and their key tables, so a field added, renamed or dropped in the schema changes the Rust enum, and the
+scanner's exhaustive matches on it stop compiling until the Rust side reads it the same way.
 """
 
 from __future__ import annotations
@@ -18,9 +23,11 @@ import sys
 import textwrap
 from pathlib import Path
 
+import msgspec
 import numpy as np
 
 from phaseprof.trace.native import _FAMILIES, _MEMORY, _MEMORY_COLUMNS
+from phaseprof.trace.schema import Args, Event
 from phaseprof.trace.tables import _FAMILY_COLUMNS
 
 #: The generated file, in a source checkout.
@@ -47,6 +54,29 @@ def _arms(columns: tuple[tuple[str, type], ...], *, runs: bool) -> list[str]:
 def _doc(text: str) -> list[str]:
     """A Rust doc comment, wrapped to the project's 120 columns."""
     return ["/// " + line for line in textwrap.wrap(text, 116)]
+
+
+def _keys(struct: type[msgspec.Struct], enum: str, table: str) -> list[str]:
+    """``struct``'s fields as a Rust enum (a variant per field, CamelCase) and its key table (encoded names)."""
+    fields = msgspec.structs.fields(struct)
+    variants = ["".join(part.title() for part in f.name.split("_")) for f in fields]
+    return [
+        *_doc(f"The keys of `schema.{struct.__name__}` (its fields, as encoded), in field order."),
+        "#[derive(Clone, Copy)]",
+        f"pub(crate) enum {enum} {{",
+        *(f"    {v}," for v in variants),
+        "}",
+        f"pub(crate) const {table}: [(&[u8], {enum}); {len(fields)}] = [",
+        *(f"    (b{_rust_bytes(f.encode_name)}, {enum}::{v})," for f, v in zip(fields, variants)),
+        "];",
+        "",
+    ]
+
+
+def _rust_bytes(text: str) -> str:
+    """A Rust byte-string literal of ``text`` (ASCII keys)."""
+    assert text.isascii() and '"' not in text and "\\" not in text, text
+    return f'"{text}"'
 
 
 def rust_source() -> str:
@@ -89,6 +119,7 @@ def rust_source() -> str:
             f"pub(crate) use {name}_run;",
             "",
         ]
+    lines += [*_keys(Event, "EventKey", "EVENT_KEYS"), *_keys(Args, "ArgKey", "ARG_KEYS")]
     return "\n".join(lines).rstrip("\n") + "\n"
 
 

@@ -1,5 +1,6 @@
-"""``native/src/layout.rs`` is generated from the Python column tables (``phaseprof.trace.native_layout``): the
-committed file is the generated one, and the generator finds and rewrites a stale one."""
+"""``native/src/layout.rs`` is generated from the Python column tables and event schema
+(``phaseprof.trace.native_layout``): the committed file is the generated one, and the generator finds and rewrites
+a stale one."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ def test_the_layout_follows_the_python_tables() -> None:
     assert "0 => $out!($f.kind.vec)," in text and "4 => $out!($f.ts)," in text  # float columns: a plain Vec
     assert "_ => $out!($f.bytes.vec)," in text and "11 => $run!($f.bytes)," in text  # the last one
     assert "$run!($f.ts)" not in text and "pub(crate) const MEMORY: i32 = 5;" in text
+    assert '(b"External id", ArgKey::ExternalId),' in text and '(b"args", EventKey::Args),' in text  # schema.py's
     assert all(len(line) <= 120 for line in text.splitlines())
 
 
