@@ -138,6 +138,17 @@ def test_another_abi_is_refused_in_one_line(monkeypatch: pytest.MonkeyPatch, ver
         load_tables(EAGER_DECODE, reader=Reader.NATIVE)
 
 
+def test_a_library_that_does_not_load_is_refused(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Not a shared library (or one needing a newer glibc than the machine's): refused, the reason in one line."""
+    (tmp_path / "_phaseprof_scan.abi3.so").write_bytes(b"not an ELF file")
+    monkeypatch.setattr(native, "FOLDER", tmp_path)
+    monkeypatch.setattr(native, "_status", None)
+    monkeypatch.setattr(native, "_lib", None)
+    found = native.status()
+    assert found.refused and "_phaseprof_scan.abi3.so does not load (" in found.line()
+    assert "\n" not in found.line() and load_tables(EAGER_DECODE).read_by.reader == "python"
+
+
 def test_absent_scanner(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setattr(native, "FOLDER", tmp_path)
     monkeypatch.setattr(native, "_status", None)
