@@ -10,7 +10,10 @@ strides, read-only flags, categories, the bytes of every column) and must be ide
 
 Usage::
 
-    git archive main phaseprof native | tar -x -C /tmp/base && (cd /tmp/base && python -m phaseprof.trace.native)
+    git archive main phaseprof native | tar -x -C /tmp/base
+    (cd /tmp/base/native && cargo build --release --offline)
+    cp /tmp/base/native/target/release/libphaseprof_scan.so /tmp/base/phaseprof/trace/_phaseprof_scan.abi3.so
+    # (a commit before issue 47: cd /tmp/base && python -m phaseprof.trace.native)
     python benchmarks/bench_finish.py /tmp/phaseprof-bench/trace-x55.json.gz --baseline-src /tmp/base --repeat 2
 """
 

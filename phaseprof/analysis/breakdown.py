@@ -14,7 +14,7 @@ from phaseprof.analysis.grouped import group_sums, rows_in_steps
 from phaseprof.analysis.phase_infer import infer_mode
 from phaseprof.analysis.prepare import Prepared
 from phaseprof.analysis.results import (AllocCounts, BucketTime, Breakdown, IdleSplit, KernelStat, LaunchCounts,
-                                        PhaseSummary, Stats, StepRow, TraceInfo)
+                                        PhaseSummary, Stats, StepRow, ToolInfo, TraceInfo)
 from phaseprof.analysis.steps import StepDetection, StepPhase, assign_to_steps
 from phaseprof.classify.buckets import Bucket
 from phaseprof.columns import EventKind
@@ -572,7 +572,7 @@ def summarize(t: EventTables, prep: Prepared) -> Breakdown:
     props = next((p for p in t.meta.device_properties if p.get("name") == t.meta.gpu_name),
                  t.meta.device_properties[0] if t.meta.device_properties else {})
     return Breakdown(
-        schema_version=SCHEMA_VERSION, tool={"name": "phaseprof", "version": __version__},
+        schema_version=SCHEMA_VERSION, tool=ToolInfo(name="phaseprof", version=__version__, reader=t.read_by.reader),
         trace=TraceInfo(path=t.meta.path, sha256=t.meta.sha256, decompressed_bytes=t.meta.decompressed_bytes,
                         event_count=t.meta.event_count, platform=t.meta.platform, device=device,
                         gpu_name=t.meta.gpu_name, gpu_properties=dict(props), versions=t.meta.versions,

@@ -35,6 +35,7 @@ from phaseprof.classify.rules import RuleSet, load_rules
 from phaseprof.errors import PhaseprofError
 from phaseprof.records import RunRecord
 from phaseprof.trace.read import load_tables
+from phaseprof.trace.readers import Reader
 from phaseprof.trace.recording import read_recording
 from phaseprof.trace.tables import EventTables
 
@@ -64,14 +65,17 @@ class AnalysisConfig:
     model_config: str | None = None
     ceilings: str | None = None
     capture: RunRecord | None = field(default=None, compare=False)
+    #: Which reader makes the tables (``--reader``): both give the same tables, so not part of the identity.
+    reader: Reader = field(default=Reader.AUTO, compare=False)
 
     @classmethod
     def with_rules(cls, rules: Iterable[str | Path] | None, *, graph_reference: str | Path | None = None,
-                   model_config: str | Path | None = None, ceilings: str | Path | None = None) -> AnalysisConfig:
+                   model_config: str | Path | None = None, ceilings: str | Path | None = None,
+                   reader: Reader = Reader.AUTO) -> AnalysisConfig:
         return cls(rules=tuple(Path(r) for r in rules or ()),
                    graph_reference=Path(graph_reference) if graph_reference is not None else None,
                    model_config=str(model_config) if model_config is not None else None,
-                   ceilings=str(ceilings) if ceilings is not None else None)
+                   ceilings=str(ceilings) if ceilings is not None else None, reader=Reader(reader))
 
     def ruleset(self) -> RuleSet:
         return load_rules(list(self.rules) or None)
@@ -118,10 +122,10 @@ def analyze(source: str | Path | EventTables, *, config: AnalysisConfig | None =
     config = config or AnalysisConfig()
     window = None
     if steps is not None and not isinstance(source, EventTables):
-        window = load_window(source, steps)
+        window = load_window(source, steps, reader=config.reader)
         tables = window.tables
     else:
-        tables = source if isinstance(source, EventTables) else load_tables(source)
+        tables = source if isinstance(source, EventTables) else load_tables(source, reader=config.reader)
     rules = ruleset if ruleset is not None else config.ruleset()
     ref = load_reference(config.graph_reference, rules) if config.graph_reference is not None else None
     try:

@@ -7,7 +7,7 @@ All times are microseconds (``_us``), shares are percent of GPU busy time (``_pc
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Literal
 
 from phaseprof.analysis.attribution_types import Attribution
 from phaseprof.analysis.profiler_types import ProfilerCost
@@ -142,9 +142,20 @@ class TraceInfo:
 
 
 @dataclass(frozen=True)
+class ToolInfo:
+    """What wrote the breakdown: ``reader`` is the trace reader that made its tables (schema 1.5): ``native`` (the
+    Rust scanner shipped in the wheel) or ``python`` (the pure-Python reference); both give the same numbers.
+    None in breakdowns written before 1.5."""
+
+    name: str
+    version: str
+    reader: Literal["native", "python"] | None = None
+
+
+@dataclass(frozen=True)
 class Breakdown:
     schema_version: str
-    tool: dict[str, str]
+    tool: ToolInfo
     trace: TraceInfo
     step_detection: dict[str, str]  # method, detail
     totals: dict[str, float]  # whole-trace GPU busy etc. for cross-checks

@@ -18,6 +18,7 @@ from phaseprof.analysis.steps import StepWindow, marker_steps
 from phaseprof.errors import PhaseprofError
 from phaseprof.trace.select import EventWindow, Scan
 from phaseprof.trace.read import load_tables
+from phaseprof.trace.readers import Reader
 from phaseprof.trace.tables import EventTables, scan_trace
 
 _SPEC = re.compile(r"^([0-9]{0,9}):([0-9]{0,9})$")
@@ -62,8 +63,12 @@ class Windowed:
                 f"the events they need were loaded")
 
 
-def load_window(path: str | Path, steps: StepRange) -> Windowed:
-    """Two passes over ``path``: find the step windows, then load the events the chosen steps need."""
+def load_window(path: str | Path, steps: StepRange, *, reader: Reader = Reader.AUTO) -> Windowed:
+    """Two passes over ``path``: find the step windows, then load the events the chosen steps need (with the
+    pure-Python reader: ``Reader.NATIVE`` is refused before the first pass)."""
+    if reader == Reader.NATIVE:
+        raise PhaseprofError("--reader native reads whole traces: --steps reads only its steps' events, with the "
+                             "pure-Python reader (--reader python or auto)")
     scan = scan_trace(path, Scan)
     assert isinstance(scan, Scan)
     ops = scan.marker_ops()
@@ -80,7 +85,7 @@ def load_window(path: str | Path, steps: StepRange) -> Windowed:
     lo, hi = chosen[0].host_start_ns, max(s.host_end_ns for s in chosen)
     window = EventWindow.around(scan, lo, hi)
     del scan, ops
-    tables = load_tables(path, keep=window, origin_us=window.origin_us)
+    tables = load_tables(path, keep=window, origin_us=window.origin_us, reader=reader)
     return Windowed(tables=tables, range=steps, first=steps.first, count=len(chosen), total=len(numbered),
                     host_ns=(lo, hi))
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import typer
 
 from phaseprof.report.analyze_plain_cli import OutputFormat, run
+from phaseprof.trace.readers import Reader
 
 # typer's command: its options and help. The run itself is ``analyze_plain_cli.run``, which ``phaseprof analyze``
 # calls without typer for the command lines ``analyze_plain_cli.parse`` is sure of.
@@ -45,6 +46,12 @@ def analyze(
     ray: str | None = typer.Option(None, "--ray", metavar="ADDRESS", help="Analyse the rank files that TRACES "
                                    "(globs, quoted) match on every node of a Ray cluster, each on the node holding "
                                    "it: 'auto' (this machine's cluster), 'local' (start one here) or HOST:PORT."),
+    reader: Reader = typer.Option(Reader.AUTO, "--reader", help="Trace reader: 'native' (the Rust scanner the "
+                                  "wheel ships; an error where it cannot read the trace), 'python' (the "
+                                  "pure-Python reference) or 'auto' (native where installed and possible, else "
+                                  "python). Both give the same numbers."),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Say on stderr which reader read each trace and "
+                                 "why."),
 ) -> None:
     """Break a trace down by step, phase and bucket (kernel and module views).
 
@@ -52,7 +59,8 @@ def analyze(
     waited for whom in every collective; --format json prints it, --json DIR writes it (multirank.json) and
     each rank's breakdown."""
     run(traces, json_out=json_out, fmt=fmt, rules=rules, cross_check=cross_check, model_config=model_config, by=by,
-        graph_reference=graph_reference, ceilings=ceilings, full_names=full_names, jobs=jobs, steps=steps, ray=ray)
+        graph_reference=graph_reference, ceilings=ceilings, full_names=full_names, jobs=jobs, steps=steps, ray=ray,
+        reader=reader, verbose=verbose)
 
 
 def register(app: typer.Typer) -> None:

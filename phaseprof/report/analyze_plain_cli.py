@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from phaseprof.errors import PhaseprofError
 from phaseprof.io import protect_inputs, refuse_input
 from phaseprof.lean_process import own_process
+from phaseprof.trace.readers import Reader
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -33,14 +34,15 @@ class OutputFormat(str, Enum):
 
 
 #: The options of ``phaseprof analyze``: each name, the keyword of :func:`run` it sets, and its kind ("path",
-#: "str", "int>=1", "format", "flag"; a list kind ends with "*": repeatable). typer's declaration
+#: "str", "int>=1", "format", "reader", "flag"; a list kind ends with "*": repeatable). typer's declaration
 #: (``analyze_cli.analyze``) is the reference; a test checks that the two list the same options.
 OPTIONS: dict[str, tuple[str, str]] = {
     "--json": ("json_out", "path"), "--format": ("fmt", "format"), "-f": ("fmt", "format"),
     "--rules": ("rules", "path*"), "--cross-check": ("cross_check", "str"), "--model-config": ("model_config", "str"),
     "--by": ("by", "str"), "--graph-reference": ("graph_reference", "path"), "--ceilings": ("ceilings", "str"),
     "--full-names": ("full_names", "flag"), "--jobs": ("jobs", "int>=1"), "-j": ("jobs", "int>=1"),
-    "--steps": ("steps", "str"), "--ray": ("ray", "str"),
+    "--steps": ("steps", "str"), "--ray": ("ray", "str"), "--reader": ("reader", "reader"),
+    "--verbose": ("verbose", "flag"), "-v": ("verbose", "flag"),
 }
 
 
@@ -82,6 +84,10 @@ def parse(argv: list[str]) -> dict[str, Any] | None:
             if value not in OutputFormat.__members__:
                 return None
             kw[key] = OutputFormat(value)
+        elif kind == "reader":
+            if value not in Reader._value2member_map_:
+                return None
+            kw[key] = Reader(value)
         elif kind == "int>=1":
             if not (value.isascii() and value.isdigit()) or int(value) < 1:
                 return None
@@ -101,8 +107,11 @@ def _echo(text: str) -> None:
 def run(traces: list[Path], json_out: Path | None = None, fmt: OutputFormat = OutputFormat.table,
         rules: list[Path] | None = None, cross_check: str | None = None, model_config: str | None = None,
         by: str | None = None, graph_reference: Path | None = None, ceilings: str | None = None,
-        full_names: bool = False, jobs: int | None = None, steps: str | None = None, ray: str | None = None) -> None:
-    """``phaseprof analyze`` with its options parsed (``analyze_cli.analyze`` documents them)."""
+        full_names: bool = False, jobs: int | None = None, steps: str | None = None, ray: str | None = None,
+        reader: Reader = Reader.AUTO, verbose: bool = False) -> None:
+    """``phaseprof analyze`` with its options parsed (``analyze_cli.analyze`` documents them). The reader that
+    read each trace, and why, goes to stderr with ``verbose``, and always where a scanner library is installed
+    but refused (another ABI: a stale build), which would otherwise only be slower."""
     rules = list(rules or [])
     if by not in (None, "layer"):
         raise PhaseprofError(f"unknown --by {by!r} (supported: layer)")
@@ -117,15 +126,18 @@ def run(traces: list[Path], json_out: Path | None = None, fmt: OutputFormat = Ou
     if ray is not None:
         from phaseprof.scale.cli import analyze_on_ray
 
+        if reader != Reader.AUTO:
+            raise PhaseprofError(f"--reader {reader.value} with --ray: the nodes' tasks read with --reader auto "
+                                 "(the native scanner where their phaseprof has it); --verbose says which")
         analyze_on_ray([str(t) for t in traces], address=None if ray == "local" else ray, rules=list(rules),
-                       fmt=fmt.value, json_out=json_out, console=_console())
+                       fmt=fmt.value, json_out=json_out, console=_console(), verbose=verbose)
         return
     # -f json prints one document: the breakdown (or multi-rank report) of one input; for several inputs, a JSON
     # array of them in the order given, printed once all are done (a failure leaves stdout empty).
     documents: list[bytes] = []
     several = len(traces) > 1
     traces = _expand(traces, rules, _console, json_out, fmt=fmt.value, jobs=jobs,
-                     documents=documents if fmt == OutputFormat.json else None)
+                     documents=documents if fmt == OutputFormat.json else None, reader=reader, verbose=verbose)
     if not traces:
         _print_json(documents, several=several)
         return
@@ -141,18 +153,19 @@ def run(traces: list[Path], json_out: Path | None = None, fmt: OutputFormat = Ou
 
     if fmt == OutputFormat.table:
         _console()  # rich, before the spinner
-    first = _first_tables(traces[0], step_range, set_up)
+    first = _first_tables(traces[0], step_range, set_up, reader)
     from phaseprof.analysis.pipeline import analyze as run_pipeline
     from phaseprof.report.json_io import dumps, write_breakdown
     from phaseprof.safe_text import for_markdown, for_terminal, terminal
     from phaseprof.sol.attach import reported
 
-    config = _config(rules, graph_reference, model_config, ceilings)
+    config = _config(rules, graph_reference, model_config, ceilings, reader)
     ruleset = rulesets[0] if rulesets else config.ruleset()
     for tr in traces:
         with _console().status(f"analysing {terminal(str(tr))} ...", spinner="dots") if fmt == OutputFormat.table else nullcontext():
             source, first = (first if first is not None else tr), None
             analysed = run_pipeline(source, config=config, ruleset=ruleset, steps=step_range)
+        _say_reader(tr, analysed.tables.read_by, reader=reader, verbose=verbose, console=_console)
         bd = reported(analysed)  # with its speed-of-light section
         if json_out is not None:
             dest = _dest(json_out, tr, len(traces))
@@ -209,14 +222,30 @@ def _import_analysis(fmt: OutputFormat) -> None:
 
 
 def _config(rules: list[Path], graph_reference: Path | None, model_config: str | None,
-            ceilings: str | None) -> Any:  # noqa: ANN401 - AnalysisConfig
+            ceilings: str | None, reader: Reader = Reader.AUTO) -> Any:  # noqa: ANN401 - AnalysisConfig
     from phaseprof.analysis.pipeline import AnalysisConfig
 
     return AnalysisConfig.with_rules(rules, graph_reference=graph_reference, model_config=model_config,
-                                     ceilings=ceilings)
+                                     ceilings=ceilings, reader=reader)
 
 
-def _first_tables(trace: Path, step_range: object, set_up: Any) -> Any:  # noqa: ANN401 - EventTables | None
+def _say_reader(trace: Path, read_by: Any, *, reader: Reader, verbose: bool,  # noqa: ANN401 - ReadBy
+                console: Callable[..., Console]) -> None:
+    """``trace``'s reader on stderr (``--verbose``), and, reading with ``--reader auto``, a refused scanner
+    library even without it (a stale build: only slower otherwise)."""
+    from phaseprof.safe_text import terminal
+    from phaseprof.trace import native
+
+    if verbose:
+        console(stderr=True).print(f"{terminal(str(trace))}: {terminal(read_by.line())}", markup=False,
+                                   highlight=False, soft_wrap=True)
+    elif reader == Reader.AUTO and read_by.reader == "python" and native.status().refused:
+        console(stderr=True).print(f"warning: {terminal(native.status().problem or '')}; traces are read by the "
+                                   "slower pure-Python reader", markup=False, highlight=False, soft_wrap=True)
+
+
+def _first_tables(trace: Path, step_range: object, set_up: Any,
+                  reader: Reader = Reader.AUTO) -> Any:  # noqa: ANN401 - EventTables | None
     """The first trace's tables, read while ``set_up`` runs on a thread (``trace.read.load_tables``); None where
     the pipeline reads the trace itself (``--steps``: only the events of those steps)."""
     if step_range is not None:
@@ -239,7 +268,7 @@ def _first_tables(trace: Path, step_range: object, set_up: Any) -> Any:  # noqa:
     if pause:
         gc.disable()
     try:
-        return load_tables(trace, meanwhile=set_up, ahead=ahead)
+        return load_tables(trace, meanwhile=set_up, ahead=ahead, reader=reader)
     finally:
         if pause:
             gc.freeze()
@@ -276,8 +305,8 @@ def _dest(json_out: Path, trace: Path, n_traces: int) -> Path:
 
 
 def _expand(paths: list[Path], rules: list[Path], console: Callable[[], Console], json_out: Path | None, *,
-            fmt: str = "table",
-            jobs: int | None = None, documents: list[bytes] | None = None) -> list[Path]:
+            fmt: str = "table", jobs: int | None = None, documents: list[bytes] | None = None,
+            reader: Reader = Reader.AUTO, verbose: bool = False) -> list[Path]:
     """The traces to analyse one by one (``inputs.resolve``): a trace, a run directory's trace; a directory of
     rank traces is analysed here, together (``--jobs`` processes; per-rank breakdowns and the multi-rank report)."""
     from phaseprof.inputs import InputKind, resolve, scan_traces
@@ -300,7 +329,7 @@ def _expand(paths: list[Path], rules: list[Path], console: Callable[[], Console]
             from phaseprof.scale.cli import analyze_rank_dir
 
             analyze_rank_dir(list(got.rank_traces), rules=list(rules), jobs=jobs, fmt=fmt, json_out=json_out,
-                             console=console(), documents=documents)
+                             console=console(), documents=documents, reader=reader, verbose=verbose)
         elif got.kind == InputKind.BREAKDOWN:
             raise PhaseprofError("a breakdown JSON, not a trace: analyze reads traces (phaseprof diff and the "
                                  "dashboard read breakdowns)", path=p)

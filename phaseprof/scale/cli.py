@@ -13,6 +13,8 @@ from phaseprof.scale.ranks import RankSummary, summarize_ranks
 from phaseprof.safe_text import for_terminal, terminal
 from phaseprof.scale.local import analyze_rank_files, clamp_jobs, default_jobs
 from phaseprof.scale.report import write_rank_outputs  # noqa: F401 - kept importable from here
+from phaseprof.scale.rank_task import RankResult
+from phaseprof.trace.readers import Reader
 
 
 def _progress(console: Console) -> Progress:
@@ -53,8 +55,18 @@ def _emit(summary: RankSummary, *, fmt: str, json_out: Path | None, console: Con
             console.print(f"[dim]wrote {terminal(str(json_out / 'multirank.json'))} and {len(summary.ranks)} rank breakdowns[/]")
 
 
+def _say_readers(results: list[RankResult]) -> None:
+    """``--verbose``: which reader read each rank file (its breakdown's ``tool.reader``), on stderr."""
+    err = Console(stderr=True)
+    for r in results:
+        what = {"native": "the native scanner", "python": "the pure-Python reader"}.get(r.breakdown.tool.reader or "",
+                                                                                          "?")
+        err.print(f"{terminal(r.path)}: read by {what}", markup=False, highlight=False, soft_wrap=True)
+
+
 def analyze_rank_dir(files: list[Path], *, rules: list[Path], jobs: int | None, fmt: str, json_out: Path | None,
-                     console: Console, documents: list[bytes] | None = None) -> RankSummary:
+                     console: Console, documents: list[bytes] | None = None, reader: Reader = Reader.AUTO,
+                     verbose: bool = False) -> RankSummary:
     used = clamp_jobs(jobs, len(files))
     if jobs is not None and used < jobs:  # on stderr: stdout may carry JSON or markdown
         Console(stderr=True).print(f"[dim]--jobs {jobs} clamped to {used} ({default_jobs()} usable core(s), "
@@ -64,14 +76,16 @@ def analyze_rank_dir(files: list[Path], *, rules: list[Path], jobs: int | None, 
         task = prog.add_task(f"analysing {len(files)} rank traces ({jobs} processes)",
                              total=len(files))
         results = analyze_rank_files(files, jobs=jobs, rule_files=rules or None,
-                                     on_done=lambda _p: prog.advance(task))
+                                     on_done=lambda _p: prog.advance(task), reader=reader)
+    if verbose:
+        _say_readers(results)
     summary = summarize_ranks(results)
     _emit(summary, fmt=fmt, json_out=json_out, console=console, documents=documents)
     return summary
 
 
 def analyze_on_ray(patterns: list[str], *, address: str | None, rules: list[Path], fmt: str,
-                   json_out: Path | None, console: Console) -> RankSummary:
+                   json_out: Path | None, console: Console, verbose: bool = False) -> RankSummary:
     from phaseprof.scale.ray_run import analyze_on_cluster
 
     results = []
@@ -81,6 +95,8 @@ def analyze_on_ray(patterns: list[str], *, address: str | None, rules: list[Path
             _files, res = analyze_on_cluster(pattern, address=address, rule_files=rules or None,
                                              on_done=lambda _f: prog.advance(task))
             results.extend(res)
+    if verbose:
+        _say_readers(results)
     summary = summarize_ranks(results)
     _emit(summary, fmt=fmt, json_out=json_out, console=console)
     return summary

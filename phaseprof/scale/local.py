@@ -11,6 +11,7 @@ from pathlib import Path
 from phaseprof.lean_process import init_rank_worker
 from phaseprof.scale.rank_task import RankResult, analyze_rank
 from phaseprof.scale.workers import clamp_jobs, default_jobs, worker_context
+from phaseprof.trace.readers import Reader
 
 __all__ = ["analyze_rank_files", "clamp_jobs", "default_jobs"]
 
@@ -36,7 +37,8 @@ def _main_not_reimported():
 
 
 def analyze_rank_files(paths: list[Path], *, jobs: int | None = None, rule_files: list[Path] | None = None,
-                       on_done: Callable[[Path], None] | None = None) -> list[RankResult]:
+                       on_done: Callable[[Path], None] | None = None,
+                       reader: Reader = Reader.AUTO) -> list[RankResult]:
     """Analyse each file once; results in the order of ``paths`` whatever ``jobs`` is (deterministic output).
 
     ``jobs=1`` runs in this process. Workers are forked from a server that imported the analysis once, or
@@ -49,13 +51,13 @@ def analyze_rank_files(paths: list[Path], *, jobs: int | None = None, rule_files
     if jobs == 1:
         out = []
         for p in paths:
-            out.append(analyze_rank(p, rules))
+            out.append(analyze_rank(p, rules, reader))
             if on_done:
                 on_done(p)
         return out
     with _main_not_reimported(), ProcessPoolExecutor(max_workers=jobs, mp_context=worker_context(),
                                                      initializer=init_rank_worker) as pool:
-        futures = {pool.submit(analyze_rank, p, rules): i for i, p in enumerate(paths)}
+        futures = {pool.submit(analyze_rank, p, rules, reader): i for i, p in enumerate(paths)}
         results: list[RankResult | None] = [None] * len(paths)
         for f in as_completed(futures):
             results[futures[f]] = f.result()  # re-raises a worker's PhaseprofError here, naming its file

@@ -13,6 +13,7 @@ import numpy as np
 
 from phaseprof.analysis import intervals as iv
 from phaseprof.analysis.pipeline import AnalysedTrace, AnalysisConfig, analyze
+from phaseprof.trace.readers import Reader
 from phaseprof.analysis.results import Breakdown
 from phaseprof.classify.buckets import Bucket
 from phaseprof.defaults import LAUNCH_APIS
@@ -79,9 +80,10 @@ class RankResult:
     collectives: RankCollectives
 
 
-def analyze_rank(path: str | Path, rule_files: list[str] | None = None) -> RankResult:
-    """Load and analyse one rank trace (streaming loader, bounded memory) and extract its collectives."""
-    return rank_result(analyze(path, config=AnalysisConfig.with_rules(rule_files)))
+def analyze_rank(path: str | Path, rule_files: list[str] | None = None, reader: Reader = Reader.AUTO) -> RankResult:
+    """Load and analyse one rank trace (streaming loader, bounded memory) and extract its collectives.
+    ``reader``: which trace reader (``--reader``); the breakdown's ``tool.reader`` says which one read it."""
+    return rank_result(analyze(path, config=AnalysisConfig.with_rules(rule_files, reader=reader)))
 
 
 def rank_result(at: AnalysedTrace) -> RankResult:

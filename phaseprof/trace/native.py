@@ -10,34 +10,39 @@ model (a type msgspec's strict decode rejects, an integer beyond int64, an escap
 raises :class:`NativeUnsupported`, after which the caller reads the whole trace with the pure-Python loader,
 which stays the reference (``tests/unit/test_native_scan.py`` compares the two on every committed trace).
 
-Where it is absent (not built: no cargo on the machine, or ``PHASEPROF_NATIVE=0``) the pure-Python loader runs.
-Build: ``python -m phaseprof.trace.native`` (``scripts/install.sh`` does it).
+How it ships: setuptools-rust builds the crate into this folder (``_phaseprof_scan.abi3.so``; the wheel holds
+it, ``pip install -e .`` builds it in place). Python never builds it. It is loaded once, and only when it
+reports this module's :data:`ABI_VERSION` (``pp_abi_version``); otherwise (absent: installed from source without
+cargo; another version: a stale build) the pure-Python reader runs and :func:`status` says why, in one line
+(``phaseprof analyze --verbose``, ``python -m phaseprof.trace.native``).
 """
 
 from __future__ import annotations
 
 import ctypes
-import os
-import shutil
-import subprocess
 import sys
 import weakref
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import msgspec
 import numpy as np
 
+from phaseprof.errors import PhaseprofError
 from phaseprof.trace import tables
 from phaseprof.trace.limits import MAX_SPAN_US, TraceValueError
 from phaseprof.trace.tables import _FAMILY_COLUMNS, TableBuilder, _Growing
 
-#: Set to "0" to read with the pure-Python loader even where the scanner is built.
-NATIVE_ENV = "PHASEPROF_NATIVE"
-LIBRARY = Path(__file__).with_name("_phaseprof_scan.so")
-SOURCE = Path(__file__).resolve().parents[2] / "native"  # the crate, in a source checkout
+#: The C ABI this module speaks (``native/src/abi.rs``, ``ABI_VERSION``): a library reporting another is refused.
+ABI_VERSION = 1
+#: Where the library lies: setuptools-rust names it ``_phaseprof_scan.abi3.so`` (``.pyd`` on Windows).
+FOLDER = Path(__file__).parent
+PATTERNS = ("_phaseprof_scan*.so", "_phaseprof_scan*.pyd", "_phaseprof_scan*.dylib")
 _OK, _SYNTAX, _UNSUPPORTED = 0, 1, 2
-#: The scanner's families, in the order of its ABI (``pp_take``'s ``fam``), and its columns with their dtypes.
+#: The scanner's families, in the order of its ABI (``pp_take``'s ``fam``), and its columns with their dtypes
+#: (with ``tables._FAMILY_COLUMNS``, the one declaration: ``native/src/layout.rs`` is generated from them,
+#: ``python -m phaseprof.trace.native_layout``).
 _FAMILIES = ("gpu", "runtime", "ops", "gpu_annotations", "modules")
 _MEMORY = 5
 _MEMORY_COLUMNS = (("ts", np.float64), ("pid", np.int32), ("tid", np.int32), ("bytes", np.int64),
@@ -48,56 +53,116 @@ class NativeSyntaxError(msgspec.DecodeError):
     """The chunk is not a JSON array (as msgspec's DecodeError: the stream reader retries with more bytes)."""
 
 
-class NativeUnsupported(Exception):
-    """The scanner does not model something in this trace: read it with the pure-Python loader."""
+class NativeUnsupported(PhaseprofError):
+    """The scanner does not model something in this trace: read it with the pure-Python loader (a one-line
+    error where ``--reader native`` forbids that)."""
+
+
+@dataclass(frozen=True)
+class Status:
+    """The scanner's library as this process found it: ``path`` (None: no library in :data:`FOLDER`), and
+    ``problem``: None where it loaded, else why it is not used (one line)."""
+
+    path: Path | None
+    problem: str | None
+
+    @property
+    def loaded(self) -> bool:
+        return self.problem is None
+
+    @property
+    def refused(self) -> bool:
+        """A library is there but not used (another ABI, does not load): a broken install, said even without
+        ``--verbose``; an absent one is a source install without cargo."""
+        return self.path is not None and self.problem is not None
+
+    def line(self) -> str:
+        """One line for people: what is used, or why not."""
+        if self.problem is None:
+            return f"native scanner: {self.path} (ABI {ABI_VERSION})"
+        return self.problem
 
 
 _lib: ctypes.CDLL | None = None
-_tried = False
+_status: Status | None = None
+
+
+def _candidates() -> list[Path]:
+    """The libraries in :data:`FOLDER`, newest first (a checkout may hold an older build beside a new one)."""
+    found = {p for pattern in PATTERNS for p in FOLDER.glob(pattern)}
+    return sorted(found, key=lambda p: p.stat().st_mtime, reverse=True)
+
+
+def _open(path: Path) -> tuple[ctypes.CDLL | None, str | None]:
+    """The library at ``path`` with its ABI declared, or why it cannot be used."""
+    try:
+        lib = ctypes.CDLL(str(path))
+    except OSError as e:
+        return None, f"the native scanner {path} does not load ({(str(e).splitlines() or ['?'])[0][:160]})"
+    try:
+        version_of = lib.pp_abi_version
+    except AttributeError:
+        return None, (f"the native scanner {path} predates ABI versions (this phaseprof needs ABI {ABI_VERSION}): "
+                      "reinstall phaseprof")
+    version_of.restype = ctypes.c_uint32
+    version_of.argtypes = []
+    version = int(version_of())
+    if version != ABI_VERSION:
+        return None, (f"the native scanner {path} has ABI {version}, this phaseprof needs ABI {ABI_VERSION}: "
+                      "reinstall phaseprof")
+    vp, sz = ctypes.c_void_p, ctypes.c_size_t
+    lib.pp_new.restype = vp
+    lib.pp_free.argtypes = [vp]
+    lib.pp_add.argtypes = [vp, vp, sz, ctypes.POINTER(ctypes.c_uint64)]
+    lib.pp_add.restype = ctypes.c_int
+    lib.pp_add_in_place.argtypes = [vp, vp, sz, sz, ctypes.POINTER(ctypes.c_uint64)]
+    lib.pp_add_in_place.restype = ctypes.c_int
+    lib.pp_take.argtypes = [vp, ctypes.c_int, ctypes.c_int, ctypes.POINTER(vp), ctypes.POINTER(sz)]
+    lib.pp_take.restype = sz
+    lib.pp_take_run.argtypes = [vp, ctypes.c_int, ctypes.c_int, ctypes.POINTER(ctypes.c_int64)]
+    lib.pp_take_run.restype = sz
+    lib.pp_release.argtypes = [vp, sz, ctypes.c_int]
+    lib.pp_release.restype = ctypes.c_int
+    f64p, i64p = ctypes.POINTER(ctypes.c_double), ctypes.POINTER(ctypes.c_int64)
+    lib.pp_times.argtypes = [f64p, f64p, sz, ctypes.c_double, ctypes.c_double, ctypes.c_double, i64p, i64p, i64p]
+    lib.pp_times.restype = ctypes.c_int
+    lib.pp_times_in_place.argtypes = [f64p, f64p, sz, ctypes.c_double, ctypes.c_double, ctypes.c_double, i64p]
+    lib.pp_times_in_place.restype = ctypes.c_int
+    lib.pp_used.argtypes = [vp, sz, ctypes.c_int, vp, sz]
+    lib.pp_used.restype = ctypes.c_int
+    lib.pp_recode.argtypes = [vp, sz, ctypes.c_int, vp, sz, ctypes.c_int, vp]
+    lib.pp_recode.restype = ctypes.c_int
+    lib.pp_strings.argtypes = [vp, ctypes.c_int, ctypes.POINTER(vp), ctypes.POINTER(sz), ctypes.POINTER(vp)]
+    lib.pp_strings.restype = sz
+    lib.pp_op_parents.argtypes = [vp, vp, vp, vp, sz, vp, ctypes.c_int]
+    lib.pp_op_parents.restype = None
+    return lib, None
+
+
+def status() -> Status:
+    """Whether the scanner is used in this process and why not (found and checked once)."""
+    global _lib, _status
+    if _status is None:
+        candidates = _candidates()
+        if not candidates:
+            _status = Status(None, f"the native scanner is not installed (no _phaseprof_scan library in {FOLDER}: "
+                                   "a source install without cargo)")
+        else:
+            first_problem = None
+            for path in candidates:
+                lib, problem = _open(path)
+                if lib is not None:
+                    _lib, _status = lib, Status(path, None)
+                    break
+                first_problem = first_problem or problem
+            else:
+                _status = Status(candidates[0], first_problem)
+    return _status
 
 
 def library() -> ctypes.CDLL | None:
-    """The loaded scanner, or None when it is not built or switched off (``PHASEPROF_NATIVE=0``)."""
-    global _lib, _tried
-    if os.environ.get(NATIVE_ENV) == "0":
-        return None
-    if not _tried:
-        _tried = True
-        try:
-            lib = ctypes.CDLL(str(LIBRARY))
-        except OSError:
-            return None
-        vp, sz = ctypes.c_void_p, ctypes.c_size_t
-        lib.pp_new.restype = vp
-        lib.pp_free.argtypes = [vp]
-        lib.pp_add.argtypes = [vp, vp, sz, ctypes.POINTER(ctypes.c_uint64)]
-        lib.pp_add.restype = ctypes.c_int
-        lib.pp_add_in_place.argtypes = [vp, vp, sz, sz, ctypes.POINTER(ctypes.c_uint64)]
-        lib.pp_add_in_place.restype = ctypes.c_int
-        lib.pp_take.argtypes = [vp, ctypes.c_int, ctypes.c_int, ctypes.POINTER(vp), ctypes.POINTER(sz)]
-        lib.pp_take.restype = sz
-        lib.pp_take_run.argtypes = [vp, ctypes.c_int, ctypes.c_int, ctypes.POINTER(ctypes.c_int64)]
-        lib.pp_take_run.restype = sz
-        lib.pp_release.argtypes = [vp, sz, ctypes.c_int]
-        lib.pp_release.restype = ctypes.c_int
-        f64p, i64p = ctypes.POINTER(ctypes.c_double), ctypes.POINTER(ctypes.c_int64)
-        lib.pp_times.argtypes = [f64p, f64p, sz, ctypes.c_double, ctypes.c_double, ctypes.c_double, i64p, i64p,
-                                 i64p]
-        lib.pp_times.restype = ctypes.c_int
-        if hasattr(lib, "pp_times_in_place"):  # a library built before it had none: pp_times runs
-            lib.pp_times_in_place.argtypes = [f64p, f64p, sz, ctypes.c_double, ctypes.c_double, ctypes.c_double,
-                                              i64p]
-            lib.pp_times_in_place.restype = ctypes.c_int
-        lib.pp_used.argtypes = [vp, sz, ctypes.c_int, vp, sz]
-        lib.pp_used.restype = ctypes.c_int
-        lib.pp_recode.argtypes = [vp, sz, ctypes.c_int, vp, sz, ctypes.c_int, vp]
-        lib.pp_recode.restype = ctypes.c_int
-        lib.pp_strings.argtypes = [vp, ctypes.c_int, ctypes.POINTER(vp), ctypes.POINTER(sz), ctypes.POINTER(vp)]
-        lib.pp_strings.restype = sz
-        if hasattr(lib, "pp_op_parents"):  # a library built before it had none: the array path runs
-            lib.pp_op_parents.argtypes = [vp, vp, vp, vp, sz, vp, ctypes.c_int]
-            lib.pp_op_parents.restype = None
-        _lib = lib
+    """The loaded scanner, or None where :func:`status` says why not."""
+    status()
     return _lib
 
 
@@ -263,7 +328,7 @@ class NativeTableBuilder(TableBuilder):
         if ts.dtype != np.float64 or dur.dtype != np.float64 or ts.shape != dur.shape or ts.ndim != 1:
             return None
         f64p, i64p = ctypes.POINTER(ctypes.c_double), ctypes.POINTER(ctypes.c_int64)
-        if (own and ts.size and hasattr(self._lib, "pp_times_in_place") and ts.flags.c_contiguous
+        if (own and ts.size and ts.flags.c_contiguous
                 and dur.flags.c_contiguous and ts.flags.writeable and dur.flags.writeable and ts.flags.aligned
                 and dur.flags.aligned and not np.shares_memory(ts, dur)):
             end = np.empty(ts.size, dtype=np.int64)
@@ -297,7 +362,7 @@ def op_parents(ts: np.ndarray, end: np.ndarray, key: np.ndarray, order: np.ndarr
     the row at each sweep position (None: the rows are in sweep order). The GIL is released while it runs."""
     lib = library()
     dt = np.dtype(out_dtype)
-    if lib is None or not hasattr(lib, "pp_op_parents") or dt not in (np.dtype(np.int32), np.dtype(np.int64)):
+    if lib is None or dt not in (np.dtype(np.int32), np.dtype(np.int64)):
         return None
     n = ts.size
     if (ts.dtype != np.int64 or end.dtype != np.int64 or key.dtype != np.int32 or ts.ndim != 1
@@ -316,37 +381,12 @@ def op_parents(ts: np.ndarray, end: np.ndarray, key: np.ndarray, order: np.ndarr
     return out
 
 
-def build(source: Path = SOURCE, *, quiet: bool = False) -> str | None:
-    """Build the scanner with cargo (offline: it has no dependencies) and install it next to this module; None
-    when built, else why not (one line)."""
-    cargo = shutil.which("cargo")
-    if cargo is None:
-        return "cargo not found"
-    if not (source / "Cargo.toml").is_file():
-        return f"no crate at {source}"
-    proc = subprocess.run([cargo, "build", "--release", "--offline", "--quiet", "--manifest-path",
-                           str(source / "Cargo.toml")], capture_output=True, text=True)
-    if proc.returncode != 0:
-        return f"cargo build failed: {(proc.stderr.strip().splitlines() or ['?'])[-1][:200]}"
-    built = source / "target" / "release" / "libphaseprof_scan.so"
-    if not built.is_file():
-        return f"cargo built no {built.name}"
-    tmp = LIBRARY.with_suffix(".tmp")
-    shutil.copyfile(built, tmp)
-    os.replace(tmp, LIBRARY)  # atomic: a process that has the old one mapped keeps it
-    if not quiet:
-        print(f"native trace scanner built: {LIBRARY}")
-    return None
-
-
-if __name__ == "__main__":
-    problem = build()
-    if problem is not None:
-        print(f"native trace scanner not built ({problem}); phaseprof reads traces with its pure-Python loader",
-              file=sys.stderr)
-    sys.exit(0)
-
-
 def builder_for(keep: tables.Keep | None, native: bool) -> TableBuilder:
     """A TableBuilder, fed decoded events (pure Python) or chunk bytes (``native``: this scanner's)."""
     return NativeTableBuilder() if native else TableBuilder(keep)
+
+
+if __name__ == "__main__":
+    found = status()
+    print(found.line(), file=sys.stdout if found.loaded else sys.stderr)
+    sys.exit(0 if found.loaded else 1)

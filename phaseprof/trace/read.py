@@ -1,10 +1,14 @@
 """One trace file into its event tables: ``load_tables``, the entry point of every analysis.
 
-Picks the fastest way the file allows: for a big trace, the native scanner with the file inflated on a thread
-beside it (``trace.readahead``), or, decoding in Python, two processes reading its halves (``trace.split_read``);
-else one streamed pass (``trace.stream``), else the whole document decoded at once; each builds the same tables
-with ``trace.tables.TableBuilder``. (Apart from ``tables.py`` so that the split read, which builds on the table
-builder, is not imported back by it.)
+Two readers make the tables, chosen by one option (:class:`Reader`, ``phaseprof analyze --reader``): the native
+scanner (``trace.native``, shipped in the wheel) and the pure-Python reader (msgspec), the reference that tests
+compare the scanner with. The tables say which one made them and why (``EventTables.read_by``).
+
+Within a reader it picks the fastest way the file allows: for a big trace, the native scanner with the file
+inflated on a thread beside it (``trace.readahead``), or, decoding in Python, two processes reading its halves
+(``trace.split_read``); else one streamed pass (``trace.stream``), else the whole document decoded at once; each
+builds the same tables with ``trace.tables.TableBuilder``. (Apart from ``tables.py`` so that the split read,
+which builds on the table builder, is not imported back by it.)
 """
 
 from __future__ import annotations
@@ -13,9 +17,10 @@ import os
 import sys
 import threading
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
-from phaseprof.errors import TraceError
+from phaseprof.errors import EnvironmentProblem, PhaseprofError, TraceError
 from phaseprof.lean_process import SPLIT_ENV
 from phaseprof.trace.limits import TraceValueError
 from phaseprof.trace.load import decode_trace, read_trace_bytes
@@ -23,6 +28,7 @@ from phaseprof.trace.readahead import ReadAhead
 from phaseprof.trace.split_read import load_split, split_point
 from phaseprof.trace.stream import stream_trace
 from phaseprof.trace.native import builder_for
+from phaseprof.trace.readers import ReadBy, Reader
 from phaseprof.trace.tables import EventTables, Keep, build_tables, gc_paused
 
 
@@ -71,7 +77,7 @@ class _Meanwhile:
 
 
 def load_tables(path: str | Path, *, streaming: bool = True, keep: Keep | None = None,
-                origin_us: float | None = None, native: bool | None = None,
+                origin_us: float | None = None, reader: Reader = Reader.AUTO,
                 meanwhile: Callable[[], object] | None = None, ahead: ReadAhead | None = None) -> EventTables:
     """Read, decode and tabulate one trace file. Raises TraceError (one line, names the file) on bad input.
 
@@ -79,9 +85,11 @@ def load_tables(path: str | Path, *, streaming: bool = True, keep: Keep | None =
     handles (or is bad input), decodes the whole document instead, which gives the same tables or the error.
     ``streaming=False`` goes straight to the whole-document path (tests compare the two). ``keep`` and
     ``origin_us``: keep only some events (``--steps``, :mod:`phaseprof.trace.select`), times from that origin.
-    The chunks are scanned by the native scanner (:mod:`phaseprof.trace.native`) where it is built and ``keep``
-    is None, else decoded by msgspec; ``native=False`` forces the pure-Python path (the reference in tests),
-    ``native=True`` the scanner (raises NativeUnsupported where it gives up, instead of falling back).
+    ``reader`` (:class:`Reader`): ``AUTO`` scans the chunks with the native scanner (:mod:`phaseprof.trace.native`)
+    where it is installed and ``keep`` is None, else decodes them with msgspec, and falls back to msgspec where
+    the scanner gives up on the trace; ``PYTHON`` always decodes with msgspec (the reference); ``NATIVE`` always
+    scans, and raises instead of falling back: EnvironmentProblem where the scanner is not installed, PhaseprofError
+    with ``keep``, NativeUnsupported where it gives up on the trace. The tables' ``read_by`` says which read them.
 
     ``meanwhile``: work (imports, say) run on a thread while the native scanner reads, else before the read; done
     before the tables are built, and its exception raised in preference to the read's own.
@@ -90,7 +98,7 @@ def load_tables(path: str | Path, *, streaming: bool = True, keep: Keep | None =
     first chunked read, in this process (no split read: the thread inflates the file once while this one scans;
     a fork would copy a process with a thread mid-read); a fallback reads the file again.
     """
-    tables = _read_tables(path, streaming=streaming, keep=keep, origin_us=origin_us, native=native,
+    tables = _read_tables(path, streaming=streaming, keep=keep, origin_us=origin_us, reader=Reader(reader),
                           meanwhile=meanwhile, ahead=ahead)
     release_free_heap()
     return tables
@@ -112,28 +120,55 @@ def release_free_heap() -> None:
         pass
 
 
+def _native_or_why(reader: Reader, *, streaming: bool, keep: Keep | None) -> str | None:
+    """None where ``reader`` reads this with the native scanner; else why the pure-Python reader does (one line).
+    Raises where ``Reader.NATIVE`` cannot be honoured."""
+    from phaseprof.trace import native as scanner
+
+    if reader == Reader.PYTHON:
+        return "--reader python"
+    if keep is not None:
+        if reader == Reader.NATIVE:
+            raise PhaseprofError("--reader native reads whole traces: --steps reads only its steps' events, with "
+                                 "the pure-Python reader (--reader python or auto)")
+        return "--steps reads only the events of those steps (the native scanner reads whole traces)"
+    found = scanner.status()
+    if not found.loaded:
+        if reader == Reader.NATIVE:
+            raise EnvironmentProblem(f"--reader native: {found.problem}")
+        return found.problem
+    if not streaming and reader == Reader.AUTO:
+        return "whole-document read asked for (streaming=False)"
+    return None
+
+
 def _read_tables(path: str | Path, *, streaming: bool, keep: Keep | None, origin_us: float | None,
-                 native: bool | None, meanwhile: Callable[[], object] | None, ahead: ReadAhead | None
+                 reader: Reader, meanwhile: Callable[[], object] | None, ahead: ReadAhead | None
                  ) -> EventTables:
     from phaseprof.trace import native as scanner
 
-    use_native = native if native is not None else (streaming and keep is None and scanner.available())
+    why_python = _native_or_why(reader, streaming=streaming, keep=keep)
     other = _Meanwhile(meanwhile)
     if ahead is not None and not (streaming and keep is None):
         ahead.close()  # the whole-document or --steps read opens the file itself
         ahead = None
     try:
-        if not use_native:
+        if why_python is not None:
             other.join()  # the pure-Python read holds the GIL: nothing to overlap
-        if use_native:
+        else:
             try:
-                return _load_tables(path, streaming=True, keep=None, origin_us=origin_us, native=True,
-                                    meanwhile=other, ahead=ahead)
-            except scanner.NativeUnsupported:
-                if native:
-                    raise
-        return _load_tables(path, streaming=streaming, keep=keep, origin_us=origin_us, meanwhile=other,
-                            ahead=ahead if ahead is not None and not ahead.taken() else None)
+                tables = _load_tables(path, streaming=True, keep=None, origin_us=origin_us, native=True,
+                                      meanwhile=other, ahead=ahead)
+                found = scanner.status()
+                return replace(tables, read_by=ReadBy("native", f"{found.path}, ABI {scanner.ABI_VERSION}"))
+            except scanner.NativeUnsupported as e:
+                if reader == Reader.NATIVE:
+                    raise scanner.NativeUnsupported(f"{e} (--reader native; --reader auto or python reads it)",
+                                                    path=path) from None
+                why_python = f"the native scanner gave up on this trace ({e}), so it was read again"
+        tables = _load_tables(path, streaming=streaming, keep=keep, origin_us=origin_us, meanwhile=other,
+                              ahead=ahead if ahead is not None and not ahead.taken() else None)
+        return replace(tables, read_by=ReadBy("python", why_python))
     except TraceValueError as e:
         raise TraceError(str(e), path=path) from None
     finally:

@@ -29,6 +29,7 @@ from phaseprof.records import RunRecord
 from phaseprof.trace.limits import (DENSE_KEPT_EVENTS, MAX_KEPT_EVENTS, MIN_BYTES_PER_KEPT_EVENT, TraceValueError,
                                    check_metadata, check_times, int64_or_error)
 from phaseprof.trace.load import decode_trace, read_trace_bytes
+from phaseprof.trace.readers import ReadBy
 from phaseprof.trace.schema import Args, Event, TraceDoc
 from phaseprof.trace.stream import stream_trace
 
@@ -80,7 +81,8 @@ _EXTERNAL_ID, _LEGACY_ID = attrgetter("external_id"), attrgetter("external_id_le
 _KERNEL_ARG, _ARGS = attrgetter("kernel"), attrgetter("args")
 _INT_ARGS = {"correlation": (attrgetter("correlation"), -1), "device": (attrgetter("device"), -1),
              "stream": (attrgetter("stream"), -1), "bytes": (attrgetter("bytes"), 0)}  # column: (getter, default)
-#: The columns TableBuilder keeps per family, with their dtypes (the native scanner's ABI lists them in this order).
+#: The columns TableBuilder keeps per family, with their dtypes. The native scanner's ABI numbers them in this order:
+#: its ``native/src/layout.rs`` is generated from this table (``python -m phaseprof.trace.native_layout``).
 _FAMILY_COLUMNS = (("kind", np.int8), ("name", np.int32), ("pid", np.int32), ("tid", np.int32), ("ts", np.float64),
                    ("dur", np.float64), ("external_id", np.int64), ("launched_kernel", np.int32),
                    ("correlation", np.int64), ("device", np.int64), ("stream", np.int64), ("bytes", np.int64))
@@ -132,6 +134,7 @@ class EventTables:
     gpu_annotations: pd.DataFrame
     memory: pd.DataFrame
     modules: pd.DataFrame = field(default_factory=lambda: _frame({}))
+    read_by: ReadBy = ReadBy("python", "built from decoded events")  # ``trace.read.load_tables`` sets it
 
 
 _INT_TEXT = re.compile(r"-?[0-9]+")  # ASCII only: int() would also take Unicode digits, "_" and spaces

@@ -1,38 +1,31 @@
 """The dashboard ships in the wheel: build it, install it into a fresh venv outside the checkout, start the
 installed ``phaseprof dashboard`` on the committed runs (traces/) and walk every page in headless Chromium.
 
-The fresh venv has no system site-packages and no access to the checkout. Its dependencies are exactly the
-closure of the wheel's own ``Requires-Dist`` (with the ``dashboard`` extra), linked from the project's venv
-(where ``scripts/install.sh`` put them) instead of downloaded again: a dependency the wheel does not declare
-is missing there, and the page that needs it fails. Only the wheel itself is installed by pip (``--no-deps``).
+The wheel and the venv: ``tests/wheel_env.py`` (the venv's dependencies are exactly the closure of the wheel's
+own ``Requires-Dist`` with the ``dashboard`` extra: a dependency the wheel does not declare is missing there, and
+the page that needs it fails).
 """
 
 from __future__ import annotations
 
-import importlib.util
 import os
-import shutil
 import subprocess
-import sys
 import time
 import urllib.request
 import zipfile
 from collections.abc import Iterator
-from email.parser import Parser
-from importlib import metadata
 from pathlib import Path
 
 import pytest
 
 from phaseprof.dashboard.sources import scan
 from tests.conftest import REPO
+from tests.wheel_env import fresh_venv
 
 from .test_browser import _free_port, _stop, browser  # noqa: F401 - the Chromium fixture
 
 pytestmark = pytest.mark.browser
 
-#: What the wheel must be built from (tracked sources; a copy, so the checkout gets no build/ directory).
-BUILD_INPUTS = ("pyproject.toml", "README.md", "phaseprof")
 H200 = "h200/{}/20261130T0947{}-h200-qwen3.5-35b-a3b-decode-128in-32out"
 EAGER, GRAPH = H200.format("eager", "47Z"), H200.format("graph", "43Z")
 #: Per page: query, the text of its last element (so the whole page has been drawn), text it must show.
@@ -50,78 +43,14 @@ PAGES = {
 }
 
 
-def _requirements(wheel: Path, extras: set[str]) -> list[str]:
-    with zipfile.ZipFile(wheel) as z:
-        name = next(n for n in z.namelist() if n.endswith(".dist-info/METADATA"))
-        meta = Parser().parsestr(z.read(name).decode())
-    return meta.get_all("Requires-Dist") or []
-
-
-def _closure(reqs: list[str], extras: set[str]) -> dict[str, metadata.Distribution]:
-    """Every installed distribution ``reqs`` need (markers evaluated for ``extras``), transitively."""
-    from packaging.requirements import Requirement
-    from packaging.utils import canonicalize_name
-
-    out: dict[str, metadata.Distribution] = {}
-    todo = [(r, extras) for r in reqs]
-    while todo:
-        text, ex = todo.pop()
-        r = Requirement(text)
-        if r.marker and not any(r.marker.evaluate({"extra": e}) for e in (ex or {""})):
-            continue
-        key = canonicalize_name(r.name)
-        if key in out:
-            continue
-        dist = metadata.distribution(r.name)
-        assert r.specifier.contains(dist.version, prereleases=True), f"{r}: installed {dist.version}"
-        out[key] = dist
-        todo += [(t, set(r.extras)) for t in dist.requires or []]
-    return out
-
-
-def _link_farm(dists: dict[str, metadata.Distribution], farm: Path) -> None:
-    """Symlinks to the top-level modules, packages and metadata of ``dists`` (nothing else of the venv)."""
-    farm.mkdir()
-    for dist in dists.values():
-        tops = {Path(str(f)).parts[0] for f in dist.files or [] if not str(f).startswith("..")}
-        for top in tops:
-            src = Path(str(dist.locate_file(top)))
-            if src.exists() and not (farm / top).exists():
-                (farm / top).symlink_to(src)
-
-
 @pytest.fixture(scope="module")
-def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+def installed(tmp_path_factory: pytest.TempPathFactory, built_wheel: tuple[Path, float]) -> Iterator[Path]:
     """A fresh venv (outside the checkout) with the built wheel installed; yields its ``bin`` directory."""
-    tmp = tmp_path_factory.mktemp("wheel")
-    src = tmp / "src"
-    src.mkdir()
-    for name in BUILD_INPUTS:
-        p = REPO / name
-        if p.is_dir():
-            shutil.copytree(p, src / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-        else:
-            shutil.copy(p, src / name)
-    dist = tmp / "dist"
-    # The venv's own setuptools builds it when there is one (fast, offline); else pip's isolated build env.
-    isolation = ["--no-build-isolation"] if importlib.util.find_spec("setuptools") else []
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", *isolation, "-q", "-w", str(dist), str(src)],
-                   check=True, capture_output=True, text=True)
-    (wheel,) = dist.glob("phaseprof-*.whl")
+    wheel = built_wheel[0]
     with zipfile.ZipFile(wheel) as z:
         names = set(z.namelist())
     assert {"phaseprof/dashboard/app.py", "phaseprof/dashboard/views/timeline.py"} <= names
-    venv = tmp / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
-    site = next((venv / "lib").glob("python3*/site-packages"))
-    _link_farm(_closure(_requirements(wheel, {"dashboard"}), {"dashboard"}), tmp / "deps")
-    (site / "phaseprof-deps.pth").write_text(str(tmp / "deps") + "\n")
-    # From the temp dir and without PYTHONPATH: were the checkout on the venv python's sys.path, pip would see its
-    # phaseprof.egg-info (the editable install's) and call phaseprof "already installed".
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
-    subprocess.run([sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install", "--no-deps",
-                    "--no-index", "-q", str(wheel)], check=True, capture_output=True, text=True, cwd=tmp, env=env)
-    yield venv / "bin"
+    yield fresh_venv(wheel, tmp_path_factory.mktemp("wheel"), {"dashboard"})
 
 
 def _clean_env(tmp: Path) -> dict[str, str]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from phaseprof.analysis.results import (AllocCounts, Breakdown, BucketTime, IdleSplit, KernelStat, LaunchCounts,
-                                        PhaseSummary, Stats, StepRow, TraceInfo)
+                                        PhaseSummary, Stats, StepRow, ToolInfo, TraceInfo)
 from phaseprof.records import RunRecord
 
 REPO = Path(__file__).resolve().parents[2]
@@ -77,7 +77,7 @@ def breakdown(*phases: tuple[PhaseSummary, list[StepRow]], gpu: str = "NVIDIA H1
               path: str = "a.pt.trace.json.gz") -> Breakdown:
     rows = [r for _, rs in phases for r in rs]
     return Breakdown(
-        schema_version="1.0", tool={"name": "phaseprof", "version": "test"},
+        schema_version="1.0", tool=ToolInfo(name="phaseprof", version="test"),
         trace=TraceInfo(path=path, sha256="0" * 64, decompressed_bytes=1, event_count=1, platform=platform,
                         device="gpu", gpu_name=gpu, gpu_properties={}, versions={},
                         distributed={"world_size": world_size}),

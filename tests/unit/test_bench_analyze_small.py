@@ -47,6 +47,7 @@ def test_bench_loader_small() -> None:
     assert proc.returncode == 0, proc.stderr[-2000:]
     out = proc.stdout
     assert "analyze JSON identical, native, baseline and pure-Python, every round: True" in out, out
+    assert "readers (tool.reader): native contender native, pure-Python contender python" in out, out
     for contender in ("native", "pure-Python", "loader native", "loader baseline", "baseline", "orjson"):
         assert any(line.startswith(contender + " ") for line in out.splitlines()), (contender, out)
     assert "(startup)" in out and "(startup baseline)" in out and "whole process <= 0.35x orjson.loads'" in out

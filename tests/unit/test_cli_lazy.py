@@ -83,6 +83,7 @@ def test_the_plain_parser_knows_the_options_typer_declares() -> None:
     from pathlib import Path
 
     from phaseprof.report import analyze_cli, analyze_plain_cli
+    from phaseprof.trace.readers import Reader
 
     hints = typing.get_type_hints(analyze_cli.analyze)
     declared, arguments = {}, []
@@ -93,6 +94,7 @@ def test_the_plain_parser_knows_the_options_typer_declares() -> None:
             continue
         base = next((a for a in typing.get_args(hint) if a is not type(None)), hint)
         kind = ("flag" if hint is bool else "format" if hint is analyze_plain_cli.OutputFormat else
+                "reader" if hint is Reader else
                 "int>=1" if base is int and info.min == 1 else "path*" if hint == list[Path] else
                 "path" if base is Path else "str" if base is str else repr(hint))
         declared.update({o: (name, kind) for o in info.param_decls})
@@ -107,6 +109,7 @@ def test_the_plain_parser_knows_the_options_typer_declares() -> None:
     ["t.json", "-f", "JSON"], ["t.json", "-f", "json", "-f", "json"], ["t.json", "--jobs", "0"],
     ["t.json", "-j", "x"], ["t.json", "--json", "-"], ["t.json", "--full-names=1"], ["t.json", "--no-full-names"],
     ["t.json", "--"], ["-x.json"], ["t.json", "--rules", ""], ["t.json", "--full-names", "--full-names"],
+    ["t.json", "--reader", "rust"], ["t.json", "--reader", "Native"], ["t.json", "--verbose=1"],
 ])
 def test_the_plain_parser_leaves_to_typer_what_it_is_not_sure_of(argv: list[str]) -> None:
     from phaseprof.report import analyze_plain_cli
@@ -118,7 +121,7 @@ def test_the_plain_parser_reads_what_typer_reads() -> None:
     from phaseprof.report import analyze_plain_cli
 
     argv = ["a.json", "-f", "json", "--rules", "r1.toml", "b.json.gz", "--rules=r2.toml", "--full-names", "-j", "3",
-            "--steps=4:8", "--json", "out", "-"]
+            "--steps=4:8", "--json", "out", "--reader", "python", "-v", "-"]
     got = analyze_plain_cli.parse(argv)
     assert got is not None
     seen: dict = {}

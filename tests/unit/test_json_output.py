@@ -34,7 +34,7 @@ def test_output_validates_and_round_trips(tmp_path):
     out = write_breakdown(bd, tmp_path / "b.json")
     again = load_breakdown(out)
     assert again == bd
-    assert doc["schema_version"] == "1.4" and doc["trace"]["sha256"] == bd.trace.sha256
+    assert doc["schema_version"] == "1.5" and doc["trace"]["sha256"] == bd.trace.sha256
 
 
 def test_cli_writes_json_and_markdown(tmp_path, capsys):

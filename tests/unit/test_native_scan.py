@@ -1,7 +1,7 @@
 """The native scanner (``native/``, ``phaseprof/trace/native.py``) gives exactly the pure-Python loader's tables.
 
 The pure-Python loader (msgspec structs + ``TableBuilder.add``) is the reference: every committed trace file and
-every public trace (``public`` tier) is loaded both ways, the scanner forced (``native=True``: it may not fall
+every public trace (``public`` tier) is loaded both ways, the scanner forced (``Reader.NATIVE``: it may not fall
 back), and compared frame by frame, dtypes and metadata included; files that are not traces must give the same
 error. Also: the split read with the scanner in both processes, 4 KB pieces (cuts at false separators, inside
 strings), and a real trace edited into something the scanner does not model (it must refuse, and the automatic
@@ -14,18 +14,19 @@ from __future__ import annotations
 import gzip
 import pickle
 import re
-import shutil
 from pathlib import Path
 
 import pytest
 
-from phaseprof.errors import TraceError
+from phaseprof.errors import EnvironmentProblem, TraceError
 from phaseprof.trace import native
 from phaseprof.trace.stream import stream_trace
 from phaseprof.trace.read import load_tables
+from phaseprof.trace.readers import Reader
 from phaseprof.trace.tables import EventTables
 
 from ..conftest import REPO
+from ..native_build import scanner_or_skip
 from .test_stream_loader import assert_same_tables
 
 #: Every JSON file under traces/ on a path naming a trace (the captures' run.json, breakdown.json beside them
@@ -37,20 +38,13 @@ FRAMES = ("gpu", "runtime", "ops", "gpu_annotations", "memory", "modules")
 
 @pytest.fixture(scope="module", autouse=True)
 def scanner_built() -> None:
-    """Build the scanner when this checkout has not (``scripts/install.sh`` does); skip only without cargo."""
-    if native.available():
-        return
-    if shutil.which("cargo") is None:
-        pytest.skip("cargo not installed: the native scanner cannot be built here (the pure-Python loader runs)")
-    problem = native.build(quiet=True)
-    assert problem is None, problem
-    native._tried = False
-    assert native.available()
+    """The scanner loaded (``pip install -e .`` builds it; else cargo here); skip only without cargo."""
+    scanner_or_skip()
 
 
 def outcome(path: Path, *, native_scan: bool) -> EventTables | str:
     try:
-        return load_tables(path, native=native_scan)
+        return load_tables(path, reader=Reader.NATIVE if native_scan else Reader.PYTHON)
     except TraceError as e:
         return f"TraceError: {e}"
 
@@ -87,7 +81,7 @@ def test_small_pieces_cut_everywhere() -> None:
     s = stream_trace(EAGER_DECODE, None, piece_bytes=4096, chunks=builder.add_json)
     assert s is not None
     a = builder.finish(s.doc, path=str(EAGER_DECODE), sha256=s.sha256, decompressed_bytes=s.decompressed_bytes)
-    assert_same_tables(a, load_tables(EAGER_DECODE, native=False))
+    assert_same_tables(a, load_tables(EAGER_DECODE, reader=Reader.PYTHON))
 
 
 def test_unmodelled_input_falls_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -101,15 +95,67 @@ def test_unmodelled_input_falls_back(tmp_path: Path, monkeypatch: pytest.MonkeyP
     edited = tmp_path / "trace.json"
     edited.write_bytes(data[:m.start()] + b'"cat": "kernel", "name": 7' + data[m.end():])
     with pytest.raises(native.NativeUnsupported):
-        load_tables(edited, native=True)
-    auto, reference = load_tables(edited), load_tables(edited, native=False)
+        load_tables(edited, reader=Reader.NATIVE)
+    auto, reference = load_tables(edited), load_tables(edited, reader=Reader.PYTHON)
     assert "7" in set(reference.gpu["name"].cat.categories)
     assert_same_tables(auto, reference)
 
 
-def test_switched_off_by_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(native.NATIVE_ENV, "0")
-    assert not native.available()
+def test_reader_option_and_what_the_tables_say() -> None:
+    """``Reader.PYTHON`` never touches the scanner; the tables say which reader made them and why."""
+    py = load_tables(EAGER_DECODE, reader=Reader.PYTHON)
+    assert py.read_by.reader == "python" and py.read_by.line() == "read by the pure-Python reader: --reader python"
+    auto = load_tables(EAGER_DECODE)
+    assert auto.read_by.reader == "native" and f"ABI {native.ABI_VERSION}" in auto.read_by.line()
+    assert_same_tables(auto, py)
+
+
+def _refused(monkeypatch: pytest.MonkeyPatch, version: int | None) -> native.Status:
+    """The status the loader gives a library reporting ABI ``version`` (None: no ``pp_abi_version``)."""
+
+    class Fake:
+        def __init__(self, path: str) -> None:
+            if version is not None:
+                self.pp_abi_version = lambda: version
+
+    monkeypatch.setattr(native.ctypes, "CDLL", Fake)
+    monkeypatch.setattr(native, "_status", None)
+    monkeypatch.setattr(native, "_lib", None)
+    return native.status()
+
+
+@pytest.mark.parametrize(("version", "says"), [(native.ABI_VERSION + 1, f"has ABI {native.ABI_VERSION + 1}, this "
+                                                f"phaseprof needs ABI {native.ABI_VERSION}: reinstall phaseprof"),
+                                               (None, "predates ABI versions")])
+def test_another_abi_is_refused_in_one_line(monkeypatch: pytest.MonkeyPatch, version: int | None,
+                                            says: str) -> None:
+    found = _refused(monkeypatch, version)
+    assert found.refused and not found.loaded and native.library() is None
+    assert says in found.line() and "\n" not in found.line()
+    tables = load_tables(EAGER_DECODE)  # auto: the pure-Python reader, saying why
+    assert tables.read_by.reader == "python" and says in tables.read_by.line()
+    with pytest.raises(EnvironmentProblem, match="--reader native: the native scanner .* reinstall phaseprof"):
+        load_tables(EAGER_DECODE, reader=Reader.NATIVE)
+
+
+def test_a_library_that_does_not_load_is_refused(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Not a shared library (or one needing a newer glibc than the machine's): refused, the reason in one line."""
+    (tmp_path / "_phaseprof_scan.abi3.so").write_bytes(b"not an ELF file")
+    monkeypatch.setattr(native, "FOLDER", tmp_path)
+    monkeypatch.setattr(native, "_status", None)
+    monkeypatch.setattr(native, "_lib", None)
+    found = native.status()
+    assert found.refused and "_phaseprof_scan.abi3.so does not load (" in found.line()
+    assert "\n" not in found.line() and load_tables(EAGER_DECODE).read_by.reader == "python"
+
+
+def test_absent_scanner(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setattr(native, "FOLDER", tmp_path)
+    monkeypatch.setattr(native, "_status", None)
+    monkeypatch.setattr(native, "_lib", None)
+    found = native.status()
+    assert not found.loaded and not found.refused and "not installed" in found.line()
+    assert "not installed" in load_tables(EAGER_DECODE).read_by.why
 
 
 def test_meanwhile_overlaps_the_read_and_its_error_comes_first(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -121,18 +167,18 @@ def test_meanwhile_overlaps_the_read_and_its_error_comes_first(monkeypatch: pyte
     monkeypatch.setenv("PHASEPROF_SPLIT_READ", "1")  # the split read: the thread starts once the child is forked
     for native_scan in (True, False):
         ran: list[bool] = []
-        tables = load_tables(EAGER_DECODE, native=native_scan,
+        tables = load_tables(EAGER_DECODE, reader=Reader.NATIVE if native_scan else Reader.PYTHON,
                              meanwhile=lambda: ran.append(threading.current_thread() is threading.main_thread()))
         assert ran == [not native_scan]
-        assert_same_tables(tables, load_tables(EAGER_DECODE, native=False))
+        assert_same_tables(tables, load_tables(EAGER_DECODE, reader=Reader.PYTHON))
 
         def fails() -> None:
             raise ValueError("bad rules")
 
         with pytest.raises(ValueError, match="bad rules"):
-            load_tables(EAGER_DECODE, native=native_scan, meanwhile=fails)
+            load_tables(EAGER_DECODE, reader=Reader.NATIVE if native_scan else Reader.PYTHON, meanwhile=fails)
         with pytest.raises(ValueError, match="bad rules"):  # the read's own error (not a trace) comes second
-            load_tables(REPO / "pyproject.toml", native=native_scan, meanwhile=fails)
+            load_tables(REPO / "pyproject.toml", reader=Reader.NATIVE if native_scan else Reader.PYTHON, meanwhile=fails)
 
 
 @pytest.mark.parametrize("number", [
@@ -152,7 +198,7 @@ def test_numbers_as_the_reference_decodes_them(tmp_path: Path, number: str) -> N
               for d in (dur, "0.25", dur)]
     trace = tmp_path / "trace.json"
     trace.write_text('{"traceEvents":[' + ",".join(events) + "]}")
-    a, b = load_tables(trace, native=True), load_tables(trace, native=False)
+    a, b = load_tables(trace, reader=Reader.NATIVE), load_tables(trace, reader=Reader.PYTHON)
     assert_same_tables(a, b)
     assert a.meta.origin_us == b.meta.origin_us == float(number)  # the timestamp itself, as a double
     assert a.gpu["dur_ns"].tolist() == b.gpu["dur_ns"].tolist()
@@ -178,7 +224,7 @@ def test_signed_and_malformed_numbers_as_the_reference(tmp_path: Path, number: s
         trace.write_text('{"traceEvents":[' + event + "]}")
         if number == "9223372036854775808":
             with pytest.raises(native.NativeUnsupported):
-                load_tables(trace, native=True)
+                load_tables(trace, reader=Reader.NATIVE)
             with pytest.raises(TraceError) as auto:
                 load_tables(trace)
             assert f"TraceError: {auto.value}" == outcome(trace, native_scan=False)
@@ -201,7 +247,7 @@ def test_escaped_and_non_ascii_names_at_every_offset(tmp_path: Path) -> None:
         end = m.end(1)
     edited = tmp_path / "trace.json"
     edited.write_bytes(b"".join(parts) + data[end:])
-    a, b = load_tables(edited, native=True), load_tables(edited, native=False)
+    a, b = load_tables(edited, reader=Reader.NATIVE), load_tables(edited, reader=Reader.PYTHON)
     assert_same_tables(a, b)
     assert any("\u00e9" in n for n in a.gpu["name"].cat.categories)
 
@@ -232,8 +278,8 @@ def test_duplicate_key_where_a_key_is_expected(tmp_path: Path, monkeypatch: pyte
     edited = tmp_path / "trace.json"
     edited.write_bytes(data[:ph] + b'"dur": 1.5, ' + data[m.start():])
     with pytest.raises(native.NativeUnsupported):
-        load_tables(edited, native=True)
-    assert_same_tables(load_tables(edited), load_tables(edited, native=False))
+        load_tables(edited, reader=Reader.NATIVE)
+    assert_same_tables(load_tables(edited), load_tables(edited, reader=Reader.PYTHON))
 
 
 def test_chunk_scanned_in_place_leaves_the_buffer_as_it_was() -> None:
@@ -282,5 +328,5 @@ def test_names_alike_at_both_ends(tmp_path: Path) -> None:
     assert edited_names
     edited = tmp_path / "trace.json"
     edited.write_bytes(b"".join(parts) + data[end:])
-    a, b = load_tables(edited, native=True), load_tables(edited, native=False)
+    a, b = load_tables(edited, reader=Reader.NATIVE), load_tables(edited, reader=Reader.PYTHON)
     assert_same_tables(a, b)

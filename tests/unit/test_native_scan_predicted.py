@@ -1,4 +1,4 @@
-"""The native scanner's predictions (``native/src/lib.rs``) at their edges: the same tables as the pure-Python
+"""The native scanner's predictions (``native/src/event.rs``) at their edges: the same tables as the pure-Python
 loader, or the same refusal, wherever what it predicts from the events before is wrong.
 
 The scanner learns, at each position of an event and of its args (args by category), the bytes from the end of
@@ -18,6 +18,7 @@ import pytest
 
 from phaseprof.trace import native
 from phaseprof.trace.read import load_tables
+from phaseprof.trace.readers import Reader
 
 from .test_native_scan import assert_same, scanner_built  # noqa: F401 (the fixture builds the scanner)
 from .test_stream_loader import assert_same_tables
@@ -81,8 +82,8 @@ def test_duplicate_key_at_a_learnt_position(tmp_path: Path, monkeypatch: pytest.
     monkeypatch.setenv("PHASEPROF_SPLIT_READ", "0")
     trace = _trace(tmp_path, events)
     with pytest.raises(native.NativeUnsupported):
-        load_tables(trace, native=True)
-    assert_same_tables(load_tables(trace), load_tables(trace, native=False))
+        load_tables(trace, reader=Reader.NATIVE)
+    assert_same_tables(load_tables(trace), load_tables(trace, reader=Reader.PYTHON))
 
 
 def _array(events: list[str]) -> bytes:
@@ -139,7 +140,7 @@ def test_three_pids_and_tids_in_turn(tmp_path: Path) -> None:
     events = [_kernel(i).replace('"pid": 0', f'"pid": {pids[i % 6]}').replace('"tid": 7', f'"tid": {tids[i % 5]}')
               for i in range(45)]
     trace = _trace(tmp_path, events)
-    a, b = load_tables(trace, native=True), load_tables(trace, native=False)
+    a, b = load_tables(trace, reader=Reader.NATIVE), load_tables(trace, reader=Reader.PYTHON)
     assert_same_tables(a, b)
     assert len(set(a.gpu["pid"].astype(str))) == 4
 
@@ -169,7 +170,7 @@ def test_names_alike_in_their_first_and_last_bytes(tmp_path: Path, length: int) 
         written = name if i % 2 else "\\u%04x" % ord(name[0]) + name[1:]
         events.append(_kernel(i).replace(f'"name": "k{i % 3}"', f'"name": "{written}"'))
     trace = _trace(tmp_path, events)
-    a, b = load_tables(trace, native=True), load_tables(trace, native=False)
+    a, b = load_tables(trace, reader=Reader.NATIVE), load_tables(trace, reader=Reader.PYTHON)
     assert_same_tables(a, b)
     assert set(a.gpu["name"].astype(str)) == set(names)
 

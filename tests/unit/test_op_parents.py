@@ -7,8 +7,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import shutil
-
 import numpy as np
 import pandas as pd
 import pytest
@@ -18,6 +16,8 @@ from phaseprof.classify.rules import load_rules
 from phaseprof.trace import native
 from phaseprof.trace.correlate import _innermost_ops, _op_parents
 from phaseprof.trace.read import load_tables
+
+from ..native_build import scanner_or_skip
 
 ROOT = Path(__file__).resolve().parents[2]
 PUBLIC = ROOT.parent / "shared" / "traces" / "public"
@@ -33,12 +33,7 @@ def sweep(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch):
         monkeypatch.setattr(native, "op_parents", lambda *a, **k: None)
         yield calls
         return
-    if not native.available():
-        if shutil.which("cargo") is None:
-            pytest.skip("cargo not installed: the native scanner cannot be built here (the array path runs)")
-        assert native.build(quiet=True) is None
-        native._tried = False
-        assert native.available()
+    scanner_or_skip()
     real = native.op_parents
 
     def counted(*a, **k):

@@ -15,6 +15,7 @@ from phaseprof.errors import TraceError
 from phaseprof.lean_process import SPLIT_ENV
 from phaseprof.trace import limits
 from phaseprof.trace.read import load_tables
+from phaseprof.trace.readers import Reader
 from phaseprof.trace.readahead import ReadAhead
 from phaseprof.trace.tables import EventTables
 
@@ -22,9 +23,9 @@ from .test_bad_input import CASES as BAD_INPUTS
 from .test_split_read import COMMITTED, assert_same_tables
 
 
-def _load(path: Path, *, ahead: bool, native: bool | None = None, **kw: object) -> EventTables | str:
+def _load(path: Path, *, ahead: bool, reader: Reader = Reader.AUTO, **kw: object) -> EventTables | str:
     try:
-        return load_tables(path, ahead=ReadAhead(path, **kw) if ahead else None, native=native)
+        return load_tables(path, ahead=ReadAhead(path, **kw) if ahead else None, reader=reader)
     except TraceError as e:
         return f"TraceError: {e}"
 
@@ -48,7 +49,8 @@ def test_read_ahead_gives_the_same_tables(path: Path, native: bool, monkeypatch:
 
     if native and not scanner.available():
         pytest.skip("the native scanner is not built")
-    _same(_load(path, ahead=True, native=native), _load(path, ahead=False, native=native))
+    reader = Reader.NATIVE if native else Reader.PYTHON
+    _same(_load(path, ahead=True, reader=reader), _load(path, ahead=False, reader=reader))
 
 
 def test_tiny_pieces() -> None:
@@ -201,13 +203,13 @@ def test_the_librarys_read_of_a_big_trace_inflates_on_a_thread_not_in_two_proces
     monkeypatch.delenv(SPLIT_ENV, raising=False)
     got = load_tables(path)
     assert len(made) == 1 and made[0].taken() and not made[0]._thread.is_alive() and not splits
-    _same(got, _load(path, ahead=False, native=False))
+    _same(got, _load(path, ahead=False, reader=Reader.PYTHON))
     monkeypatch.setenv(SPLIT_ENV, "1")
     _same(load_tables(path), got)
     assert len(made) == 1 and splits  # asked for: the split read
     splits.clear()
     monkeypatch.delenv(SPLIT_ENV)
-    _same(load_tables(path, native=False), got)
+    _same(load_tables(path, reader=Reader.PYTHON), got)
     assert len(made) == 1 and splits  # the pure-Python decoder: the split read
 
 
