@@ -34,7 +34,8 @@ def test_default_mode_is_what_vllm_serves_with() -> None:
 @pytest.mark.parametrize(("args", "message"), [
     (["--phase", "prefill,sideways"], "bad --phase 'sideways'"),
     (["--tokens", "512,abc"], "bad --tokens value 'abc'"),
-    (["--max-trace-mb", "0"], "--max-trace-mb must be positive"),
+    (["--max-trace-mb", "0"], "--max-trace-mb must be more than 0 and at most 4096"),
+    (["--max-trace-mb", "inf"], "--max-trace-mb must be more than 0 and at most 4096, got inf"),
 ])
 def test_bad_lists_fail_before_vllm(args: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["capture", "--model", "tiny-hybrid", *args]) == 2
