@@ -11,7 +11,6 @@ every request's TTFT split and NIXL transfer next to the planner's model of it) 
 
 from __future__ import annotations
 
-import statistics
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,7 +28,7 @@ from phaseprof.capture.shared.record import capture_record
 from phaseprof.capture.shared.rundir import make_readable, run_dir_name, run_directory, unique_run_dir, utc_stamp
 from phaseprof.capture.shared.timing import PhaseTiming, summarize
 from phaseprof.disagg.exchange import PdPair, run_request
-from phaseprof.disagg.records import HandoffReport, HandoffRequest, Median
+from phaseprof.disagg.records import HandoffReport, HandoffRequest, centre
 from phaseprof.errors import PhaseprofError
 from phaseprof.io import atomic_write_bytes
 from phaseprof.records import DisaggInfo, DisaggSide, ModelInfo, ServerRecord
@@ -68,22 +67,6 @@ def _same_model(p: ServerInfo, d: ServerInfo) -> None:
     if p.model_id != d.model_id:
         raise PhaseprofError(f"the prefill server {p.url} serves {p.model_id!r} but the decode server {d.url} "
                              f"serves {d.model_id!r}: a handoff needs the same model on both")
-
-
-def _median(xs: list[float]) -> float | None:
-    return statistics.median(xs) if xs else None
-
-
-def _medians(rows: list[HandoffRequest]) -> Median:
-    nixl = [r.nixl for r in rows if r.nixl is not None and r.nixl.transfers > 0]
-    tp = [r.tpot_ms for r in rows if r.tpot_ms is not None]
-    by = _median([float(n.bytes) for n in nixl])
-    ds = _median([float(n.descriptors) for n in nixl])
-    return Median(requests=len(rows), prefill_ms=statistics.median(r.prefill_ms for r in rows),
-                  handoff_ms=statistics.median(r.handoff_ms for r in rows),
-                  ttft_ms=statistics.median(r.ttft_ms for r in rows), tpot_ms=_median(tp),
-                  xfer_ms=_median([n.xfer_ms for n in nixl]), bytes=None if by is None else round(by),
-                  descriptors=None if ds is None else round(ds))
 
 
 def _modelled(info: ServerInfo, prompt_tokens: int, req: PdCapture) -> tuple[Any, int, str | None]:
@@ -172,7 +155,7 @@ def capture_pd(req: PdCapture, *, console: Console, argv: list[str] | None = Non
         p_files = _collect(p_dir, p_before, p_window, req.trace_wait_s, "prefill", status.update)
         d_files = _collect(d_dir, d_before, d_window, req.trace_wait_s, "decode", status.update)
     modelled, computed, why = _modelled(p_info, c.prompt_tokens, req)
-    median = _medians(timed)
+    median = centre(timed)
     ratio = lambda a, b: None if a is None or not b else round(a / b, 4)  # noqa: E731
     report = HandoffReport(
         prefill_url=p_info.url, decode_url=d_info.url, connector=_connector(p_info), model=p_info.model_id,

@@ -357,8 +357,10 @@ def _pd_run(p: Path, record: Any, *, fmt: str, console: Callable[[], Console],
 
     run = read_pd_run(p, record)
     if fmt == "json":
-        if documents is not None:
-            documents.append((p / (run.record.disagg.handoff or "handoff.json")).read_bytes())
+        if documents is not None:  # the record as read (its centre re-derived), the object every view prints
+            import msgspec  # noqa: PLC0415
+
+            documents.append(msgspec.json.encode(run.handoff))
         return []
     from phaseprof.disagg.render import requests_table, summary_lines, timeline_lines
 
