@@ -41,6 +41,9 @@ def print_report(report: ParetoReport, console: Console) -> None:
                   "-" if cap is None else str(cap.max_concurrency), said)
     console.print(t)
     for c in report.configs:
+        if c.ceiling:
+            console.print(f"[dim]{ids[c.config]}: %SOL on {terminal(c.ceiling)}, {terminal(c.ceiling_source or '?')}; "
+                          f"GPU from {terminal(c.gpu_source or '?')}[/]")
         for note in (c.capacity_note, c.sol_note):
             if note:
                 console.print(f"[dim]{ids[c.config]}: {terminal(note)}[/]")
@@ -85,7 +88,8 @@ def report_markdown(report: ParetoReport) -> str:
     lines += ["", "## Configurations", "", "| config | GPUs | ISL/OSL | max concurrency (memory plan) | notes |",
               "|---|---:|---:|---:|---|"]
     for c in report.configs:
-        notes = "; ".join(markdown(n) for n in (c.capacity_note, c.sol_note) if n) or "-"
+        sol = f"%SOL on {c.ceiling}, {c.ceiling_source}; GPU from {c.gpu_source}" if c.ceiling else None
+        notes = "; ".join(markdown(n) for n in (sol, c.capacity_note, c.sol_note) if n) or "-"
         wall = "-" if c.capacity is None else str(c.capacity.max_concurrency)
         lines.append(f"| {markdown(c.config)} | {c.world_size} | {c.prompt_tokens}/{c.output_tokens} | {wall} | "
                      f"{notes} |")
