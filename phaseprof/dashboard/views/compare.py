@@ -123,7 +123,8 @@ def metric_table(deltas: Any) -> pd.DataFrame:
 
 def kernel_table(matches: Any) -> pd.DataFrame:
     return pd.DataFrame([{
-        "bucket": m.bucket, "module": m.module, "matched by": m.how,
+        "bucket": m.bucket if m.b_bucket is None else f"{m.bucket} → {m.b_bucket}",
+        "module": m.module if m.b_module is None else f"{m.module} → {m.b_module}", "matched by": m.how,
         "A kernel": m.a.name if m.a else None, "A ms/step": m.a.ms_per_step if m.a else None,
         "A calls/step": m.a.calls_per_step if m.a else None,
         "B kernel": m.b.name if m.b else None, "B ms/step": m.b.ms_per_step if m.b else None,
