@@ -236,6 +236,20 @@ def test_sweep_legend_names_the_sweeps_by_what_tells_them_apart(make_app, tmp_pa
     legend = next(shown(c.value) for c in at.caption if c.value.startswith("Legend"))
     assert all(f"{m} = {path} (" in legend for m, path in found.items()), legend
     assert frame(at, "sweep", "p90")["sweep"].unique().tolist() == ["eager", "graph"]
+    # issue 44: eager's least-squares slope is negative (-1.47 µs per token): never stated as a cost per token
+    slope = next(shown(c.value) for c in at.caption if c.value.startswith("TTFT slope"))
+    assert "eager: no meaningful fit: TTFT does not grow with the prompt length" in slope
+    assert "graph: 12.19 µs per prompt token (least squares)" in slope
+    assert "-1.47 µs per prompt token" not in slope
+
+
+def test_pareto_page_offers_the_profiled_runs_the_cli_matches_from_the_traces_root(make_app):
+    """Issue 44: with the dashboard opened on traces/ (the committed tree: profiled runs 5 folders deep), the
+    Pareto page found the sweeps but offered "No options to select" for the runs `pareto --profiled` matches."""
+    at = ok(make_app("Pareto", runs=REPO / "traces").run())
+    runs = at.multiselect(key="pareto_profiled")
+    want = [f"h200/serving/{q}/profiled/c{c}" for q in ("bf16", "fp8") for c in (1, 16, 256)]
+    assert runs.options == want and runs.value == want
 
 
 def test_memory_page_mounts(make_app):
