@@ -286,6 +286,7 @@ def test_a_trace_is_parsed_once_with_progress_then_served_from_cache(make_app, r
 def test_ranks_page_shows_the_real_tp2_capture_side_by_side(make_app, tmp_path):
     """The two H200 rank traces of traces/h200x2, as `phaseprof analyze DIR` reports them."""
     from phaseprof.scale.ranks import analyze_ranks, find_trace_files
+    from phaseprof.scale.waits import rank_verdicts
 
     src = REPO / "traces/h200x2/tp2-eager-prefill4096-decode8"
     runs = tmp_path / "runs"
@@ -302,8 +303,15 @@ def test_ranks_page_shows_the_real_tp2_capture_side_by_side(make_app, tmp_path):
     # Explained (issue 25: "slowest rank 0" next to rank 1 at 96% communication, unexplained): what each rank's
     # phases are bound by, who waited for whom in the collectives, and how to read the two.
     lines = [shown(i.value) for i in at.info]
-    assert lines == [f"rank {r} · {v.line}" for r, bd in want.ranks.items() for v in verdicts_of(bd).phases]
     c = want.collectives
+    # issue 44: a rank that mostly waits says on whom first; its phases' own verdicts follow, but not a
+    # "GPU-bound — communication" one, which is that wait
+    waiting = rank_verdicts(c, {r: bd.totals["gpu_busy_us"] for r, bd in want.ranks.items()})
+    assert list(waiting) == [0] and waiting[0].startswith("waiting on rank 1 — 59% of its GPU busy")
+    assert lines == [f"rank {r} · {x}" for r, bd in want.ranks.items()
+                     for x in ([waiting[r]] if r in waiting else [])
+                     + [v.line for v in verdicts_of(bd).phases if r not in waiting or v.top_bucket != "communication"]]
+    assert any("how the waits add up" in m.value.lower() for m in at.markdown)
     waits = frame(at, "rank", "waited ms", "late by ms")
     assert waits["waited ms"].tolist() == [c.wait_us_by_rank[r] / 1e3 for r in (0, 1)]
     assert waits["why late"].tolist() == [c.cause_by_rank[r].main for r in (0, 1)]
