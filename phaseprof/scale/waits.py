@@ -73,20 +73,24 @@ def _ms(v: float) -> str:
 
 
 def waterfall_lines(c: CollectiveReport, busy_us_by_rank: dict[int, float]) -> list[str]:
-    """The waits as sums (ms), each printed total the sum of its printed parts: the late rank's lateness by
-    cause, then every other rank's early time as waited + kernel already over, and waited by collective kind."""
-    late = late_rank(c)
-    if late is None:
-        return ["no rank arrived last at any collective: nobody waited"]
-    cause = c.cause_by_rank[late]
-    parts = [round(cause.compute_us / 1e3, 2), round(cause.launch_overhead_us / 1e3, 2),
-             round(cause.host_work_us / 1e3, 2)]
-    lines = [f"rank {late} was last to arrive {c.late_count_by_rank[late]}x; late by {_ms(sum(parts))} = compute "
-             f"{_ms(parts[0])} + launch {_ms(parts[1])} + host work {_ms(parts[2])}"]
-    for w in rank_waits(c, busy_us_by_rank):
-        if w.rank == late:
+    """The waits as sums (ms), each printed total the sum of its printed parts: every late rank's lateness by
+    cause, then every rank that arrived early: early = waited + kernel already over, and waited by collective
+    kind. With two ranks, one rank's early time is the other's lateness."""
+    lines = []
+    for r in sorted(c.lateness_us_by_rank, key=lambda r: -c.lateness_us_by_rank[r]):
+        if c.lateness_us_by_rank[r] <= 0:
             continue
+        cause = c.cause_by_rank[r]
+        parts = [round(cause.compute_us / 1e3, 2), round(cause.launch_overhead_us / 1e3, 2),
+                 round(cause.host_work_us / 1e3, 2)]
+        lines.append(f"rank {r} was last to arrive {c.late_count_by_rank[r]}x; late by {_ms(sum(parts))} = compute "
+                     f"{_ms(parts[0])} + launch {_ms(parts[1])} + host work {_ms(parts[2])}")
+    if not lines:
+        return ["no rank arrived last at any collective: nobody waited"]
+    for w in rank_waits(c, busy_us_by_rank):
         waited, ended = round(w.waited_ms, 2), round(w.ended_ms, 2)
+        if waited + ended <= 0:
+            continue
         lines.append(f"rank {w.rank} arrived early by {_ms(waited + ended)} = waited in its kernel {_ms(waited)} "
                      f"+ kernel already over {_ms(ended)}")
         kinds = [(n, round(v, 2)) for n, v in (("EP dispatch (d.wait)", w.dispatch_wait_ms),

@@ -1,0 +1,56 @@
+"""Issue 44, item 4: the records committed under traces/ are what the current code writes.
+
+- a breakdown whose trace is kept beside it equals a fresh ``phaseprof analyze`` of that trace, at the current
+  schema (before: ``traces/h200/graph/*prefill-4096/breakdown.json`` was schema 1.0 with moe 37.4 % / gemm
+  22.1 % in its module view, the code gave moe 47.0 % / gemm 0.3 % / gdn 40.6 %);
+- a breakdown kept without its trace has its derived sections (``sol``, ``verdicts``) as the code re-derives
+  them from the stored data (its kernel and module views cannot be redone; its schema_version stays as recorded);
+- a served sweep names its GPU.
+
+Refresh with ``python scripts/regenerate_records.py`` (``--check`` lists what is behind)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+from phaseprof.defaults import SCHEMA_VERSION
+
+REPO = Path(__file__).resolve().parents[2]
+_spec = importlib.util.spec_from_file_location("regenerate_records", REPO / "scripts/regenerate_records.py")
+regen = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(regen)
+
+BREAKDOWNS = regen.committed_breakdowns()
+WITH_TRACE = [p for p in BREAKDOWNS if regen.trace_of(p) is not None]
+WITHOUT = [p for p in BREAKDOWNS if regen.trace_of(p) is None]
+
+
+def _id(p: Path) -> str:
+    return str(p.parent.relative_to(REPO / "traces"))
+
+
+def test_the_committed_tree() -> None:
+    assert len(WITH_TRACE) == 7 and len(WITHOUT) == 23
+
+
+@pytest.mark.parametrize("path", WITH_TRACE, ids=_id)
+def test_a_breakdown_with_its_trace_is_a_fresh_analysis(path: Path) -> None:
+    stored = json.loads(path.read_bytes())
+    assert stored["schema_version"] == SCHEMA_VERSION
+    fresh = regen.fresh(path, regen.trace_of(path))
+    assert [k for k in fresh if fresh[k] != stored.get(k)] == [], "run scripts/regenerate_records.py"
+
+
+@pytest.mark.parametrize("path", WITHOUT, ids=_id)
+def test_a_breakdown_without_its_trace_has_its_derived_sections_current(path: Path) -> None:
+    stored = json.loads(path.read_bytes())
+    assert regen.regenerated(path) == stored, "run scripts/regenerate_records.py"
+
+
+def test_every_served_sweep_records_its_gpu() -> None:
+    for path in regen.committed_sweeps():
+        assert regen.sweep_with_gpu(path) == json.loads(path.read_bytes()), path
