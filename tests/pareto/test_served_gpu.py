@@ -87,3 +87,12 @@ def test_sweep_show_names_the_ceiling_and_the_gpus_source(capsys: pytest.Capture
     flat = " ".join(capsys.readouterr().out.split())
     assert "ceilings: NVIDIA H200 (measured), measured: phaseprof/sol/measured/h200.json" in flat
     assert "GPU from the traces of 3 profiled runs of this server" in flat and "no ceilings for" not in flat
+
+
+def test_the_markdown_footer_reads_as_written(capsys: pytest.CaptureFixture[str]) -> None:
+    """"per GPU\\:" in the markdown footer: a colon is escaped only where it could start an autolink."""
+    assert main(["pareto", *map(str, SWEEPS), "--format", "markdown"]) == 0
+    out = capsys.readouterr().out
+    assert "tok/s/GPU: total tokens/s per GPU: (prompt + output tokens" in out and "\\:" not in out.replace(":\\/", "")
+    committed = (SERVING / "pareto.md").read_text()
+    assert "per GPU: (prompt" in committed
