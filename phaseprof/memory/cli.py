@@ -73,7 +73,7 @@ def memory(
     if output_format is OutputFormat.JSON:
         typer.echo(plan_to_json(plan))
     else:
-        render_plan(for_terminal(plan), Console(width=160))
+        render_plan(for_terminal(plan), Console())  # the terminal's width; 80 columns into a pipe
 
 
 def register(app: typer.Typer) -> None:

@@ -45,3 +45,20 @@ def test_the_cpu_capture_is_predicted_to_the_token_with_its_settings() -> None:
     assert by["attention block size"].difference == 0 and by["attention block size"].logged == 640
     assert round(by["mamba page padding"].predicted, 2) == 19.4 == by["mamba page padding"].logged
     assert by["GPU KV cache size"].difference == 0
+
+
+def test_memory_prints_at_the_terminals_width() -> None:
+    """Issue 44: ``memory`` printed at a fixed 160 columns; into a pipe (80) every line fits and no value or
+    name is cut with an ellipsis."""
+    import os
+    import subprocess
+    import sys
+
+    from rich.cells import cell_len
+
+    env = {**os.environ, "COLUMNS": "80", "PYTHONPATH": str(REPO)}
+    out = subprocess.run([sys.executable, "-m", "phaseprof.cli", "memory", "--model", "qwen3.5-35b-a3b", "--gpu",
+                          "H200", "--max-model-len", "8192", "--run", "tests/memory/data/run-synthetic-h200"],
+                         cwd=REPO, env=env, capture_output=True, text=True, check=True).stdout
+    assert max(cell_len(line) for line in out.splitlines()) <= 80
+    assert "…" not in out and "2,066,990 tokens" in out and "10.625 MiB (11,141,120 B)" in out
