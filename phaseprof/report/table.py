@@ -6,6 +6,8 @@ Every table fits the console width with headers and numbers whole (``phaseprof.r
 
 from __future__ import annotations
 
+import re
+
 from collections.abc import Callable, Iterable
 
 from rich.console import Console
@@ -131,13 +133,35 @@ def top_kernels_table(ph: PhaseSummary, *, full_names: bool = False, width: int 
                          compact=True)
 
 
+def path_lines(path: str, width: int) -> list[str]:
+    """``path`` in lines of at most ``width`` cells, each break after a ``/`` (a name longer than a line is cut
+    where it must)."""
+    lines: list[str] = []
+    for part in re.split(r"(?<=/)", path):
+        if lines and cell_len(lines[-1] + part) <= width:
+            lines[-1] += part
+        else:
+            lines += [part[i:i + width] for i in range(0, max(len(part), 1), width)]
+    return lines
+
+
 def print_breakdown(bd: Breakdown, console: Console, *, full_names: bool = False) -> None:
     """Print the headline and verdicts, the per-phase timeline, bucket tables, top kernels, unknowns, notes,
     attribution and speed of light. Every number comes from the breakdown (``verdicts``, ``analysis.digest``)."""
     tr = bd.trace
     w = console.width
-    console.print(f"[bold]{tr.path}[/]  {tr.gpu_name or tr.platform}  ({tr.device} trace, "
-                  f"{tr.event_count:,} events)")
+    what = f"{tr.gpu_name or tr.platform}  ({tr.device} trace, {tr.event_count:,} events)"
+    if cell_len(f"{tr.path}  {what}") <= w:
+        console.print(f"[bold]{tr.path}[/]  {what}")
+    else:  # a path is never broken mid-name: broken after a "/", what it is after its last part when it fits
+        *head, last = path_lines(tr.path, w)
+        for line in head:
+            console.print(f"[bold]{line}[/]", soft_wrap=True)
+        if cell_len(f"{last}  {what}") <= w:
+            console.print(f"[bold]{last}[/]  {what}")
+        else:
+            console.print(f"[bold]{last}[/]", soft_wrap=True)
+            console.print(what)
     console.print(f"steps: {bd.step_detection['detail']}")
     verdicts = bd.verdicts
     for v in verdicts.phases if verdicts else ():

@@ -40,3 +40,14 @@ def test_the_readme_line_counts_are_the_outputs() -> None:
         out = subprocess.run([sys.executable, "-m", "phaseprof.cli", "analyze", str((d / "trace.json.gz")
                               .relative_to(REPO))], cwd=REPO, env=env, capture_output=True, text=True, check=True)
         assert len(out.stdout.splitlines()) == int(n), run
+
+
+def test_the_first_line_never_breaks_a_path_mid_name() -> None:
+    """Issue 44: "…prefill-4096/trace.json.\\ngz  NVIDIA H200": the path is broken after a "/" only."""
+    from phaseprof.report.table import path_lines
+
+    lines = (REPO / "README.md").read_text().splitlines()
+    (b,) = [b for b in regen.blocks(lines) if regen.replayable(b)]
+    assert b.output[:2] == ["traces/h200/graph/20261130T094740Z-h200-qwen3.5-35b-a3b-prefill-4096/",
+                            "trace.json.gz  NVIDIA H200  (gpu trace, 10,238 events)"]
+    assert path_lines("/a/bb/ccc", 5) == ["/a/", "bb/", "ccc"] and path_lines("x" * 12, 5) == ["xxxxx"] * 2 + ["xx"]

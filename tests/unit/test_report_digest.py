@@ -47,7 +47,8 @@ def _report(run: Path, width: int = 80) -> str:
     return buf.getvalue()
 
 
-@pytest.mark.parametrize(("run", "budget"), [(GRAPH_PREFILL, 100), (HOOKS_PREFILL, 100), (EAGER_DECODE, 150)],
+# budgets include the trace's path, which is broken only after a "/" (issue 44): an absolute one takes a line more
+@pytest.mark.parametrize(("run", "budget"), [(GRAPH_PREFILL, 100), (HOOKS_PREFILL, 100), (EAGER_DECODE, 151)],
                          ids=["graph-prefill-4k", "hooks-graph-prefill-4k", "eager-decode"])
 def test_default_report_fits_its_line_budget_at_80_columns(run: Path, budget: int) -> None:
     lines = _report(run).splitlines()
