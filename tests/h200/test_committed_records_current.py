@@ -54,3 +54,15 @@ def test_a_breakdown_without_its_trace_has_its_derived_sections_current(path: Pa
 def test_every_served_sweep_records_its_gpu() -> None:
     for path in regen.committed_sweeps():
         assert regen.sweep_with_gpu(path) == json.loads(path.read_bytes()), path
+
+
+@pytest.mark.parametrize("run", ["serving/bf16/profiled/c1", "pd/qwen3.5-35b-a3b-fp8-eager-4096in-32out"])
+def test_a_stored_breakdown_is_printed_without_the_recording_hosts_path(run: str, capsys) -> None:
+    """Issue 44: a committed breakdown's trace.path is where it was recorded (/root/keep/…); analyze names the
+    trace beside the breakdown, marked not kept."""
+    from phaseprof.cli import main
+
+    for fmt in ("table", "markdown"):
+        assert main(["analyze", str(REPO / "traces/h200" / run), "-f", fmt]) == 0
+        out = capsys.readouterr().out
+        assert "/root/" not in out and "trace.json.gz (not kept)" in " ".join(out.split())
