@@ -19,6 +19,16 @@ def _sol(p: ParetoPoint) -> str:
     return "-" if p.sol is None else f"{p.sol.pct_of_light:.0f}%"
 
 
+#: What the point table's last columns mean (printed under it).
+POINT_TERMS = ("%SOL: speed-of-light TPOT / measured TPOT, on the ceiling named per configuration above; wall: "
+               "'ok' (under) or 'over' the configuration's capacity wall (its max conc.), '-' without one; prof: a "
+               "profiled breakdown of the point (listed below)")
+
+
+def _wall(over: bool | None) -> str:
+    return "-" if over is None else "over" if over else "ok"
+
+
 def _ids(report: ParetoReport) -> dict[str, str]:
     """A short id per configuration (A, B, ...) so the point rows stay one line at 80 columns."""
     letters = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
@@ -55,8 +65,9 @@ def print_report(report: ParetoReport, console: Console) -> None:
     for p in sorted(report.points, key=lambda p: (ids[p.config], p.concurrency)):
         t.add_row("*" if (p.config, p.concurrency) in front else "", ids[p.config], str(p.concurrency),
                   _f(p.tps_per_gpu), _f(p.tps_per_user), _f(p.tpot_p50_ms, ",.2f"), _f(p.ttft_p50_ms, ",.0f"),
-                  _sol(p), "over" if p.over_capacity else "", "yes" if p.breakdown else "")
+                  _sol(p), _wall(p.over_capacity), "yes" if p.breakdown else "")
     console.print(t)
+    console.print(f"[dim]{POINT_TERMS}[/]")
     for p in report.points:
         if p.breakdown:
             console.print(f"profile {ids[p.config]} c={p.concurrency}: {terminal(p.breakdown)}", soft_wrap=True)

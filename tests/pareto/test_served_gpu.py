@@ -28,8 +28,9 @@ SWEEPS = [SERVING / "bf16/decode", SERVING / "fp8/decode"]
 def test_pareto_with_no_option_prints_sol_on_every_point(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["pareto", *map(str, SWEEPS)]) == 0
     out = capsys.readouterr().out
-    rows = re.findall(r"^ [* ] +([AB]) +(\d+) .* (\S+) +\S* *$", out, flags=re.M)
-    assert len(rows) == 10 and all(sol.endswith("%") for _, _, sol in rows), rows
+    rows = re.findall(r"^ [* ] +([AB]) +(\d+) .* (\S+) +(ok|over|-) +\S* *$", out, flags=re.M)
+    assert len(rows) == 10 and all(sol.endswith("%") for _, _, sol, _ in rows), rows
+    assert "%SOL: speed-of-light TPOT / measured TPOT" in " ".join(out.split())
     flat = " ".join(out.split())
     for cfg, q in (("A", "bf16"), ("B", "fp8")):
         assert (f"{cfg}: %SOL on NVIDIA H200 (measured), measured: phaseprof/sol/measured/h200.json "
