@@ -6,10 +6,9 @@ A block is a fenced code block whose first line is ``$ phaseprof <command> ...``
 with a trailing backslash) for a command that reads committed files only (``REPLAYED``) and whose inputs exist in
 the repository; the lines after the command are replaced by what the command prints into a pipe at 80 columns
 (``COLUMNS=80``, stdout and stderr, as a user sees them in a terminal), and a ``$ ... ; echo $?`` block gets the
-exit status last. A block that ends with a line ``…`` (or ``...``) was cut by hand: it keeps as many lines as before the cut.
-Blocks of other commands (capture, diff of placeholder files), of several commands, or elided in the middle are
-left alone; docs/study-h200-qwen35-a3b.md is
-written by scripts/make_study.py.
+exit status last. A block that ends with a line ``…`` (or ``...``) was cut by hand: it keeps as many lines as
+before the cut. Blocks of other commands (capture, diff of placeholder files), of several commands, or elided in
+the middle are left alone; docs/study-h200-qwen35-a3b.md is written by scripts/make_study.py.
 
     python scripts/regenerate_docs.py            # rewrite the blocks that differ
     python scripts/regenerate_docs.py --check    # exit 1 when any block differs from the current code

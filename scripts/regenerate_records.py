@@ -129,7 +129,8 @@ def main(argv: list[str]) -> int:
             continue
         stale.append(rel)
         how = "analysed" if trace_of(path) else "re-derived"
-        print(f"{'stale' if check else 'rewrote'}     {rel} ({how}: {', '.join(k for k in new if new.get(k) != old.get(k))})")
+        changed = ", ".join(k for k in new if new.get(k) != old.get(k))
+        print(f"{'stale' if check else 'rewrote'}     {rel} ({how}: {changed})")
         if not check:
             path.write_bytes(compact(new))
     for path in sweeps:
