@@ -59,7 +59,8 @@ def short_labels(paths: list[str]) -> list[str]:
 
 def _name(path: Path, ctx: data.Context, rec: SweepRecord) -> str:
     rel = path.parent.relative_to(ctx.runs_dir).as_posix() if path.parent != ctx.runs_dir else path.name
-    extra = " · ".join(str(v) for v in (rec.device.name, rec.model.name, rec.engine.mode) if v)
+    device = rec.device.gpu_name or rec.device.name  # a served sweep: its GPU, once learned (issue 44)
+    extra = " · ".join(str(v) for v in (device, rec.model.name, rec.engine.mode) if v)
     return f"{rel} ({extra})" if extra else rel
 
 
