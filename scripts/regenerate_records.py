@@ -13,7 +13,8 @@ Every git-tracked ``breakdown.json`` / ``rankN.breakdown.json`` under ``traces/`
 
 Every git-tracked served ``sweep.json`` (``sweep --server``: its device is the server's URL) that records no GPU
 learns it from the profiled runs of the same server beside it (``pareto.gpu.served_runs``: their run.json names
-the device their trace recorded), and says so in ``device.gpu_source``.
+the device their trace recorded), and says so in ``device.gpu_source``; a PD run's run.json names the GPU its
+engines' breakdowns name (``disagg.capture.pd_device``).
 
 Records are written as one line (``scripts/compact_records.py``: ``traces/`` keeps its size budget).
 
@@ -114,6 +115,29 @@ def sweep_with_gpu(path: Path) -> dict[str, Any]:
     return {**doc, "device": {**doc["device"], "gpu": got.name, "gpu_source": source}}
 
 
+def committed_pd_runs() -> list[Path]:
+    names = subprocess.check_output(["git", "ls-files", "traces"], cwd=ROOT, text=True).split()
+    runs = [ROOT / n for n in names if n.endswith("run.json")]
+    return [p for p in runs if json.loads(p.read_bytes()).get("kind") == "pd"]
+
+
+def pd_with_device(path: Path) -> dict[str, Any]:
+    """A PD run.json with the GPU its engines' breakdowns name (``disagg.capture.pd_device``), as a capture now
+    records it; left as it is when it names one, or when no breakdown was kept."""
+    from phaseprof.disagg.capture import pd_device
+    from phaseprof.report.json_io import load_breakdown
+
+    doc = json.loads(path.read_bytes())
+    if (doc.get("device") or {}).get("name"):
+        return doc
+    sides = [path.parent / s["breakdown"] for s in (doc["disagg"]["prefill"], doc["disagg"]["decode"])
+             if s.get("breakdown") and (path.parent / s["breakdown"]).is_file()]
+    device = pd_device(*(load_breakdown(p) for p in sides), *([None] * (2 - len(sides))))
+    if not device.name:
+        return doc
+    return {**doc, "device": {**(doc.get("device") or {}), "kind": device.kind, "name": device.name}}
+
+
 def main(argv: list[str]) -> int:
     check = "--check" in argv
     given = [Path(a).resolve() for a in argv if not a.startswith("--")]
@@ -142,7 +166,17 @@ def main(argv: list[str]) -> int:
         print(f"{'stale' if check else 'rewrote'}     {rel} (device.gpu: {new['device']['gpu']})")
         if not check:
             path.write_bytes(compact(new))
-    print(f"{len(stale)} of {len(paths) + len(sweeps)} record(s) {'behind the code' if check else 'rewritten'}")
+    runs = committed_pd_runs() if not given else []
+    for path in runs:
+        old, new = json.loads(path.read_bytes()), pd_with_device(path)
+        if new != old:
+            rel = path.relative_to(ROOT)
+            stale.append(rel)
+            print(f"{'stale' if check else 'rewrote'}     {rel} (device: {new['device']['name']})")
+            if not check:
+                path.write_bytes(compact(new))
+    print(f"{len(stale)} of {len(paths) + len(sweeps) + len(runs)} record(s) "
+          f"{'behind the code' if check else 'rewritten'}")
     return 1 if check and stale else 0
 
 

@@ -31,7 +31,7 @@ from phaseprof.disagg.exchange import PdPair, run_request
 from phaseprof.disagg.records import HandoffReport, HandoffRequest, centre
 from phaseprof.errors import PhaseprofError
 from phaseprof.io import atomic_write_bytes
-from phaseprof.records import DisaggInfo, DisaggSide, ModelInfo, ServerRecord
+from phaseprof.records import DeviceRecord, DisaggInfo, DisaggSide, ModelInfo, ServerRecord
 
 #: The proxy's clock: PhaseTiming.source of a disaggregated capture.
 PROXY_CLOCK = "pd_proxy_client"
@@ -177,8 +177,8 @@ def capture_pd(req: PdCapture, *, console: Console, argv: list[str] | None = Non
                           versions={"vllm": p_info.version}).embedded()
     with run_directory(final) as tmp:
         with console.status("Analyzing both traces"):
-            p_side, _ = _side(tmp, final, "prefill", p_files, p_info, p_dir, meta)
-            d_side, _ = _side(tmp, final, "decode", d_files, d_info, d_dir, meta)
+            p_side, p_bd = _side(tmp, final, "prefill", p_files, p_info, p_dir, meta)
+            d_side, d_bd = _side(tmp, final, "decode", d_files, d_info, d_dir, meta)
         atomic_write_bytes(tmp / "handoff.json", _json(report.to_dict()))
         sides = DisaggInfo(prefill=p_side, decode=d_side, connector=report.connector, handoff="handoff.json")
         rec = capture_record(
@@ -190,10 +190,17 @@ def capture_pd(req: PdCapture, *, console: Console, argv: list[str] | None = Non
             mode=p_info.mode, quant=p_info.quant, model_config=p_info.hf_config,
             model=ModelInfo(name=p_info.model_id, kind="server", path=p_info.root, architecture=p_info.architecture),
             requests_sent=2 * n, vocab_size=p_info.vocab_size or FALLBACK_VOCAB, disagg=sides,
-            breakdown_error=p_side.breakdown_error or d_side.breakdown_error)
+            breakdown_error=p_side.breakdown_error or d_side.breakdown_error, device=pd_device(p_bd, d_bd))
         rec.write(tmp / "run.json")
         make_readable(tmp)
     return PdResult(run_dir=final, report=report, sides=sides)
+
+
+def pd_device(prefill: Any, decode: Any) -> DeviceRecord:
+    """The GPU of a PD run, as its traces name it (the prefill side's, else the decode side's): the servers answer
+    with a URL, their traces with the device (issue 44: the Runs page showed an empty GPU cell)."""
+    name = next((bd.trace.gpu_name for bd in (prefill, decode) if bd is not None and bd.trace.gpu_name), None)
+    return DeviceRecord(kind="cuda", name=name) if name else DeviceRecord()
 
 
 _SERVER_KEYS = {"url", "model", "version", "root", "max_model_len", "world_size", "mode", "quant", "async_scheduling",

@@ -66,3 +66,15 @@ def test_a_stored_breakdown_is_printed_without_the_recording_hosts_path(run: str
         assert main(["analyze", str(REPO / "traces/h200" / run), "-f", fmt]) == 0
         out = capsys.readouterr().out
         assert "/root/" not in out and "trace.json.gz (not kept)" in " ".join(out.split())
+
+
+def test_a_pd_run_names_the_gpu_its_engines_traces_name() -> None:
+    """Issue 44: a PD run.json recorded no device (the Runs page's GPU cell was empty); it is the one its engines'
+    breakdowns name, where they were kept (the UCX_TLS repeat kept none: no GPU claimed)."""
+    runs = regen.committed_pd_runs()
+    assert len(runs) == 3
+    for path in runs:
+        doc = json.loads(path.read_bytes())
+        assert regen.pd_with_device(path) == doc
+        kept = (path.parent / "prefill/breakdown.json").is_file()
+        assert (doc["device"]["name"] == "NVIDIA H200") if kept else doc["device"]["name"] is None
