@@ -94,18 +94,22 @@ class Headline:
 
 @dataclass(frozen=True)
 class DeviceRecord:
-    """Where the capture ran (``capture.inprocess.device.DeviceInfo.to_dict()``); ``kind`` "cuda" | "cpu" | "server"."""
+    """Where the capture ran (``capture.inprocess.device.DeviceInfo.to_dict()``); ``kind`` "cuda" | "cpu" | "server".
+    A server sweep's ``name`` is the server's URL; ``gpu`` is the GPU it served on as learned (the device name of
+    profiled traces of that server, or stated with ``--gpu``) and ``gpu_source`` says where it came from."""
 
     kind: str | None = None
     name: str | None = None
     memory_bytes: int | None = None
     slug: str | None = None
+    gpu: str | None = None
+    gpu_source: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
     def gpu_name(self) -> str | None:
-        """The GPU's name, None off CUDA."""
-        return self.name if self.kind == "cuda" else None
+        """The GPU's name: the device's on CUDA, the learned ``gpu`` behind a server, else None."""
+        return self.name if self.kind == "cuda" else self.gpu
 
 
 @dataclass(frozen=True)

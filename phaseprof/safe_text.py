@@ -42,10 +42,11 @@ def terminal(text: str) -> str:
 
 
 # Every ASCII punctuation character markdown or GFM could act on (CommonMark lets any of them be backslash-escaped):
-# emphasis, code, links and images, raw HTML, entities, tables, strikethrough, headings, math (``$``). ``:``, the
-# ``//`` after it, ``@`` and the ``.`` of ``www.`` too: GFM autolinks ``http://host``, ``www.host`` and
-# ``a@b.c`` in plain text, and escaping them breaks the pattern it looks for (the text still reads as written).
-_MD_ACTIVE = re.compile(r"[\\`*_\[\]<>!|~#&:@$]|(?<=[wW]{3})\.|(?<=:)/|(?<=:/)/")
+# emphasis, code, links and images, raw HTML, entities, tables, strikethrough, headings, math (``$``). A ``:``
+# before ``/``, the ``//`` after it, ``@`` and the ``.`` of ``www.`` too: GFM autolinks ``http://host``,
+# ``www.host`` and ``a@b.c`` in plain text, and escaping them breaks the pattern it looks for (the text still
+# reads as written). Any other ``:`` stays as it is ("per GPU: total", not "per GPU\: total").
+_MD_ACTIVE = re.compile(r"[\\`*_\[\]<>!|~#&@$]|:(?=/)|(?<=[wW]{3})\.|(?<=:)/|(?<=:/)/")
 
 
 def markdown(text: str) -> str:

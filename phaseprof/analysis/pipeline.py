@@ -56,7 +56,7 @@ class AnalysisConfig:
 
     Speed of light (``sol.attach.analysed_sol``): ``model_config`` is ``--model-config`` (config.json, its
     directory or a preset name; None = what run.json or the trace records); ``ceilings`` is ``--ceilings``
-    (a measured file, "spec", or None = a ``ceilings/`` folder above the run, else the datasheet);
+    (a measured file, "spec", or None = the GPU's one baseline: ``sol.ceilings.choose_ceiling``);
     ``capture``: the capture's record where the caller has it before run.json is written (a capture analyses
     its trace first), e.g. ``RunRecord(model_config=...)``; it wins over run.json and the trace's own facts."""
 

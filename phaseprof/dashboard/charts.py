@@ -294,14 +294,18 @@ PD_PARTS: tuple[tuple[str, str, str], ...] = (
 def pd_timeline(t: Any) -> go.Figure:
     """One horizontal stacked bar: the profiled request's TTFT laid out over both traces and the connector
     (``ProfiledTimeline``: prefill steps, NIXL transfer, the decode server's first step, the rest), each part
-    labelled in ms as stored; the hover adds the steps' GPU busy time."""
+    in ms as ``phaseprof analyze`` prints it (``disagg.render.timeline_cents``: the parts add up to the TTFT in
+    the title); the hover adds the steps' GPU busy time."""
+    from phaseprof.disagg.render import timeline_cents  # noqa: PLC0415
+
+    cents = timeline_cents(t)
     busy = {"prefill_step_ms": f"{t.prefill_steps} step(s), GPU busy {t.prefill_gpu_ms:,.2f} ms",
             "decode_first_step_ms": f"GPU busy {t.decode_first_gpu_ms:,.2f} ms"
             + ("" if t.decode_first_step_tokens is None else f", {t.decode_first_step_tokens} token(s)")}
     fig = go.Figure()
     y = [f"request #{t.request}"]
     for field, name, colour in PD_PARTS:
-        v = getattr(t, field)
+        v = cents[field]
         fig.add_bar(y=y, x=[v], name=name if v is not None else f"{name} (not counted)", orientation="h",
                     marker_color=colour, text=[f"{v:,.2f} ms" if v is not None else ""], textposition="inside",
                     insidetextanchor="middle", textangle=0, hoverinfo="text+name",
@@ -309,6 +313,7 @@ def pd_timeline(t: Any) -> go.Figure:
                                if v is not None else "not counted"])
     fig.update_layout(barmode="stack", xaxis_title="ms", uniformtext=dict(minsize=10, mode="hide"),
                       legend=dict(orientation="h", yanchor="top", y=-0.6, x=0, traceorder="normal"))
-    _layout(fig, title=f"Profiled request #{t.request} (under the profiler): TTFT {t.ttft_ms:,.2f} ms", height=230)
+    _layout(fig, title=f"Profiled request #{t.request} (under the profiler): TTFT {cents['ttft_ms']:,.2f} ms",
+            height=230)
     fig.update_layout(margin=dict(b=90))
     return fig

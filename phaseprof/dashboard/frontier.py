@@ -28,6 +28,9 @@ PALETTE = ("#4c78a8", "#f58518", "#54a24b", "#e45756", "#72b7b2", "#b279a2", "#f
 #: Where measured ceilings live (``phaseprof ceilings`` writes them there; ``sol.attach.CEILINGS_DIR``).
 CEILINGS_DIR = "ceilings"
 SPEC = "spec"
+#: The default choice: no ``--ceilings``, as ``phaseprof pareto`` runs without it (each GPU's one baseline,
+#: ``sol.ceilings.choose_ceiling``: the measured file phaseprof ships for it, else the datasheet).
+AUTO = "auto"
 
 
 @dataclass(frozen=True)
@@ -96,24 +99,6 @@ def ceilings_files(roots: Roots) -> list[tuple[str, str]]:
                 continue
             out.append((f.relative_to(root).as_posix(), str(doc.get("gpu_name") or "?")))
     return out
-
-
-def default_ceilings(sweep: DecodeSweep, files: list[tuple[str, str]], runs_dir: Path) -> str:
-    """The measured file ``pareto`` would find for this sweep (the nearest ``ceilings/`` folder at or above it,
-    up to three levels, for its GPU), looked for only under the runs directory; a server sweep names its URL, not
-    its GPU, so there the nearest file counts. Else the datasheet (``SPEC``)."""
-    here = sweep.directory
-    for d in [here, *here.parents][:4]:
-        if not d.is_relative_to(runs_dir):
-            break
-        rel = (d / CEILINGS_DIR).relative_to(runs_dir).as_posix()
-        near = [(k, gpu) for k, gpu in files if k.rsplit("/", 1)[0] == rel]
-        for k, gpu in near:
-            if sweep.device and gpu_key(gpu) == gpu_key(sweep.device):
-                return k
-        if near and "://" in (sweep.device or ""):
-            return near[0][0]
-    return SPEC
 
 
 def short_labels(labels: list[str]) -> dict[str, str]:

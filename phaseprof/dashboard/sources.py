@@ -25,7 +25,9 @@ TRACE_NAMES = ("trace.json.gz", "trace.json")
 SWEEP_NAME = "sweep.json"
 #: JSON files under the runs directory that are neither traces nor breakdowns.
 NOT_INPUTS = frozenset({"run.json", SWEEP_NAME, "plot.json", "package.json", "MANIFEST.json"})
-MAX_SCAN_DEPTH = 4  # runs/<sweep>/<run>/... is as deep as capture writes
+#: runs/<sweep>/<run>/... is as deep as capture writes; the committed tree keeps runs 5 deep below traces/
+#: (<gpu>/<study>/<config>/profiled/<run>): the Pareto page must find profiled runs wherever it finds their sweeps.
+MAX_SCAN_DEPTH = 6
 _SAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
 #: Longest stored upload name (after the 13-character hash prefix): file systems allow 255 bytes.
 MAX_UPLOAD_NAME = 120

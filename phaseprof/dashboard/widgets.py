@@ -180,7 +180,8 @@ def record_facts(only: Any) -> Any:
         overhead = f"{prof.overhead_ratio:.2f}x" + (
             f" ({prof.overhead_definition})" if prof.overhead_definition else "")
     rows = {
-        "record": only.what, "recorded (UTC)": rec.created_utc, "model": rec.model.name, "GPU": rec.device.name,
+        "record": only.what, "recorded (UTC)": rec.created_utc, "model": rec.model.name,
+        "GPU": rec.device.gpu_name or rec.device.name,
         "vLLM": rec.versions.get("vllm"),
         "server": " ".join(str(x) for x in (srv.url, srv.version) if x) if srv is not None else None,
         "request": ", ".join(x for x in request if x), "headline": headline,

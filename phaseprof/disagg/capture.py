@@ -11,7 +11,6 @@ every request's TTFT split and NIXL transfer next to the planner's model of it) 
 
 from __future__ import annotations
 
-import statistics
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,10 +29,10 @@ from phaseprof.capture.shared.rundir import make_readable, run_dir_name, run_dir
 from phaseprof.capture.shared.timing import PhaseTiming, summarize
 from phaseprof.capture.shared.trace_file import DEFAULT_MAX_TRACE_BYTES
 from phaseprof.disagg.exchange import PdPair, run_request
-from phaseprof.disagg.records import HandoffReport, HandoffRequest, Median, checked
+from phaseprof.disagg.records import HandoffReport, HandoffRequest, centre, checked
 from phaseprof.errors import PhaseprofError
 from phaseprof.io import atomic_write_bytes
-from phaseprof.records import DisaggInfo, DisaggSide, ModelInfo, ServerRecord
+from phaseprof.records import DeviceRecord, DisaggInfo, DisaggSide, ModelInfo, ServerRecord
 
 #: The proxy's clock: PhaseTiming.source of a disaggregated capture.
 PROXY_CLOCK = "pd_proxy_client"
@@ -70,22 +69,6 @@ def _same_model(p: ServerInfo, d: ServerInfo) -> None:
     if p.model_id != d.model_id:
         raise PhaseprofError(f"the prefill server {p.url} serves {p.model_id!r} but the decode server {d.url} "
                              f"serves {d.model_id!r}: a handoff needs the same model on both")
-
-
-def _median(xs: list[float]) -> float | None:
-    return statistics.median(xs) if xs else None
-
-
-def _medians(rows: list[HandoffRequest]) -> Median:
-    nixl = [r.nixl for r in rows if r.nixl is not None and r.nixl.transfers > 0]
-    tp = [r.tpot_ms for r in rows if r.tpot_ms is not None]
-    by = _median([float(n.bytes) for n in nixl])
-    ds = _median([float(n.descriptors) for n in nixl])
-    return Median(requests=len(rows), prefill_ms=statistics.median(r.prefill_ms for r in rows),
-                  handoff_ms=statistics.median(r.handoff_ms for r in rows),
-                  ttft_ms=statistics.median(r.ttft_ms for r in rows), tpot_ms=_median(tp),
-                  xfer_ms=_median([n.xfer_ms for n in nixl]), bytes=None if by is None else round(by),
-                  descriptors=None if ds is None else round(ds))
 
 
 def _modelled(info: ServerInfo, prompt_tokens: int, req: PdCapture) -> tuple[Any, int, str | None]:
@@ -176,7 +159,7 @@ def capture_pd(req: PdCapture, *, console: Console, argv: list[str] | None = Non
         p_files = _collect(p_dir, p_before, p_window, req.trace_wait_s, "prefill", status.update)
         d_files = _collect(d_dir, d_before, d_window, req.trace_wait_s, "decode", status.update)
     modelled, computed, why = _modelled(p_info, c.prompt_tokens, req)
-    median = _medians(timed)
+    median = centre(timed)
     ratio = lambda a, b: None if a is None or not b else round(a / b, 4)  # noqa: E731
     report = HandoffReport(
         prefill_url=p_info.url, decode_url=d_info.url, connector=_connector(p_info), model=p_info.model_id,
@@ -200,8 +183,8 @@ def capture_pd(req: PdCapture, *, console: Console, argv: list[str] | None = Non
                           versions={"vllm": p_info.version}).embedded()
     with run_directory(final) as tmp:
         with console.status("Analyzing both traces"):
-            p_side, _ = _side(tmp, final, "prefill", p_files, p_info, p_dir, meta, req.max_trace_bytes)
-            d_side, _ = _side(tmp, final, "decode", d_files, d_info, d_dir, meta, req.max_trace_bytes)
+            p_side, p_bd = _side(tmp, final, "prefill", p_files, p_info, p_dir, meta, req.max_trace_bytes)
+            d_side, d_bd = _side(tmp, final, "decode", d_files, d_info, d_dir, meta, req.max_trace_bytes)
         atomic_write_bytes(tmp / "handoff.json", _json(report.to_dict()))
         sides = DisaggInfo(prefill=p_side, decode=d_side, connector=report.connector, handoff="handoff.json")
         rec = capture_record(
@@ -213,10 +196,17 @@ def capture_pd(req: PdCapture, *, console: Console, argv: list[str] | None = Non
             mode=p_info.mode, quant=p_info.quant, model_config=p_info.hf_config,
             model=ModelInfo(name=p_info.model_id, kind="server", path=p_info.root, architecture=p_info.architecture),
             requests_sent=2 * n, vocab_size=p_info.vocab_size or FALLBACK_VOCAB, disagg=sides,
-            breakdown_error=p_side.breakdown_error or d_side.breakdown_error)
+            breakdown_error=p_side.breakdown_error or d_side.breakdown_error, device=pd_device(p_bd, d_bd))
         rec.write(tmp / "run.json")
         make_readable(tmp)
     return PdResult(run_dir=final, report=report, sides=sides)
+
+
+def pd_device(prefill: Any, decode: Any) -> DeviceRecord:
+    """The GPU of a PD run, as its traces name it (the prefill side's, else the decode side's): the servers answer
+    with a URL, their traces with the device (issue 44: the Runs page showed an empty GPU cell)."""
+    name = next((bd.trace.gpu_name for bd in (prefill, decode) if bd is not None and bd.trace.gpu_name), None)
+    return DeviceRecord(kind="cuda", name=name) if name else DeviceRecord()
 
 
 _SERVER_KEYS = {"url", "model", "version", "root", "max_model_len", "world_size", "mode", "quant", "async_scheduling",

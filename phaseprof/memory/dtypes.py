@@ -53,16 +53,17 @@ class GdnDtypes:
 
 
 def resolve_gdn_dtypes(shape: ModelShape, *, mamba_cache_dtype: str, mamba_ssm_cache_dtype: str,
-                       vllm_version: str) -> GdnDtypes:
+                       vllm_version: str, origin: str = "--mamba-ssm-dtype") -> GdnDtypes:
     """Mirror ``MambaStateDtypeCalculator._mamba_state_dtype``: conv = mamba_cache_dtype (auto → model dtype);
     SSM = mamba_ssm_cache_dtype, where "auto" means the conv dtype, unless a Qwen3.5 config's
-    ``mamba_ssm_dtype`` was copied in first."""
+    ``mamba_ssm_dtype`` was copied in first. ``origin``: where an explicit SSM dtype came from (the flag, or the
+    preset that runs with it)."""
     for flag, value in (("--mamba-cache-dtype", mamba_cache_dtype), ("--mamba-ssm-dtype", mamba_ssm_cache_dtype)):
         if value not in MAMBA_DTYPES:
             raise PhaseprofError(f"{flag} {value!r} is not a vLLM mamba dtype; use one of {', '.join(MAMBA_DTYPES)}")
     conv = shape.model_dtype if mamba_cache_dtype == "auto" else mamba_cache_dtype
     if mamba_ssm_cache_dtype != "auto":
-        return GdnDtypes(conv, mamba_ssm_cache_dtype, "--mamba-ssm-dtype")
+        return GdnDtypes(conv, mamba_ssm_cache_dtype, origin)
     hint = shape.mamba_ssm_dtype_hint
     if hint and shape.architecture in QWEN35_SSM_HINT_ARCHS.get(vllm_version, frozenset()):
         return GdnDtypes(conv, str(hint), f"config mamba_ssm_dtype ({shape.architecture})")

@@ -76,6 +76,11 @@ def load_run_facts(run_dir: str | Path) -> VllmFacts:
     model = doc.get("model")
     if isinstance(model, dict) and model.get("kind") == "preset" and model.get("name"):
         settings["preset"] = model["name"]
+    device, versions = doc.get("device"), doc.get("versions")
+    if isinstance(device, dict) and isinstance(device.get("kind"), str):
+        settings["device_kind"] = device["kind"]  # "cpu": vLLM's CPU platform has its own defaults
+    if isinstance(versions, dict) and isinstance(versions.get("vllm"), str):
+        settings["vllm_version"] = versions["vllm"]
     _find_settings({k: v for k, v in doc.items() if k not in (*_FACT_SECTIONS, "model_config")}, settings)
     _find_settings({k: v for k, v in vf.items() if k != "raw_lines"}, settings)
     return VllmFacts(source=str(run_json if run_json.is_file() else log), settings=settings,

@@ -42,6 +42,8 @@ class CacheSettings:
     enable_prefix_caching: bool = True
     block_size: int | None = None
     num_speculative_tokens: int = 0
+    #: where an explicit ``mamba_ssm_cache_dtype`` came from: the flag, or the preset that runs with it
+    ssm_dtype_origin: str = "--mamba-ssm-dtype"
 
 
 @dataclass(frozen=True)
@@ -162,7 +164,8 @@ def kv_layout(shape: ModelShape, s: CacheSettings) -> KvLayout:
     mode, gdn_blocks = "none", 0
     if shape.gdn is not None and shape.num_gdn_layers:
         dtypes = resolve_gdn_dtypes(shape, mamba_cache_dtype=s.mamba_cache_dtype,
-                                    mamba_ssm_cache_dtype=s.mamba_ssm_cache_dtype, vllm_version=s.vllm_version)
+                                    mamba_ssm_cache_dtype=s.mamba_ssm_cache_dtype, vllm_version=s.vllm_version,
+                                    origin=s.ssm_dtype_origin)
         gdn = _gdn_state(shape, s, dtypes)
         mamba_page = gdn.state_bytes
         # GDN models do not support mamba prefix-caching mode "all", so both versions pick "align".

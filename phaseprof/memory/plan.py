@@ -185,6 +185,17 @@ def _settings_warnings(i: MemoryInputs, layout: KvLayout, facts: VllmFacts) -> l
     run_len = facts.settings.get("max_model_len")
     if run_len and i.max_model_len and int(run_len) != i.max_model_len:
         out.append(f"the run used max_model_len={run_len} but the plan models {i.max_model_len}")
+    caching = facts.settings.get("enable_prefix_caching")
+    if isinstance(caching, bool) and caching != i.prefix_caching:
+        out.append(f"the run used enable_prefix_caching={caching} but the plan models "
+                   f"{'--prefix-caching' if i.prefix_caching else '--no-prefix-caching'}")
+    version = str(facts.settings.get("vllm_version") or "")
+    if version and not (version == i.vllm_version or version.startswith(i.vllm_version + ".")):
+        out.append(f"the run used vLLM {version} but the plan applies vLLM {i.vllm_version}'s rules "
+                   f"(--vllm-version)")
+    if facts.settings.get("device_kind") == "cpu" and i.block_size is None and layout.gdn is not None:
+        out.append(f"the run ran on CPU, where vLLM's default --block-size is {D.CPU_DEFAULT_BLOCK_SIZE_TOKENS} "
+                   f"(the hybrid block is a multiple of it): pass --block-size {D.CPU_DEFAULT_BLOCK_SIZE_TOKENS}")
     return out
 
 
@@ -225,14 +236,35 @@ def _budget(inputs: MemoryInputs, gpu: GpuSpec, layout: KvLayout, weights: Weigh
                          activation_peak=act, cudagraph_pool=cg, layout=layout, max_model_len=max_len)
 
 
+def with_preset_engine(inputs: MemoryInputs) -> tuple[MemoryInputs, dict[str, str]]:
+    """``inputs`` with each cache dtype left "auto" set as the preset named by ``--model`` runs it (its
+    ``engine_defaults``: ``D.PRESET_ENGINE_DTYPES``; tiny-hybrid keeps its SSM state in float32), and where each
+    came from (field -> "preset NAME (engine default KEY)"). A config path, or a dtype given, is left as it is."""
+    from phaseprof.presets import UnknownPreset, load_preset  # noqa: PLC0415
+
+    try:
+        preset = load_preset(inputs.model)
+    except (UnknownPreset, PhaseprofError):
+        return inputs, {}
+    engine = preset.engine_kwargs()
+    changes, origin = {}, {}
+    for key, fld in D.PRESET_ENGINE_DTYPES.items():
+        if isinstance(engine.get(key), str) and getattr(inputs, fld) == "auto":
+            changes[fld] = engine[key]
+            origin[fld] = f"preset {preset.name} runs with {key} {engine[key]}"
+    return dataclasses.replace(inputs, **changes), origin
+
+
 def build_memory_plan(inputs: MemoryInputs, *, hf_config: dict[str, Any] | None = None) -> MemoryPlan:
     """Everything ``phaseprof memory`` reports. ``hf_config`` skips loading ``inputs.model`` (tests, dashboard)."""
     validate_inputs(inputs)
     config, source = (hf_config, inputs.model) if hf_config is not None else load_hf_config(inputs.model)
     check_hf_config(config, source)
+    inputs, origin = with_preset_engine(inputs) if hf_config is None else (inputs, {})
     shape = shape_from_hf_config(config)
     cache = CacheSettings(inputs.vllm_version, inputs.kv_cache_dtype, inputs.mamba_cache_dtype, inputs.mamba_ssm_dtype,
-                          inputs.tp, inputs.prefix_caching, inputs.block_size, inputs.num_speculative_tokens)
+                          inputs.tp, inputs.prefix_caching, inputs.block_size, inputs.num_speculative_tokens,
+                          ssm_dtype_origin=origin.get("mamba_ssm_dtype", "--mamba-ssm-dtype"))
     layout = kv_layout(shape, cache)
     max_len = inputs.max_model_len or shape.max_position_embeddings or DEFAULT_MAX_MODEL_LEN_TOKENS
     request = request_cost(layout, inputs.tokens or max_len)

@@ -147,7 +147,8 @@ def sections(p: MemoryPlan) -> list[tuple[str, list[Row]]]:
 def _rich_table(title: str, columns: tuple[str, ...], rows: list) -> Table:
     t = Table(title=title, title_justify="left", header_style="bold")
     for i, col in enumerate(columns):
-        t.add_column(col, justify="right" if 0 < i < len(columns) - 1 else "left",
+        number = 0 < i < len(columns) - 1  # values stay whole; the names and the "how" wrap at 80 columns
+        t.add_column(col, justify="right" if number else "left", no_wrap=number, overflow="fold",
                      style="dim" if i == len(columns) - 1 else None)
     for row in rows:
         t.add_row(*(Text(cell, style="bold red" if cell == "OOM" else "") for cell in row))

@@ -30,7 +30,8 @@ from phaseprof.pareto.records import (
     SolFloor,
 )
 from phaseprof.records import SweepRecord
-from phaseprof.sol.ceilings import Ceiling, ceiling_for
+from phaseprof.pareto.gpu import SweepGpu, recorded, sweep_gpu
+from phaseprof.sol.ceilings import Ceiling, choose_ceiling
 from phaseprof.sol.model import QUANT_WEIGHT_BYTES, SolModel
 from phaseprof.sol.sweep import step_floor_ms
 from phaseprof.sol.work import StepTokens
@@ -217,21 +218,24 @@ def _capacity(s: Sweep, facts: Any) -> tuple[ConfigCapacity | None, str | None]:
                           vllm_max_concurrency=facts.max_concurrency, plan_at_vllm_tokens=at_vllm), note
 
 
-def sol_inputs(s: Sweep, *, ceilings: str | Path | None = None) -> tuple[SolModel | None, Ceiling | None, str | None]:
-    """(model, ceiling, None) for the floors, or (None, None, why not). Online fp8 (``--quant fp8``) reads
-    weights at one byte and computes on the fp8 peak, as the engine does."""
-    from phaseprof.sol.attach import SPEC, find_measured, find_model  # noqa: PLC0415 - attach imports analysis
+def sol_inputs(s: Sweep, *, ceilings: str | Path | None = None, gpu: SweepGpu | None = None
+               ) -> tuple[SolModel | None, Ceiling | None, str | None]:
+    """(model, ceiling, None) for the floors, or (None, None, why not). ``gpu``: the sweep's GPU as learned
+    (``pareto.gpu.sweep_gpu``; default: what the record says). Online fp8 (``--quant fp8``) reads weights at one
+    byte and computes on the fp8 peak, as the engine does."""
+    from phaseprof.sol.attach import find_measured, find_model  # noqa: PLC0415 - attach imports analysis
 
     rec = s.record
     model, where = find_model([rec])
-    gpu = rec.device.name
-    if ceilings is None:
-        ceilings = find_measured(s.directory, gpu)
-    ceiling, _warn = ceiling_for(gpu, measured=None if ceilings is None or str(ceilings) == SPEC else ceilings)
+    g = gpu if gpu is not None else recorded(rec)
+    near = find_measured(s.directory, g.name) if ceilings is None else None
+    ceiling, _warn = choose_ceiling(g.name, ceilings=ceilings, near=near)
     if model is None:
         return None, None, f"speed of light needs a model config ({where})"
+    if g.name is None:
+        return None, None, f"speed of light needs the GPU: {g.source}"
     if ceiling is None:
-        return None, None, f"no ceilings for device {gpu!r}"
+        return None, None, f"no ceilings for GPU {g.name!r} ({g.source})"
     if rec.engine.quant == "fp8" and model.quant is None:
         b = QUANT_WEIGHT_BYTES["fp8"]
         model = dataclasses.replace(model, weight_bytes=b, expert_weight_bytes=b, compute="fp8", quant="fp8")
@@ -339,10 +343,11 @@ def read_sweeps(paths: Sequence[str | Path]) -> tuple[list[Sweep], list[str]]:
 
 def build_report(sweeps: Sequence[Sweep], labels: Sequence[str], paths: Sequence[str | Path], *,
                  ceilings: str | Path | None = None,
-                 profiled: dict[tuple[int, int], Path] | None = None) -> ParetoReport:
+                 profiled: dict[tuple[int, int], Path] | None = None, gpu: str | None = None) -> ParetoReport:
     """The report of ``read_sweeps(paths)`` (``paths`` as the user named them: the report shows them so);
     ``profiled``: ``match_profiled``'s run directories, the breakdown of points whose sweep profiled none;
-    ``pareto.disagg.add_disagg`` adds the x·P + y·D model to it."""
+    ``gpu``: the GPU the sweeps ran on, stated (``--gpu``; else each sweep's own or its profiled runs' traces',
+    ``pareto.gpu.sweep_gpu``); ``pareto.disagg.add_disagg`` adds the x·P + y·D model to it."""
     profiled = profiled or {}
     configs: list[ConfigSummary] = []
     points: list[ParetoPoint] = []
@@ -353,7 +358,8 @@ def build_report(sweeps: Sequence[Sweep], labels: Sequence[str], paths: Sequence
             return str(base / d.relative_to(s.directory))
 
         cap, cap_note = config_capacity(s)
-        model, ceiling, sol_note = sol_inputs(s, ceilings=ceilings)
+        g = sweep_gpu(s.record, stated=gpu, profiled=[d for (i, _), d in profiled.items() if i == si])
+        model, ceiling, sol_note = sol_inputs(s, ceilings=ceilings, gpu=g)
         sols: list[SolFloor | None] = []
         for m in s.metrics:  # the floor's cost grows with the sequences of a step: bounded over the report
             fits = model is not None and ceiling is not None and m.concurrency <= budget
@@ -366,6 +372,8 @@ def build_report(sweeps: Sequence[Sweep], labels: Sequence[str], paths: Sequence
         m0 = s.metrics[0]
         configs.append(ConfigSummary(
             config=label, sweep=str(given), model=s.record.model.name, device=s.record.device.name,
+            gpu=g.name, gpu_source=g.source, ceiling=ceiling.label if ceiling and model else None,
+            ceiling_source=ceiling.source if ceiling and model else None,
             mode=e.mode, quant=e.quant, world_size=m0.world_size,
             async_scheduling=(e.async_scheduling or {}).get("timed"), prompt_tokens=m0.prompt_tokens,
             output_tokens=m0.output_tokens, engine_args=_engine_args(s.record), capacity=cap,

@@ -25,8 +25,12 @@ def pareto(
                                         "each one is a configuration."),
     output_format: OutputFormat = typer.Option(OutputFormat.TABLE, "--format", help="table, json or markdown."),
     ceilings: str | None = typer.Option(None, "--ceilings", help="Measured ceilings JSON (phaseprof ceilings) "
-                                        "for the floors, or 'spec' for the datasheet; default: a measured file "
-                                        "found above the sweep, else the datasheet."),
+                                        "for the floors, or 'spec' for the datasheet; default: the GPU's one "
+                                        "baseline (the measured ceilings phaseprof ships for it, else its "
+                                        "datasheet)."),
+    gpu: str | None = typer.Option(None, "--gpu", help="The GPU the sweeps ran on (e.g. 'NVIDIA H200'), for a "
+                                   "served sweep that records none; default: the sweep's own record, else the "
+                                   "device its --profiled runs' traces name."),
     out: Path | None = typer.Option(None, "--out", help="Write the output to this file instead of stdout."),
     disagg: Path | None = typer.Option(None, "--disagg", help="A prefill sweep directory (with the decode "
                                        "sweeps' prompt length): also model x prefill + y decode instances with "
@@ -48,7 +52,7 @@ def pareto(
     if disagg is not None:
         check_max_instances(max_instances)
     read, labels = read_sweeps(sweeps)
-    report = build_report(read, labels, sweeps, ceilings=ceilings, profiled=match_profiled(read, profiled))
+    report = build_report(read, labels, sweeps, ceilings=ceilings, profiled=match_profiled(read, profiled), gpu=gpu)
     if disagg is not None:
         report = add_disagg(report, read, labels, prefill=disagg, link=link, max_instances=max_instances)
     if output_format is OutputFormat.TABLE:

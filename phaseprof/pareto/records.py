@@ -164,6 +164,12 @@ class ConfigSummary(msgspec.Struct, frozen=True, kw_only=True):
     sweep: str
     model: str | None
     device: str | None
+    #: the GPU the sweep ran on (a served sweep's ``device`` is the server's URL) and where that came from
+    #: (``pareto.gpu.sweep_gpu``); ``ceiling``: the speed-of-light baseline its floors use, and its source
+    gpu: str | None = None
+    gpu_source: str | None = None
+    ceiling: str | None = None
+    ceiling_source: str | None = None
     mode: str | None
     quant: str | None
     world_size: int

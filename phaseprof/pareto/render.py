@@ -23,6 +23,16 @@ def _sol(p: ParetoPoint) -> str:
     return "-" if p.sol is None else f"{p.sol.pct_of_light:.0f}%"
 
 
+#: What the point table's last columns mean (printed under it).
+POINT_TERMS = ("%SOL: speed-of-light TPOT / measured TPOT, on the ceiling named per configuration above; wall: "
+               "'ok' (under) or 'over' the configuration's capacity wall (its max conc.), '-' without one; prof: a "
+               "profiled breakdown of the point (listed below)")
+
+
+def _wall(over: bool | None) -> str:
+    return "-" if over is None else "over" if over else "ok"
+
+
 def _ids(report: ParetoReport) -> dict[str, str]:
     """A short id per configuration (A, B, ...) so the point rows stay one line at 80 columns."""
     letters = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
@@ -45,6 +55,9 @@ def print_report(report: ParetoReport, console: Console) -> None:
                   "-" if cap is None else str(cap.max_concurrency), said)
     console.print(t)
     for c in report.configs:
+        if c.ceiling:
+            console.print(f"[dim]{ids[c.config]}: %SOL on {terminal(c.ceiling)}, {terminal(c.ceiling_source or '?')}; "
+                          f"GPU from {terminal(c.gpu_source or '?')}[/]")
         for note in (c.capacity_note, c.sol_note):
             if note:
                 console.print(f"[dim]{ids[c.config]}: {terminal(note)}[/]")
@@ -59,11 +72,12 @@ def print_report(report: ParetoReport, console: Console) -> None:
     for p in sorted(shown, key=lambda p: (ids[p.config], p.concurrency)):
         t.add_row("*" if (p.config, p.concurrency) in front else "", ids[p.config], str(p.concurrency),
                   _f(p.tps_per_gpu), _f(p.tps_per_user), _f(p.tpot_p50_ms, ",.2f"), _f(p.ttft_p50_ms, ",.0f"),
-                  _sol(p), "over" if p.over_capacity else "", "yes" if p.breakdown else "")
+                  _sol(p), _wall(p.over_capacity), "yes" if p.breakdown else "")
     console.print(t)
     if len(report.points) > len(shown):
         console.print(f"[dim]{len(report.points) - len(shown):,} more points not shown (a table of "
                       f"{MAX_TABLE_ROWS} rows at most; all of them: --format json or markdown)[/]")
+    console.print(f"[dim]{POINT_TERMS}[/]")
     for p in report.points:
         if p.breakdown:
             console.print(f"profile {ids[p.config]} c={p.concurrency}: {terminal(p.breakdown)}", soft_wrap=True)
@@ -98,7 +112,8 @@ def report_markdown(report: ParetoReport) -> str:
     lines += ["", "## Configurations", "", "| config | GPUs | ISL/OSL | max concurrency (memory plan) | notes |",
               "|---|---:|---:|---:|---|"]
     for c in report.configs:
-        notes = "; ".join(markdown(n) for n in (c.capacity_note, c.sol_note) if n) or "-"
+        sol = f"%SOL on {c.ceiling}, {c.ceiling_source}; GPU from {c.gpu_source}" if c.ceiling else None
+        notes = "; ".join(markdown(n) for n in (sol, c.capacity_note, c.sol_note) if n) or "-"
         wall = "-" if c.capacity is None else str(c.capacity.max_concurrency)
         lines.append(f"| {markdown(c.config)} | {c.world_size} | {c.prompt_tokens}/{c.output_tokens} | {wall} | "
                      f"{notes} |")

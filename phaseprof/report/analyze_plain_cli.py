@@ -357,7 +357,12 @@ def _print_stored(path: Path, *, fmt: str, console: Callable[[], Console], docum
     if fmt == "json":
         if documents is not None:
             documents.append(path.read_bytes())
-    elif fmt == "table":
+        return
+    # the trace was not kept: name it beside its breakdown, not at the recording host's path (/root/keep/...)
+    from dataclasses import replace  # noqa: PLC0415
+
+    bd = replace(bd, trace=replace(bd.trace, path=f"{path.parent / Path(bd.trace.path).name} (not kept)"))
+    if fmt == "table":
         from phaseprof.report.table import print_breakdown
         from phaseprof.safe_text import for_terminal, terminal
 
@@ -392,7 +397,7 @@ def _pd_run(p: Path, record: Any, *, fmt: str, console: Callable[[], Console],
 
     run = read_pd_run(p, record)
     if fmt == "json":
-        if documents is not None:  # the record as read and checked (typed, notes added), not the file's bytes again
+        if documents is not None:  # the record as read, checked and its centre re-derived: what every view prints
             import orjson  # noqa: PLC0415
 
             documents.append(orjson.dumps(run.handoff.to_dict(), option=orjson.OPT_INDENT_2))

@@ -98,15 +98,30 @@ class KernelSide:
 
 @dataclass(frozen=True)
 class KernelMatch:
-    """A pair of kernels doing the same job (same phase, bucket, module), or one side left unmatched.
-    ``how``: "name" (same name), "order" (aligned by order in the step), "rank" (aligned by time rank),
-    "unmatched"."""
+    """A pair of kernels doing the same job, or one side left unmatched. ``how``: "name" (the same kernel name
+    on both sides, matched first, whatever bucket or module each side gave it), "order" (aligned by order in
+    the step) or "rank" (aligned by time rank), both only within one (bucket, module) group, "unmatched".
+    ``bucket`` / ``module``: A's group (B's for a kernel only B ran); ``b_bucket`` / ``b_module``: B's group
+    when a same-name pair sits in another one (None when both sides agree)."""
 
     bucket: str
     module: str
     a: KernelSide | None
     b: KernelSide | None
     how: str
+    b_bucket: str | None = None
+    b_module: str | None = None
+
+    @property
+    def group(self) -> str:
+        """``bucket`` or ``bucket/module``, with B's after an arrow where B's group differs."""
+        def one(bucket: str, module: str) -> str:
+            return bucket if bucket == module else f"{bucket}/{module}"
+
+        a = one(self.bucket, self.module)
+        if self.b_bucket is None and self.b_module is None:
+            return a
+        return f"{a} → {one(self.b_bucket or self.bucket, self.b_module or self.module)}"
 
 
 @dataclass(frozen=True)
@@ -380,21 +395,37 @@ def _assign(xs: list[KernelSide], ys: list[KernelSide]) -> list[tuple[int, int]]
 
 def match_kernels(a: PhaseSummary, b: PhaseSummary, *, order_a: Mapping[str, float] | None = None,
                   order_b: Mapping[str, float] | None = None) -> tuple[KernelMatch, ...]:
-    """Pair each bucket's top kernels of A and B within the same (kernel bucket, module) group."""
+    """Pair the top kernels of A and B: identical names first, across the whole phase (a kernel both sides ran
+    is the same kernel whatever bucket or module each side gave it; several of one name pair in time order),
+    then what is left by order in the step or time rank within each (kernel bucket, module) group."""
     ga, gb = _sides(a, order_a), _sides(b, order_b)
+    ax = [(key, x) for key, xs in ga.items() for x in xs]
+    by = [(key, y) for key, ys in gb.items() for y in ys]
+    taken_a: set[int] = set()
+    taken_b: set[int] = set()
     out: list[KernelMatch] = []
+    # a same-group pair first, so that a name found in two groups on both sides keeps each pair in its group
+    for same_group in (True, False):
+        for i, (ka, x) in enumerate(ax):
+            if i in taken_a:
+                continue
+            j = next((j for j, (kb, y) in enumerate(by) if j not in taken_b and y.name == x.name
+                      and (kb == ka or not same_group)), None)
+            if j is None:
+                continue
+            taken_a.add(i)
+            taken_b.add(j)
+            kb = by[j][0]
+            out.append(KernelMatch(ka[0], ka[1], x, by[j][1], "name",
+                                   b_bucket=None if kb == ka else kb[0], b_module=None if kb == ka else kb[1]))
+    rest_a = {key: [x for i, (k, x) in enumerate(ax) if k == key and i not in taken_a] for key in ga}
+    rest_b = {key: [y for j, (k, y) in enumerate(by) if k == key and j not in taken_b] for key in gb}
     for key in list(ga) + [k for k in gb if k not in ga]:
-        xs, ys = ga.get(key, []), gb.get(key, [])
-        names_b = {y.name for y in ys}
-        same = [x for x in xs if x.name in names_b]
-        pairs = [(x, next(y for y in ys if y.name == x.name), "name") for x in same]
-        rx = [x for x in xs if x.name not in names_b]
-        ry = [y for y in ys if y.name not in {x.name for x in same}]
+        rx, ry = rest_a.get(key, []), rest_b.get(key, [])
         by_order = all(k.position is not None for k in rx + ry)
         ij = _assign(rx[:_PAIR_MAX], ry[:_PAIR_MAX])
-        pairs += [(rx[i], ry[j], "order" if by_order else "rank") for i, j in ij]
         used_x, used_y = {i for i, _ in ij}, {j for _, j in ij}
-        out += [KernelMatch(key[0], key[1], x, y, how) for x, y, how in pairs]
+        out += [KernelMatch(key[0], key[1], rx[i], ry[j], "order" if by_order else "rank") for i, j in ij]
         out += [KernelMatch(key[0], key[1], x, None, "unmatched") for i, x in enumerate(rx) if i not in used_x]
         out += [KernelMatch(key[0], key[1], None, y, "unmatched") for j, y in enumerate(ry) if j not in used_y]
 

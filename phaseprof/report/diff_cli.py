@@ -93,12 +93,12 @@ def print_diff(d: BreakdownDiff, console: Console, *, kernels: int = 15) -> None
         cols = (Col("bucket/module · side · kernel", "left", fold=True), Col("ms/step"), Col("by", "left"))
         rows: list[list[str]] = []
         for m in [m for m in ph.kernels if m.how != "unmatched"][:kernels]:
-            group = m.bucket if m.bucket == m.module else f"{m.bucket}/{m.module}"
-            rows.append([f"[bold]{group}[/]", "", m.how])  # names arrive escaped (for_terminal)
+            rows.append([f"[bold]{m.group}[/]", "", m.how])  # names arrive escaped (for_terminal)
             for side, k in (("A", m.a), ("B", m.b)):
                 rows.append([f"{side} {k.name if k else '—'}", fmt_value(k.ms_per_step if k else None, "ms"),
                              ""])
-        print_fitted(console, f"{ph.phase}: matched kernels (same bucket and module; top {kernels} by time)",
+        print_fitted(console, f"{ph.phase}: matched kernels (same name first, else within a bucket and module; "
+                     f"top {kernels} by time)",
                      cols, rows, sections=tuple(range(2, len(rows) - 1, 3)))
         only = [m for m in ph.kernels if m.how == "unmatched"]
         if only:

@@ -142,7 +142,9 @@ def _kernel_table(rows: Sequence[KernelMatch]) -> list[str]:
     for m in rows:
         ams = m.a.ms_per_step if m.a else 0.0
         bms = m.b.ms_per_step if m.b else 0.0
-        out.append(_row([cell(m.bucket), cell(m.module), kernel_cell(m.a), kernel_cell(m.b),
+        bucket = m.bucket if m.b_bucket is None or m.b_bucket == m.bucket else f"{m.bucket} → {m.b_bucket}"
+        module = m.module if m.b_module is None or m.b_module == m.module else f"{m.module} → {m.b_module}"
+        out.append(_row([cell(bucket), cell(module), kernel_cell(m.a), kernel_cell(m.b),
                          fmt_value(m.a.ms_per_step if m.a else None, "ms"),
                          fmt_value(m.b.ms_per_step if m.b else None, "ms"), f"{bms - ams:+,.3f}",
                          fmt_value(m.a.calls_per_step if m.a else None, "count"),
@@ -168,8 +170,9 @@ def _details(d: BreakdownDiff) -> list[str]:
         out += ["", "| launch API | A calls/step | B calls/step | Δ | Δ % |", "|---|--:|--:|--:|--:|"]
         out += _metric_rows(ph.launches_by_api)
         matched = sum(m.how != "unmatched" for m in ph.kernels)
-        out += ["", f"Kernels matched within bucket and module ({matched} pairs, "
-                f"{len(ph.kernels) - matched} unmatched; top kernels per bucket only):", ""]
+        out += ["", f"Kernels matched by the same name first (across buckets and modules: `A → B`), then by order "
+                f"or time rank within a bucket and module ({matched} pairs, {len(ph.kernels) - matched} unmatched; "
+                "top kernels per bucket only):", ""]
         out += _kernel_table(ph.kernels)
     return out
 

@@ -6,7 +6,10 @@ Every table fits the console width with headers and numbers whole (``phaseprof.r
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import re
+
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
@@ -15,6 +18,7 @@ from rich.text import Text
 
 from phaseprof.analysis.digest import per_step, top_kernels
 from phaseprof.analysis.results import Breakdown, PhaseSummary
+from phaseprof.render.sums import fit_sum
 from phaseprof.report.fit import Col, cell_len, fitted_tables, print_fitted
 from phaseprof.report.short_names import MAX_CHARS, short_names
 
@@ -29,15 +33,18 @@ def _busy_label(device: str) -> str:
 
 def phase_rows(ph: PhaseSummary, *, device: str = "gpu") -> list[list[str]]:
     """Buckets of both views side by side (ms per step, % of busy), then the total (GPU busy, or CPU op time)."""
-    kv = {b.bucket: b for b in ph.kernel_view}
-    mv = {b.bucket: b for b in ph.module_view}
+    busy_ms = per_step(ph, ph.gpu_busy_us) / 1e3
+
+    def printed(view: Sequence[Any]) -> dict[str, tuple[str, str]]:
+        # each column adds up to the total row as printed (render.sums.fit_sum: largest remainder)
+        ms = fit_sum([per_step(ph, b.time_us) / 1e3 for b in view], busy_ms, ndigits=2)
+        pct = fit_sum([b.share_pct for b in view], 100.0, ndigits=1)
+        return {b.bucket: (f"{m:,.2f}", f"{p:.1f}") for b, m, p in zip(view, ms, pct)}
+
+    kv, mv = printed(ph.kernel_view), printed(ph.module_view)
     names = list(kv) + [b for b in mv if b not in kv]
-    rows = []
-    for n in names:
-        k, m = kv.get(n), mv.get(n)
-        rows.append([n, _ms(per_step(ph, k.time_us)) if k else "-", f"{k.share_pct:.1f}" if k else "-",
-                     _ms(per_step(ph, m.time_us)) if m else "-", f"{m.share_pct:.1f}" if m else "-"])
-    busy = _ms(per_step(ph, ph.gpu_busy_us))
+    rows = [[n, *kv.get(n, ("-", "-")), *mv.get(n, ("-", "-"))] for n in names]
+    busy = f"{round(busy_ms, 2):,.2f}"
     rows.append([f"[bold]{_busy_label(device)}[/]", f"[bold]{busy}[/]", "100.0", f"[bold]{busy}[/]", "100.0"])
     return rows
 
@@ -54,17 +61,28 @@ def phase_table(ph: PhaseSummary, *, device: str = "gpu", width: int = 80) -> li
                          cols, rows, width=width, compact=True)
 
 
+def _split(ph: PhaseSummary) -> tuple[str, ...]:
+    """Per-step wall = busy + idle, idle = launch + host work + queued/tail, as printed (ms, 2 decimals): each sum
+    adds up on paper (``render.sums.fit_sum``)."""
+    s = ph.per_step
+    wall = round(s["wall_us"].mean / 1e3, 2)
+    busy, idle = fit_sum([s["gpu_busy_us"].mean / 1e3, s["gpu_idle_us"].mean / 1e3], wall, ndigits=2)
+    parts = fit_sum([s["launch_overhead_us"].mean / 1e3, s["host_work_us"].mean / 1e3,
+                     per_step(ph, ph.idle.other_us) / 1e3], idle, ndigits=2)
+    return tuple(f"{v:,.2f}" for v in (wall, busy, idle, *parts))
+
+
 #: Rows of the per-phase summary: label, how to read the value off a PhaseSummary, and whether the row means
 #: anything on a CPU-only trace (launch calls, device mallocs and the launch share of idle do not).
 _TIMELINE_ROWS: tuple[tuple[str, Callable[[PhaseSummary], str], bool], ...] = (
     ("steps", lambda ph: str(ph.steps), True),
-    ("wall ms", lambda ph: _ms(ph.per_step["wall_us"].mean), True),
-    ("busy ms", lambda ph: _ms(ph.per_step["gpu_busy_us"].mean), True),
+    ("wall ms", lambda ph: _split(ph)[0], True),
+    ("busy ms", lambda ph: _split(ph)[1], True),
     ("busy % of wall", lambda ph: f"{100 * ph.gpu_busy_us / ph.wall_us:.1f}" if ph.wall_us else "-", True),
-    ("idle ms", lambda ph: _ms(ph.per_step["gpu_idle_us"].mean), True),
-    ("  in launch ms", lambda ph: _ms(ph.per_step["launch_overhead_us"].mean), False),
-    ("  host work ms", lambda ph: _ms(ph.per_step["host_work_us"].mean), False),
-    ("  queued/tail ms", lambda ph: _ms(per_step(ph, ph.idle.other_us)), False),
+    ("idle ms", lambda ph: _split(ph)[2], True),
+    ("  in launch ms", lambda ph: _split(ph)[3], False),
+    ("  host work ms", lambda ph: _split(ph)[4], False),
+    ("  queued/tail ms", lambda ph: _split(ph)[5], False),
     ("kernels", lambda ph: f"{ph.per_step['kernels'].mean:,.0f}", True),
     ("launch calls", lambda ph: f"{ph.per_step['launch_calls'].mean:,.0f}", False),
     ("allocations", lambda ph: f"{ph.per_step['allocations'].mean:,.0f}", True),
@@ -131,13 +149,35 @@ def top_kernels_table(ph: PhaseSummary, *, full_names: bool = False, width: int 
                          compact=True)
 
 
+def path_lines(path: str, width: int) -> list[str]:
+    """``path`` in lines of at most ``width`` cells, each break after a ``/`` (a name longer than a line is cut
+    where it must)."""
+    lines: list[str] = []
+    for part in re.split(r"(?<=/)", path):
+        if lines and cell_len(lines[-1] + part) <= width:
+            lines[-1] += part
+        else:
+            lines += [part[i:i + width] for i in range(0, max(len(part), 1), width)]
+    return lines
+
+
 def print_breakdown(bd: Breakdown, console: Console, *, full_names: bool = False) -> None:
     """Print the headline and verdicts, the per-phase timeline, bucket tables, top kernels, unknowns, notes,
     attribution and speed of light. Every number comes from the breakdown (``verdicts``, ``analysis.digest``)."""
     tr = bd.trace
     w = console.width
-    console.print(f"[bold]{tr.path}[/]  {tr.gpu_name or tr.platform}  ({tr.device} trace, "
-                  f"{tr.event_count:,} events)")
+    what = f"{tr.gpu_name or tr.platform}  ({tr.device} trace, {tr.event_count:,} events)"
+    if cell_len(f"{tr.path}  {what}") <= w:
+        console.print(f"[bold]{tr.path}[/]  {what}")
+    else:  # a path is never broken mid-name: broken after a "/", what it is after its last part when it fits
+        *head, last = path_lines(tr.path, w)
+        for line in head:
+            console.print(f"[bold]{line}[/]", soft_wrap=True)
+        if cell_len(f"{last}  {what}") <= w:
+            console.print(f"[bold]{last}[/]  {what}")
+        else:
+            console.print(f"[bold]{last}[/]", soft_wrap=True)
+            console.print(what)
     console.print(f"steps: {bd.step_detection['detail']}")
     verdicts = bd.verdicts
     for v in verdicts.phases if verdicts else ():

@@ -5,6 +5,9 @@ kernel's duration is ``wait + transfer``:
 
 - *arrival* of rank r at instance i = start of r's kernel for i;
 - ``wait`` = time from r's arrival to the last arrival (capped at r's kernel duration), ``transfer`` = the rest;
+- *early* = last arrival - r's arrival, for every rank but the last: ``wait`` + the part its kernel had already
+  ended by then (``early`` - ``wait``: the GPU recorded no wait, e.g. a collective whose kernels do not block);
+  with two ranks one rank's early time is the other's lateness;
 - the *late rank* of i is the last to arrive; its *lateness* = last arrival - first arrival, and what it was
   doing meanwhile explains why: ``compute`` (its GPU ran other kernels), ``launch_overhead`` (GPU idle while its
   host was inside launch calls), ``host_work`` (GPU idle, host busy elsewhere: Python, scheduling, syncs).
@@ -80,6 +83,7 @@ class CollectiveReport:
     clock: str
     notes: list[str] = field(default_factory=list)
     expert_parallel: ExpertParallelReport | None = None  # EP dispatch/combine vs MoE compute (expert_parallel.py)
+    early_us_by_rank: dict[int, float] = field(default_factory=dict)  # Σ (last arrival - its arrival): wait + ended
 
 
 def _instance_keys(by_rank: dict[int, RankCollectives], ranks: list[int]) -> dict[int, np.ndarray]:
@@ -161,12 +165,14 @@ def match_collectives(by_rank: dict[int, RankCollectives], *, clock: str) -> Col
     last = start.max(axis=0, initial=np.iinfo(np.int64).min)
     first = start.min(axis=0, initial=np.iinfo(np.int64).max)
     late_j = len(ranks) - 1 - np.argmax((start == last)[::-1], axis=0)  # the last arrival; ties: the highest rank
-    waits = np.minimum(np.maximum(last - start, 0), dur)
+    early = np.maximum(last - start, 0)
+    waits = np.minimum(early, dur)
     wait_us, transfer_us = waits * _US, (dur - waits) * _US
     is_late = last > first
     late_by = [is_late & (late_j == j) for j in range(len(ranks))]
     lateness_us = (last - first) * _US
     wait = {r: _sequential_sum(wait_us[j]) for j, r in enumerate(ranks)}
+    early_by = {r: _sequential_sum(early[j] * _US) for j, r in enumerate(ranks)}
     transfer = {r: _sequential_sum(transfer_us[j]) for j, r in enumerate(ranks)}
     late = {r: _sequential_sum(lateness_us[late_by[j]]) for j, r in enumerate(ranks)}
     late_n = {r: int(late_by[j].sum()) for j, r in enumerate(ranks)}
@@ -214,4 +220,5 @@ def match_collectives(by_rank: dict[int, RankCollectives], *, clock: str) -> Col
     return CollectiveReport(matched_instances=int(common.size), unmatched_instances=unmatched, instances_by_family=fam,
                             wait_us_by_rank=wait, transfer_us_by_rank=transfer, lateness_us_by_rank=late,
                             late_count_by_rank=late_n, cause_by_rank=cause_by_rank, steps=steps, clock=clock,
-                            notes=notes, expert_parallel=expert_parallel_report(by_rank, instances))
+                            notes=notes, expert_parallel=expert_parallel_report(by_rank, instances),
+                            early_us_by_rank=early_by)

@@ -82,10 +82,25 @@ _RANK_COLS = ("rank", "waited ms", "transfer ms", "late ×", "late by ms", "why 
 _STEP_COLS = ("step", "colls", "late rank", "late by ms", "compute", "launch", "host")
 
 
+def _busy(report: MultiRankReport) -> dict[int, float]:
+    return {line.rank: line.gpu_busy_us for line in report.ranks}
+
+
+#: What each wait column means (``scale.waits``): printed under the tables, in every view.
+WAIT_TERMS = ("late by = summed over the collectives a rank reached last, last arrival - first arrival; "
+              "early = last arrival - its own arrival, for the others; waited = the part of early spent inside "
+              "its collective kernel (the rest: its kernel had already ended); c.wait = the part of waited spent "
+              "in EP combines")
+
+
 def print_collectives(report: MultiRankReport, console: Console) -> None:
     c = report.collectives
     if c is None:
         return
+    from phaseprof.scale.waits import rank_verdicts, waterfall_lines  # noqa: PLC0415
+
+    for r, line in rank_verdicts(c, _busy(report)).items():
+        console.print(escape(f"rank {r}: {line}"))
     ranks, steps = _rows(report)
     families = ", ".join(f"{terminal(k)} {v}" for k, v in sorted(c.instances_by_family.items()))
     print_fitted(console, f"collectives: {c.matched_instances} matched instances ({families})",
@@ -95,6 +110,10 @@ def print_collectives(report: MultiRankReport, console: Console) -> None:
     console.print("[dim]waited = inside a collective kernel before the last rank arrived; transfer = the rest. "
                   f"{terminal(c.clock)}[/]")
     print_expert_parallel(c.expert_parallel, console)
+    console.print("how the waits add up (ms):")
+    for line in waterfall_lines(c, _busy(report)):
+        console.print(escape(line))
+    console.print(f"[dim]{escape(WAIT_TERMS)}[/]")
 
 
 def collectives_markdown(report: MultiRankReport) -> str:
@@ -106,6 +125,9 @@ def collectives_markdown(report: MultiRankReport) -> str:
     if report.collectives is None:
         out.append("No collective kernel ran on every rank.")
         return "\n".join(out) + "\n"
+    from phaseprof.scale.waits import rank_verdicts, waterfall_lines  # noqa: PLC0415
+
+    out += [f"- rank {r}: {markdown(line)}" for r, line in rank_verdicts(report.collectives, _busy(report)).items()]
     ranks, steps = _rows(report)
     for cols, rows in ((_RANK_COLS, ranks), (_STEP_COLS, steps)):
         out += ["", "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
@@ -120,4 +142,7 @@ def collectives_markdown(report: MultiRankReport) -> str:
             if ep.tracking is not None:
                 out += [""] + [f"- {line}" for line in _tracking_lines(ep.tracking)]
         out += [f"- {markdown(n)}" for n in ep.notes]
+    out += ["", "## How the waits add up (ms)", ""]
+    out += [f"- {markdown(line.strip())}" for line in waterfall_lines(report.collectives, _busy(report))]
+    out += ["", markdown(WAIT_TERMS)]
     return "\n".join(out) + "\n"

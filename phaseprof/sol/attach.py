@@ -20,7 +20,7 @@ from phaseprof.memory.model_shape import load_hf_config
 from phaseprof.records import RunRecord, SweepRecord, run_record_beside
 from phaseprof.routing import read_routing
 from phaseprof.sol.analyze import NEEDS_CONFIG, sol_section, with_sol
-from phaseprof.sol.ceilings import ceiling_for, load_measured
+from phaseprof.sol.ceilings import SPEC, choose_ceiling, load_measured
 from phaseprof.sol.model import SolModel, sol_model
 from phaseprof.sol.results import SolSection
 
@@ -81,15 +81,14 @@ def find_model(records: Sequence[RunRecord | SweepRecord | None], explicit: str 
     return None, "no model config recorded"
 
 
-#: ``--ceilings spec``: use the datasheet figures even where a measured file would be found.
-SPEC = "spec"
 #: Where a capture session keeps its GPU's measured ceilings: a ``ceilings/`` folder beside or above the run
 #: directories (``traces/h200/ceilings/`` for ``traces/h200/graph/<run>/``), up to this many levels up.
 CEILINGS_DIR, CEILINGS_LEVELS = "ceilings", 3
 
 
 def find_measured(source: str | Path | None, gpu_name: str | None) -> Path | None:
-    """A measured-ceilings JSON for ``gpu_name`` in the nearest ``ceilings/`` folder above ``source``."""
+    """A measured-ceilings JSON for ``gpu_name`` in the nearest ``ceilings/`` folder above ``source`` (used by
+    ``choose_ceiling`` only for a GPU phaseprof ships no measured file of)."""
     if source is None or not gpu_name:
         return None
     here = Path(source).resolve()
@@ -110,18 +109,18 @@ def sol_of(bd: Breakdown, *, source: str | Path | None = None, model_config: str
     """``bd``'s ``sol`` section: numbers when a model config and a ceiling are found, else a status saying
     what is missing. ``source``: the trace or run directory (its ``run.json`` is read). ``capture``: facts
     the caller knows beyond the breakdown's and run.json's (a capture analyses its trace before it writes
-    run.json), they win. ``ceilings``: a measured file; "spec" for the datasheet; None = a measured file
-    found by ``find_measured``, else the datasheet. A bad ``model_config`` raises PhaseprofError."""
+    run.json), they win. ``ceilings``: a measured file; "spec" for the datasheet; None = the GPU's one
+    baseline (``ceilings.choose_ceiling``: shipped measured file, else one beside the run, else the
+    datasheet). A bad ``model_config`` raises PhaseprofError."""
     if bd.trace.device != "gpu":
         return SolSection(status="not for CPU-only traces")
     run = run_record_of(source)
     model, where = find_model((capture, run, bd.capture), model_config)
     if model is None:
         return SolSection(status=NEEDS_CONFIG, notes=[where])
-    if ceilings is None:
-        ceilings = find_measured(source, bd.trace.gpu_name)
-    measured = None if ceilings is None or str(ceilings) == SPEC else ceilings
-    ceiling, warning = ceiling_for(bd.trace.gpu_name, bd.trace.gpu_properties, measured=measured)
+    gpu = bd.trace.gpu_name
+    ceiling, warning = choose_ceiling(gpu, bd.trace.gpu_properties, ceilings=ceilings,
+                                      near=find_measured(source, gpu) if ceilings is None else None)
     recorded = next((r.routing for r in (capture, run) if r is not None and r.routing), None)
     routing = read_routing(run_dir_of(source), recorded)
     return sol_section(bd, model, ceiling, model_source=where, notes=[warning] if warning else [], routing=routing)

@@ -243,9 +243,43 @@ def ceiling_for(gpu_name: str | None, props: Mapping[str, Any] | None = None, *,
     return spec_for(gpu_name, props), None
 
 
+#: Measured ceilings that ship with phaseprof, one JSON per GPU (``phaseprof ceilings`` output, chosen by the
+#: file's ``gpu_name``): the speed of light of a GPU listed here is the same wherever a run of it sits.
+PACKAGED_DIR = Path(__file__).with_name("measured")
+#: ``--ceilings spec``: the datasheet figures even where a measured file exists.
+SPEC = "spec"
+
+
+def packaged_measured(gpu_name: str | None) -> Path | None:
+    """The measured-ceilings file shipped with phaseprof for ``gpu_name`` (same ``gpu_key``), or None."""
+    directory = PACKAGED_DIR
+    if not gpu_name or not directory.is_dir():
+        return None
+    for f in sorted(directory.glob("*.json")):
+        if gpu_key(load_measured(f)["gpu_name"]) == gpu_key(gpu_name):  # a bad shipped file is a bug: raise
+            return f
+    return None
+
+
+def choose_ceiling(gpu_name: str | None, props: Mapping[str, Any] | None = None, *,
+                   ceilings: str | Path | None = None, near: Path | None = None
+                   ) -> tuple[Ceiling | None, str | None]:
+    """The one speed-of-light baseline of a GPU, in this order: ``ceilings`` when given (a measured file, or
+    ``SPEC`` for the datasheet); the measured file shipped with phaseprof for this GPU (``packaged_measured``);
+    ``near`` (a measured file found beside the run, for a GPU phaseprof ships none of); the datasheet entry.
+    Returns (ceiling or None when the GPU is unknown, warning). The ceiling's ``kind`` and ``source`` name it."""
+    if ceilings is not None and str(ceilings) == SPEC:
+        return spec_for(gpu_name, props), None
+    chosen = ceilings if ceilings is not None else packaged_measured(gpu_name) or near
+    return ceiling_for(gpu_name, props, measured=chosen)
+
+
 def _shown(path: str | Path) -> str:
-    """The path relative to the working directory when it lies below it (short, and stable in reports)."""
+    """A file shipped with phaseprof as ``phaseprof/…``; else the path relative to the working directory when it
+    lies below it (short, and stable in reports)."""
     p = Path(path)
+    if p.resolve().parent == PACKAGED_DIR.resolve():
+        return f"phaseprof/sol/measured/{p.name}"
     try:
         return str(p.resolve().relative_to(Path.cwd().resolve()))
     except ValueError:

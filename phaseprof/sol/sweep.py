@@ -15,7 +15,7 @@ from rich.table import Table
 from phaseprof.errors import PhaseprofError
 from phaseprof.records import SweepRecord
 from phaseprof.safe_text import terminal
-from phaseprof.sol.ceilings import Ceiling, ceiling_for
+from phaseprof.sol.ceilings import Ceiling, choose_ceiling
 from phaseprof.sol.model import SolModel
 from phaseprof.sol.work import StepTokens, step_work
 
@@ -56,13 +56,12 @@ def print_sweep_sol(rec: SweepRecord, console: Console, *, model_config: str | N
                     ceilings: str | Path | None = None, source: str | Path | None = None) -> None:
     """The floor table of a sweep, or one dim line saying what is missing. ``source``: the sweep's directory
     (a measured ceilings file above it is used, as for breakdowns)."""
-    from phaseprof.sol.attach import SPEC, find_measured, find_model
+    from phaseprof.sol.attach import find_measured, find_model
 
     model, where = find_model((rec,), model_config)
-    gpu = rec.device.name
-    if ceilings is None:
-        ceilings = find_measured(source, gpu)
-    ceiling, warn = ceiling_for(gpu, measured=None if ceilings is None or str(ceilings) == SPEC else ceilings)
+    gpu = rec.device.gpu_name or rec.device.name  # a served sweep: the GPU learned behind its URL, if any
+    near = find_measured(source, gpu) if ceilings is None else None
+    ceiling, warn = choose_ceiling(gpu, ceilings=ceilings, near=near)
     if model is None or ceiling is None:
         why = "needs --model-config" if model is None else f"no ceilings for {gpu}"
         console.print(f"[dim]speed of light: {terminal(why)}[/]")
@@ -76,5 +75,6 @@ def print_sweep_sol(rec: SweepRecord, console: Console, *, model_config: str | N
         t.add_row(str(f.x), f"{f.floor_ms:,.2f}", f"{f.measured_ms:,.2f}", f"{f.pct_of_light:.0f}")
     t.caption = f"model {model.name} ({where})" + (f"; {warn}" if warn else "")
     console.print(t)
-    console.print(f"[dim]ceilings: {terminal(ceiling.label)}, {terminal(ceiling.source)}[/]")
+    via = f"; GPU from {rec.device.gpu_source}" if rec.device.kind == "server" and rec.device.gpu_source else ""
+    console.print(f"[dim]ceilings: {terminal(ceiling.label)}, {terminal(ceiling.source)}{terminal(via)}[/]")
 

@@ -13,7 +13,7 @@ from phaseprof.report.json_io import load_breakdown
 from phaseprof.sol.attach import attach_sol
 from tests.conftest import REPO
 
-from .conftest import figure, frame, ok
+from .conftest import figure, frame, ok, shown
 
 RUN = REPO / "traces/h200/graph/20261130T094740Z-h200-qwen3.5-35b-a3b-prefill-4096"
 CEILINGS = REPO / "traces/h200/ceilings/h200-measured.json"
@@ -167,3 +167,22 @@ def test_measured_routing_heat_map(make_app, tmp_path):
     decode = {r.layer: r.max_over_mean for r in sol.moe_layers if r.phase == "decode"}
     assert heat["z"][2] == pytest.approx([decode[i] for i in range(40)])
     assert all(v > 1 for v in heat["z"][2])  # 64 tokens x top-8 over 256 experts: never perfectly balanced
+
+
+def test_a_cpu_run_is_shown_in_cpu_words(make_app, tmp_path):
+    """Issue 44: the page opened on the committed CPU run in GPU words ("GPU busy", "launch overhead 0.00") and
+    said "not for CPU-only traces ()"."""
+    cpu = REPO / "traces/cpu/tiny-hybrid-prefill128-decode8"
+    runs = tmp_path / "runs"
+    shutil.copytree(cpu, runs / cpu.name)
+    at = make_app("Breakdown", runs=runs)
+    at.session_state["current_run"] = cpu.name
+    ok(at.run())
+    phases = frame(at, "phase", "CPU op time ms/step")
+    steps = frame(at, "step", "CPU op time ms")
+    for df in (phases, steps):
+        assert not [c for c in df.columns if "GPU" in c or "launch" in c or "kernels" in c], list(df.columns)
+    assert "ops" in steps.columns
+    captions = [shown(c.value) for c in at.caption]
+    assert any(c.startswith("no speed-of-light numbers: not for CPU-only traces") for c in captions)
+    assert not any("()" in c for c in captions)

@@ -236,6 +236,20 @@ def test_sweep_legend_names_the_sweeps_by_what_tells_them_apart(make_app, tmp_pa
     legend = next(shown(c.value) for c in at.caption if c.value.startswith("Legend"))
     assert all(f"{m} = {path} (" in legend for m, path in found.items()), legend
     assert frame(at, "sweep", "p90")["sweep"].unique().tolist() == ["eager", "graph"]
+    # issue 44: eager's least-squares slope is negative (-1.47 µs per token): never stated as a cost per token
+    slope = next(shown(c.value) for c in at.caption if c.value.startswith("TTFT slope"))
+    assert "eager: no meaningful fit: TTFT does not grow with the prompt length" in slope
+    assert "graph: 12.19 µs per prompt token (least squares)" in slope
+    assert "-1.47 µs per prompt token" not in slope
+
+
+def test_pareto_page_offers_the_profiled_runs_the_cli_matches_from_the_traces_root(make_app):
+    """Issue 44: with the dashboard opened on traces/ (the committed tree: profiled runs 5 folders deep), the
+    Pareto page found the sweeps but offered "No options to select" for the runs `pareto --profiled` matches."""
+    at = ok(make_app("Pareto", runs=REPO / "traces").run())
+    runs = at.multiselect(key="pareto_profiled")
+    want = [f"h200/serving/{q}/profiled/c{c}" for q in ("bf16", "fp8") for c in (1, 16, 256)]
+    assert runs.options == want and runs.value == want
 
 
 def test_memory_page_mounts(make_app):
@@ -272,6 +286,7 @@ def test_a_trace_is_parsed_once_with_progress_then_served_from_cache(make_app, r
 def test_ranks_page_shows_the_real_tp2_capture_side_by_side(make_app, tmp_path):
     """The two H200 rank traces of traces/h200x2, as `phaseprof analyze DIR` reports them."""
     from phaseprof.scale.ranks import analyze_ranks, find_trace_files
+    from phaseprof.scale.waits import rank_verdicts
 
     src = REPO / "traces/h200x2/tp2-eager-prefill4096-decode8"
     runs = tmp_path / "runs"
@@ -288,8 +303,15 @@ def test_ranks_page_shows_the_real_tp2_capture_side_by_side(make_app, tmp_path):
     # Explained (issue 25: "slowest rank 0" next to rank 1 at 96% communication, unexplained): what each rank's
     # phases are bound by, who waited for whom in the collectives, and how to read the two.
     lines = [shown(i.value) for i in at.info]
-    assert lines == [f"rank {r} · {v.line}" for r, bd in want.ranks.items() for v in verdicts_of(bd).phases]
     c = want.collectives
+    # issue 44: a rank that mostly waits says on whom first; its phases' own verdicts follow, but not a
+    # "GPU-bound — communication" one, which is that wait
+    waiting = rank_verdicts(c, {r: bd.totals["gpu_busy_us"] for r, bd in want.ranks.items()})
+    assert list(waiting) == [0] and waiting[0].startswith("waiting on rank 1 — 59% of its GPU busy")
+    assert lines == [f"rank {r} · {x}" for r, bd in want.ranks.items()
+                     for x in ([waiting[r]] if r in waiting else [])
+                     + [v.line for v in verdicts_of(bd).phases if r not in waiting or v.top_bucket != "communication"]]
+    assert any("how the waits add up" in m.value.lower() for m in at.markdown)
     waits = frame(at, "rank", "waited ms", "late by ms")
     assert waits["waited ms"].tolist() == [c.wait_us_by_rank[r] / 1e3 for r in (0, 1)]
     assert waits["why late"].tolist() == [c.cause_by_rank[r].main for r in (0, 1)]
@@ -310,8 +332,11 @@ def test_compare_opens_on_a_like_for_like_pair_named_by_what_differs(make_app, t
     a, b = at.session_state["cmp_a"], at.session_state["cmp_b"]
     assert (a.split("/")[0], b.split("/")[0]) == ("eager", "graph") and a.endswith("prefill-4096") \
         and b.endswith("prefill-4096"), (a, b)
+    # the committed breakdowns are the current analysis (issue 44): the graph prefill's module view is now placed
+    # structurally (no op stack in a graph replay), and the page says so
     assert [shown(w.value) for w in at.warning if "like for like" in w.value] == [
-        "Not like for like: mode differs: eager (A) vs graph (B)."]
+        "Not like for like: mode differs: eager (A) vs graph (B); module view basis differs: op stack (A) vs "
+        "structural (B)."]
     # Each side's verdicts open the page, named by what differs.
     verdicts = [shown(x.value) for x in at.markdown if "What to look at first" in x.value]
     assert verdicts == ["**What to look at first, A: eager**", "**What to look at first, B: graph**"]

@@ -25,7 +25,7 @@ from .conftest import figure, frame, ok
 
 H200 = (REPO / "traces" / "h200").resolve()
 SERVING = H200 / "serving"
-CEILINGS = H200 / "ceilings" / "h200-measured.json"
+CEILINGS = None  # the GPU's one baseline, as `pareto` without --ceilings (phaseprof/sol/measured/h200.json)
 SWEEPS = [SERVING / q / "decode" for q in ("bf16", "fp8")]
 PROFILED = [SERVING / q / "profiled" / f"c{c}" for q in ("bf16", "fp8") for c in (1, 16, 256)]
 DOCS_IMG = REPO / "docs" / "img" / "pareto.png"
@@ -54,7 +54,8 @@ def test_chart_and_frontier_table_are_build_reports(make_app, report) -> None:
     assert [m.value for m in at.multiselect][:2] == [["serving/bf16/decode", "serving/fp8/decode"],
                                                      [f"serving/{q}/profiled/c{c}" for q in ("bf16", "fp8")
                                                       for c in (1, 16, 256)]]
-    assert at.selectbox(key="pareto_ceilings").value == "ceilings/h200-measured.json"  # found above the sweeps
+    assert at.selectbox(key="pareto_ceilings").value == frontier.AUTO  # as `pareto` without --ceilings
+    assert {(c.ceiling, c.gpu) for c in report.configs} == {("NVIDIA H200 (measured)", "NVIDIA H200")}
     fig = figure(at, "pareto_chart")
     traces = _config_traces(fig)
     assert [t["name"] for t in traces] == ["bf16", "fp8"]  # the words both labels share dropped
@@ -114,9 +115,9 @@ def test_datasheet_ceilings_and_no_profiled_runs(make_app) -> None:
     for t in _config_traces(fig):
         assert [report.points[i].tps_per_gpu for i in t["customdata"]] == t["y"]
         assert set(t["marker"]["symbol"]) == {"circle"}
-    # the server sweeps name a URL as their device: the datasheet has no ceiling for it, and the page says so
-    assert not any(str(t.get("name", "")).endswith("speed of light") for t in fig["data"])
-    assert any("no ceilings for device" in c.value for c in at.caption)
+    # the server sweeps name a URL as their device and the GPU their profiled runs' traces name: the datasheet's
+    assert any(str(t.get("name", "")).endswith("speed of light") for t in fig["data"])
+    assert {c.ceiling for c in report.configs} == {"H200 (spec)"}
 
 
 def test_points_over_the_capacity_wall_are_flagged(make_app, tmp_path: Path) -> None:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from phaseprof.disagg.render import summary_lines, timeline_lines
+from phaseprof.disagg.render import summary_lines, timeline_cents, timeline_lines
 from phaseprof.disagg.run import read_pd_run
 from tests.conftest import REPO
 
@@ -53,17 +53,21 @@ def test_summary_timeline_and_requests_are_read_pd_runs(make_app, name: str) -> 
     t = run.timeline
     assert t is not None
     fig = figure(at, "pd_timeline")
+    c = timeline_cents(t)  # the parts as analyze prints them: they add up to the title's TTFT
     assert [(b["name"], b["x"]) for b in fig["data"]] == [
-        ("prefill server", [t.prefill_step_ms]), ("NIXL transfer", [t.xfer_ms]),
-        ("decode server, first step", [t.decode_first_step_ms]), ("rest (HTTP, scheduling)", [t.other_ms])]
+        ("prefill server", [c["prefill_step_ms"]]), ("NIXL transfer", [c["xfer_ms"]]),
+        ("decode server, first step", [c["decode_first_step_ms"]]), ("rest (HTTP, scheduling)", [c["other_ms"]])]
     assert [b["text"] for b in fig["data"]] == [[f"{v:,.2f} ms"] for v in (
-        t.prefill_step_ms, t.xfer_ms, t.decode_first_step_ms, t.other_ms)]
-    assert f"TTFT {t.ttft_ms:,.2f} ms" in fig["layout"]["title"]["text"]
+        c["prefill_step_ms"], c["xfer_ms"], c["decode_first_step_ms"], c["other_ms"])]
+    assert f"TTFT {c['ttft_ms']:,.2f} ms" in fig["layout"]["title"]["text"]
+    assert round(sum(b["x"][0] for b in fig["data"]), 2) == c["ttft_ms"] == round(t.ttft_ms, 2)
     table = frame(at, "request", "profiled", "prefill ms", "handoff ms", "TTFT ms", "TPOT ms", "NIXL xfer ms", "MB")
     assert table.to_dict("records") == [
-        {"request": q.index, "profiled": q.profiled, "prefill ms": q.prefill_ms, "handoff ms": q.handoff_ms,
-         "TTFT ms": q.ttft_ms, "TPOT ms": q.tpot_ms, "NIXL xfer ms": q.nixl.xfer_ms, "MB": q.nixl.bytes / 1e6}
+        {"request": q.index, "profiled": q.profiled, "prefill ms": round(q.prefill_ms, 2),
+         "handoff ms": round(round(q.ttft_ms, 2) - round(q.prefill_ms, 2), 2), "TTFT ms": round(q.ttft_ms, 2),
+         "TPOT ms": q.tpot_ms, "NIXL xfer ms": q.nixl.xfer_ms, "MB": q.nixl.bytes / 1e6}
         for q in run.handoff.requests]
+    assert all(round(r["prefill ms"] + r["handoff ms"], 2) == r["TTFT ms"] for r in table.to_dict("records"))
 
 
 def test_both_sides_are_the_breakdown_pages_chart(make_app) -> None:

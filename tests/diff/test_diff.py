@@ -71,11 +71,24 @@ def test_moe_and_attention_matched_across_vendors_by_bucket_and_order():
     assert {m.bucket for m in ph.kernels if m.a and m.b and m.a.name != m.b.name} == {"moe", "attention"}
 
 
-def test_same_name_in_different_buckets_is_never_matched():
-    a = breakdown(phase(kernels=[K("triton_poi_fused_0", "elementwise", 10, 100.0)]))
-    b = breakdown(phase(kernels=[K("triton_poi_fused_0", "norm", 10, 100.0)]))
+def test_the_same_name_in_different_buckets_is_matched_first_and_says_both_groups():
+    """Issue 44: one kernel the two sides classified differently is still one kernel; the rank pairing within a
+    group only takes what no same-name pair took."""
+    a = breakdown(phase(kernels=[K("triton_poi_fused_0", "elementwise", 10, 100.0), K("memcpy_a", "memory", 5, 50.0)]))
+    b = breakdown(phase(kernels=[K("triton_poi_fused_0", "norm", 10, 90.0), K("memcpy_b", "memory", 5, 50.0),
+                                 K("other", "elementwise", 10, 100.0)]))
     ks = diff_breakdowns(a, b).phases[0].kernels
-    assert [(m.how, bool(m.a), bool(m.b)) for m in ks] == [("unmatched", True, False), ("unmatched", False, True)]
+    got = {(m.a.name if m.a else None, m.b.name if m.b else None, m.how, m.group) for m in ks}
+    assert got == {("triton_poi_fused_0", "triton_poi_fused_0", "name", "elementwise → norm"),
+                   ("memcpy_a", "memcpy_b", "rank", "memory"), (None, "other", "unmatched", "elementwise")}
+
+
+def test_a_name_in_two_groups_on_both_sides_pairs_within_each_group():
+    a = breakdown(phase(kernels=[K("k", "gemm", 10, 100.0, module="moe"), K("k", "gemm", 10, 50.0, module="attention")]))
+    b = breakdown(phase(kernels=[K("k", "gemm", 10, 40.0, module="attention"), K("k", "gemm", 10, 90.0, module="moe")]))
+    ks = diff_breakdowns(a, b).phases[0].kernels
+    assert sorted((m.module, m.how, m.b_module, m.a.ms_per_step > m.b.ms_per_step) for m in ks) == [
+        ("attention", "name", None, True), ("moe", "name", None, True)]
 
 
 def test_module_is_part_of_the_match_key():

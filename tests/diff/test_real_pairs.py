@@ -153,3 +153,22 @@ def test_graph_mode_cuts_launch_calls_per_decode_step_while_kernels_stay_close()
     for bucket in ("gemm", "moe"):
         if bucket in counts:
             assert counts[bucket].a == counts[bucket].b > 0, (bucket, counts[bucket])
+
+
+def test_eager_vs_graph_4096_prefill_pairs_identical_names_first() -> None:
+    """Issue 44, item 6, on the committed H200 pair (``diff -f markdown`` eager vs graph 4096 prefill): the
+    same nvjet GEMM and ``Memcpy DtoD`` were left unmatched, or paired with another kernel "by rank", because
+    each side put them in a different bucket or module. Now they pair by name, and no kernel name found on both
+    sides is paired with another one."""
+    (eager,) = (REPO / "traces/h200/eager").glob("*-prefill-4096")
+    (graph,) = (REPO / "traces/h200/graph").glob("*-prefill-4096")
+    a, b = load_side(eager), load_side(graph)
+    ph = diff_breakdowns(a.breakdown, b.breakdown, order_a=a.order, order_b=b.order).phase("prefill")
+    assert ph is not None
+    by_a = {m.a.name: m for m in ph.kernels if m.a}
+    for name in ("nvjet_sm90_tst_128x64_64x8_1x2_h_bz_TNT", "Memcpy DtoD (Device -> Device)"):
+        m = by_a[name]
+        assert m.how == "name" and m.b is not None and m.b.name == name, (name, m.how, m.b)
+    assert by_a["Memcpy DtoD (Device -> Device)"].group == "memory → memory/gdn"  # module: memory, then gdn
+    both = {m.a.name for m in ph.kernels if m.a} & {m.b.name for m in ph.kernels if m.b}
+    assert all(m.how == "name" for m in ph.kernels if m.a and m.a.name in both or m.b and m.b.name in both)

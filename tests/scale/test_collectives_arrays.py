@@ -60,7 +60,7 @@ def reference_match_collectives(by_rank: dict[int, RankCollectives], *, clock: s
     common_sorted = sorted(common, key=lambda k: (k[0], by_rank[ranks[0]].start_ns[index[ranks[0]][k]]))
     unmatched = sum(len(index[r]) - len(common) for r in ranks)
     z = {r: 0.0 for r in ranks}
-    wait, transfer, late, late_n = dict(z), dict(z), dict(z), {r: 0 for r in ranks}
+    wait, transfer, late, late_n, early = dict(z), dict(z), dict(z), {r: 0 for r in ranks}, dict(z)
     fam: dict[str, int] = {}
     per_step: dict[int, dict] = {}
     instances: list[Instance] = []
@@ -79,6 +79,7 @@ def reference_match_collectives(by_rank: dict[int, RankCollectives], *, clock: s
         for r in ranks:
             dur = end[r] - start[r]
             w = min(max(last - start[r], 0), dur)
+            early[r] += max(last - start[r], 0) * _US
             waits[r] = w
             wait[r] += w * _US
             transfer[r] += (dur - w) * _US
@@ -120,7 +121,8 @@ def reference_match_collectives(by_rank: dict[int, RankCollectives], *, clock: s
     return CollectiveReport(matched_instances=len(common), unmatched_instances=unmatched, instances_by_family=fam,
                             wait_us_by_rank=wait, transfer_us_by_rank=transfer, lateness_us_by_rank=late,
                             late_count_by_rank=late_n, cause_by_rank=cause_by_rank, steps=steps, clock=clock,
-                            notes=notes, expert_parallel=expert_parallel_report(by_rank, instances))
+                            notes=notes, expert_parallel=expert_parallel_report(by_rank, instances),
+                            early_us_by_rank=early)
 
 
 FAMILIES = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")

@@ -15,7 +15,7 @@ from phaseprof.sol.ceilings import load_measured
 
 REPO = Path(__file__).resolve().parents[2]
 (RUN,) = (REPO / "traces" / "h200" / "fp8").glob("*-h200-qwen3.5-35b-a3b-prefill-4096")
-MEASURED = REPO / "traces" / "h200" / "ceilings" / "h200-measured.json"
+MEASURED = REPO / "phaseprof" / "sol" / "measured" / "h200.json"  # the H200 ceiling phaseprof ships
 
 
 def _record(quant: str) -> RunRecord:

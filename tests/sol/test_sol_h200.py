@@ -160,9 +160,12 @@ def test_roofline_data(prefill):
     assert roofline_data(attach_sol(analyze_trace(FOREIGN), source=FOREIGN).sol) is None
 
 
-def test_measured_ceilings_beside_the_runs_are_used_by_default(tmp_path):
+def test_measured_ceilings_beside_the_runs_count_for_a_gpu_phaseprof_ships_none_of(tmp_path, monkeypatch):
     """A capture session's ceilings/ folder (traces/h200/ceilings/ for traces/h200/graph/<run>/) holds its GPU's
-    measured ceilings; breakdowns below it use them and say so."""
+    measured ceilings: breakdowns below it use them and say so — unless phaseprof ships a measured file for that
+    GPU (phaseprof/sol/measured/), which wins wherever the run sits (issue 44: one baseline per GPU)."""
+    from phaseprof.sol import ceilings as C
+
     src = _run("prefill-4096")
     run = tmp_path / "h200" / "graph" / src.name
     run.mkdir(parents=True)
@@ -173,6 +176,10 @@ def test_measured_ceilings_beside_the_runs_are_used_by_default(tmp_path):
                 "torch": "2.11.0+cu130", "cuda": "13.0", "measured_at": "test", "bf16_dense_tflops": 800.0,
                 "fp8_dense_tflops": None, "hbm_copy_tbps": 4.0, "hbm_read_tbps": 4.2, "method": {}}
     (tmp_path / "h200" / "ceilings" / "h200-measured.json").write_bytes(orjson.dumps(measured))
+    shipped = attach_sol(analyze_trace(run / "trace.json.gz"), source=run / "trace.json.gz").sol.ceiling
+    assert (shipped.kind, shipped.tflops, shipped.hbm_tbps) == ("measured", 789.7, 4.331)
+    assert shipped.source == "measured: phaseprof/sol/measured/h200.json (2026-11-30T21:41:45Z)"
+    monkeypatch.setattr(C, "PACKAGED_DIR", tmp_path / "none shipped")
     bd = attach_sol(analyze_trace(run / "trace.json.gz"), source=run / "trace.json.gz")
     c = bd.sol.ceiling
     assert (c.kind, c.tflops, c.hbm_tbps) == ("measured", 800.0, 4.2) and "h200-measured.json" in c.source

@@ -66,13 +66,17 @@ def test_the_128_token_prefill_names_uniform_routing() -> None:
 
 
 def test_within_two_percent_of_a_measured_ceiling_is_its_margin_not_a_bug() -> None:
-    """The llama-3.1-8b eager 4K prefill (traces/h200/shapes): its GEMMs ran at 100.2% of the measured BF16
-    ceiling (784 TFLOP/s, the best of that measurement's runs), nothing assumed: named as the ceiling's own
-    margin; against the datasheet the same GEMMs are far below their roof."""
+    """The llama-3.1-8b eager 4K prefill (traces/h200/shapes): its GEMMs ran at 100.2% of GPU 0's measured BF16
+    ceiling (784 TFLOP/s, traces/h200/ceilings/h200-measured.json), nothing assumed: named as the ceiling's own
+    margin; against the ceiling phaseprof ships (the best of both GPUs measured, 789.7) they are under it, and
+    against the datasheet far below their roof."""
     from phaseprof.sol.analyze import MEASURED_MARGIN
 
     trace = H200 / "shapes/llama-3.1-8b-eager-prefill-4096/trace.json.gz"
-    gemm = next(b for b in _sol(trace, None).phase("prefill").buckets if b.bucket == "gemm")
+    gpu0 = str(H200 / "ceilings/h200-measured.json")
+    gemm = next(b for b in _sol(trace, gpu0).phase("prefill").buckets if b.bucket == "gemm")
     assert 100 < gemm.pct_of_light <= TOLERANCE_PCT and gemm.assumed == [] and gemm.beats_floor == MEASURED_MARGIN
+    shipped = next(b for b in _sol(trace, None).phase("prefill").buckets if b.bucket == "gemm")
+    assert 99 < shipped.pct_of_light < 100 and shipped.beats_floor is None
     spec = next(b for b in _sol(trace, "spec").phase("prefill").buckets if b.bucket == "gemm")
     assert spec.pct_of_light < 100 and spec.beats_floor is None

@@ -173,5 +173,7 @@ def sweep_server(spec: SweepSpec, *, server: str, timeout_s: float, console: Con
     directory, doc = run_server_sweep(req, console=console, argv=argv)
     print_sweep(doc, console)
     if doc.get("slope_us_per_token") is not None:
-        console.print(f"slope {doc['slope_us_per_token']:.2f} µs per prompt token (least squares)")
+        from phaseprof.render.slope import slope_text  # noqa: PLC0415
+
+        console.print(f"slope: {slope_text(doc['slope_us_per_token'])}")
     console.print(f"sweep directory: {directory}")

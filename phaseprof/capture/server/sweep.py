@@ -39,6 +39,7 @@ from phaseprof.capture.shared.sweep import (
 )
 from phaseprof.capture.shared.timing import summarize
 from phaseprof.errors import PhaseprofError
+from phaseprof.pareto.gpu import STATED
 from phaseprof.pareto.records import AsyncScheduling, to_builtins
 from phaseprof.records import SweepRecord
 
@@ -54,6 +55,7 @@ class ServerSweep:
     server: ServerTarget
     budget_s: float | None = None
     startup_facts: dict[str, Any] | None = None  # --server-log: vLLM's start-up facts (vllm_log.StartupFacts)
+    gpu: str | None = None  # the GPU behind the server, as the user stated it (recorded in device.gpu)
 
 
 def stream_times(r: StreamedRequest, prompt_tokens: int) -> RequestTimes:
@@ -79,7 +81,9 @@ def run_server_sweep(req: ServerSweep, *, console: Console, argv: list[str] | No
         "schema_version": RUN_SCHEMA_VERSION, "kind": "sweep", "source": "server", "phase": str(sp.phase),
         "created_utc": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "command": command_line(argv), "server": info.to_dict(), "versions": {"vllm": info.version},
-        "device": {"kind": "server", "name": info.url}, "model": {"name": info.model_id, "kind": "server", "path": info.root},
+        "device": {"kind": "server", "name": info.url,
+                   **({"gpu": req.gpu, "gpu_source": STATED} if req.gpu else {})},
+        "model": {"name": info.model_id, "kind": "server", "path": info.root},
         "model_config": info.hf_config,
         "engine": {"mode": info.mode or "?", "quant": info.quant, "kwargs": info.settings or None,
                    "world_size": info.world_size or 1,

@@ -11,6 +11,27 @@ from phaseprof.dashboard import charts, data, widgets
 from phaseprof.dashboard.text import md, plot
 
 DEFAULT_STEP_METRICS = ("wall ms", "GPU busy ms", "launch overhead ms", "kernels", "launch calls")
+#: A CPU-only trace's work items are CPU ops and it launches nothing: its tables say so (issue 44: the page
+#: opened on a CPU run in GPU words, "GPU busy", "launch overhead 0.00").
+CPU_DEFAULT_STEP_METRICS = ("wall ms", "GPU busy ms", "kernels")
+CPU_WORDS = (("GPU busy", "CPU op time"), ("GPU idle", "between ops"), ("kernels", "ops"))
+CPU_DROPPED = ("launch overhead", "launch calls", "graph launches", "GPU allocations", "device mallocs",
+               "memcpys", "other idle")
+
+
+def in_words_of(df: pd.DataFrame, device: str) -> pd.DataFrame:
+    """``df`` as a CPU-only trace is read: GPU words renamed (``CPU_WORDS``), launch and device columns, which
+    mean nothing there, dropped (``CPU_DROPPED``); a GPU trace's table as it is."""
+    if device != "cpu":
+        return df
+    keep = [c for c in df.columns if not any(c.startswith(d) for d in CPU_DROPPED)]
+
+    def word(c: str) -> str:
+        for gpu, cpu in CPU_WORDS:
+            c = c.replace(gpu, cpu)
+        return c
+
+    return df[keep].rename(columns={c: word(c) for c in keep})
 
 
 def phase_table(bd: Breakdown) -> pd.DataFrame:
@@ -185,7 +206,8 @@ def _speed_of_light(st: Any, src: Any, bd: Breakdown, roots: Any) -> None:
         st.warning(md(sol.message))
         return
     if not sol.ok:
-        st.caption(f"no speed-of-light numbers: {md(sol.status)} ({md('; '.join(sol.notes))})")
+        why = f" ({md('; '.join(sol.notes))})" if sol.notes else ""  # not "… traces ()"
+        st.caption(f"no speed-of-light numbers: {md(sol.status)}{why}")
         return
     st.caption(md(ceiling_line(sol)))
     widgets.chart(st, charts.roofline(sol), key="roofline")
@@ -243,19 +265,22 @@ def render(st: Any, ctx: data.Context) -> None:
     unit = c2.radio("Bar length", ["ms", "%"], horizontal=True, key="bd_unit",
                     format_func=lambda u: "ms per step" if u == "ms" else "% of the step")
     widgets.chart(st, charts.phase_buckets(bd, view=view, unit=unit), key="phase_buckets")
-    widgets.table(st, phase_table(bd), key="phase_table")
+    widgets.table(st, in_words_of(phase_table(bd), bd.trace.device), key="phase_table")
     phases = [p.phase for p in bd.phases]
     default = "decode" if "decode" in phases else phases[0]
     ph_name = st.selectbox("Phase", phases, index=phases.index(default), key="bd_phase")
     ph = next(p for p in bd.phases if p.phase == ph_name)
     widgets.table(st, bucket_table(ph, bd.steps, view), key="bucket_table")
     st.subheader("Per step")
-    widgets.table(st, step_table(bd.steps), key="step_table")
+    widgets.table(st, in_words_of(step_table(bd.steps), bd.trace.device), key="step_table")
     rows = [r for r in bd.steps if r.phase == ph_name]
     if len(rows) < 2:
         st.caption(f"{md(ph_name)} has {len(rows)} step: no per-step chart (its numbers are in the table above).")
     else:
-        metrics = st.multiselect("Per-step chart", list(charts.STEP_METRICS), default=list(DEFAULT_STEP_METRICS),
+        cpu = bd.trace.device == "cpu"
+        options = [m for m in charts.STEP_METRICS if not (cpu and any(m.startswith(d) for d in CPU_DROPPED))]
+        metrics = st.multiselect("Per-step chart", options,
+                                 default=list(CPU_DEFAULT_STEP_METRICS if cpu else DEFAULT_STEP_METRICS),
                                  key="bd_metrics")
         if metrics:
             widgets.chart(st, charts.per_step(rows, metrics, title=f"{plot(ph_name)} steps"), key="per_step")

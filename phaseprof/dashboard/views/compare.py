@@ -117,13 +117,22 @@ def bucket_delta_table(deltas: Any) -> pd.DataFrame:
 
 
 def metric_table(deltas: Any) -> pd.DataFrame:
-    return pd.DataFrame([{"metric": m.metric, "unit": m.unit, "A": m.a, "B": m.b, "Δ": m.change, "Δ %": m.rel_pct}
-                         for m in deltas])
+    """Per-step metrics named as ``phaseprof diff`` names them (``diff_markdown.METRIC_LABELS``: "wall ms/step",
+    not ``wall_ms``), times with 2 decimals, shares and counts with 1."""
+    from phaseprof.report.diff_markdown import METRIC_LABELS  # noqa: PLC0415
+
+    def r(v: float | None, unit: str) -> float | None:
+        return None if v is None else round(v, 2 if unit == "ms" else 1)
+
+    return pd.DataFrame([{"metric": METRIC_LABELS.get(m.metric, m.metric), "unit": m.unit, "A": r(m.a, m.unit),
+                          "B": r(m.b, m.unit), "Δ": r(m.change, m.unit),
+                          "Δ %": None if m.rel_pct is None else round(m.rel_pct, 1)} for m in deltas])
 
 
 def kernel_table(matches: Any) -> pd.DataFrame:
     return pd.DataFrame([{
-        "bucket": m.bucket, "module": m.module, "matched by": m.how,
+        "bucket": m.bucket if m.b_bucket is None else f"{m.bucket} → {m.b_bucket}",
+        "module": m.module if m.b_module is None else f"{m.module} → {m.b_module}", "matched by": m.how,
         "A kernel": m.a.name if m.a else None, "A ms/step": m.a.ms_per_step if m.a else None,
         "A calls/step": m.a.calls_per_step if m.a else None,
         "B kernel": m.b.name if m.b else None, "B ms/step": m.b.ms_per_step if m.b else None,
@@ -227,8 +236,9 @@ def render(st: Any, ctx: data.Context) -> None:
         if ph.launches_by_api:
             with st.expander("Launch calls per step, by API"):
                 widgets.table(st, metric_table(ph.launches_by_api), key="cmp_apis")
-        st.subheader("Kernels matched within each bucket")
-        st.caption("Paired by bucket, module and order in the step (or time rank), never by name alone.")
+        st.subheader("Kernels matched")
+        st.caption("The same kernel name first, whichever bucket or module each side gave it (A → B), then by "
+                   "order in the step (or time rank) within one bucket and module.")
         widgets.table(st, kernel_table(ph.kernels), key="cmp_kernels")
     if d.only_in_a or d.only_in_b:
         st.caption(f"Only in A: {md(', '.join(d.only_in_a) or '–')} · only in B: "

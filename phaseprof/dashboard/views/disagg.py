@@ -30,14 +30,19 @@ def pd_sources(ctx: data.Context) -> list[Source]:
 
 
 def request_table(handoff: Any) -> pd.DataFrame:
-    """One row per request of ``handoff.json`` (``HandoffRequest``): times in ms as stored, MB read by the decode
-    server over NIXL (bytes / 1e6, as ``phaseprof analyze`` prints them)."""
-    return pd.DataFrame([{
-        "request": q.index, "profiled": q.profiled, "prefill ms": q.prefill_ms, "handoff ms": q.handoff_ms,
-        "TTFT ms": q.ttft_ms, "TPOT ms": q.tpot_ms, "NIXL xfer ms": q.nixl.xfer_ms if q.nixl else None,
-        "MB": q.nixl.bytes / 1e6 if q.nixl else None,
-    } for q in handoff.requests], columns=["request", "profiled", "prefill ms", "handoff ms", "TTFT ms", "TPOT ms",
-                                           "NIXL xfer ms", "MB"])
+    """One row per request of ``handoff.json`` (``HandoffRequest``): prefill, handoff and TTFT in ms as
+    ``phaseprof analyze`` prints them (``disagg.render.split_cents``: each row adds up to the cent), MB read by
+    the decode server over NIXL (bytes / 1e6)."""
+    from phaseprof.disagg.render import split_cents  # noqa: PLC0415
+
+    rows = []
+    for q in handoff.requests:
+        p, h, t = split_cents(q.prefill_ms, q.ttft_ms)
+        rows.append({"request": q.index, "profiled": q.profiled, "prefill ms": p, "handoff ms": h, "TTFT ms": t,
+                     "TPOT ms": q.tpot_ms, "NIXL xfer ms": q.nixl.xfer_ms if q.nixl else None,
+                     "MB": q.nixl.bytes / 1e6 if q.nixl else None})
+    return pd.DataFrame(rows, columns=["request", "profiled", "prefill ms", "handoff ms", "TTFT ms", "TPOT ms",
+                                       "NIXL xfer ms", "MB"])
 
 
 def _open(st: Any, ctx: data.Context, path: str) -> None:

@@ -78,8 +78,9 @@ def _matching(sweep_dirs: tuple[str, ...], runs: tuple[str, ...], digest: str) -
 
 
 @st_cache.cache_data(show_spinner=False, max_entries=32)
-def _report(sweep_dirs: tuple[str, ...], runs: tuple[str, ...], ceilings: str, digest: str) -> ParetoReport | str:
-    """``phaseprof pareto SWEEP... --profiled RUN... --ceilings FILE``'s report, or its one-line error."""
+def _report(sweep_dirs: tuple[str, ...], runs: tuple[str, ...], ceilings: str | None,
+            digest: str) -> ParetoReport | str:
+    """``phaseprof pareto SWEEP... --profiled RUN... [--ceilings FILE]``'s report, or its one-line error."""
     from phaseprof.pareto.build import build_report, match_profiled, read_sweeps
 
     try:
@@ -173,19 +174,21 @@ def render(st: Any, ctx: data.Context) -> None:
     files = _ceilings(str(ctx.runs_dir), str(ctx.roots.upload_dir))
     gpu_of = dict(files)
     asked_c = st.query_params.get("ceilings")
-    pre = asked_c if asked_c in gpu_of or asked_c == frontier.SPEC else \
-        frontier.default_ceilings(by_key[chosen[0]], files, ctx.runs_dir)
-    options = [*gpu_of, frontier.SPEC]
+    options = [frontier.AUTO, *gpu_of, frontier.SPEC]
+    pre = asked_c if asked_c in options else frontier.AUTO
     ceil = c2.selectbox("Ceilings for the speed-of-light floor", options, index=options.index(pre),
                         key="pareto_ceilings", format_func=lambda k: "datasheet (gpus.toml)" if k == frontier.SPEC
+                        else "the GPU's baseline (as `pareto`)" if k == frontier.AUTO
                         else f"{k} (measured on {gpu_of[k]})",
-                        help="Measured ceilings (phaseprof ceilings) in a ceilings/ folder under the runs "
-                        "directory, or the datasheet. Default: the one `pareto` finds above the first sweep.")
-    ceil_path = ceil if ceil == frontier.SPEC else str(guard(ctx.runs_dir / ceil, ctx.roots))
+                        help="Default: each GPU's one baseline, as `phaseprof pareto` without --ceilings (the "
+                        "measured ceilings phaseprof ships for that GPU, else its datasheet). Or a measured file "
+                        "(phaseprof ceilings) in a ceilings/ folder under the runs directory, or the datasheet.")
+    fixed = ceil in (frontier.SPEC, frontier.AUTO)
+    ceil_path = None if ceil == frontier.AUTO else ceil if fixed else str(guard(ctx.runs_dir / ceil, ctx.roots))
     with st.spinner("Building the frontier…"):
         report = _report(sweep_dirs, run_dirs, ceil_path,
                          _digest(sweep_files + [Path(r) / "run.json" for r in run_dirs]
-                                 + ([] if ceil == frontier.SPEC else [Path(ceil_path)])))
+                                 + ([] if fixed else [Path(ceil_path)])))
     if isinstance(report, str):
         raise PhaseprofError(report)
 

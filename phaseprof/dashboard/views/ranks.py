@@ -103,10 +103,18 @@ def render(st: Any, ctx: data.Context) -> None:
     st.caption(f"{len(s.ranks)} of world size {s.world_size} ranks · steps found by "
                f"{md(next(iter(s.ranks.values())).step_detection['detail'])}")
     from phaseprof.analysis.verdict import verdicts_of
+    from phaseprof.scale.render import WAIT_TERMS
+    from phaseprof.scale.waits import rank_verdicts, waterfall_lines
 
+    busy = {r: bd.totals["gpu_busy_us"] for r, bd in s.ranks.items()}
+    waiting = rank_verdicts(s.collectives, busy)  # a rank that mostly waits: on whom, not "GPU-bound"
     st.markdown("**What to look at first**")
     for r, bd in s.ranks.items():
+        if r in waiting:
+            st.info(f"rank {r} · {md(waiting[r])}")
         for v in verdicts_of(bd).phases:
+            if r in waiting and v.top_bucket == "communication":
+                continue  # its "GPU-bound — communication" is the wait above, not work
             st.info(f"rank {r} · {md(v.line)}")
     st.caption(IMBALANCE_HELP)
     widgets.table(st, rank_table(s), key="rank_table")
@@ -115,6 +123,9 @@ def render(st: Any, ctx: data.Context) -> None:
         widgets.table(st, wait_table(s.collectives), key="rank_waits")
         st.caption(f"waited = inside a collective kernel before the last rank arrived; transfer = the rest. "
                    f"{md(s.collectives.clock)}")
+        st.markdown("**How the waits add up (ms)**")
+        st.code("\n".join(waterfall_lines(s.collectives, busy)), language=None)
+        st.caption(md(WAIT_TERMS))
     if s.steps:
         st.subheader("Load imbalance per step")
         widgets.chart(st, imbalance_figure(s), key="rank_imbalance")

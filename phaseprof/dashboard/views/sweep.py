@@ -59,7 +59,8 @@ def short_labels(paths: list[str]) -> list[str]:
 
 def _name(path: Path, ctx: data.Context, rec: SweepRecord) -> str:
     rel = path.parent.relative_to(ctx.runs_dir).as_posix() if path.parent != ctx.runs_dir else path.name
-    extra = " · ".join(str(v) for v in (rec.device.name, rec.model.name, rec.engine.mode) if v)
+    device = rec.device.gpu_name or rec.device.name  # a served sweep: its GPU, once learned (issue 44)
+    extra = " · ".join(str(v) for v in (device, rec.model.name, rec.engine.mode) if v)
     return f"{rel} ({extra})" if extra else rel
 
 
@@ -101,10 +102,12 @@ def render(st: Any, ctx: data.Context) -> None:
     shown = [{**c, "name": label, "full": c["name"]} for c, label in zip(shown, labels)]
     x_title, y_title = ("prompt tokens", "TTFT ms") if phase == "prefill" else ("concurrency", "TPOT ms")
     widgets.chart(st, charts.sweep_curves(shown, x_title=x_title, y_title=y_title), key="sweep_chart")
-    slopes = [f"{md(c['name'])}: {c['slope_us_per_token']:,.2f} µs per prompt token" for c in shown
+    from phaseprof.render.slope import slope_text  # noqa: PLC0415
+
+    slopes = [f"{md(c['name'])}: {md(slope_text(c['slope_us_per_token']))}" for c in shown
               if c.get("slope_us_per_token") is not None]
     if slopes:
-        st.caption("Least-squares slope (from `phaseprof sweep`): " + "; ".join(slopes))
+        st.caption("TTFT slope (from `phaseprof sweep`): " + "; ".join(slopes))
     st.caption("Lines: median over reps, measured with the profiler off; bands: p10 to p90.")
     st.caption("Legend: " + "; ".join(f"{md(c['name'])} = {md(c['full'])}" for c in shown))
     table = pd.concat([pd.DataFrame({"sweep": c["name"], x_title: c["x"], f"{y_title} (median)": c["y"],
