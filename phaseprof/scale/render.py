@@ -100,7 +100,7 @@ def print_collectives(report: MultiRankReport, console: Console) -> None:
     from phaseprof.scale.waits import rank_verdicts, waterfall_lines  # noqa: PLC0415
 
     for r, line in rank_verdicts(c, _busy(report)).items():
-        console.print(escape(f"rank {r}: {line}"))
+        console.print(terminal(f"rank {r}: {line}"))
     ranks, steps = _rows(report)
     families = ", ".join(f"{terminal(k)} {v}" for k, v in sorted(c.instances_by_family.items()))
     print_fitted(console, f"collectives: {c.matched_instances} matched instances ({families})",
@@ -112,8 +112,8 @@ def print_collectives(report: MultiRankReport, console: Console) -> None:
     print_expert_parallel(c.expert_parallel, console)
     console.print("how the waits add up (ms):")
     for line in waterfall_lines(c, _busy(report)):
-        console.print(escape(line))
-    console.print(f"[dim]{escape(WAIT_TERMS)}[/]")
+        console.print(terminal(line))
+    console.print(f"[dim]{terminal(WAIT_TERMS)}[/]")
 
 
 def collectives_markdown(report: MultiRankReport) -> str:
