@@ -348,6 +348,8 @@ def sweep(
     server_log: Path | None = typer.Option(None, "--server-log", help="With --server: the server's log file; "
                                            "its start-up facts (KV cache size, maximum concurrency) are "
                                            "recorded as an in-process sweep's are (pareto's capacity wall)."),
+    gpu: str | None = typer.Option(None, "--gpu", help="With --server: the GPU behind the server (e.g. 'NVIDIA "
+                                   "H200'), recorded as stated; pareto's speed of light uses it."),
 ) -> None:
     """One engine start, many points: the TTFT floor, slope and CUDA-graph steps, or decode scaling."""
     console = Console()
@@ -364,10 +366,12 @@ def sweep(
         if profile_at:
             raise PhaseprofError("--profile-at is not available with --server; use `phaseprof capture --server`")
         sweep_server(spec(), server=server, timeout_s=request_timeout, console=console, argv=canonical_command(ctx),
-                     server_log=server_log)
+                     server_log=server_log, gpu=gpu)
         return
     if server_log is not None:
         raise PhaseprofError("--server-log goes with --server (an in-process sweep keeps vLLM's log itself)")
+    if gpu is not None:
+        raise PhaseprofError("--gpu goes with --server (an in-process sweep records the GPU it runs on)")
     sp = spec()
     prof = parse_int_list(profile_at, what="profile-at") if profile_at else []
     if phase is Phase.DECODE and set(prof) - set(sp.concurrency):
@@ -429,8 +433,8 @@ def _print_presets(console: Console) -> None:
     from phaseprof.presets import list_presets, load_preset  # noqa: PLC0415
 
     table = Table(title="phaseprof presets (dummy weights)")
-    for col in ("name", "architecture", "device", "layers", "notes"):
-        table.add_column(col)
+    for col in ("name", "architecture", "device", "layers", "notes"):  # folded, never cut (80 columns)
+        table.add_column(col, overflow="fold", no_wrap=col == "name")
     for name in list_presets():
         p = load_preset(name)
         table.add_row(name, p.architecture, p.device, str(p.hf_config.get("num_hidden_layers")),

@@ -159,17 +159,29 @@ def server_log_facts(path: Path) -> dict[str, Any]:
     return facts.to_dict()
 
 
+def stated_gpu(name: str | None) -> str | None:
+    """``--gpu`` as recorded: printable, one line, at most 80 characters; one line of error otherwise."""
+    if name is None:
+        return None
+    if not name.strip() or len(name) > 80 or not name.isprintable():
+        raise PhaseprofError(f"--gpu takes a GPU's name (e.g. 'NVIDIA H200'; printable, at most 80 characters), "
+                             f"got {name[:40]!r}")
+    return name.strip()
+
+
 def sweep_server(spec: SweepSpec, *, server: str, timeout_s: float, console: Console, argv: list[str],
-                 server_log: Path | None = None) -> None:
+                 server_log: Path | None = None, gpu: str | None = None) -> None:
     """``phaseprof sweep --server``: TTFT per length or TPOT per concurrency against the live server;
-    ``server_log``: the server's log, for the start-up facts an in-process sweep records (capacity wall)."""
+    ``server_log``: the server's log, for the start-up facts an in-process sweep records (capacity wall);
+    ``gpu``: the GPU behind the server as the user states it (recorded with its source: speed of light)."""
     from phaseprof.capture.server.capture import ServerTarget  # noqa: PLC0415
     from phaseprof.capture.server.sweep import ServerSweep, run_server_sweep  # noqa: PLC0415
     from phaseprof.capture.shared.sweep import print_sweep  # noqa: PLC0415
 
     check_request_timeout(timeout_s)
     facts = None if server_log is None else server_log_facts(server_log)
-    req = ServerSweep(spec=spec, server=ServerTarget(server, timeout_s=timeout_s), startup_facts=facts)
+    req = ServerSweep(spec=spec, server=ServerTarget(server, timeout_s=timeout_s), startup_facts=facts,
+                      gpu=stated_gpu(gpu))
     directory, doc = run_server_sweep(req, console=console, argv=argv)
     print_sweep(doc, console)
     if doc.get("slope_us_per_token") is not None:
