@@ -30,9 +30,10 @@ PAYLOAD = ('<span style="cursor:url(http://127.0.0.1:9/beacon.png),auto">PAYSPAN
 #: The PAY* words of the parts that must never become live.
 MARKERS = ("PAYSPAN", "PAYBOLD", "PAYITALIC", "PAYANCHOR", "PAYBREAK", "PAYLINK", "PAYIMAGE", "PAYSTRONG",
            "PAYCODE", "PAYURL", "payweb", "paymail", "PAYTEX", "PAYRED")
-#: Fields that stay as recorded: format versions (a reader refuses others) and the SOL status, which says
-#: whether the section has numbers at all ("ok").
-KEEP = frozenset({"schema_version", "version", "status"})
+#: Fields that stay as recorded: format versions (a reader refuses others), the SOL status, which says
+#: whether the section has numbers at all ("ok"), and the trace reader (schema 1.5: native | python, an enum a
+#: reader refuses otherwise, in one line).
+KEEP = frozenset({"schema_version", "version", "status", "reader"})
 #: Maps keyed by data (a bucket, an attribution method, a launch API, a phase): their keys are names too.
 DATA_MAPS = frozenset({"top_kernels", "by_bucket_us", "coverage_pct", "coverage_us", "by_api"})
 

@@ -334,9 +334,10 @@ def test_compare_opens_on_a_like_for_like_pair_named_by_what_differs(make_app, t
         and b.endswith("prefill-4096"), (a, b)
     # the committed breakdowns are the current analysis (issue 44): the graph prefill's module view is now placed
     # structurally (no op stack in a graph replay), and the page says so
+    # both module views now rest on the layer plan (issue 45: eager steps without module scopes are cut into
+    # layers too), so only the mode differs
     assert [shown(w.value) for w in at.warning if "like for like" in w.value] == [
-        "Not like for like: mode differs: eager (A) vs graph (B); module view basis differs: op stack (A) vs "
-        "structural (B)."]
+        "Not like for like: mode differs: eager (A) vs graph (B)."]
     # Each side's verdicts open the page, named by what differs.
     verdicts = [shown(x.value) for x in at.markdown if "What to look at first" in x.value]
     assert verdicts == ["**What to look at first, A: eager**", "**What to look at first, B: graph**"]
