@@ -177,7 +177,8 @@ def read_handoff(path: Path) -> HandoffReport:
     timed = [r for r in report.requests if not r.profiled]
     if not timed:
         return report  # nothing to re-derive from: the stored centre as written
-    return msgspec.structs.replace(report, median=centre(timed), schema_version=HANDOFF_SCHEMA_VERSION)
+    notes = [n for n in report.notes if not n.startswith("the median NIXL transfer is no fact")]  # re-derived
+    return msgspec.structs.replace(report, median=centre(timed), notes=notes, schema_version=HANDOFF_SCHEMA_VERSION)
 
 
 #: Largest count or byte total taken from a record or a server's counters: 2^53, where a float stops holding
@@ -240,6 +241,10 @@ def checked(r: HandoffReport, *, path: Path | None = None) -> HandoffReport:
     if bad:
         raise PhaseprofError(f"not a PD handoff record: {bad} (times, sizes and counts are never negative)",
                              path=path)
+    for q in out.requests:  # TTFT = prefill + handoff: a first token before its prefill answer is no request
+        if q.ttft_ms < q.prefill_ms:
+            raise PhaseprofError(f"not a PD handoff record: request {q.index}'s TTFT {q.ttft_ms:g} ms is below its "
+                                 f"prefill {q.prefill_ms:g} ms (the TTFT contains the prefill)", path=path)
     return out
 
 

@@ -73,7 +73,7 @@ def print_sweep_sol(rec: SweepRecord, console: Console, *, model_config: str | N
         t.add_column(col, justify="right", no_wrap=True)
     for f in sweep_floors(rec, model, ceiling):
         t.add_row(str(f.x), f"{f.floor_ms:,.2f}", f"{f.measured_ms:,.2f}", f"{f.pct_of_light:.0f}")
-    t.caption = f"model {model.name} ({where})" + (f"; {warn}" if warn else "")
+    t.caption = terminal(f"model {model.name} ({where})" + (f"; {warn}" if warn else ""))
     console.print(t)
     via = f"; GPU from {rec.device.gpu_source}" if rec.device.kind == "server" and rec.device.gpu_source else ""
     console.print(f"[dim]ceilings: {terminal(ceiling.label)}, {terminal(ceiling.source)}{terminal(via)}[/]")

@@ -142,6 +142,6 @@ def test_stated_in_markdown():
     from phaseprof.report.markdown import breakdown_markdown
 
     md = breakdown_markdown(_bd(OWN_EAGER))
-    assert "- recorded with\\: with\\_stack (1,359 Python frames in the file" in md
-    assert "- profiler cost, decode\\: 51,200 Python frames recorded in its steps x 0.6-1.7 us = 30.7-87.0 ms" in md
-    assert "- **prefill\\: profiler-bound" in md
+    assert "- recorded with: with\\_stack (1,359 Python frames in the file" in md
+    assert "- profiler cost, decode: 51,200 Python frames recorded in its steps x 0.6-1.7 us = 30.7-87.0 ms" in md
+    assert "- **prefill: profiler-bound" in md
