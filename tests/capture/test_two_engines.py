@@ -54,8 +54,7 @@ def _fakes(gpu: FakeGpu, *, serving_frees: bool) -> tuple[Any, Any]:
         if serving_frees:
             del gpu.held["serving"]
         return ServingResult(timings=tuple(_timing(p.phase, p.prompt_tokens) for p in points),
-                             async_scheduling=True, startup_s=317.0, reference=tuple(None for _ in points),
-                             kwargs={})
+                             async_scheduling=True, startup_s=317.0, reference=tuple(None for _ in points))
 
     def open_engine(opts: EngineOptions, **_kw: Any) -> Any:
         free = TOTAL - sum(gpu.held.values())

@@ -14,10 +14,16 @@ from typing import Any
 import msgspec
 from rich.console import Console
 
-from phaseprof.capture.inprocess.device import detect_device
+from phaseprof.capture.inprocess.device import DeviceInfo, detect_device
 from phaseprof.capture.inprocess.engine import GPU_MEMORY_UTILIZATION, EngineSession, require_vllm, start_engine
 from phaseprof.capture.inprocess.gpu_memory import MemoryProbe, cuda_mem_info, wait_until_free
-from phaseprof.capture.inprocess.models import check_device, check_tokens, default_model_name, resolve_model
+from phaseprof.capture.inprocess.models import (
+    ModelSource,
+    check_device,
+    check_tokens,
+    default_model_name,
+    resolve_model,
+)
 from phaseprof.capture.inprocess.profile import ProfiledRun, profile_request
 from phaseprof.capture.inprocess.progress import Stages, quiet_stages
 from phaseprof.capture.inprocess.quiet import LOG_NAME, VllmOutput
@@ -77,10 +83,10 @@ def async_record(session: EngineSession, marker: PhaseTiming, serving: ServingTi
                            round(s_ms / ref.median_ms, 4))
 
 
-def prepare_engine(opts: EngineOptions, *, console: Console, announce: bool = True) -> EngineOptions:
-    """The cheap checks before any engine starts: resolve the model (the default preset for this device,
-    announced), check device and request size, and tell what is about to start (``start_notice``). ``opts`` with
-    the model named."""
+def _prepared(opts: EngineOptions, *, console: Console,
+              announce: bool) -> tuple[EngineOptions, ModelSource, DeviceInfo]:
+    """``prepare_engine``'s checks; also the model source and device they resolved (``open_session`` starts the
+    engine on them instead of resolving both again)."""
     if opts.model is not None:
         resolve_model(opts.model)  # an unknown preset fails here, before vLLM's slow import
     require_vllm()
@@ -97,16 +103,22 @@ def prepare_engine(opts: EngineOptions, *, console: Console, announce: bool = Tr
     if announce:
         console.print(start_notice(device_kind=device.kind, device_name=device.name, mode=str(opts.mode),
                                    model=name), highlight=False, markup=False)
-    return replace(opts, model=name)
+    return replace(opts, model=name), source, device
+
+
+def prepare_engine(opts: EngineOptions, *, console: Console, announce: bool = True) -> EngineOptions:
+    """The cheap checks before any engine starts: resolve the model (the default preset for this device,
+    announced), check device and request size, and tell what is about to start (``start_notice``). ``opts`` with
+    the model named."""
+    return _prepared(opts, console=console, announce=announce)[0]
 
 
 def open_session(opts: EngineOptions, *, console: Console, stages: Stages | None = None,
                  output_redirected: bool = False, announce: bool = True) -> EngineSession:
     """Resolve the model, check device and request size (cheap checks first: ``prepare_engine``), then start
     the engine (``stages`` and ``output_redirected``: see ``start_engine``)."""
-    opts = prepare_engine(opts, console=console, announce=announce)
-    assert opts.model is not None
-    return start_engine(resolve_model(opts.model), opts, device=detect_device(), console=console, stages=stages,
+    opts, source, device = _prepared(opts, console=console, announce=announce)
+    return start_engine(source, opts, device=device, console=console, stages=stages,
                         output_redirected=output_redirected)
 
 

@@ -87,7 +87,7 @@ def child_main(request: Path, result: Path, status: Path) -> int:
                 ref = reference_timing(session, c)
             refs.append(None if ref is None else ref.to_dict())
         out = {"timings": timings, "async_scheduling": session.async_scheduling, "startup_s": session.startup_s,
-               "reference": refs, "kwargs": session.plan.kwargs}
+               "reference": refs}
         code = 0
     except PhaseprofError as e:
         out, code = {"error": str(e), "exit_code": e.exit_code}, e.exit_code

@@ -42,7 +42,6 @@ class ServingResult:
     async_scheduling: bool | None
     startup_s: float
     reference: tuple[TimingStats | None, ...]
-    kwargs: dict[str, Any]
 
 
 def engine_doc(o: EngineOptions) -> dict[str, Any]:
@@ -133,7 +132,7 @@ def time_in_own_process(engine: EngineOptions, points: list[CaptureOptions], *, 
         raise PhaseprofError(str(doc["error"]), exit_code=int(doc.get("exit_code") or 1))
     return ServingResult(
         timings=tuple(timing_from_dict(t) for t in doc["timings"]), async_scheduling=doc["async_scheduling"],
-        startup_s=float(doc["startup_s"]), kwargs=dict(doc.get("kwargs") or {}),
+        startup_s=float(doc["startup_s"]),
         reference=tuple(None if r is None else TimingStats(**{**r, "values_ms": tuple(r["values_ms"])})
                         for r in doc["reference"]))
 
