@@ -34,7 +34,7 @@ REPO = Path(__file__).resolve().parents[1]
 SOURCE = REPO / "traces/h200/graph/20261130T094740Z-h200-qwen3.5-35b-a3b-prefill-4096/trace.json.gz"
 CHILD = """
 import json, os, sys
-from phaseprof.cli import main
+from phaseprof.commands.main import main
 rc = main(["analyze", sys.argv[1], "-f", "json"])
 hwm = next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmHWM"))
 json.dump({"rc": rc, "hwm_kb": hwm}, open(os.environ["BOMB_REPORT"], "w"))

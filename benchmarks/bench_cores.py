@@ -63,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     contenders = {
         "python loop": lambda i: [py, "-c", LOOP],
         "memory copy": lambda i: [py, "-c", COPY],
-        "analyze": lambda i: [py, "-m", "phaseprof.cli", "analyze", "--format", "json", str(copies[i])],
+        "analyze": lambda i: [py, "-m", "phaseprof.commands.main", "analyze", "--format", "json", str(copies[i])],
     }
     print(f"{os.cpu_count()} cores; trace {a.trace.name}; load average before "
           + "/".join(f"{x:.1f}" for x in os.getloadavg()))

@@ -4,7 +4,7 @@
 Contenders, each a fresh process, rounds interleaved (a, b, c, a, b, c, ...: a burst of load from other work on a
 shared machine falls on all of them), best wall of the rounds:
 
-- **native**: ``python -m phaseprof.cli analyze --format json TRACE`` as shipped (the native scanner);
+- **native**: ``python -m phaseprof.commands.main analyze --format json TRACE`` as shipped (the native scanner);
 - **pure-Python**: the same with ``--reader python`` (msgspec structs + ``TableBuilder.add``);
 - **orjson**: ``orjson.loads`` of the same bytes already decompressed (``bench_analyze.py --child orjson``);
 - **startup**: ``phaseprof analyze TRACE`` from process start to the loader's first open of the trace file (the
@@ -76,7 +76,7 @@ os.open = lambda f, *a, **k: (stop(f), _os_open(f, *a, **k))[1]
 sys.argv = ["phaseprof", "analyze", "--format", "json", sys.argv[1]]
 from phaseprof.lean_process import leave_out_pyarrow
 leave_out_pyarrow()
-from phaseprof.cli import entry
+from phaseprof.commands.main import entry
 entry()
 """
 
@@ -107,7 +107,7 @@ def _importing(src: Path) -> dict[str, str]:
 def contenders(trace: Path, plain: Path | None, baseline_src: Path | None = None,
                floor: Path | None = None) -> dict[str, Command]:
     py = sys.executable
-    analyze = [py, "-m", "phaseprof.cli", "analyze", "--format", "json", str(trace.resolve())]
+    analyze = [py, "-m", "phaseprof.commands.main", "analyze", "--format", "json", str(trace.resolve())]
     here = _importing(ROOT)
     c = {"native": (analyze, here), "pure-Python": ([*analyze, "--reader", "python"], here),
          "loader native": ([py, "-c", _LOADER_CHILD, str(trace.resolve())], here),

@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Peak memory of the ``phaseprof analyze`` program against the decompressed trace size (issue 14: <= 1.0x).
 
-For each trace, a fresh ``python -m phaseprof.cli analyze --format json TRACE`` process per configuration:
+For each trace, a fresh ``python -m phaseprof.commands.main analyze --format json TRACE`` process per configuration:
 the split read (the default for traces >= 48 MB) or one process (``PHASEPROF_SPLIT_READ=0``), each as the
 program runs (``phaseprof.lean_process``: pyarrow left out) and with pyarrow imported (``PHASEPROF_PYARROW=1``,
 what the program did before). Interleaved rounds; per configuration the best wall time and the highest peaks:
@@ -47,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     same = True
     for trace in a.traces:
         size = gzip_size(trace)
-        cmd = [sys.executable, "-m", "phaseprof.cli", "analyze", "--format", "json", str(trace)]
+        cmd = [sys.executable, "-m", "phaseprof.commands.main", "analyze", "--format", "json", str(trace)]
         runs = interleaved({k: (cmd, env) for k, env in configs.items()}, a.repeat)
         first = next(iter(runs.values()))[0].stdout
         same &= all(r.stdout == first for rs in runs.values() for r in rs)

@@ -133,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     files = build_ranks(a.ranks, a.mb, dest)
     load_before = "/".join(f"{x:.1f}" for x in os.getloadavg())
     raw_mb = sum(len(gzip.decompress(f.read_bytes())) for f in files[:1]) / 1e6
-    base = [sys.executable, "-m", "phaseprof.cli", "analyze", "--format", "json"]
+    base = [sys.executable, "-m", "phaseprof.commands.main", "analyze", "--format", "json"]
     # The reference is the sequential analysis: one process, each file read in one process. "jobs 1" as shipped
     # already uses a second core for the read of each big file (trace.split_read).
     contenders = {"jobs 1 serial": ([*base, str(dest), "--jobs", "1"], {"PHASEPROF_SPLIT_READ": "0"}),

@@ -65,7 +65,7 @@ def build(steps: int, markers: int, dest: Path) -> Path:
 
 def run(trace: Path) -> float:
     t0 = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "phaseprof.cli", "analyze", str(trace), "-f", "json"], check=True,
+    subprocess.run([sys.executable, "-m", "phaseprof.commands.main", "analyze", str(trace), "-f", "json"], check=True,
                    stdout=subprocess.DEVNULL, cwd=ROOT)
     return time.perf_counter() - t0
 

@@ -9,11 +9,11 @@ numbers (``tests/unit/test_lean_process.py``).
 
 Only processes phaseprof starts itself do this, and only before pandas is imported; library users, the
 Streamlit dashboard (its own process, started by ``phaseprof dashboard``) and the commands that run vLLM or torch
-in-process (``capture``, ``sweep``, ``ceilings``: ``phaseprof.cli.ENGINE_COMMANDS``) keep pyarrow.
+in-process (``capture``, ``sweep``, ``ceilings``: ``phaseprof.commands.main.ENGINE_COMMANDS``) keep pyarrow.
 ``PHASEPROF_PYARROW=1`` keeps it in phaseprof's processes too.
 
 :func:`own_process` tells whether this process is the ``phaseprof`` program itself (``cli.entry`` marks it), whose
-whole-process settings phaseprof may change (the garbage collector around the first read, ``report.analyze_plain_cli``).
+whole-process settings phaseprof may change (the garbage collector around the first read, ``commands.analyze_plain``).
 """
 
 from __future__ import annotations

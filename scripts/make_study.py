@@ -30,7 +30,7 @@ def _expand(cmd: str) -> list[str]:
 
 def run(cmd: str) -> str:
     args = _expand(cmd)
-    exe = [sys.executable, "-m", "phaseprof.cli"] + args[1:] if args[0] == "phaseprof" else args
+    exe = [sys.executable, "-m", "phaseprof.commands.main"] + args[1:] if args[0] == "phaseprof" else args
     env = {**os.environ, "COLUMNS": "140", "NO_COLOR": "1", "TERM": "dumb"}
     res = subprocess.run(exe, cwd=ROOT, env=env, capture_output=True, text=True, check=False)
     if res.returncode not in (0, 1):

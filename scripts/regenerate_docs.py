@@ -90,7 +90,7 @@ def replayable(b: Block) -> bool:
 def run(b: Block) -> list[str]:
     """What the block's command prints into a pipe at 80 columns (stdout, then stderr), lines right-stripped."""
     env = {**os.environ, "COLUMNS": "80", "PYTHONPATH": str(ROOT), "NO_COLOR": "1", "TERM": "dumb"}
-    p = subprocess.run([sys.executable, "-m", "phaseprof.cli", *b.argv[1:]], cwd=ROOT, env=env,
+    p = subprocess.run([sys.executable, "-m", "phaseprof.commands.main", *b.argv[1:]], cwd=ROOT, env=env,
                        capture_output=True, text=True, timeout=600)
     lines = [line.rstrip() for line in (p.stdout + p.stderr).splitlines()]
     while lines and not lines[-1]:

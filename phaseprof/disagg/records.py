@@ -1,5 +1,5 @@
 """The typed record of a disaggregated (PD) capture's ``handoff.json``, defined once here (msgspec Structs),
-with its committed schema ``handoff.schema.json`` (``python -m phaseprof.report.schemas_cli``).
+with its committed schema ``handoff.schema.json`` (``python -m phaseprof.commands.schemas``).
 
 Imports only ``errors``, ``records`` (its bounded reader) and ``pareto.records`` (the planner's ``Handoff``
 model): capture, analysis and dashboard all read it without importing each other.

@@ -6,7 +6,7 @@ wrapped by ``build_memory_plan(MemoryInputs) -> MemoryPlan``; ``report.plan_to_d
 only present it.
 """
 
-# The names below load on first use (PEP 562): ``phaseprof analyze`` imports ``phaseprof.memory.cli`` to register
+# The names below load on first use (PEP 562): ``phaseprof analyze`` imports ``phaseprof.commands.memory`` to register
 # its command, and need not pay for the planner (~50 ms of imports) on every start.
 _LAZY = {
     "phaseprof.memory.gpus": ("KNOWN_GPUS", "GpuSpec", "lookup_gpu"),

@@ -51,7 +51,7 @@ MULTICAST_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1
 #: CUDA-graph sizes of a served engine: up to the 4,096-token prefill plus a decode batch.
 SERVER_CAPTURE_SIZES = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4224]
 STORE_TRUE_ONLY = {"disable_log_stats"}  # plain store_true flags: False is the default, never spelled out
-PP = [sys.executable, "-c", "import sys; from phaseprof.cli import main; sys.exit(main())"]
+PP = [sys.executable, "-c", "import sys; from phaseprof.commands.main import main; sys.exit(main())"]
 MAX_FILES, MAX_BYTES, PART_BYTES = 8, 60 * 1024 * 1024, 15 * 1024 * 1024
 PART = re.compile(r"^item--(?P<name>[\w.-]+?)\.tar(?:\.part(?P<n>\d+))?$")
 

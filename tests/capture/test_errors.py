@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from phaseprof.cli import main
+from phaseprof.commands.main import main
 
 
 def run(args: list[str], capfd: pytest.CaptureFixture[str], out: Path) -> tuple[int, str]:

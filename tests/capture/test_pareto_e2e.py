@@ -14,7 +14,7 @@ from typing import Any
 import jsonschema
 import pytest
 
-from phaseprof.cli import main
+from phaseprof.commands.main import main
 from phaseprof.pareto.records import PARETO_SCHEMA_PATH
 from phaseprof.trace.markers import parse_step_marker
 from tests.capture._vllm import skip_without_vllm

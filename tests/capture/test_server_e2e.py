@@ -20,7 +20,7 @@ import pytest
 
 from phaseprof.capture.inprocess.models import resolve_model
 from phaseprof.capture.server.client import ServerClient, ServerError, parse_url
-from phaseprof.cli import main
+from phaseprof.commands.main import main
 from tests.capture._vllm import skip_without_vllm
 
 pytestmark = pytest.mark.vllm

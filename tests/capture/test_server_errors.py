@@ -23,7 +23,7 @@ from phaseprof.capture.server.capture import ServerCapture, ServerTarget, captur
 from phaseprof.capture.server.client import ServerClient, parse_url
 from phaseprof.capture.server.traces import ends_properly, missing_ranks, rank_from_name
 from phaseprof.capture.shared.options import CaptureOptions, Phase
-from phaseprof.cli import main
+from phaseprof.commands.main import main
 from phaseprof.errors import PhaseprofError
 
 REPO = Path(__file__).resolve().parents[2]

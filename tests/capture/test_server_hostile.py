@@ -25,7 +25,7 @@ from rich.console import Console
 from phaseprof.capture.server.capture import ServerCapture, ServerTarget, capture_from_server
 from phaseprof.capture.server.traces import CLOCK_SLACK_S, ProfileWindow, export_stamp_ns, snapshot, wait_for_traces
 from phaseprof.capture.shared.options import CaptureOptions, Phase
-from phaseprof.cli import main
+from phaseprof.commands.main import main
 from phaseprof.errors import PhaseprofError
 from tests.capture.test_server_errors import MODEL, REAL_TRACE, vllm_like
 

@@ -11,7 +11,7 @@ import pytest
 
 from phaseprof.capture.inprocess import runner
 from phaseprof.capture.shared.options import EngineOptions
-from phaseprof.cli import main
+from phaseprof.commands.main import main
 from phaseprof.errors import PhaseprofError
 
 COMMANDS = {

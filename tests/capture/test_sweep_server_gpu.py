@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from phaseprof.capture.server.cli import stated_gpu
-from phaseprof.cli import main
+from phaseprof.commands.capture_server import stated_gpu
+from phaseprof.commands.main import main
 from phaseprof.errors import PhaseprofError
 
 

@@ -11,7 +11,7 @@ from phaseprof.capture.server.capture import ServerCapture, ServerTarget
 from phaseprof.capture.shared.options import CaptureOptions, Phase
 from phaseprof.capture.shared.sweep import PrefillPoint, SweepSpec, prefill_plot_spec, slope_us_per_token, write_plot
 from phaseprof.capture.shared.timing import summarize
-from phaseprof.cli import main
+from phaseprof.commands.main import main
 
 
 def point(n: int, ms: list[float]) -> PrefillPoint:

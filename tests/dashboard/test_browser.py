@@ -69,7 +69,7 @@ def _serve(runs: Path, tmp: Path) -> tuple[subprocess.Popen, str]:
     port = _free_port()
     env = {**os.environ, "PHASEPROF_UPLOAD_DIR": str(tmp / "uploads")}
     log = (tmp / "dashboard.log").open("w")  # a file, not a pipe: an unread pipe could block the server
-    proc = subprocess.Popen([sys.executable, "-m", "phaseprof.cli", "dashboard", str(runs), "--port", str(port)],
+    proc = subprocess.Popen([sys.executable, "-m", "phaseprof.commands.main", "dashboard", str(runs), "--port", str(port)],
                             cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, text=True)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60

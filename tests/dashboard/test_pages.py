@@ -170,7 +170,7 @@ def test_timeline_page_draws_the_step_the_library_cuts(make_app, runs_dir):
 
 
 def test_compare_page_is_the_cli_diff(make_app, runs_dir, capsys):
-    from phaseprof.cli import main
+    from phaseprof.commands.main import main
     from phaseprof.report.diff import diff_breakdowns, load_side
 
     at = ok(make_app("Compare", a=H100_DECODE, b=B200_PREFILL).run())

@@ -85,7 +85,7 @@ def test_the_current_record_is_shown_as_analyze_reads_it(make_app, runs: Path, p
 
 
 def test_the_line_is_what_analyze_prints(runs: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from phaseprof.cli import main
+    from phaseprof.commands.main import main
 
     assert main(["analyze", str(runs / "decode-alone")]) == 2
     line = _record(runs, "decode-alone").line

@@ -13,7 +13,7 @@ import pytest
 
 from phaseprof.dashboard.sources import Kind, Roots, guard, resolve_user_path, save_upload, scan
 from phaseprof.dashboard.widgets import settings
-from phaseprof.dashboard.cli import ADDRESS, app_path, streamlit_command
+from phaseprof.commands.dashboard import ADDRESS, app_path, streamlit_command
 from phaseprof.errors import PhaseprofError
 from tests.conftest import PUBLIC_CUT_DIR, REPO
 
@@ -84,7 +84,7 @@ def test_the_server_binds_localhost_and_caps_uploads():
 
 
 def test_cli_rejects_a_missing_runs_directory(tmp_path, capsys):
-    from phaseprof.cli import main
+    from phaseprof.commands.main import main
 
     assert main(["dashboard", str(tmp_path / "nope")]) == 2
     err = capsys.readouterr().err

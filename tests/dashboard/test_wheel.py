@@ -59,7 +59,7 @@ def _clean_env(tmp: Path) -> dict[str, str]:
 
 
 def test_the_installed_package_is_not_the_checkout(installed: Path, tmp_path: Path) -> None:
-    out = subprocess.run([str(installed / "python"), "-c", "import phaseprof.dashboard.cli as c, streamlit; "
+    out = subprocess.run([str(installed / "python"), "-c", "import phaseprof.commands.dashboard as c, streamlit; "
                           "print(c.__file__); print(c.app_path())"], cwd=tmp_path, env=_clean_env(tmp_path),
                          capture_output=True, text=True, check=True).stdout.split()
     assert all(Path(p).is_relative_to(installed.parent) for p in out), out

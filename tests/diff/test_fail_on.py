@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from phaseprof.cli import main
+from phaseprof.commands.main import main
 from phaseprof.errors import PhaseprofError
 from phaseprof.records import RunRecord
 from phaseprof.report.diff import diff_breakdowns

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from markdown_it import MarkdownIt
 
-from phaseprof.cli import main
+from phaseprof.commands.main import main
 from phaseprof.records import RunRecord
 from phaseprof.report.diff import BreakdownDiff, KernelMatch, diff_breakdowns, load_side
 from phaseprof.report.diff_markdown import MAX_CHARS, diff_markdown

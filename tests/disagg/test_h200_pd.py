@@ -13,7 +13,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from phaseprof.cli import main
+from phaseprof.commands.main import main
 from phaseprof.disagg.nixl_metrics import parse_counters
 from phaseprof.disagg.records import HANDOFF_SCHEMA_PATH, read_handoff
 from phaseprof.disagg.render import summary_lines, timeline_lines

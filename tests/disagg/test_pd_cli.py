@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from phaseprof.cli import main
+from phaseprof.commands.main import main
 from phaseprof.disagg.exchange import TO_PREFILL, kv_params, prefill_body
 from phaseprof.errors import PhaseprofError
 

@@ -23,7 +23,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from phaseprof.cli import main
+from phaseprof.commands.main import main
 from phaseprof.disagg.nixl_metrics import NixlCounters, parse_counters
 from phaseprof.disagg.records import read_handoff
 from phaseprof.disagg.render import summary_lines, timeline_lines

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from phaseprof.cli import main
+from phaseprof.commands.main import main
 from phaseprof.disagg.records import read_handoff
 from phaseprof.disagg.render import summary_lines, timeline_lines
 from phaseprof.disagg.run import read_pd_run

@@ -60,7 +60,7 @@ def test_every_served_sweep_records_its_gpu() -> None:
 def test_a_stored_breakdown_is_printed_without_the_recording_hosts_path(run: str, capsys) -> None:
     """Issue 44: a committed breakdown's trace.path is where it was recorded (/root/keep/…); analyze names the
     trace beside the breakdown, marked not kept."""
-    from phaseprof.cli import main
+    from phaseprof.commands.main import main
 
     for fmt in ("table", "markdown"):
         assert main(["analyze", str(REPO / "traces/h200" / run), "-f", fmt]) == 0

@@ -159,7 +159,7 @@ def test_diff_shows_coverage_by_method_and_the_per_layer_view(eager):
     from rich.console import Console
 
     from phaseprof.report.diff import diff_breakdowns
-    from phaseprof.report.diff_cli import print_diff
+    from phaseprof.commands.diff import print_diff
     from phaseprof.report.diff_markdown import diff_markdown
 
     graph = analyze_trace(_trace("own-graph"), graph_reference=eager[0])

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from phaseprof.analysis.pipeline import AnalysisConfig, analyze
-from phaseprof.cli import main
+from phaseprof.commands.main import main
 from phaseprof.defaults import PYTHON_FRAME_COST_US
 from phaseprof.sol.attach import reported
 from phaseprof.trace.recording import read_recording

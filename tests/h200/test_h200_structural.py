@@ -28,7 +28,7 @@ from phaseprof.analysis.pipeline import AnalysisConfig, analyze
 from phaseprof.analysis.prepare import prepare
 from phaseprof.analysis.verdict import view_notes
 from phaseprof.classify.rules import load_rules
-from phaseprof.cli import main
+from phaseprof.commands.main import main
 from phaseprof.presets import load_preset
 from phaseprof.trace.read import load_tables
 

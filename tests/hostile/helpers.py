@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from phaseprof.cli import main
+from phaseprof.commands.main import main
 
 
 def one_line_error(argv: list[str], capsys: pytest.CaptureFixture[str], *words: str) -> str:

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from phaseprof.cli import main
+from phaseprof.commands.main import main
 from tests.hostile.helpers import one_line_error
 
 from ..conftest import REPO

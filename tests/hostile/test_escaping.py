@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from phaseprof.cli import main
+from phaseprof.commands.main import main
 from phaseprof.safe_text import markdown, plain, terminal
 
 CPP = "void axpy<float>(int, float, float const*, float*) [with T = float]"

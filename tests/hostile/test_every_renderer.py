@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from phaseprof.cli import main
+from phaseprof.commands.main import main
 from tests.hostile.test_escaping import _trace
 from tests.hostile.test_markdown_injection import _details_ok, _live
 

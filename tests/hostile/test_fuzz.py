@@ -40,7 +40,7 @@ from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 
 from phaseprof.analysis.invariants import broken_invariants
-from phaseprof.cli import main
+from phaseprof.commands.main import main
 from phaseprof.report.json_io import breakdown_from_doc
 
 from ..conftest import REPO

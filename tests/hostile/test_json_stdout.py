@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from phaseprof.cli import main
+from phaseprof.commands.main import main
 
 from ..conftest import REPO
 
@@ -45,7 +45,7 @@ def test_failure_on_the_second_trace_prints_nothing(tmp_path: Path, capsys: pyte
 def test_concurrent_json_users_leave_a_whole_breakdown(tmp_path: Path) -> None:
     dest = tmp_path / "shared.json"
     env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    procs = [subprocess.Popen([sys.executable, "-m", "phaseprof.cli", "analyze", str(t), "--json", str(dest),
+    procs = [subprocess.Popen([sys.executable, "-m", "phaseprof.commands.main", "analyze", str(t), "--json", str(dest),
                                "-f", "json"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
              for t in (CPU, PUBLIC)]
     outs = [p.communicate(timeout=300) for p in procs]

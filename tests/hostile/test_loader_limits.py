@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from phaseprof.cli import main
+from phaseprof.commands.main import main
 from phaseprof.trace import limits
 from phaseprof.trace.read import load_tables
 

@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 
-from phaseprof.cli import main
+from phaseprof.commands.main import main
 from phaseprof.safe_text import code_span, markdown, plain
 from tests.hostile.test_escaping import _trace
 

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from phaseprof.cli import main
+from phaseprof.commands.main import main
 from tests.hostile.helpers import one_line_error
 from tests.memory.configs import llama31_8b, qwen35_35b_a3b
 

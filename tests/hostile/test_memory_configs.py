@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from phaseprof.cli import main
+from phaseprof.commands.main import main
 from tests.hostile.helpers import one_line_error
 from tests.memory.configs import qwen35_35b_a3b
 

@@ -20,7 +20,7 @@ TRACE = REPO / "traces/cpu/tiny-hybrid-prefill128-decode8/trace.json.gz"
 SWEEP = REPO / "traces/h200/serving/bf16/decode"
 _CHILD = ("import sys\n"
           "sys.argv = ['phaseprof', *sys.argv[1:]]\n"
-          "from phaseprof.cli import entry\n"
+          "from phaseprof.commands.main import entry\n"
           "sys.exit(entry())\n")
 COMMANDS = {
     "analyze-table": ["analyze", str(TRACE)],

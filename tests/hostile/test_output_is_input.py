@@ -86,7 +86,7 @@ def test_rank_outputs_onto_a_rank_trace(tmp_path: Path, capsys: pytest.CaptureFi
     victim = ranks / "rank0.breakdown.json"
     os.link(ranks / srcs[0].name, victim)  # the same trace under the name of an output
     before = victim.read_bytes()
-    from phaseprof.cli import main
+    from phaseprof.commands.main import main
 
     rc = main(["analyze", str(ranks), "--json", str(ranks), "-j", "1"])
     err = capsys.readouterr().err
@@ -96,7 +96,7 @@ def test_rank_outputs_onto_a_rank_trace(tmp_path: Path, capsys: pytest.CaptureFi
 
 def test_a_new_output_beside_the_input_is_written(trace: Path, tmp_path: Path) -> None:
     """The guard refuses only inputs: a fresh name, and an old output, are written as before."""
-    from phaseprof.cli import main
+    from phaseprof.commands.main import main
 
     out = tmp_path / "bd.json"
     assert main(["analyze", str(trace), "--json", str(out), "-f", "json"]) == 0

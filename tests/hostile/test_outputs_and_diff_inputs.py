@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from phaseprof.cli import main
+from phaseprof.commands.main import main
 from tests.hostile.helpers import one_line_error
 
 from ..conftest import REPO

@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from phaseprof.scale.ranks import summarize_ranks
-from phaseprof.cli import main
+from phaseprof.commands.main import main
 from phaseprof.errors import PhaseprofError
 from phaseprof.scale.local import clamp_jobs, default_jobs
 from phaseprof.scale.rank_task import RankResult, analyze_rank
@@ -117,7 +117,7 @@ def test_jobs_clamped_to_cores_and_files(doc: dict[str, Any], tmp_path: Path, mo
     assert clamp_jobs(0, 5) >= 1
     # A machine with one usable core: the run stays in this process (no worker spawned) and says why.
     monkeypatch.setattr("phaseprof.scale.workers.default_jobs", lambda: 1)
-    monkeypatch.setattr("phaseprof.scale.cli.default_jobs", lambda: 1)
+    monkeypatch.setattr("phaseprof.commands.scale.default_jobs", lambda: 1)
     d = _folder(tmp_path, doc, [{"rank": 0, "world_size": 2}, {"rank": 1, "world_size": 2}])
     assert main(["analyze", str(d), "-j", "10000", "-f", "json"]) == 0
     out, err = capsys.readouterr()

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from phaseprof.cli import main
+from phaseprof.commands.main import main
 
 
 def _memcpy_trace(path: Path, sizes: list[int]) -> Path:

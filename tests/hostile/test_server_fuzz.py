@@ -22,7 +22,7 @@ import pytest
 from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 
-from phaseprof.cli import main
+from phaseprof.commands.main import main
 from tests.capture.test_server_errors import MODEL, vllm_like
 from tests.capture.test_server_hostile import FakeServer, serving
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from phaseprof.cli import main
+from phaseprof.commands.main import main
 from tests.hostile.helpers import one_line_error
 
 from ..conftest import REPO

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from phaseprof.cli import main
+from phaseprof.commands.main import main
 from tests.memory.configs import llama31_8b, qwen35_35b_a3b, without
 
 

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from phaseprof.cli import main
+from phaseprof.commands.main import main
 
 
 def _presets() -> list[str]:
@@ -37,7 +37,7 @@ def test_table_output_names_the_block_and_the_log_lines(capsys, tmp_path):
 
 
 def test_importing_the_command_pulls_in_neither_torch_nor_vllm():
-    code = ("import sys, phaseprof.memory.cli, phaseprof.memory.plan, phaseprof.memory.render; "
+    code = ("import sys, phaseprof.commands.memory, phaseprof.memory.plan, phaseprof.memory.render; "
             "print(sorted(m for m in ('torch', 'vllm', 'streamlit', 'plotly') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

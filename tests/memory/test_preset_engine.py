@@ -57,7 +57,7 @@ def test_memory_prints_at_the_terminals_width() -> None:
     from rich.cells import cell_len
 
     env = {**os.environ, "COLUMNS": "80", "PYTHONPATH": str(REPO)}
-    out = subprocess.run([sys.executable, "-m", "phaseprof.cli", "memory", "--model", "qwen3.5-35b-a3b", "--gpu",
+    out = subprocess.run([sys.executable, "-m", "phaseprof.commands.main", "memory", "--model", "qwen3.5-35b-a3b", "--gpu",
                           "H200", "--max-model-len", "8192", "--run", "tests/memory/data/run-synthetic-h200"],
                          cwd=REPO, env=env, capture_output=True, text=True, check=True).stdout
     assert max(cell_len(line) for line in out.splitlines()) <= 80

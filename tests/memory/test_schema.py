@@ -8,7 +8,7 @@ from importlib import resources
 import jsonschema
 import pytest
 
-from phaseprof.cli import main
+from phaseprof.commands.main import main
 from phaseprof.memory import MemoryInputs, build_memory_plan
 from phaseprof.memory.defaults import SCHEMA_VERSION
 from phaseprof.memory.report import SCHEMA_FILE, plan_to_dict

@@ -12,7 +12,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from phaseprof.cli import main
+from phaseprof.commands.main import main
 from phaseprof.errors import PhaseprofError
 from phaseprof.pareto.build import match_profiled, read_sweeps
 from phaseprof.pareto.records import PARETO_SCHEMA_PATH
@@ -107,7 +107,7 @@ def test_memory_plan_capacity_is_vllms(quant: str, kv_gib: int, logged: str, tok
 def test_server_log_facts(tmp_path: Path) -> None:
     """``sweep --server --server-log``: vLLM's start-up facts from a real vLLM log (the H200 graph session's),
     one line naming the file when it is missing or holds none."""
-    from phaseprof.capture.server.cli import server_log_facts
+    from phaseprof.commands.capture_server import server_log_facts
 
     log = SERVING.parent / "graph/vllm-log.txt"
     facts = server_log_facts(log)

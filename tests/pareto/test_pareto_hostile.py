@@ -21,7 +21,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from phaseprof.cli import main
+from phaseprof.commands.main import main
 from phaseprof.pareto.build import frontier_indices
 from tests.hostile.helpers import one_line_error
 from tests.pareto.dominance import dominates

@@ -48,7 +48,7 @@ def test_serving_metrics_of_two_rounds() -> None:
 
 
 def test_committed_schema_is_the_records() -> None:
-    # Regenerate with: python -m phaseprof.report.schemas_cli
+    # Regenerate with: python -m phaseprof.commands.schemas
     assert json.loads(PARETO_SCHEMA_PATH.read_text()) == json.loads(json.dumps(pareto_schema()))
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from phaseprof.cli import main
+from phaseprof.commands.main import main
 from phaseprof.errors import PhaseprofError
 from phaseprof.pareto.gpu import STATED, from_profiled, served_runs, sweep_gpu
 from phaseprof.records import SweepRecord

@@ -21,7 +21,7 @@ def test_bench_ranks_small(tmp_path):
     assert sorted(rows) == ["1", "2", "3"]  # every worker count asked for, beside the shipped jobs 1
     assert all(0 < float(rows[n][4]) for n in ("2", "3"))  # efficiency = speed-up / workers
     # The relabelled files are one run of world size 4.
-    out = subprocess.run([sys.executable, "-m", "phaseprof.cli", "analyze", str(tmp_path / "ranks"), "--format",
+    out = subprocess.run([sys.executable, "-m", "phaseprof.commands.main", "analyze", str(tmp_path / "ranks"), "--format",
                           "json", "--jobs", "1"], capture_output=True, text=True, timeout=600)
     doc = json.loads(out.stdout)
     assert doc["world_size"] == 4 and [r["rank"] for r in doc["ranks"]] == [0, 1, 2, 3]

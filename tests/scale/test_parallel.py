@@ -11,7 +11,7 @@ import msgspec
 import orjson
 
 from phaseprof.scale.ranks import analyze_ranks, find_trace_files
-from phaseprof.cli import main
+from phaseprof.commands.main import main
 from phaseprof.scale.report import SCHEMA_PATH, MultiRankReport, build_report, dumps, json_schema
 
 ROOT = Path(__file__).resolve().parents[2]

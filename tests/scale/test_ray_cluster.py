@@ -57,7 +57,7 @@ def test_a_glob_matching_nothing_anywhere_is_one_clear_error(cluster):
 def test_cli_ray_prints_the_same_report_as_the_local_run(cluster, capsys):
     import json
 
-    from phaseprof.cli import main
+    from phaseprof.commands.main import main
 
     c, dir_of_node = cluster
     assert main(["analyze", "--ray", c.address, PATTERN, "--format", "json"]) == 0

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from phaseprof.cli import main
+from phaseprof.commands.main import main
 from phaseprof.scale.ranks import analyze_ranks, find_trace_files
 from phaseprof.scale.waits import rank_verdicts, rank_waits, waterfall_lines
 

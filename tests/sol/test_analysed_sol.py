@@ -11,7 +11,7 @@ import pytest
 
 from phaseprof.analysis.pipeline import AnalysisConfig, analyze
 from phaseprof.capture.shared.rundir import analyze_into
-from phaseprof.cli import main
+from phaseprof.commands.main import main
 from phaseprof.errors import PhaseprofError
 from phaseprof.presets import load_preset
 from phaseprof.report.json_io import load_breakdown

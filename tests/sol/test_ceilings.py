@@ -8,7 +8,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from phaseprof.cli import main
+from phaseprof.commands.main import main
 from phaseprof.errors import PhaseprofError
 from phaseprof.sol.ceilings import (ceiling_for, load_measured, load_spec, measured_ceiling, spec_by_name, spec_for,
                                     validate_measured)

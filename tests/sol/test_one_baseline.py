@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from phaseprof.cli import main
+from phaseprof.commands.main import main
 from phaseprof.sol.ceilings import SPEC, choose_ceiling, packaged_measured
 
 REPO = Path(__file__).resolve().parents[2]

@@ -7,7 +7,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from phaseprof.cli import main
+from phaseprof.commands.main import main
 from phaseprof.sol.project import explain, sentence
 from phaseprof.sol.results import SolBucket, SolCeiling, SolPhase, SolSection
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from phaseprof.cli import main
+from phaseprof.commands.main import main
 from phaseprof.sol.model import sol_model
 from phaseprof.sol.shapes import _mkn, check_shapes, weight_shapes
 from phaseprof.sol.work import Component

@@ -14,7 +14,7 @@ import orjson
 import pytest
 
 from phaseprof.analysis.pipeline import analyze_trace
-from phaseprof.cli import main
+from phaseprof.commands.main import main
 from phaseprof.records import SweepRecord
 from phaseprof.sol.analyze import NEEDS_CONFIG, step_tokens
 from phaseprof.sol.attach import attach_sol, find_model

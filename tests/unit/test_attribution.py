@@ -253,7 +253,7 @@ def test_diff_shows_coverage_and_layers(cpu_bd):
     (["--graph-reference", "no-such-capture.json.gz"], "no-such-capture.json.gz: no such file"),
 ])
 def test_bad_attribution_options_are_one_clear_line(extra, says, capsys):
-    from phaseprof.cli import main
+    from phaseprof.commands.main import main
 
     rc = main(["analyze", str(REPLAY), *extra])
     out, err = capsys.readouterr()
@@ -261,7 +261,7 @@ def test_bad_attribution_options_are_one_clear_line(extra, says, capsys):
 
 
 def test_by_layer_prints_the_layer_table_within_80_columns(capsys, monkeypatch):
-    from phaseprof.cli import main
+    from phaseprof.commands.main import main
 
     monkeypatch.setenv("COLUMNS", "80")
     assert main(["analyze", str(CPU_STACK), "--by", "layer"]) in (0, None)
@@ -273,7 +273,7 @@ def test_by_layer_prints_the_layer_table_within_80_columns(capsys, monkeypatch):
 
 
 def test_by_layer_splits_rather_than_cuts_when_narrow(capsys, monkeypatch):
-    from phaseprof.cli import main
+    from phaseprof.commands.main import main
 
     monkeypatch.setenv("COLUMNS", "50")
     assert main(["analyze", str(CPU_STACK), "--by", "layer"]) in (0, None)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from phaseprof import cli
+from phaseprof.commands import main as cli
 
 from ..conftest import REPO
 
@@ -23,7 +23,7 @@ TRACE = REPO / "traces/cpu/tiny-hybrid-prefill128-decode8/trace.json.gz"
 _CHILD = ("import atexit, sys\n"
           "atexit.register(lambda: sys.stderr.write('teardown ran\\n'))\n"
           "sys.argv = ['phaseprof', *sys.argv[1:]]\n"
-          "from phaseprof.cli import entry\n"
+          "from phaseprof.commands.main import entry\n"
           "sys.exit(entry())\n")
 
 

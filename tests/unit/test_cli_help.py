@@ -16,7 +16,7 @@ import pytest
 import typer.main
 
 from phaseprof import __version__
-from phaseprof.cli import app, main
+from phaseprof.commands.main import app, main
 
 ROOT = Path(__file__).resolve().parents[2]
 COMMANDS = sorted(c.name for c in app.registered_commands)
@@ -24,7 +24,7 @@ COMMANDS = sorted(c.name for c in app.registered_commands)
 
 def _help(*argv: str) -> str:
     env = {**os.environ, "COLUMNS": "80", "PYTHONPATH": str(ROOT)}
-    res = subprocess.run([sys.executable, "-m", "phaseprof.cli", *argv, "--help"], capture_output=True, text=True,
+    res = subprocess.run([sys.executable, "-m", "phaseprof.commands.main", *argv, "--help"], capture_output=True, text=True,
                          env=env, cwd=ROOT, check=True)
     return res.stdout
 
@@ -35,7 +35,7 @@ def test_version_prints_and_exits_zero(capsys) -> None:
 
 
 def test_version_as_a_program() -> None:
-    res = subprocess.run([sys.executable, "-m", "phaseprof.cli", "--version"], capture_output=True, text=True,
+    res = subprocess.run([sys.executable, "-m", "phaseprof.commands.main", "--version"], capture_output=True, text=True,
                          env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=ROOT)
     assert (res.returncode, res.stdout.strip()) == (0, f"phaseprof {__version__}")
 

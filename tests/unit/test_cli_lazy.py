@@ -1,6 +1,6 @@
-"""``phaseprof analyze`` reads its trace before it imports the analysis (``phaseprof.cli.COMMAND_MODULES``,
-``report/analyze_cli.py``), and the analysis' imports then overlap the read (``trace.read.load_tables(meanwhile=)``).
-A plain ``phaseprof analyze`` command line runs without typer (``report/analyze_plain_cli.py``); the two parsers must
+"""``phaseprof analyze`` reads its trace before it imports the analysis (``phaseprof.commands.main.COMMAND_MODULES``,
+``report/analyze.py``), and the analysis' imports then overlap the read (``trace.read.load_tables(meanwhile=)``).
+A plain ``phaseprof analyze`` command line runs without typer (``report/analyze_plain.py``); the two parsers must
 agree.
 
 What a run has imported when it first opens the trace is checked here, not how long that took (the figure is
@@ -16,7 +16,7 @@ import sys
 import pytest
 import typer
 
-from phaseprof import cli
+from phaseprof.commands import main as cli
 
 from ..conftest import REPO
 
@@ -38,7 +38,7 @@ _open, _os_open = builtins.open, os.open
 builtins.open = lambda f, *a, **k: (stop(f) if isinstance(f, (str, bytes, os.PathLike)) else None, _open(f, *a, **k))[1]
 os.open = lambda f, *a, **k: (stop(f), _os_open(f, *a, **k))[1]
 sys.argv = ["phaseprof", *sys.argv[2:]]
-from phaseprof.cli import entry
+from phaseprof.commands.main import entry
 entry()
 """
 
@@ -50,15 +50,15 @@ def test_analyze_reads_the_trace_before_importing_the_analysis(fmt: str) -> None
                          capture_output=True, text=True, env=env, cwd=REPO, timeout=300)
     assert res.returncode == 0, res.stderr[-2000:]
     imported = set(json.loads(res.stdout))
-    heavy = {"pandas", "typer", "pydantic", "phaseprof.report.analyze_cli", "phaseprof.analysis", "phaseprof.classify", "phaseprof.sol", "phaseprof.report.table",
-             "phaseprof.capture", "phaseprof.report.diff_cli", "phaseprof.dashboard", "phaseprof.pareto",
+    heavy = {"pandas", "typer", "pydantic", "phaseprof.commands.analyze", "phaseprof.analysis", "phaseprof.classify", "phaseprof.sol", "phaseprof.report.table",
+             "phaseprof.capture", "phaseprof.commands.diff", "phaseprof.dashboard", "phaseprof.pareto",
              "phaseprof.memory", "phaseprof.scale"}
     if fmt == "json":
         heavy.add("rich.console")  # a table's spinner needs it before the read
     assert not heavy & imported, sorted(heavy & imported)
     # The read starts on a thread (trace.readahead) before the loader's own imports (numpy, msgspec, the scanner),
     # which then overlap it: whether they have begun by the thread's first open is a race, not checked.
-    assert {"phaseprof.report.analyze_plain_cli", "phaseprof.trace.readahead"} <= imported
+    assert {"phaseprof.commands.analyze_plain", "phaseprof.trace.readahead"} <= imported
 
 
 def test_every_command_is_registered_by_its_listed_module() -> None:
@@ -82,26 +82,26 @@ def test_the_plain_parser_knows_the_options_typer_declares() -> None:
     import typing
     from pathlib import Path
 
-    from phaseprof.report import analyze_cli, analyze_plain_cli
+    from phaseprof.commands import analyze, analyze_plain
     from phaseprof.trace.readers import Reader
 
-    hints = typing.get_type_hints(analyze_cli.analyze)
+    hints = typing.get_type_hints(analyze.analyze)
     declared, arguments = {}, []
-    for name, param in inspect.signature(analyze_cli.analyze).parameters.items():
+    for name, param in inspect.signature(analyze.analyze).parameters.items():
         info, hint = param.default, hints[name]
         if isinstance(info, typer.models.ArgumentInfo):
             arguments.append(name)
             continue
         base = next((a for a in typing.get_args(hint) if a is not type(None)), hint)
-        kind = ("flag" if hint is bool else "format" if hint is analyze_plain_cli.OutputFormat else
+        kind = ("flag" if hint is bool else "format" if hint is analyze_plain.OutputFormat else
                 "reader" if hint is Reader else
                 "int>=1" if base is int and info.min == 1 else "path*" if hint == list[Path] else
                 "path" if base is Path else "str" if base is str else repr(hint))
         declared.update({o: (name, kind) for o in info.param_decls})
-    assert declared == analyze_plain_cli.OPTIONS
+    assert declared == analyze_plain.OPTIONS
     assert arguments == ["traces"]
-    code = analyze_plain_cli.run.__code__
-    assert set(code.co_varnames[:code.co_argcount]) == {name for name, _ in analyze_plain_cli.OPTIONS.values()} | {"traces"}
+    code = analyze_plain.run.__code__
+    assert set(code.co_varnames[:code.co_argcount]) == {name for name, _ in analyze_plain.OPTIONS.values()} | {"traces"}
 
 
 @pytest.mark.parametrize("argv", [
@@ -112,17 +112,17 @@ def test_the_plain_parser_knows_the_options_typer_declares() -> None:
     ["t.json", "--reader", "rust"], ["t.json", "--reader", "Native"], ["t.json", "--verbose=1"],
 ])
 def test_the_plain_parser_leaves_to_typer_what_it_is_not_sure_of(argv: list[str]) -> None:
-    from phaseprof.report import analyze_plain_cli
+    from phaseprof.commands import analyze_plain
 
-    assert analyze_plain_cli.parse(argv) is None
+    assert analyze_plain.parse(argv) is None
 
 
 def test_the_plain_parser_reads_what_typer_reads() -> None:
-    from phaseprof.report import analyze_plain_cli
+    from phaseprof.commands import analyze_plain
 
     argv = ["a.json", "-f", "json", "--rules", "r1.toml", "b.json.gz", "--rules=r2.toml", "--full-names", "-j", "3",
             "--steps=4:8", "--json", "out", "--reader", "python", "-v", "-"]
-    got = analyze_plain_cli.parse(argv)
+    got = analyze_plain.parse(argv)
     assert got is not None
     seen: dict = {}
     cmd = typer.main.get_command(cli._register("analyze")).commands["analyze"]  # type: ignore[attr-defined]

@@ -37,7 +37,7 @@ def test_the_readme_line_counts_are_the_outputs() -> None:
     env = {**os.environ, "COLUMNS": "80", "PYTHONPATH": str(REPO)}
     for n, run in zip(m.groups(), ("graph/*-prefill-4096", "eager/*-decode-128in-32out")):
         (d,) = (REPO / "traces/h200").glob(run)
-        out = subprocess.run([sys.executable, "-m", "phaseprof.cli", "analyze", str((d / "trace.json.gz")
+        out = subprocess.run([sys.executable, "-m", "phaseprof.commands.main", "analyze", str((d / "trace.json.gz")
                               .relative_to(REPO))], cwd=REPO, env=env, capture_output=True, text=True, check=True)
         assert len(out.stdout.splitlines()) == int(n), run
 

@@ -12,7 +12,7 @@ from rich.console import Console
 
 from phaseprof.analysis.hta_check import TIME_TOLERANCE_PCT, HtaCrossCheck, cross_check_hta, print_cross_check
 from phaseprof.analysis.pipeline import analyze_trace
-from phaseprof.cli import main
+from phaseprof.commands.main import main
 
 REPO = Path(__file__).resolve().parents[2]
 PUBLIC_CUT = REPO / "traces" / "public-cut"

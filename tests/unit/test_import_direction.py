@@ -2,9 +2,10 @@
 it, and no two modules import each other, directly or round a circle. Lazy imports inside functions count too:
 they are the same dependency, paid later.
 
-The layer order is data (``LAYERS``); a package's modules sit in the package's layer, the top-level modules in
-``base``, a command's module (``cli.py``, ``*_cli.py``, in any package) in ``cli``, and ``MODULES`` places the few
-top-level modules that build on a package.
+The layer order is data (``LAYERS``); a module sits in its folder's layer (``phaseprof/commands/`` holds every command,
+the top layer), the top-level modules in ``base``, and ``MODULES`` places the few top-level modules that build on a
+package. No module's layer depends on its file name: the folders are the layers, as a folder-level dependency tool
+sees them.
 """
 
 from __future__ import annotations
@@ -22,10 +23,11 @@ PACKAGE = REPO / "phaseprof"
 #: ``pareto`` (frontier of serving sweeps) builds on memory and sol; capture writes its records into sweep.json.
 #: ``disagg`` (a prefill/decode pair captured through two servers) builds on the server capture and the planner.
 LAYERS = ("base", "render", "presets", "memory", "trace", "classify", "analysis", "sol", "report", "scale",
-          "pareto", "capture", "disagg", "dashboard", "cli")
+          "pareto", "capture", "disagg", "dashboard", "commands")
 #: Modules placed by what they build on rather than by their folder: top-level modules above ``base``, and
 #: ``trace.limits`` (the input bounds every reader applies, model configs included; it builds on ``errors`` only).
 MODULES = {
+    "phaseprof.__main__": "commands",  # ``python -m phaseprof``
     "phaseprof.trace.limits": "base",
     "phaseprof.inputs": "trace",  # what a path holds, judged with the trace loader's bounds (trace.limits)
     "phaseprof.columns": "classify",  # the declared tables' columns, buckets included (classify.buckets)
@@ -36,8 +38,6 @@ def layer_of(module: str) -> str:
     parts = module.split(".")
     if module in MODULES:
         return MODULES[module]
-    if module == "phaseprof.__main__" or parts[-1] == "cli" or parts[-1].endswith("_cli"):
-        return "cli"
     if len(parts) > 1 and (PACKAGE / parts[1]).is_dir():
         return parts[1]
     return "base"

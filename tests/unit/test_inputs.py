@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from phaseprof.scale.ranks import find_trace_files
-from phaseprof.cli import main
+from phaseprof.commands.main import main
 from phaseprof.errors import PhaseprofError
 from phaseprof.inputs import InputKind, looks_like_trace, resolve, scan_traces, trace_files
 

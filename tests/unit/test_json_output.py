@@ -7,7 +7,7 @@ import pytest
 from jsonschema import Draft202012Validator
 
 from phaseprof.analysis.pipeline import analyze_trace
-from phaseprof.cli import main
+from phaseprof.commands.main import main
 from phaseprof.report.json_io import SCHEMA_PATH, dumps, json_schema, load_breakdown, write_breakdown
 from phaseprof.trace.markers import phaseprof_step_name
 
@@ -23,7 +23,7 @@ def _trace(tmp_path):
 
 
 def test_committed_schema_is_the_generated_one():
-    # Regenerate with: python -m phaseprof.report.schemas_cli
+    # Regenerate with: python -m phaseprof.commands.schemas
     assert orjson.loads(SCHEMA_PATH.read_bytes()) == orjson.loads(orjson.dumps(json_schema()))
 
 
@@ -54,7 +54,7 @@ def test_load_breakdown_rejects_other_documents(tmp_path):
 
 
 def test_schema_generator_finds_and_rewrites_a_stale_schema(tmp_path, monkeypatch, capsys):
-    from phaseprof.report import schemas_cli
+    from phaseprof.commands import schemas as schemas_cli
 
     assert schemas_cli.stale() == {} and schemas_cli.main(["--check"]) == 0  # every committed schema is current
     stale = tmp_path / "breakdown.schema.json"

@@ -37,7 +37,7 @@ def _env(**extra: str) -> dict[str, str]:
 
 
 def _program(args: list[str], **env: str) -> bytes:
-    res = subprocess.run([sys.executable, "-m", "phaseprof.cli", *args], capture_output=True, env=_env(**env),
+    res = subprocess.run([sys.executable, "-m", "phaseprof.commands.main", *args], capture_output=True, env=_env(**env),
                          cwd=REPO, timeout=600)
     assert res.returncode == 0, res.stderr.decode()[-2000:]
     return res.stdout
@@ -103,7 +103,7 @@ def test_rank_worker_initializer_runs_before_pandas() -> None:
                                                 (["ceilings", "--help"], False)])
 def test_engine_commands_keep_pyarrow(argv: list[str], blocked: bool) -> None:
     """The program leaves pyarrow out, except for the commands that run vLLM or torch in its process."""
-    code = ("import sys\nfrom phaseprof.cli import entry\nsys.argv = ['phaseprof', *sys.argv[1:]]\n"
+    code = ("import sys\nfrom phaseprof.commands.main import entry\nsys.argv = ['phaseprof', *sys.argv[1:]]\n"
             "try:\n    entry()\nfinally:\n    print('BLOCKED', sys.modules.get('pyarrow', 'absent') is None)\n")
     out = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, env=_env(),
                          timeout=120)
@@ -115,7 +115,7 @@ def test_engine_commands_keep_pyarrow(argv: list[str], blocked: bool) -> None:
 def test_blas_single_threaded_except_for_engine_commands(argv: list[str], single: bool) -> None:
     """The program sets one BLAS thread before numpy loads (where the user set no count), except for the commands
     that run vLLM or torch in its process; a count the user set is kept."""
-    code = ("import os, sys\nfrom phaseprof.cli import entry\nsys.argv = ['phaseprof', *sys.argv[1:]]\n"
+    code = ("import os, sys\nfrom phaseprof.commands.main import entry\nsys.argv = ['phaseprof', *sys.argv[1:]]\n"
             "try:\n    entry()\nexcept SystemExit:\n    pass\n"
             "finally:\n    print('BLAS', [os.environ.get(v) for v in ('OPENBLAS_NUM_THREADS', 'OMP_NUM_THREADS')])\n")
     env = {k: v for k, v in _env().items() if k not in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")}
@@ -133,7 +133,7 @@ def test_gc_paused_and_frozen_for_the_first_read_in_the_program_only(monkeypatch
     code keeps its GC as it was."""
     import gc
 
-    from phaseprof.report import analyze_plain_cli
+    from phaseprof.commands import analyze_plain
     from phaseprof.trace import read
 
     trace = REPO / TRACES[1]
@@ -141,11 +141,11 @@ def test_gc_paused_and_frozen_for_the_first_read_in_the_program_only(monkeypatch
     load = read.load_tables
     monkeypatch.setattr(read, "load_tables", lambda *a, **k: (load(*a, **k), after_read.append(gc.isenabled()))[0])
     frozen = gc.get_freeze_count()
-    tables = analyze_plain_cli._first_tables(trace, None, lambda: None)
+    tables = analyze_plain._first_tables(trace, None, lambda: None)
     assert len(tables.gpu) and after_read == [True] and gc.isenabled() and gc.get_freeze_count() == frozen
-    monkeypatch.setattr(analyze_plain_cli, "own_process", lambda: True)
+    monkeypatch.setattr(analyze_plain, "own_process", lambda: True)
     try:
-        tables = analyze_plain_cli._first_tables(trace, None, lambda: None)
+        tables = analyze_plain._first_tables(trace, None, lambda: None)
         assert len(tables.gpu) and after_read == [True, False]  # still off as the read ends ...
         assert gc.isenabled() and gc.get_freeze_count() > frozen  # ... then on, with what exists frozen
     finally:

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from phaseprof.capture.inprocess.multi_gpu import check_gpus, parallel_kwargs
-from phaseprof.cli import main
+from phaseprof.commands.main import main
 from phaseprof.errors import EnvironmentProblem, PhaseprofError
 
 

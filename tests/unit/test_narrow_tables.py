@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from phaseprof.cli import main
+from phaseprof.commands.main import main
 from phaseprof.report.fit import split_columns
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -134,7 +134,7 @@ def test_pipe_output_fits_80_columns() -> None:
     """No COLUMNS and stdout a pipe: rich falls back to 80 columns; the tables must still be whole."""
     env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
     env["PYTHONPATH"] = str(ROOT)
-    res = subprocess.run([sys.executable, "-m", "phaseprof.cli", "analyze", str(CPU_TRACE)], capture_output=True,
+    res = subprocess.run([sys.executable, "-m", "phaseprof.commands.main", "analyze", str(CPU_TRACE)], capture_output=True,
                          text=True, env=env, check=True, cwd=ROOT)
     _assert_fits(res.stdout, 80)
     assert "ops % of wall" in res.stdout

@@ -88,7 +88,7 @@ def _dotted(node: ast.expr, aliases: dict[str, set[str]]) -> set[str]:
 
 def _imported_by_name(src: Source) -> set[tuple[str, str]]:
     """``importlib.import_module(name).attr`` with ``name`` among the file's string constants naming a phaseprof
-    module (``COMMAND_MODULES = {"memory": "phaseprof.memory.cli"}``, then ``import_module(name).register(app)``)."""
+    module (``COMMAND_MODULES = {"memory": "phaseprof.commands.memory"}``, then ``import_module(name).register(app)``)."""
     names = {n.value for n in ast.walk(src.tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)
              and n.value.startswith("phaseprof.")}
     attrs = {n.attr for n in ast.walk(src.tree) if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Call)
@@ -139,8 +139,8 @@ def test_the_scan_sees_callers() -> None:
     """The scan finds real callers: by import, through a module alias, and inside the module itself."""
     found = {(src.module, fn.name): has_program_caller(src, fn) for src, fn in defined()}
     assert found[("phaseprof.report.json_io", "load_breakdown")]  # from ... import load_breakdown
-    assert found[("phaseprof.report.schemas_cli", "main")]  # its module's ``if __name__ == "__main__"``
-    assert found[("phaseprof.sol.cli", "register")]  # through a loop's name or ``import_module(name)``
+    assert found[("phaseprof.commands.schemas", "main")]  # its module's ``if __name__ == "__main__"``
+    assert found[("phaseprof.commands.ceilings", "register")]  # through a loop's name or ``import_module(name)``
     assert len(found) > 300
 
 

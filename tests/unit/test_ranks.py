@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from phaseprof.scale.ranks import analyze_ranks, find_trace_files
-from phaseprof.cli import main
+from phaseprof.commands.main import main
 from phaseprof.errors import PhaseprofError
 
 ROOT = Path(__file__).resolve().parents[2]

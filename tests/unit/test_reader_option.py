@@ -9,7 +9,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from phaseprof import cli
+from phaseprof.commands import main as cli
 from phaseprof.trace import native
 
 from ..conftest import REPO

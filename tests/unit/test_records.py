@@ -138,7 +138,7 @@ def test_a_sweep_point_keeps_keys_it_does_not_know_and_refuses_bad_types(tmp_pat
 
 
 def test_committed_schemas_are_the_records() -> None:
-    # Regenerate with: python -m phaseprof.report.schemas_cli
+    # Regenerate with: python -m phaseprof.commands.schemas
     for path, cls in ((RUN_SCHEMA_PATH, RunRecord), (SWEEP_SCHEMA_PATH, SweepRecord)):
         assert json.loads(path.read_text()) == json.loads(json.dumps(schema(cls))), path.name
     props = schema(RunRecord)["$defs"]["RunRecord"]["properties"]

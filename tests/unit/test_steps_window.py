@@ -80,7 +80,7 @@ def test_no_markers_and_rank_directories_are_refused(capsys: pytest.CaptureFixtu
 
 
 def test_cli_json_records_the_window(tmp_path: Path) -> None:
-    from phaseprof.cli import main
+    from phaseprof.commands.main import main
 
     out = tmp_path / "w.json"
     assert main(["analyze", str(GRAPH_DECODE), "--steps", "3:5", "--json", str(out), "--format", "json"]) == 0

@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from phaseprof.cli import main
+from phaseprof.commands.main import main
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -101,7 +101,7 @@ def capture_server(capture: CaptureOptions, *, server: str, trace_dir: Path | No
 
         print_table(next(iter(res.breakdowns.values())), console)
     elif res.rank_summary is not None:
-        from phaseprof.scale.cli import print_multirank  # noqa: PLC0415
+        from phaseprof.commands.scale import print_multirank  # noqa: PLC0415
 
         print_multirank(res.rank_summary, console)
 

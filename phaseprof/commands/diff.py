@@ -168,7 +168,7 @@ def diff(
                   soft_wrap=True)
     failed = [c for c in checks if c.failed]
     if failed:
-        # An error with exit code 1 (not typer.Exit): phaseprof.cli.main turns it into one line and exit 1.
+        # An error with exit code 1 (not typer.Exit): phaseprof.commands.main.main turns it into one line and exit 1.
         raise PhaseprofError(f"{len(failed)} of {len(checks)} --fail-on check(s) failed", exit_code=1)
 
 

@@ -18,14 +18,14 @@ from phaseprof.lean_process import leave_out_pyarrow, mark_own_process, single_t
 #: A run imports only its command's module (``phaseprof analyze`` never imports capture, diff, the dashboard...):
 #: imports were most of the time before ``analyze`` read its first byte (1.1 s; ``benchmarks/bench_loader.py``).
 COMMAND_MODULES = {
-    "analyze": "phaseprof.report.analyze_cli",
-    "capture": "phaseprof.capture.cli",
-    "sweep": "phaseprof.capture.cli",
-    "memory": "phaseprof.memory.cli",
-    "diff": "phaseprof.report.diff_cli",
-    "dashboard": "phaseprof.dashboard.cli",
-    "ceilings": "phaseprof.sol.cli",
-    "pareto": "phaseprof.pareto.cli",
+    "analyze": "phaseprof.commands.analyze",
+    "capture": "phaseprof.commands.capture",
+    "sweep": "phaseprof.commands.capture",
+    "memory": "phaseprof.commands.memory",
+    "diff": "phaseprof.commands.diff",
+    "dashboard": "phaseprof.commands.dashboard",
+    "ceilings": "phaseprof.commands.ceilings",
+    "pareto": "phaseprof.commands.pareto",
 }
 
 _registered: list[str] = []  # modules registered so far, in order
@@ -87,7 +87,7 @@ def _register(command: str | None) -> Any:  # noqa: ANN401 - typer.Typer
 
 
 def __getattr__(name: str) -> Any:
-    # ``phaseprof.cli.app``: the app with every command (tests and tools list them); ``main`` registers one.
+    # ``phaseprof.commands.main.app``: the app with every command (tests and tools list them); ``main`` registers one.
     if name == "app":
         return _register(None)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -113,7 +113,7 @@ def _click_exceptions() -> tuple[type[BaseException], ...]:
 def main(argv: list[str] | None = None) -> int:
     """Entry point: PhaseprofError becomes one line on stderr and its exit code; so does output that cannot be
     written (:func:`output_failed`: a closed pipe exits 141 quietly). ``phaseprof analyze`` with a plain command
-    line runs without typer (``report.analyze_plain_cli.parse``); every other one goes through typer."""
+    line runs without typer (``report.analyze_plain.parse``); every other one goes through typer."""
     try:
         return _main(sys.argv[1:] if argv is None else argv)
     except OSError as e:  # writing the output failed (a read failure is a PhaseprofError naming its file)
@@ -126,13 +126,13 @@ def main(argv: list[str] | None = None) -> int:
 
 def _main(args: list[str]) -> int:
     if args[:1] == ["analyze"]:
-        from phaseprof.report import analyze_plain_cli
+        from phaseprof.commands import analyze_plain
 
-        options = analyze_plain_cli.parse(args[1:])
+        options = analyze_plain.parse(args[1:])
         if options is not None:
             try:
                 with inputs_guarded():
-                    analyze_plain_cli.run(**options)
+                    analyze_plain.run(**options)
             except PhaseprofError as e:
                 return _error(e)
             except KeyboardInterrupt:
@@ -252,7 +252,7 @@ ENGINE_COMMANDS = frozenset({"capture", "sweep", "ceilings"})
 
 
 def entry() -> int:
-    """The ``phaseprof`` program (console script and ``python -m phaseprof.cli``): :func:`main`, in a process that
+    """The ``phaseprof`` program (console script and ``python -m phaseprof.commands.main``): :func:`main`, in a process that
     leaves pyarrow out (``phaseprof.lean_process``) unless the command runs an engine, and that ends an analysis
     without the interpreter's teardown (:func:`exit_without_teardown`). Tests call :func:`main` in their own
     process instead."""
@@ -273,10 +273,10 @@ def entry() -> int:
 
 
 def _plain_analyze(words: list[str]) -> bool:
-    """Whether ``phaseprof analyze words`` ran without typer (``analyze_plain_cli``): an analysis, not its help."""
-    from phaseprof.report import analyze_plain_cli
+    """Whether ``phaseprof analyze words`` ran without typer (``commands.analyze_plain``): an analysis, not its help."""
+    from phaseprof.commands import analyze_plain
 
-    return analyze_plain_cli.parse(words) is not None
+    return analyze_plain.parse(words) is not None
 
 
 def exit_without_teardown(code: int) -> None:

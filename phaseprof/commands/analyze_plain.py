@@ -1,8 +1,8 @@
 """The run of ``phaseprof analyze`` without typer: its body (:func:`run`) and a parser of the plain command lines
-(:func:`parse`). ``phaseprof analyze`` dispatches here before importing typer (``phaseprof.cli.main``), which
+(:func:`parse`). ``phaseprof analyze`` dispatches here before importing typer (``phaseprof.commands.main.main``), which
 with its pydantic coercion was ~0.4 s of CPU before the trace's first byte was read; any command line the parser
 is not sure of (``--help``, an unknown or repeated option, a value it would have to check) goes to typer's
-command (``report/analyze_cli.py``), which calls the same :func:`run`. ``tests/unit/test_cli_lazy.py`` checks
+command (``commands/analyze.py``), which calls the same :func:`run`. ``tests/unit/test_cli_lazy.py`` checks
 that the two agree on the options."""
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ class OutputFormat(str, Enum):
 
 #: The options of ``phaseprof analyze``: each name, the keyword of :func:`run` it sets, and its kind ("path",
 #: "str", "int>=1", "format", "reader", "flag"; a list kind ends with "*": repeatable). typer's declaration
-#: (``analyze_cli.analyze``) is the reference; a test checks that the two list the same options.
+#: (``commands.analyze.analyze``) is the reference; a test checks that the two list the same options.
 OPTIONS: dict[str, tuple[str, str]] = {
     "--json": ("json_out", "path"), "--format": ("fmt", "format"), "-f": ("fmt", "format"),
     "--rules": ("rules", "path*"), "--cross-check": ("cross_check", "str"), "--model-config": ("model_config", "str"),
@@ -109,7 +109,7 @@ def run(traces: list[Path], json_out: Path | None = None, fmt: OutputFormat = Ou
         by: str | None = None, graph_reference: Path | None = None, ceilings: str | None = None,
         full_names: bool = False, jobs: int | None = None, steps: str | None = None, ray: str | None = None,
         reader: Reader = Reader.AUTO, verbose: bool = False) -> None:
-    """``phaseprof analyze`` with its options parsed (``analyze_cli.analyze`` documents them). The reader that
+    """``phaseprof analyze`` with its options parsed (``commands.analyze.analyze`` documents them). The reader that
     read each trace, and why, goes to stderr with ``verbose``, and always where a scanner library is installed
     but refused (another ABI: a stale build), which would otherwise only be slower."""
     rules = list(rules or [])
@@ -124,7 +124,7 @@ def run(traces: list[Path], json_out: Path | None = None, fmt: OutputFormat = Ou
 
         load_measured(ceilings)
     if ray is not None:
-        from phaseprof.scale.cli import analyze_on_ray
+        from phaseprof.commands.scale import analyze_on_ray
 
         if reader != Reader.AUTO:
             raise PhaseprofError(f"--reader {reader.value} with --ray: the nodes' tasks read with --reader auto "
@@ -326,7 +326,7 @@ def _expand(paths: list[Path], rules: list[Path], console: Callable[[], Console]
             from phaseprof.scale.workers import start_early
 
             start_early(jobs, len(got.rank_traces))  # the workers' imports run beside this process's
-            from phaseprof.scale.cli import analyze_rank_dir
+            from phaseprof.commands.scale import analyze_rank_dir
 
             analyze_rank_dir(list(got.rank_traces), rules=list(rules), jobs=jobs, fmt=fmt, json_out=json_out,
                              console=console(), documents=documents, reader=reader, verbose=verbose)

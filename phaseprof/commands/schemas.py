@@ -1,6 +1,6 @@
 """The committed JSON Schemas, generated from the types that write each file.
 
-``python -m phaseprof.report.schemas_cli`` rewrites every schema whose content differs from its types (files
+``python -m phaseprof.commands.schemas`` rewrites every schema whose content differs from its types (files
 already current are left byte for byte as they are); ``--check`` only lists them and exits 1 when any is stale
 (the tests keep them current). The memory plan's schema (``memory/memory_plan.schema.json``) is written by hand:
 its document is built from plain dicts, not from types.
@@ -45,7 +45,7 @@ def stale() -> dict[Path, dict[str, Any]]:
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if args not in ([], ["--check"]):
-        print("usage: python -m phaseprof.report.schemas_cli [--check]", file=sys.stderr)
+        print("usage: python -m phaseprof.commands.schemas [--check]", file=sys.stderr)
         return 2
     todo = stale()
     for path, doc in todo.items():

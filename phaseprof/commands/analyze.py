@@ -1,5 +1,5 @@
 """``phaseprof analyze``: traces in, breakdowns out (rendered by this package; computed by ``analysis.pipeline``).
-The command's options and help; its run is ``analyze_plain_cli.run``."""
+The command's options and help; its run is ``analyze_plain.run``."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ from pathlib import Path
 
 import typer
 
-from phaseprof.report.analyze_plain_cli import OutputFormat, run
+from phaseprof.commands.analyze_plain import OutputFormat, run
 from phaseprof.trace.readers import Reader
 
-# typer's command: its options and help. The run itself is ``analyze_plain_cli.run``, which ``phaseprof analyze``
-# calls without typer for the command lines ``analyze_plain_cli.parse`` is sure of.
+# typer's command: its options and help. The run itself is ``analyze_plain.run``, which ``phaseprof analyze``
+# calls without typer for the command lines ``analyze_plain.parse`` is sure of.
 
 
 def analyze(

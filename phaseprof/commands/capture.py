@@ -11,7 +11,7 @@ from typing import Any
 import typer
 from rich.console import Console
 
-from phaseprof.capture.server.cli import (
+from phaseprof.commands.capture_server import (
     trace_limit,
     DECODE_SERVER_HELP,
     RAY_HELP,

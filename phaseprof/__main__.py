@@ -1,0 +1,5 @@
+"""``python -m phaseprof``: the ``phaseprof`` command (:func:`phaseprof.commands.main.entry`)."""
+
+from phaseprof.commands.main import entry
+
+entry()
