@@ -20,7 +20,7 @@ ADDRESS = "127.0.0.1"
 
 def app_path() -> Path:
     """The Streamlit script, inside the installed package (``phaseprof/dashboard/app.py``)."""
-    return Path(__file__).resolve().with_name("app.py")
+    return Path(__file__).resolve().parent.parent / "dashboard" / "app.py"
 
 
 def streamlit_command(*, app: Path, runs_dir: Path, port: int, max_upload_mb: int, headless: bool = True,
