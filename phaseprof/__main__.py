@@ -1,5 +1,7 @@
-"""``python -m phaseprof``: the ``phaseprof`` command (:func:`phaseprof.commands.main.entry`)."""
+"""``python -m phaseprof``: the ``phaseprof`` command (:func:`phaseprof.commands.main.entry`), with its exit status."""
+
+import sys
 
 from phaseprof.commands.main import entry
 
-entry()
+sys.exit(entry())

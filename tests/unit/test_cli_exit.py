@@ -98,3 +98,14 @@ def test_keeps_the_teardown_under_ray(exits: list[int], monkeypatch: pytest.Monk
     monkeypatch.setitem(sys.modules, "ray", object())
     cli.exit_without_teardown(0)
     assert exits == []
+
+
+@pytest.mark.parametrize("args, code", [(["analyze", "--jobs", "0", str(TRACE)], 2),
+                                        (["analyze", "/nonexistent/trace.json"], 2),
+                                        (["analyze", "-f", "json", str(TRACE)], 0)])
+def test_python_dash_m_phaseprof_exits_with_the_commands_status(args: list[str], code: int) -> None:
+    """``python -m phaseprof`` is the console script: a usage error or a missing file is a non-zero exit."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+    res = subprocess.run([sys.executable, "-m", "phaseprof", *args], capture_output=True, text=True, env=env,
+                         timeout=300)
+    assert res.returncode == code, res.stderr
