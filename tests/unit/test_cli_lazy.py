@@ -137,3 +137,12 @@ def test_plain_and_typer_runs_print_the_same(capsys: pytest.CaptureFixture[str])
     app = cli._register("analyze")
     app(args=["analyze", "--format", "json", trace], standalone_mode=False)
     assert capsys.readouterr().out == plain and plain.startswith("{")
+
+
+def test_bench_cli_runs_both_paths_to_the_same_json() -> None:
+    """benchmarks/bench_cli.py, one round: its plain and typer contenders must print the same analysis."""
+    proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "bench_cli.py"), "--repeat", "1"],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:] + proc.stdout
+    assert "analyze JSON identical, plain and typer, every round: True" in proc.stdout, proc.stdout
+    assert "typer's path: " in proc.stdout and "import (-X importtime" in proc.stdout, proc.stdout
