@@ -1,10 +1,11 @@
 """``phaseprof analyze``: traces in, breakdowns out (the run is ``analyze_plain.run``).
 
 Each parameter is declared once, in :data:`PARAMS`: its names and help; its type and default are those of the
-keyword of ``run`` it sets. From that table :func:`register` builds typer's command (help, usage errors, every
-command line) and :func:`parse` reads a plain command line without importing typer: typer's path, with the
-pydantic its option coercion imports, made a ``phaseprof analyze --format json`` of a committed trace 0.07 s
-slower (0.53 s against 0.46 s, median of 9, 2 vCPUs; ``benchmarks/bench_cli.py``)."""
+keyword of ``run`` it sets. From that table :func:`register` builds typer's command (help, usage errors, any
+command line :func:`parse` leaves to it) and :func:`parse` reads a plain one without importing typer. Typer's
+path, with the pydantic its option coercion imports, makes ``phaseprof analyze --format json`` of the committed
+H200 eager decode trace ~0.075 s slower (0.58 s against 0.50 s wall, 0.54 against 0.47 CPU-s; medians of 9,
+2 vCPUs; ``benchmarks/bench_cli.py``)."""
 
 from __future__ import annotations
 
