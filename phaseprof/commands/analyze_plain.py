@@ -1,9 +1,6 @@
-"""The run of ``phaseprof analyze`` without typer: its body (:func:`run`) and a parser of the plain command lines
-(:func:`parse`). ``phaseprof analyze`` dispatches here before importing typer (``phaseprof.commands.main.main``), which
-with its pydantic coercion was ~0.4 s of CPU before the trace's first byte was read; any command line the parser
-is not sure of (``--help``, an unknown or repeated option, a value it would have to check) goes to typer's
-command (``commands/analyze.py``), which calls the same :func:`run`. ``tests/unit/test_cli_lazy.py`` checks
-that the two agree on the options."""
+"""The run of ``phaseprof analyze`` (:func:`run`), which imports no typer: a plain command line
+(``commands.analyze.parse``) calls it directly, any other goes through typer's command (``commands.analyze``),
+which calls the same :func:`run`. Its signature gives each option its type and default."""
 
 from __future__ import annotations
 
@@ -33,70 +30,6 @@ class OutputFormat(str, Enum):
     markdown = "markdown"
 
 
-#: The options of ``phaseprof analyze``: each name, the keyword of :func:`run` it sets, and its kind ("path",
-#: "str", "int>=1", "format", "reader", "flag"; a list kind ends with "*": repeatable). typer's declaration
-#: (``commands.analyze.analyze``) is the reference; a test checks that the two list the same options.
-OPTIONS: dict[str, tuple[str, str]] = {
-    "--json": ("json_out", "path"), "--format": ("fmt", "format"), "-f": ("fmt", "format"),
-    "--rules": ("rules", "path*"), "--cross-check": ("cross_check", "str"), "--model-config": ("model_config", "str"),
-    "--by": ("by", "str"), "--graph-reference": ("graph_reference", "path"), "--ceilings": ("ceilings", "str"),
-    "--full-names": ("full_names", "flag"), "--jobs": ("jobs", "int>=1"), "-j": ("jobs", "int>=1"),
-    "--steps": ("steps", "str"), "--ray": ("ray", "str"), "--reader": ("reader", "reader"),
-    "--verbose": ("verbose", "flag"), "-v": ("verbose", "flag"),
-}
-
-
-def parse(argv: list[str]) -> dict[str, Any] | None:
-    """The keywords of :func:`run` for ``argv`` (the words after ``analyze``), or None where typer must parse it:
-    anything but trace words and the options above, each given once as ``--name value``, ``--name=value`` or
-    ``-x value`` with a value that needs no checking beyond what is done here (typer then gives its own help,
-    usage errors and messages)."""
-    kw: dict[str, Any] = {"traces": [], "rules": []}
-    seen: set[str] = set()
-    words = iter(argv)
-    for word in words:
-        if word == "-" or not word.startswith("-"):
-            kw["traces"].append(Path(word))
-            continue
-        name, eq, value = word.partition("=") if word.startswith("--") else (word, "", "")
-        spec = OPTIONS.get(name)
-        if spec is None:
-            return None
-        key, kind = spec
-        if kind == "flag":
-            if eq or key in seen:
-                return None
-            kw[key] = True
-            seen.add(key)
-            continue
-        if not eq:
-            value = next(words, None)
-            if value is None:
-                return None
-        if not value or value.startswith("-") or (key in seen and not kind.endswith("*")):
-            return None  # "-" (standard input) as a value, an empty one, a repeat: typer says what it makes of it
-        seen.add(key)
-        if kind == "path*":
-            kw[key].append(Path(value))
-        elif kind == "path":
-            kw[key] = Path(value)
-        elif kind == "format":
-            if value not in OutputFormat.__members__:
-                return None
-            kw[key] = OutputFormat(value)
-        elif kind == "reader":
-            if value not in Reader._value2member_map_:
-                return None
-            kw[key] = Reader(value)
-        elif kind == "int>=1":
-            if not (value.isascii() and value.isdigit()) or int(value) < 1:
-                return None
-            kw[key] = int(value)
-        else:
-            kw[key] = value
-    return kw if kw["traces"] else None
-
-
 def _echo(text: str) -> None:
     """A line on stdout, flushed (as ``typer.echo`` of a string)."""
     out = sys.stdout
@@ -109,7 +42,7 @@ def run(traces: list[Path], json_out: Path | None = None, fmt: OutputFormat = Ou
         by: str | None = None, graph_reference: Path | None = None, ceilings: str | None = None,
         full_names: bool = False, jobs: int | None = None, steps: str | None = None, ray: str | None = None,
         reader: Reader = Reader.AUTO, verbose: bool = False) -> None:
-    """``phaseprof analyze`` with its options parsed (``commands.analyze.analyze`` documents them). The reader that
+    """``phaseprof analyze`` with its options parsed (``commands.analyze.PARAMS`` documents them). The reader that
     read each trace, and why, goes to stderr with ``verbose``, and always where a scanner library is installed
     but refused (another ABI: a stale build), which would otherwise only be slower."""
     rules = list(rules or [])

@@ -113,7 +113,7 @@ def _click_exceptions() -> tuple[type[BaseException], ...]:
 def main(argv: list[str] | None = None) -> int:
     """Entry point: PhaseprofError becomes one line on stderr and its exit code; so does output that cannot be
     written (:func:`output_failed`: a closed pipe exits 141 quietly). ``phaseprof analyze`` with a plain command
-    line runs without typer (``report.analyze_plain.parse``); every other one goes through typer."""
+    line runs without typer (``commands.analyze.parse``); every other one goes through typer."""
     try:
         return _main(sys.argv[1:] if argv is None else argv)
     except OSError as e:  # writing the output failed (a read failure is a PhaseprofError naming its file)
@@ -126,13 +126,13 @@ def main(argv: list[str] | None = None) -> int:
 
 def _main(args: list[str]) -> int:
     if args[:1] == ["analyze"]:
-        from phaseprof.commands import analyze_plain
+        from phaseprof.commands import analyze
 
-        options = analyze_plain.parse(args[1:])
+        options = analyze.parse(args[1:])
         if options is not None:
             try:
                 with inputs_guarded():
-                    analyze_plain.run(**options)
+                    analyze.run(**options)
             except PhaseprofError as e:
                 return _error(e)
             except KeyboardInterrupt:
@@ -273,10 +273,10 @@ def entry() -> int:
 
 
 def _plain_analyze(words: list[str]) -> bool:
-    """Whether ``phaseprof analyze words`` ran without typer (``commands.analyze_plain``): an analysis, not its help."""
-    from phaseprof.commands import analyze_plain
+    """Whether ``phaseprof analyze words`` ran without typer (``commands.analyze.parse``): an analysis, not its help."""
+    from phaseprof.commands import analyze
 
-    return analyze_plain.parse(words) is not None
+    return analyze.parse(words) is not None
 
 
 def exit_without_teardown(code: int) -> None:

@@ -1,7 +1,7 @@
 """``phaseprof analyze`` reads its trace before it imports the analysis (``phaseprof.commands.main.COMMAND_MODULES``,
 ``report/analyze.py``), and the analysis' imports then overlap the read (``trace.read.load_tables(meanwhile=)``).
-A plain ``phaseprof analyze`` command line runs without typer (``report/analyze_plain.py``); the two parsers must
-agree.
+A plain ``phaseprof analyze`` command line runs without typer (``commands.analyze.parse``); typer's command is built
+from the same declaration (``commands.analyze.PARAMS``), and the two must read a command line alike.
 
 What a run has imported when it first opens the trace is checked here, not how long that took (the figure is
 ``benchmarks/bench_loader.py``'s "startup")."""
@@ -50,7 +50,7 @@ def test_analyze_reads_the_trace_before_importing_the_analysis(fmt: str) -> None
                          capture_output=True, text=True, env=env, cwd=REPO, timeout=300)
     assert res.returncode == 0, res.stderr[-2000:]
     imported = set(json.loads(res.stdout))
-    heavy = {"pandas", "typer", "pydantic", "phaseprof.commands.analyze", "phaseprof.analysis", "phaseprof.classify", "phaseprof.sol", "phaseprof.report.table",
+    heavy = {"pandas", "typer", "pydantic", "phaseprof.analysis", "phaseprof.classify", "phaseprof.sol", "phaseprof.report.table",
              "phaseprof.capture", "phaseprof.commands.diff", "phaseprof.dashboard", "phaseprof.pareto",
              "phaseprof.memory", "phaseprof.scale"}
     if fmt == "json":
@@ -58,7 +58,7 @@ def test_analyze_reads_the_trace_before_importing_the_analysis(fmt: str) -> None
     assert not heavy & imported, sorted(heavy & imported)
     # The read starts on a thread (trace.readahead) before the loader's own imports (numpy, msgspec, the scanner),
     # which then overlap it: whether they have begun by the thread's first open is a race, not checked.
-    assert {"phaseprof.commands.analyze_plain", "phaseprof.trace.readahead"} <= imported
+    assert {"phaseprof.commands.analyze", "phaseprof.commands.analyze_plain", "phaseprof.trace.readahead"} <= imported
 
 
 def test_every_command_is_registered_by_its_listed_module() -> None:
@@ -77,31 +77,16 @@ def test_the_full_app_lists_commands_in_order_after_one_was_registered(capsys: p
     capsys.readouterr()
 
 
-def test_the_plain_parser_knows_the_options_typer_declares() -> None:
+def test_every_keyword_of_the_run_is_declared_once_and_typer_offers_it() -> None:
     import inspect
-    import typing
-    from pathlib import Path
 
-    from phaseprof.commands import analyze, analyze_plain
-    from phaseprof.trace.readers import Reader
+    from phaseprof.commands import analyze
 
-    hints = typing.get_type_hints(analyze.analyze)
-    declared, arguments = {}, []
-    for name, param in inspect.signature(analyze.analyze).parameters.items():
-        info, hint = param.default, hints[name]
-        if isinstance(info, typer.models.ArgumentInfo):
-            arguments.append(name)
-            continue
-        base = next((a for a in typing.get_args(hint) if a is not type(None)), hint)
-        kind = ("flag" if hint is bool else "format" if hint is analyze_plain.OutputFormat else
-                "reader" if hint is Reader else
-                "int>=1" if base is int and info.min == 1 else "path*" if hint == list[Path] else
-                "path" if base is Path else "str" if base is str else repr(hint))
-        declared.update({o: (name, kind) for o in info.param_decls})
-    assert declared == analyze_plain.OPTIONS
-    assert arguments == ["traces"]
-    code = analyze_plain.run.__code__
-    assert set(code.co_varnames[:code.co_argcount]) == {name for name, _ in analyze_plain.OPTIONS.values()} | {"traces"}
+    assert list(inspect.signature(analyze.run).parameters) == list(analyze.PARAMS)
+    cmd = typer.main.get_command(cli._register("analyze")).commands["analyze"]  # type: ignore[attr-defined]
+    assert {p.name: tuple(p.opts) for p in cmd.params if p.name != "help"} == \
+        {key: param.names or (key,) for key, param in analyze.PARAMS.items()}
+    assert cmd.help is not None and cmd.help.startswith("Break a trace down by step")
 
 
 @pytest.mark.parametrize("argv", [
@@ -112,24 +97,37 @@ def test_the_plain_parser_knows_the_options_typer_declares() -> None:
     ["t.json", "--reader", "rust"], ["t.json", "--reader", "Native"], ["t.json", "--verbose=1"],
 ])
 def test_the_plain_parser_leaves_to_typer_what_it_is_not_sure_of(argv: list[str]) -> None:
-    from phaseprof.commands import analyze_plain
+    from phaseprof.commands import analyze
 
-    assert analyze_plain.parse(argv) is None
+    assert analyze.parse(argv) is None
 
 
 def test_the_plain_parser_reads_what_typer_reads() -> None:
-    from phaseprof.commands import analyze_plain
+    from phaseprof.commands import analyze
 
     argv = ["a.json", "-f", "json", "--rules", "r1.toml", "b.json.gz", "--rules=r2.toml", "--full-names", "-j", "3",
-            "--steps=4:8", "--json", "out", "--reader", "python", "-v", "-"]
-    got = analyze_plain.parse(argv)
-    assert got is not None
+            "--steps=4:8", "--json", "out", "--reader", "python", "-v", "-", "--cross-check", "shapes",
+            "--model-config=m.json", "--by", "layer", "--graph-reference", "g.json", "--ceilings", "spec",
+            "--ray", "auto"]
+    got = analyze.parse(argv)
+    assert got is not None and set(got) == set(analyze.PARAMS)  # every option, once
     seen: dict = {}
     cmd = typer.main.get_command(cli._register("analyze")).commands["analyze"]  # type: ignore[attr-defined]
     ctx = cmd.make_context("analyze", list(argv))
     seen = {k: v for k, v in ctx.params.items() if v not in (None, False, [], ())}
     assert {k: v for k, v in got.items() if v not in (None, False, [], ())} == \
         {k: list(v) if isinstance(v, tuple) else v for k, v in seen.items()}
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["t.json", "--jobs", "0"], "Invalid value for '--jobs' / '-j'"),
+    (["t.json", "-f", "JSON"], "Invalid value for '--format' / '-f'"),
+    (["t.json", "--reader", "rust"], "Invalid value for '--reader'"),
+])
+def test_typer_refuses_the_values_the_plain_parser_leaves_to_it(argv: list[str], says: str,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["analyze", *argv]) == 2
+    assert says in capsys.readouterr().err
 
 
 def test_plain_and_typer_runs_print_the_same(capsys: pytest.CaptureFixture[str]) -> None:
@@ -139,3 +137,12 @@ def test_plain_and_typer_runs_print_the_same(capsys: pytest.CaptureFixture[str])
     app = cli._register("analyze")
     app(args=["analyze", "--format", "json", trace], standalone_mode=False)
     assert capsys.readouterr().out == plain and plain.startswith("{")
+
+
+def test_bench_cli_runs_both_paths_to_the_same_json() -> None:
+    """benchmarks/bench_cli.py, one round: its plain and typer contenders must print the same analysis."""
+    proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "bench_cli.py"), "--repeat", "1"],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:] + proc.stdout
+    assert "analyze JSON identical, plain and typer, every round: True" in proc.stdout, proc.stdout
+    assert "typer's path: " in proc.stdout and "import (-X importtime" in proc.stdout, proc.stdout
