@@ -31,7 +31,7 @@ from phaseprof.capture.shared.options import (
     parse_int_list,
     resolve_mode,
 )
-from phaseprof.capture.shared.request import DEFAULT_MAX_TRACE_MB, CaptureRequest, InProcess, PdPair, Server
+from phaseprof.capture.shared.request import DEFAULT_MAX_TRACE_MB, CaptureRequest, InProcess, PdServers, Server
 from phaseprof.errors import PhaseprofError
 from phaseprof.safe_text import for_terminal
 
@@ -194,7 +194,7 @@ def capture(
         _print_presets(console)
         return
     request = request_of(ctx)
-    if isinstance(request.target, PdPair):
+    if isinstance(request.target, PdServers):
         capture_disagg(request, console=console)
     elif isinstance(request.target, Server):
         capture_server(request, console=console)

@@ -48,7 +48,7 @@ def capture_server(request: CaptureRequest, *, console: Console) -> None:
 
 def capture_disagg(request: CaptureRequest, *, console: Console) -> None:
     """``phaseprof capture --server P --decode-server D``: time and profile requests through a disaggregated
-    prefill/decode pair (``disagg/capture.py``; ``request``'s target is a ``PdPair``), write the run directory,
+    prefill/decode pair (``disagg/capture.py``; ``request``'s target is a ``PdServers``), write the run directory,
     print the handoff table."""
     from phaseprof.disagg.capture import PdCapture, capture_pd  # noqa: PLC0415
     from phaseprof.disagg.render import print_handoff  # noqa: PLC0415

@@ -24,7 +24,7 @@ from phaseprof.capture.server.probe import FALLBACK_VOCAB, ServerInfo, check_len
 from phaseprof.capture.server.rounds import RequestPlan
 from phaseprof.capture.server.traces import ProfileWindow, snapshot, trace_dir_or_error, wait_for_traces
 from phaseprof.capture.shared.options import CaptureOptions, Phase
-from phaseprof.capture.shared.request import CaptureRequest, PdPair
+from phaseprof.capture.shared.request import CaptureRequest, PdServers
 from phaseprof.capture.shared.record import capture_record
 from phaseprof.capture.shared.rundir import make_readable, run_dir_name, run_directory, unique_run_dir, utc_stamp
 from phaseprof.capture.shared.timing import PhaseTiming, summarize
@@ -60,9 +60,9 @@ class PdCapture:
 
     @classmethod
     def of(cls, request: CaptureRequest) -> PdCapture:
-        """The capture ``request`` asks of its ``PdPair`` target (decode, one prompt length)."""
+        """The capture ``request`` asks of its ``PdServers`` target (decode, one prompt length)."""
         t = request.target
-        if not isinstance(t, PdPair):
+        if not isinstance(t, PdServers):
             raise TypeError(f"a PD capture of a request {request.where}")
         return cls(capture=request.capture_options(Phase.DECODE, request.workload.tokens[0]),
                    prefill=ServerTarget(t.server, timeout_s=t.request_timeout),

@@ -106,7 +106,7 @@ class Server:
 
 
 @dataclass(frozen=True)
-class PdPair:
+class PdServers:
     """The target that is a disaggregated pair: the prefill ``server`` and the ``decode_server``, each with its
     torch_profiler_dir as seen from here, and the catalogue ``link`` the handoff is modelled on."""
 
@@ -119,7 +119,7 @@ class PdPair:
     trace_wait: float
 
 
-Target = InProcess | Server | PdPair
+Target = InProcess | Server | PdServers
 
 #: Every option of ``phaseprof capture`` a request holds, in the order the command line lists them.
 OPTIONS = ("phase", "tokens", "output_tokens", "model", "mode", "quant", "reps", "warmup", "engine_arg", "out",
@@ -249,7 +249,7 @@ def _server(params: Mapping[str, Any], phases: list[Phase], lengths: list[int]) 
     return Server(**{f.name: params[f.name] for f in fields(Server)})
 
 
-def _pd_pair(params: Mapping[str, Any]) -> PdPair:
+def _pd_servers(params: Mapping[str, Any]) -> PdServers:
     if params["trace_dir"] is None or params["decode_trace_dir"] is None:
         raise PhaseprofError("--decode-server needs --trace-dir (the prefill server's torch_profiler_dir) and "
                              "--decode-trace-dir (the decode server's), as seen from here")
@@ -262,7 +262,7 @@ def _pd_pair(params: Mapping[str, Any]) -> PdPair:
     from phaseprof.sol.links import link_by_name  # noqa: PLC0415 - reads the link catalogue
 
     link_by_name(params["link"])  # an unknown link fails before any request
-    return PdPair(**{f.name: params[f.name] for f in fields(PdPair)})
+    return PdServers(**{f.name: params[f.name] for f in fields(PdServers)})
 
 
 def _spelled(name: str, value: Any) -> list[str]:  # noqa: ANN401 - any option's value
@@ -305,7 +305,7 @@ class CaptureRequest:
         _at_least("reps", params["reps"])
         target: Target
         if where == "with --decode-server":
-            target = _pd_pair(params)
+            target = _pd_servers(params)
         elif where == "with --server":
             target = _server(params, phases, lengths)
         else:
@@ -318,7 +318,7 @@ class CaptureRequest:
     def where(self) -> str:
         """The target, as ``NOT_FOR`` names it."""
         t = self.target
-        if isinstance(t, PdPair):
+        if isinstance(t, PdServers):
             return "with --decode-server"
         if isinstance(t, Server):
             return "with --server"
