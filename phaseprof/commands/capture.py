@@ -78,15 +78,6 @@ def request_of(ctx: typer.Context) -> CaptureRequest:
     return CaptureRequest.from_cli(ctx.params, given_options(ctx))
 
 
-def parse_request(args: list[str]) -> CaptureRequest:
-    """``phaseprof capture ARGS`` parsed as the command parses it: run.json's ``command`` read back."""
-    app = typer.Typer()
-    app.command("capture")(capture)
-    command = typer.main.get_command(app)
-    with command.make_context("capture", list(args)) as ctx:
-        return request_of(ctx)
-
-
 def _positive(name: str, value: int) -> int:
     if value < 1:
         raise PhaseprofError(f"--{name} must be at least 1, got {value}")

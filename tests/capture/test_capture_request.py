@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+import typer
 
 from phaseprof.capture.server.capture import ServerCapture
 from phaseprof.capture.shared.options import Hierarchy, Mode, Phase, Quant
@@ -24,7 +25,7 @@ from phaseprof.capture.shared.request import (
     Server,
 )
 from phaseprof.capture.shared.trace_file import DEFAULT_MAX_TRACE_BYTES
-from phaseprof.commands.capture import parse_request
+from phaseprof.commands.capture import capture, request_of
 from phaseprof.commands.main import main
 from phaseprof.disagg.capture import PdCapture
 from phaseprof.errors import PhaseprofError
@@ -32,6 +33,14 @@ from tests.capture.test_server_errors import REAL_TRACE, Stub, stub, vllm_like  
 
 NOBODY = "http://127.0.0.1:9"  # discard port: nothing answers; a capture that reached it would exit 3, not 2
 MIB = 1024 * 1024
+
+
+def parse_request(args: list[str]) -> CaptureRequest:
+    """``phaseprof capture ARGS`` parsed as the command parses it (click's parsing, then ``request_of``)."""
+    app = typer.Typer()
+    app.command("capture")(capture)
+    with typer.main.get_command(app).make_context("capture", list(args)) as ctx:
+        return request_of(ctx)
 
 
 def server_args(tmp: Path) -> list[str]:

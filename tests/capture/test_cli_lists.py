@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from phaseprof.capture.shared.options import Mode, Phase, parse_phases, resolve_mode
-from phaseprof.commands.capture import parse_request
 from phaseprof.commands.main import main
 from phaseprof.errors import PhaseprofError
+from tests.capture.test_capture_request import parse_request
 
 
 def test_phases_keep_order_and_drop_repeats() -> None:
