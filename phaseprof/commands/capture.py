@@ -84,15 +84,13 @@ def _positive(name: str, value: int) -> int:
     return value
 
 
-def _capture_parallel(request: CaptureRequest, console: Console) -> None:
+def _capture_parallel(request: CaptureRequest, target: InProcess, console: Console) -> None:
     from phaseprof.scale.ranks import analyze_ranks, find_trace_files  # noqa: PLC0415
     from phaseprof.capture.inprocess.multi_gpu import capture_parallel  # noqa: PLC0415
     from phaseprof.report.json_io import write_breakdown  # noqa: PLC0415
     from phaseprof.report.table import print_rank_summary  # noqa: PLC0415
 
-    assert isinstance(request.target, InProcess)
-    console.print(f"profiler: vLLM's own (profiler_config), one trace per rank; "
-                  f"{request.target.tensor_parallel_size} GPUs")
+    console.print(f"profiler: vLLM's own (profiler_config), one trace per rank; {target.tensor_parallel_size} GPUs")
     run_dir = capture_parallel(request, console=console)
     summary = analyze_ranks(find_trace_files(run_dir / "ranks"))
     for r, bd in summary.ranks.items():
@@ -185,18 +183,20 @@ def capture(
         _print_presets(console)
         return
     request = request_of(ctx)
-    if isinstance(request.target, PdServers):
+    target = request.target
+    if isinstance(target, PdServers):
         capture_disagg(request, console=console)
-    elif isinstance(request.target, Server):
+    elif isinstance(target, Server):
         capture_server(request, console=console)
-    elif request.target.parallel:
-        _capture_parallel(request, console)
+    elif target.parallel:
+        _capture_parallel(request, target, console)
     else:
-        _capture_in_process(request, console)
+        _capture_in_process(request, target, console)
 
 
-def _capture_in_process(request: CaptureRequest, console: Console) -> None:
-    """Every point of ``request`` from one engine here (two with serving timing on CUDA), one run directory each."""
+def _capture_in_process(request: CaptureRequest, target: InProcess, console: Console) -> None:
+    """Every point of ``request`` (its ``target``) from one engine here (two with serving timing on CUDA), one run
+    directory each."""
     from phaseprof.capture.inprocess.device import cuda_available  # noqa: PLC0415
     from phaseprof.capture.inprocess.engine import explain_engine_error  # noqa: PLC0415
     from phaseprof.capture.inprocess.progress import Stages  # noqa: PLC0415
@@ -205,8 +205,6 @@ def _capture_in_process(request: CaptureRequest, console: Console) -> None:
     from phaseprof.capture.inprocess.runner import capture_phase, open_capture_engines  # noqa: PLC0415
     from phaseprof.capture.shared.result import print_headline  # noqa: PLC0415
 
-    target = request.target
-    assert isinstance(target, InProcess)
     results = []
     cuda = cuda_available()
     points = request.points()
