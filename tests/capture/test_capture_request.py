@@ -245,6 +245,7 @@ def test_in_process_options_reach_the_engine_and_the_points() -> None:
     (["--phase", "decode", "--output-tokens", "0"], "--output-tokens must be at least 1, got 0"),
     (["--phase", "decode", "--profile-steps", "0"], "--profile-steps must be at least 1, got 0"),
     (["--tensor-parallel-size", "0"], "--tensor-parallel-size must be at least 1, got 0"),
+    (["--tensor-parallel-size", "0", "--verbose"], "--tensor-parallel-size must be at least 1, got 0"),
     (["--enable-expert-parallel"], "--enable-expert-parallel needs --tensor-parallel-size of at least 2"),
     (["-tp", "2", "--tokens", "16,32"], "--tensor-parallel-size captures one --phase and one --tokens"),
     (["--max-trace-mb", "nan"], "--max-trace-mb must be more than 0 and at most 4096, got nan"),

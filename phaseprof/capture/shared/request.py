@@ -197,7 +197,8 @@ def _where(params: Mapping[str, Any]) -> str:
         return "with --decode-server"
     if params["server"] is not None:
         return "with --server"
-    if params["tensor_parallel_size"] != 1 or params["enable_expert_parallel"]:
+    _at_least("tensor_parallel_size", params["tensor_parallel_size"])  # before it chooses the target
+    if params["tensor_parallel_size"] > 1 or params["enable_expert_parallel"]:
         return "with --tensor-parallel-size > 1"
     return "in-process (without --server)"
 
@@ -220,7 +221,6 @@ def _in_process(params: Mapping[str, Any], phases: list[Phase], lengths: list[in
         _at_least("profile_steps", params["profile_steps"])
     _check_trace_mb(params["max_trace_mb"])
     parse_engine_args(params["engine_arg"])  # a malformed KEY=VALUE fails here, before vLLM is imported
-    _at_least("tensor_parallel_size", params["tensor_parallel_size"])
     target = InProcess(**{f.name: params[f.name] for f in fields(InProcess)} | {
         "engine_arg": tuple(params["engine_arg"])})
     if target.enable_expert_parallel and target.tensor_parallel_size == 1:
