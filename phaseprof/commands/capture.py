@@ -12,7 +12,6 @@ import typer
 from rich.console import Console
 
 from phaseprof.commands.capture_server import (
-    trace_limit,
     DECODE_SERVER_HELP,
     RAY_HELP,
     SERVER_HELP,
@@ -23,7 +22,6 @@ from phaseprof.commands.capture_server import (
 )
 from phaseprof.capture.shared.options import (
     DEFAULT_HIERARCHY,
-    CaptureOptions,
     EngineOptions,
     Hierarchy,
     Mode,
@@ -31,11 +29,11 @@ from phaseprof.capture.shared.options import (
     Quant,
     parse_engine_args,
     parse_int_list,
+    resolve_mode,
 )
+from phaseprof.capture.shared.request import DEFAULT_MAX_TRACE_MB, CaptureRequest, InProcess, PdServers, Server
 from phaseprof.errors import PhaseprofError
 from phaseprof.safe_text import for_terminal
-
-DEFAULT_MAX_TRACE_MB = 5.0  # the repository's limit for a committed trace (capture.shared.trace_file)
 
 _MODEL_HELP = ("A preset name (see `phaseprof capture --list-presets`), a local Hugging Face model directory, or a "
                "repo id. Default: qwen3.5-35b-a3b with CUDA, else tiny-hybrid (CPU).")
@@ -64,22 +62,36 @@ def canonical_command(ctx: typer.Context) -> list[str]:
     return out
 
 
+def given_options(ctx: typer.Context) -> frozenset[str]:
+    """The options of ``ctx`` the user gave (on the command line or through the environment), not defaults."""
+    given = set()
+    for name in ctx.params:
+        source = ctx.get_parameter_source(name)
+        # typer vendors its own click: the enum is taken from the value, not imported from one of the two
+        if source is not None and source in (type(source).COMMANDLINE, type(source).ENVIRONMENT):
+            given.add(name)
+    return frozenset(given)
+
+
+def request_of(ctx: typer.Context) -> CaptureRequest:
+    """The one ``CaptureRequest`` of a parsed ``phaseprof capture`` command line (every check is there)."""
+    return CaptureRequest.from_cli(ctx.params, given_options(ctx))
+
+
 def _positive(name: str, value: int) -> int:
     if value < 1:
         raise PhaseprofError(f"--{name} must be at least 1, got {value}")
     return value
 
 
-def _capture_parallel(opts, cap, tp: int, ep: bool, console: Console, argv: list[str]) -> None:  # noqa: ANN001
+def _capture_parallel(request: CaptureRequest, target: InProcess, console: Console) -> None:
     from phaseprof.scale.ranks import analyze_ranks, find_trace_files  # noqa: PLC0415
     from phaseprof.capture.inprocess.multi_gpu import capture_parallel  # noqa: PLC0415
     from phaseprof.report.json_io import write_breakdown  # noqa: PLC0415
     from phaseprof.report.table import print_rank_summary  # noqa: PLC0415
 
-    if tp == 1 and ep:
-        raise PhaseprofError("--enable-expert-parallel needs --tensor-parallel-size of at least 2")
-    console.print(f"profiler: vLLM's own (profiler_config), one trace per rank; {tp} GPUs")
-    run_dir = capture_parallel(opts, cap, tp=tp, ep=ep, console=console, argv=argv)
+    console.print(f"profiler: vLLM's own (profiler_config), one trace per rank; {target.tensor_parallel_size} GPUs")
+    run_dir = capture_parallel(request, console=console)
     summary = analyze_ranks(find_trace_files(run_dir / "ranks"))
     for r, bd in summary.ranks.items():
         write_breakdown(bd, run_dir / f"rank{r}.breakdown.json")
@@ -107,45 +119,12 @@ _HIERARCHY_HELP = ("How the profiled request records the nn.Module tree (module 
                    "In-process captures only (--tensor-parallel-size > 1 uses vLLM's own profiler settings).")
 
 
-def resolve_mode(mode: Mode | None, *, cuda: bool) -> Mode:
-    """``--mode`` as given, else what vLLM serves with on this device (graph with CUDA, eager on CPU)."""
-    if mode is not None:
-        return mode
-    return Mode.GRAPH if cuda else Mode.EAGER
-
-
-def parse_phases(spec: str) -> list[Phase]:
-    """``prefill``, ``decode`` or ``prefill,decode`` -> phases in the given order, each once."""
-    out: list[Phase] = []
-    for part in (p.strip() for p in spec.split(",")):
-        if not part:
-            continue
-        try:
-            phase = Phase(part)
-        except ValueError:
-            raise PhaseprofError(f"bad --phase {part!r}: use prefill, decode or prefill,decode") from None
-        if phase not in out:
-            out.append(phase)
-    if not out:
-        raise PhaseprofError("--phase needs prefill, decode or prefill,decode")
-    return out
-
-
 def _with_log(err: PhaseprofError, log: Path) -> PhaseprofError:
     """``err`` naming vLLM's log file when vLLM wrote anything (an empty log is removed)."""
     if log.exists() and log.stat().st_size == 0:
         log.unlink()
         return err
     return PhaseprofError(f"{err} (vLLM's log: {log})", exit_code=err.exit_code)
-
-
-def _one_command(argv: list[str], phase: Phase, tokens: int) -> list[str]:
-    """The canonical command with ``--phase``/``--tokens`` narrowed to one combination (for its run.json)."""
-    out = list(argv)
-    for flag, value in (("--phase", str(phase)), ("--tokens", str(tokens))):
-        if flag in out:
-            out[out.index(flag) + 1] = value
-    return out
 
 
 def capture(
@@ -203,54 +182,21 @@ def capture(
     if list_presets:
         _print_presets(console)
         return
-    phases = parse_phases(phase)
-    lengths = parse_int_list(tokens, what="tokens")
-    if decode_server is not None:
-        if server is None or len(lengths) != 1:
-            raise PhaseprofError("--decode-server goes with --server (the prefill server) and one --tokens value")
-        _positive("tokens", lengths[0])
-        _positive("reps", reps)
-        capture_disagg(CaptureOptions.of(Phase.DECODE, lengths[0], output_tokens=output_tokens, reps=reps,
-                                         warmup=warmup, seed=seed, out=out),
-                       prefill=(server, trace_dir), decode=(decode_server, decode_trace_dir), link=link,
-                       timeout_s=request_timeout, trace_wait_s=trace_wait, console=console,
-                       argv=canonical_command(ctx), max_trace_mb=max_trace_mb)
-        return
-    if server is not None:
-        if len(phases) != 1 or len(lengths) != 1:
-            raise PhaseprofError("--server takes one --phase and one --tokens value")
-        _positive("tokens", lengths[0])
-        _positive("reps", reps)
-        capture_server(CaptureOptions.of(phases[0], lengths[0], output_tokens=output_tokens, reps=reps,
-                                         warmup=warmup, seed=seed, out=out),
-                       server=server, trace_dir=trace_dir, concurrency=concurrency, timeout_s=request_timeout,
-                       trace_wait_s=trace_wait, console=console, argv=canonical_command(ctx), ray=ray,
-                       max_trace_mb=max_trace_mb)
-        return
-    if ray is not None:
-        raise PhaseprofError("--ray goes with --server (an in-process capture writes its traces on this machine)")
-    _positive("reps", reps)
-    if Phase.DECODE in phases:
-        _positive("output-tokens", output_tokens)
-    if profile_steps is not None:
-        _positive("profile-steps", profile_steps)
-    max_trace_bytes = trace_limit(max_trace_mb)["max_trace_bytes"]  # one check for both paths (NaN, inf too)
-    max_out = output_tokens if Phase.DECODE in phases else 1
-    argv = canonical_command(ctx)
+    request = request_of(ctx)
+    target = request.target
+    if isinstance(target, PdServers):
+        capture_disagg(request, console=console)
+    elif isinstance(target, Server):
+        capture_server(request, console=console)
+    elif target.parallel:
+        _capture_parallel(request, target, console)
+    else:
+        _capture_in_process(request, target, console)
 
-    def cap_for(ph: Phase, n: int) -> CaptureOptions:
-        return CaptureOptions.of(ph, n, output_tokens=output_tokens, reps=reps, warmup=warmup, seed=seed, out=out,
-                                 profile_decode_steps=profile_steps, hierarchy=hierarchy)
 
-    if tensor_parallel_size != 1 or enable_expert_parallel:
-        if len(phases) * len(lengths) > 1:
-            raise PhaseprofError("--tensor-parallel-size captures one --phase and one --tokens at a time")
-        engine_opts = EngineOptions(model=model, mode=resolve_mode(mode, cuda=True), quant=quant,
-                                    max_prompt_tokens=lengths[0], max_output_tokens=max_out, max_num_seqs=2,
-                                    engine_args=parse_engine_args(engine_arg), verbose=verbose)
-        _capture_parallel(engine_opts, cap_for(phases[0], lengths[0]), tensor_parallel_size, enable_expert_parallel,
-                          console, argv)
-        return
+def _capture_in_process(request: CaptureRequest, target: InProcess, console: Console) -> None:
+    """Every point of ``request`` (its ``target``) from one engine here (two with serving timing on CUDA), one run
+    directory each."""
     from phaseprof.capture.inprocess.device import cuda_available  # noqa: PLC0415
     from phaseprof.capture.inprocess.engine import explain_engine_error  # noqa: PLC0415
     from phaseprof.capture.inprocess.progress import Stages  # noqa: PLC0415
@@ -261,14 +207,12 @@ def capture(
 
     results = []
     cuda = cuda_available()
-    points = [cap_for(ph, n) for ph in phases for n in lengths]
-    with VllmOutput(console, verbose=verbose) as log, Stages(console) as stages:
-        engine_opts = EngineOptions(model=model, mode=resolve_mode(mode, cuda=cuda), quant=quant,
-                                    max_prompt_tokens=max(lengths), max_output_tokens=max_out, max_num_seqs=2,
-                                    engine_args=parse_engine_args(engine_arg), verbose=verbose)
+    points = request.points()
+    with VllmOutput(console, verbose=target.verbose) as log, Stages(console) as stages:
         try:
-            engines = open_capture_engines(engine_opts, points, console=console, stages=stages,
-                                           output_redirected=not verbose, serving_timing=serving_timing,
+            engines = open_capture_engines(request.engine_options(cuda=cuda), points, console=console,
+                                           stages=stages, output_redirected=not target.verbose,
+                                           serving_timing=target.serving_timing,
                                            device_kind="cuda" if cuda else "cpu")
         except PhaseprofError as e:
             raise _with_log(e, log.path) from e
@@ -276,13 +220,13 @@ def capture(
         try:
             for c in points:
                 results.append(capture_phase(session, c, console=console,
-                                             argv=_one_command(argv, c.phase, c.prompt_tokens),
-                                             max_trace_bytes=max_trace_bytes, stages=stages,
+                                             argv=request.command(phase=c.phase, tokens=c.prompt_tokens),
+                                             max_trace_bytes=request.max_trace_bytes, stages=stages,
                                              vllm_log=log, serving=engines.serving.get((c.phase, c.prompt_tokens))))
         except PhaseprofError:
             raise
         except Exception as e:  # noqa: BLE001 - one line, never a traceback
-            if verbose:
+            if target.verbose:
                 console.print_exception()
             raise _with_log(explain_engine_error(e, session.plan), log.path) from e
         finally:

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
-from phaseprof.capture.shared.options import CaptureOptions, Phase
+from phaseprof.capture.shared.request import CaptureRequest, check_request_timeout
 from phaseprof.errors import PhaseprofError
 
 if TYPE_CHECKING:
@@ -26,72 +25,13 @@ RAY_HELP = ("With --server: collect the rank traces from --trace-dir on every no
             "expand on each node.")
 
 
-#: The longest --request-timeout taken (a week): longer is a typo, and inf/NaN cannot arm a timer.
-MAX_REQUEST_TIMEOUT_S = 7 * 24 * 3600.0
-
-
-def check_request_timeout(timeout_s: float) -> None:
-    """--request-timeout is the deadline of each whole HTTP request: more than 0 s, at most a week."""
-    if not 0 < timeout_s <= MAX_REQUEST_TIMEOUT_S:  # also NaN and inf
-        raise PhaseprofError(f"--request-timeout must be more than 0 and at most {MAX_REQUEST_TIMEOUT_S:g} seconds, "
-                             f"got {timeout_s}")
-
-
-#: In-process options that mean nothing for a server capture (the server's own settings apply instead).
-_ENGINE_ONLY = {"--mode", "--quant", "--tensor-parallel-size", "--model", "--engine-arg", "--profile-steps"}
-
-
-def server_argv(argv: list[str], *, phase: Phase) -> list[str]:
-    """The canonical command without the in-process engine's options (and --output-tokens for prefill)."""
-    drop = _ENGINE_ONLY | ({"--output-tokens"} if phase is Phase.PREFILL else set())
-    out: list[str] = []
-    skip = False
-    for i, a in enumerate(argv):
-        if skip:
-            skip = False
-            continue
-        if a in drop:
-            skip = i + 1 < len(argv) and not argv[i + 1].startswith("--")
-            continue
-        out.append(a)
-    return out
-
-
-#: The largest --max-trace-mb taken (the output's gzipped size limit; a committed trace is 5 MB).
-MAX_TRACE_MB = 4096.0
-
-
-def trace_limit(max_trace_mb: float | None) -> dict[str, int]:
-    """``--max-trace-mb`` as the ``max_trace_bytes`` of a capture request (none given: the default)."""
-    if max_trace_mb is not None and not 0 < max_trace_mb <= MAX_TRACE_MB:  # also NaN and inf
-        raise PhaseprofError(f"--max-trace-mb must be more than 0 and at most {MAX_TRACE_MB:g}, got {max_trace_mb}")
-    return {} if max_trace_mb is None else {"max_trace_bytes": int(max_trace_mb * 1024 * 1024)}
-
-
-def capture_server(capture: CaptureOptions, *, server: str, trace_dir: Path | None, concurrency: int,
-                   timeout_s: float, console: Console, argv: list[str], ray: str | None = None,
-                   trace_wait_s: float = 120.0, max_trace_mb: float | None = None) -> None:
-    """``phaseprof capture --server``: check, time, profile, collect, analyse, print. ``capture``: the same
-    options an in-process capture takes (``CaptureOptions.of``); ``ray``: a Ray cluster's address, to collect
-    from every node of it; ``max_trace_mb``: --max-trace-mb, the size limit of the trace.json.gz written (the
-    server's trace itself is read only up to ``capture.MAX_SERVER_TRACE_BYTES`` decompressed)."""
-    from phaseprof.capture.server.capture import ServerCapture, ServerTarget, capture_from_server  # noqa: PLC0415
+def capture_server(request: CaptureRequest, *, console: Console) -> None:
+    """``phaseprof capture --server``: check, time, profile, collect, analyse, print (``request``'s target is a
+    ``Server``; the server's own trace is read only up to ``capture.MAX_SERVER_TRACE_BYTES`` decompressed)."""
+    from phaseprof.capture.server.capture import ServerCapture, capture_from_server  # noqa: PLC0415
     from phaseprof.capture.shared.result import print_headline  # noqa: PLC0415
 
-    if trace_dir is None:
-        raise PhaseprofError("--server needs --trace-dir (the server's torch_profiler_dir, as seen from here)")
-    if capture.phase is Phase.DECODE and capture.output_tokens < 2:
-        raise PhaseprofError("--phase decode needs --output-tokens of at least 2 (TPOT is the time per token after "
-                             "the first)")
-    if concurrency < 1:
-        raise PhaseprofError(f"--concurrency must be at least 1, got {concurrency}")
-    check_request_timeout(timeout_s)
-    if not trace_wait_s > 0:  # also NaN
-        raise PhaseprofError(f"--trace-wait must be more than 0 seconds, got {trace_wait_s}")
-    limit = trace_limit(max_trace_mb)
-    req = ServerCapture(capture=replace(capture, concurrency=concurrency), trace_dir=trace_dir, ray=ray,
-                        server=ServerTarget(server, timeout_s=timeout_s), trace_wait_s=trace_wait_s, **limit)
-    res = capture_from_server(req, console=console, argv=server_argv(argv, phase=capture.phase))
+    res = capture_from_server(ServerCapture.of(request), console=console, argv=request.command())
     print_headline(res, console)
     if res.breakdown_error or not res.breakdowns:  # the run directory keeps the traces; the capture failed
         raise PhaseprofError(f"no breakdown: {res.breakdown_error or 'no rank trace was analysed'} (the traces "
@@ -106,32 +46,14 @@ def capture_server(capture: CaptureOptions, *, server: str, trace_dir: Path | No
         print_multirank(res.rank_summary, console)
 
 
-def capture_disagg(capture: CaptureOptions, *, prefill: tuple[str, Path | None], decode: tuple[str, Path | None],
-                   link: str, timeout_s: float, trace_wait_s: float, console: Console, argv: list[str],
-                   max_trace_mb: float | None = None) -> None:
+def capture_disagg(request: CaptureRequest, *, console: Console) -> None:
     """``phaseprof capture --server P --decode-server D``: time and profile requests through a disaggregated
-    prefill/decode pair (``disagg/capture.py``), write the run directory, print the handoff table."""
-    from phaseprof.capture.server.capture import ServerTarget  # noqa: PLC0415
+    prefill/decode pair (``disagg/capture.py``; ``request``'s target is a ``PdServers``), write the run directory,
+    print the handoff table."""
     from phaseprof.disagg.capture import PdCapture, capture_pd  # noqa: PLC0415
     from phaseprof.disagg.render import print_handoff  # noqa: PLC0415
-    from phaseprof.sol.links import link_by_name  # noqa: PLC0415
 
-    (p_url, p_dir), (d_url, d_dir) = prefill, decode
-    if p_dir is None or d_dir is None:
-        raise PhaseprofError("--decode-server needs --trace-dir (the prefill server's torch_profiler_dir) and "
-                             "--decode-trace-dir (the decode server's), as seen from here")
-    if capture.output_tokens < 2:
-        raise PhaseprofError("--decode-server needs --output-tokens of at least 2 (TPOT is the time per token "
-                             "after the first)")
-    check_request_timeout(timeout_s)
-    if not trace_wait_s > 0:  # also NaN
-        raise PhaseprofError(f"--trace-wait must be more than 0 seconds, got {trace_wait_s}")
-    link_by_name(link)  # an unknown link fails before any request
-    limit = trace_limit(max_trace_mb)
-    req = PdCapture(capture=capture, prefill=ServerTarget(p_url, timeout_s=timeout_s),
-                    decode=ServerTarget(d_url, timeout_s=timeout_s), prefill_trace_dir=p_dir,
-                    decode_trace_dir=d_dir, trace_wait_s=trace_wait_s, link=link, **limit)
-    res = capture_pd(req, console=console, argv=argv)
+    res = capture_pd(PdCapture.of(request), console=console, argv=request.command())
     print_handoff(res.report, console)
     console.print(f"run directory: {res.run_dir}")
     err = res.sides.prefill.breakdown_error or res.sides.decode.breakdown_error

@@ -23,7 +23,8 @@ from phaseprof.capture.server.capture import ServerTarget, connect, post_profile
 from phaseprof.capture.server.probe import FALLBACK_VOCAB, ServerInfo, check_length, check_profiling
 from phaseprof.capture.server.rounds import RequestPlan
 from phaseprof.capture.server.traces import ProfileWindow, snapshot, trace_dir_or_error, wait_for_traces
-from phaseprof.capture.shared.options import CaptureOptions
+from phaseprof.capture.shared.options import CaptureOptions, Phase
+from phaseprof.capture.shared.request import CaptureRequest, PdServers
 from phaseprof.capture.shared.record import capture_record
 from phaseprof.capture.shared.rundir import make_readable, run_dir_name, run_directory, unique_run_dir, utc_stamp
 from phaseprof.capture.shared.timing import PhaseTiming, summarize
@@ -56,6 +57,18 @@ class PdCapture:
     trace_wait_s: float = 120.0
     link: str = "nvlink4"
     max_trace_bytes: int = DEFAULT_MAX_TRACE_BYTES  # --max-trace-mb: each side's trace.json.gz at most
+
+    @classmethod
+    def of(cls, request: CaptureRequest) -> PdCapture:
+        """The capture ``request`` asks of its ``PdServers`` target (decode, one prompt length)."""
+        t = request.target
+        if not isinstance(t, PdServers):
+            raise TypeError(f"a PD capture of a request {request.where}")
+        return cls(capture=request.capture_options(Phase.DECODE, request.workload.tokens[0]),
+                   prefill=ServerTarget(t.server, timeout_s=t.request_timeout),
+                   decode=ServerTarget(t.decode_server, timeout_s=t.request_timeout), prefill_trace_dir=t.trace_dir,
+                   decode_trace_dir=t.decode_trace_dir, trace_wait_s=t.trace_wait, link=t.link,
+                   max_trace_bytes=request.max_trace_bytes)
 
 
 @dataclass(frozen=True)

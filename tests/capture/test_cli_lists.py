@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from phaseprof.commands.capture import _one_command, parse_phases, resolve_mode
-from phaseprof.capture.shared.options import Mode, Phase
+from phaseprof.capture.shared.options import Mode, Phase, parse_phases, resolve_mode
 from phaseprof.commands.main import main
 from phaseprof.errors import PhaseprofError
+from tests.capture.test_capture_request import parse_request
 
 
 def test_phases_keep_order_and_drop_repeats() -> None:
@@ -20,9 +20,10 @@ def test_phases_keep_order_and_drop_repeats() -> None:
 
 
 def test_each_run_records_its_own_combination() -> None:
-    argv = ["phaseprof", "capture", "--phase", "prefill,decode", "--tokens", "512,4096", "--reps", "5"]
-    assert _one_command(argv, Phase.DECODE, 4096) == ["phaseprof", "capture", "--phase", "decode", "--tokens", "4096",
-                                                      "--reps", "5"]
+    request = parse_request(["--phase", "prefill,decode", "--tokens", "512,4096", "--reps", "5"])
+    cmd = request.command(phase=Phase.DECODE, tokens=4096)
+    assert cmd[:6] == ["phaseprof", "capture", "--phase", "decode", "--tokens", "4096"]
+    assert cmd[cmd.index("--reps") + 1] == "5" and cmd.count("--phase") == cmd.count("--tokens") == 1
 
 
 def test_default_mode_is_what_vllm_serves_with() -> None:

@@ -340,7 +340,7 @@ def test_ray_not_installed_is_one_line(stub: Stub, tmp_path: Path, capsys: pytes
 
 def test_ray_needs_server(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["capture", "--ray", "auto", "--out", str(tmp_path)]) == 2
-    assert "--ray goes with --server" in _err(capsys)
+    assert "--ray does not apply in-process (without --server): it goes with --server" in _err(capsys)
 
 
 def test_several_ranks_print_and_write_the_multirank_report(stub: Stub, tmp_path: Path,

@@ -21,7 +21,7 @@ from rich.console import Console
 from phaseprof.capture.inprocess.device import detect_device, versions
 from phaseprof.capture.inprocess.engine import build_plan, engine_arg_fields, explain_engine_error, require_vllm
 from phaseprof.capture.inprocess.models import check_device, check_tokens, default_model_name, resolve_model
-from phaseprof.capture.shared.options import CaptureOptions, EngineOptions
+from phaseprof.capture.shared.request import CaptureRequest, InProcess
 from phaseprof.capture.shared.prompts import random_prompt
 from phaseprof.capture.shared.record import capture_record
 from phaseprof.capture.shared.rundir import (
@@ -77,11 +77,18 @@ def _time(llm: Any, prompt: dict[str, Any], sp: Any, reps: int) -> list[float]:
     return out
 
 
-def capture_parallel(opts: EngineOptions, cap: CaptureOptions, *, tp: int, ep: bool, console: Console,
-                     argv: list[str]) -> Path:
-    """Run one TP/EP capture and write ``runs/<...>-tp<N>/`` with ``ranks/`` traces, ``run.json`` and one
-    breakdown per rank. Clean timing is the host clock around ``llm.generate`` (request metrics live in the
-    workers); decode TPOT = (t(N outputs) - t(1 output)) / (N - 1)."""
+def capture_parallel(request: CaptureRequest, *, console: Console) -> Path:
+    """Run one TP/EP capture (``request``'s target is ``InProcess`` with ``parallel``: one phase, one prompt
+    length) and write ``runs/<...>-tp<N>/`` with ``ranks/`` traces, ``run.json`` and one breakdown per rank. Clean
+    timing is the host clock around ``llm.generate`` (request metrics live in the workers); decode TPOT =
+    (t(N outputs) - t(1 output)) / (N - 1)."""
+    target = request.target
+    if not isinstance(target, InProcess) or not target.parallel:
+        raise TypeError(f"a tensor-parallel capture of a request {request.where}")
+    tp, ep = target.tensor_parallel_size, target.enable_expert_parallel
+    opts = request.engine_options(cuda=True)
+    cap = request.capture_options(request.workload.phase[0], request.workload.tokens[0])
+    argv = request.command()
     name = opts.model or default_model_name(True)
     source = resolve_model(name)  # unknown preset fails before vLLM's slow import
     require_vllm()

@@ -47,6 +47,7 @@ from phaseprof.capture.server.traces import (
     wait_for_traces,
 )
 from phaseprof.capture.shared.options import CaptureOptions, Phase
+from phaseprof.capture.shared.request import CaptureRequest, Server
 from phaseprof.capture.shared.rundir import (
     analyze_into,
     in_final_place,
@@ -89,6 +90,16 @@ class ServerCapture:
     trace_wait_s: float = 120.0
     max_trace_bytes: int = DEFAULT_MAX_TRACE_BYTES
     ray: str | None = None  # a Ray cluster's address: collect from every node of it (capture/server/ray_nodes.py)
+
+    @classmethod
+    def of(cls, request: CaptureRequest) -> ServerCapture:
+        """The capture ``request`` asks of its ``Server`` target (one phase, one prompt length)."""
+        t = request.target
+        if not isinstance(t, Server):
+            raise TypeError(f"a server capture of a request {request.where}")
+        return cls(capture=request.capture_options(request.workload.phase[0], request.workload.tokens[0]),
+                   server=ServerTarget(t.server, timeout_s=t.request_timeout), trace_dir=t.trace_dir,
+                   trace_wait_s=t.trace_wait, max_trace_bytes=request.max_trace_bytes, ray=t.ray)
 
 
 def connect(url: str, *, timeout_s: float, max_requests: int = MAX_REQUESTS) -> tuple[ServerClient, ServerInfo]:

@@ -140,6 +140,30 @@ class CaptureOptions:
                    hierarchy=hierarchy, concurrency=concurrency)
 
 
+def resolve_mode(mode: Mode | None, *, cuda: bool) -> Mode:
+    """``--mode`` as given, else what vLLM serves with on this device (graph with CUDA, eager on CPU)."""
+    if mode is not None:
+        return mode
+    return Mode.GRAPH if cuda else Mode.EAGER
+
+
+def parse_phases(spec: str) -> list[Phase]:
+    """``prefill``, ``decode`` or ``prefill,decode`` -> phases in the given order, each once."""
+    out: list[Phase] = []
+    for part in (p.strip() for p in spec.split(",")):
+        if not part:
+            continue
+        try:
+            phase = Phase(part)
+        except ValueError:
+            raise PhaseprofError(f"bad --phase {part!r}: use prefill, decode or prefill,decode") from None
+        if phase not in out:
+            out.append(phase)
+    if not out:
+        raise PhaseprofError("--phase needs prefill, decode or prefill,decode")
+    return out
+
+
 _ARG_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
