@@ -36,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", type=Path, default=None, help="also write the results here")
     args = ap.parse_args(argv)
 
-    from phaseprof.capture.inprocess.crosscheck import cross_check  # noqa: PLC0415
+    from benchmarks.crosscheck import cross_check  # noqa: PLC0415
     from phaseprof.capture.inprocess.runner import open_session  # noqa: PLC0415
 
     console = Console(width=max(Console().width, 140))
