@@ -1,4 +1,4 @@
-"""Does phaseprof's clean TTFT agree with an independent clock? (issue 3's timing benchmark)
+"""Does phaseprof's clean TTFT agree with an independent clock?
 
 In one process and on one engine, at each prompt length (default 512 and 4096), reps alternate between
 phaseprof's clean TTFT (engine stepped one step at a time, vLLM's request metrics) and the host clock around
