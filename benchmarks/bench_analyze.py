@@ -14,7 +14,7 @@ resident memory is that process's own (``VmHWM``, see ``peak_rss_bytes``):
   (``HTA_DISABLE_NS_ROUNDING=1``, as phaseprof's cross-check runs it). Skipped with a reason when HTA is not
   installed or fails on the trace.
 
-Targets (issue 14): phaseprof's whole process <= 0.7x the orjson baseline's, >= 5x faster than HTA, peak memory
+Targets: phaseprof's whole process <= 0.7x the orjson baseline's, >= 5x faster than HTA, peak memory
 <= 1.0x the decompressed trace size. ``--steps FIRST:LAST`` adds a contender analysing only those steps
 (``phaseprof analyze --steps``). Usage::
 

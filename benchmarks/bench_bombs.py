@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""gzip bombs through ``phaseprof analyze``: time and peak memory until it ends (issue 17's bound: 60 s, 1 GB).
+"""gzip bombs through ``phaseprof analyze``: time and peak memory until it ends (the bound: 60 s, 1 GB).
 
 Bombs, built in a temp directory (never in the repository), each one gzip member of ~5 GB decompressed:
 

@@ -1,4 +1,4 @@
-"""Does phaseprof's clean TTFT agree with an independent clock? (issue 3's timing benchmark)
+"""Does phaseprof's clean TTFT agree with an independent clock?
 
 In one process and on one engine, at each prompt length (default 512 and 4096), reps alternate between
 phaseprof's clean TTFT (engine stepped one step at a time, vLLM's request metrics) and the host clock around
@@ -36,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", type=Path, default=None, help="also write the results here")
     args = ap.parse_args(argv)
 
-    from phaseprof.capture.inprocess.crosscheck import cross_check  # noqa: PLC0415
+    from benchmarks.crosscheck import cross_check  # noqa: PLC0415
     from phaseprof.capture.inprocess.runner import open_session  # noqa: PLC0415
 
     console = Console(width=max(Console().width, 140))

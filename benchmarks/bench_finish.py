@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""The step between the native scan and the analysis (issue 28): ``NativeTableBuilder.finish``, the scanner's
+"""The step between the native scan and the analysis: ``NativeTableBuilder.finish``, the scanner's
 columns to the tables, against a baseline tree in the same rounds.
 
 Each round runs, per tree, a fresh process that scans TRACE in one process (no split read, no read-ahead), then
@@ -13,7 +13,7 @@ Usage::
     git archive main phaseprof native | tar -x -C /tmp/base
     (cd /tmp/base/native && cargo build --release --offline)
     cp /tmp/base/native/target/release/libphaseprof_scan.so /tmp/base/phaseprof/trace/_phaseprof_scan.abi3.so
-    # (a commit before issue 47: cd /tmp/base && python -m phaseprof.trace.native)
+    # (a commit from before the wheel built the scanner: cd /tmp/base && python -m phaseprof.trace.native)
     python benchmarks/bench_finish.py /tmp/phaseprof-bench/trace-x55.json.gz --baseline-src /tmp/base --repeat 2
 """
 

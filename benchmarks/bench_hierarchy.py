@@ -8,7 +8,7 @@ mean decode-step host time vs host TPOT); and the same on the CPU time of the th
 from the same rounds. The last round's
 traces are finalized as a capture would (no size limit) for their size (events, gzipped bytes), and the hooks
 and stack traces are compared: same module tree, same work items per module-view bucket, and the share of time
-whose work items got the same bucket and layer (``capture.inprocess.tree_compare``).
+whose work items got the same bucket and layer (``benchmarks/tree_compare.py``).
 
     python benchmarks/bench_hierarchy.py                                  # tiny-hybrid on the CPU engine
     python benchmarks/bench_hierarchy.py --phases prefill --tokens 512 --reps 9 --json out.json
@@ -87,7 +87,7 @@ def run_phase(session: Any, phase: Phase, *, tokens: int, output_tokens: int, re
     """Interleaved rounds of the four contenders; sizes and tree comparison from the last round's traces."""
     from phaseprof.capture.inprocess.profile import profile_request  # noqa: PLC0415
     from phaseprof.capture.shared.trace_file import finalize_trace  # noqa: PLC0415
-    from phaseprof.capture.inprocess.tree_compare import compare_trees  # noqa: PLC0415
+    from benchmarks.tree_compare import compare_trees  # noqa: PLC0415
 
     times: dict[str, list[float]] = {c: [] for c in CONTENDERS}
     cpu: dict[str, list[float]] = {c: [] for c in CONTENDERS}

@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""The trace loader against its limits (issue 28), every figure as a ratio to a reference measured in the same run.
+"""The trace loader against its limits, every figure as a ratio to a reference measured in the same run.
 
 Contenders, each a fresh process, rounds interleaved (a, b, c, a, b, c, ...: a burst of load from other work on a
 shared machine falls on all of them), best wall of the rounds:
@@ -11,8 +11,8 @@ shared machine falls on all of them), best wall of the rounds:
   child stops there; ``inputs.resolve``'s 64 KB sniff of the file, through ``Path.open``, is not counted):
   interpreter, imports, option parsing;
 - **baseline** (``--baseline-src DIR``): the native contender importing phaseprof from ``DIR`` (``git archive`` of
-  the commit to compare with, its scanner built: ``python -m phaseprof.trace.native`` there before issue 47,
-  ``pip install --no-deps -e .`` there since), in the same rounds;
+  the commit to compare with, its scanner built: ``python -m phaseprof.trace.native`` there for a commit
+  from before the wheel built the scanner, ``pip install --no-deps -e .`` there for a later one), in the same rounds;
 - **loader only**: ``load_tables`` alone in a process, native and pure-Python (MB of decompressed JSON per second
   of the process's wall time, start-up included);
 - **floor**: the native contender on a small committed trace (``--floor-trace``, default the H200 eager decode
@@ -54,7 +54,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from bench_analyze import gzip_size  # noqa: E402
 from children import ChildRun, Command, interleaved, load_average  # noqa: E402
 
-#: Targets of issue 28.
+#: The loader's targets (docs/scale.md).
 VS_ORJSON = 0.35
 MEMORY_FACTOR = 1.0
 STARTUP_S = 0.15
@@ -216,7 +216,7 @@ def report(runs: dict[str, list[ChildRun]], size: int, floor_size: int | None = 
                   f"({size / 1e6 / d['load_s']:,.0f} MB/s inside the process), {d['rows']:,} rows")
     print("startup (process start to the loader's first open of the trace): best "
           + ", ".join(f"{s:.3f} s ({k})" for k, s in startups.items()))
-    print("\ntargets (issue 28):")
+    print("\ntargets:")
     if "orjson" in best:
         ratio = ref / best["orjson"].wall_s
         print(f"  [{'PASS' if ratio <= VS_ORJSON else 'MISS'}] whole process <= {VS_ORJSON}x orjson.loads': "

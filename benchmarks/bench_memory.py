@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Peak memory of the ``phaseprof analyze`` program against the decompressed trace size (issue 14: <= 1.0x).
+"""Peak memory of the ``phaseprof analyze`` program against the decompressed trace size (target: <= 1.0x).
 
 For each trace, a fresh ``python -m phaseprof.commands.main analyze --format json TRACE`` process per configuration:
 the split read (the default for traces >= 48 MB) or one process (``PHASEPROF_SPLIT_READ=0``), each as the

@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""The native scanner alone (issue 28): MB of decompressed JSON per CPU-second of ``pp_add``, against references
+"""The native scanner alone: MB of decompressed JSON per CPU-second of ``pp_add``, against references
 measured in the same run.
 
 The trace's ``traceEvents`` array is cut into chunks the way the stream loader cuts it (``stream._cut``: a
@@ -10,9 +10,9 @@ fresh scanner:
 
 - **scanner**: this tree's ``phaseprof/trace/_phaseprof_scan*.so`` (the newest, as ``trace/native.py`` picks);
 - **baseline** (``--baseline-src DIR``): the scanner built in ``DIR`` (``git archive COMMIT phaseprof native | tar
-  -x -C DIR``, then ``python -m phaseprof.trace.native`` there for a commit before issue 47, else
-  ``cargo build --release --offline`` in ``DIR/native`` and its ``target/release/libphaseprof_scan.so`` copied to
-  ``DIR/phaseprof/trace/_phaseprof_scan.abi3.so``);
+  -x -C DIR``, then ``python -m phaseprof.trace.native`` there for a commit from before the wheel built
+  the scanner, else ``cargo build --release --offline`` in ``DIR/native`` and its
+  ``target/release/libphaseprof_scan.so`` copied to ``DIR/phaseprof/trace/_phaseprof_scan.abi3.so``);
 - **orjson**: ``orjson.loads`` of the same chunks (a general JSON parser building Python objects; for scale).
 
 Time is the process's CPU time (user + system, ``time.process_time``: everything runs on this thread), the best

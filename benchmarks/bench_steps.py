@@ -1,6 +1,6 @@
 """Many step markers: ``phaseprof analyze`` on a trace of S steps vs a trace of the same size with 100 steps.
 
-Issue 22 (class 16): a trace with 200k step markers (88 MB) ran for minutes, ~0.65 ms per step; step count must
+A trace with 200k step markers (88 MB) ran for minutes, ~0.65 ms per step; step count must
 not dominate. Both traces are built from real events of a committed vLLM trace
 (``traces/graph-pair/tracelens_vllm_decode_full_replay.json.gz``): its ``execute_context_...`` step marker, one
 launch call and the kernel it launched, repeated S times shifted in time (new correlation ids; only digits

@@ -1,4 +1,4 @@
-"""Issue 24: module + layer attribution of CUDA-graph replays from the replay alone (the model's layer plan).
+"""Module + layer attribution of CUDA-graph replays from the replay alone (the model's layer plan).
 
 On the committed H200 graph traces, per phase: GPU time whose module view rests on evidence (not the kernel-name
 fallback; the acceptance figure), of it the share inside decoder layers and the share with a named module (a

@@ -62,7 +62,7 @@ def single_threaded_blas() -> bool:
 
     Why: OpenBLAS starts a thread per CPU as numpy is imported, and each spins a while before it sleeps:
     ~0.07 CPU-s of a 2-core machine at every ``phaseprof analyze`` start (more on more cores), taken from the
-    read it overlaps (issue 28). phaseprof's analysis calls no BLAS routine that threads would speed up. Not for
+    read it overlaps. phaseprof's analysis calls no BLAS routine that threads would speed up. Not for
     the commands that run an engine (torch's CPU kernels take their thread counts from these settings)."""
     if "numpy" in sys.modules:
         return False

@@ -1,6 +1,6 @@
 #!/usr/bin/env python
 """Re-run the output blocks of README.md and docs/*.md on the committed data, so that what they show is what the
-current code prints (issue 44: one truth in every view).
+current code prints (one truth in every view).
 
 A block is a fenced code block whose first line is ``$ phaseprof <command> ...`` (continued on the next lines
 with a trailing backslash) for a command that reads committed files only (``REPLAYED``) and whose inputs exist in

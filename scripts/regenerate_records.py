@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Bring the breakdowns committed under ``traces/`` up to the current code (issue 44: one truth in every view).
+"""Bring the breakdowns committed under ``traces/`` up to the current code (one truth in every view).
 
 Every git-tracked ``breakdown.json`` / ``rankN.breakdown.json`` under ``traces/``:
 

@@ -110,7 +110,7 @@ def attribute_items(items: pd.DataFrame, t: EventTables, c: Correlated, rules: R
     own = op_module.at(op)
     has_op = (own >= 0) & ~replayed
     has_mod = (mod >= 0) & ~has_op & ~replayed
-    # The module view and the method as codes (issue 28: an object per item, converted to pandas strings and back,
+    # The module view and the method as codes (an object per item, converted to pandas strings and back,
     # was a fifth of the analysis at 2.1 GB): ``labels[code]`` is the kernel view's bucket (its last slot: none),
     # then each op bucket's name, then each module call's label; ``how`` indexes ``_METHODS``.
     kcat = items["kernel_bucket"].array
@@ -271,7 +271,7 @@ def summarize(items: pd.DataFrame, phases: dict[str, set[int]], ia: ItemAttribut
               inferred: list[InferredPhase], dropped: int) -> Attribution:
     """Coverage by method and per-layer times for each phase (``phases``: phase -> its step indices)."""
     out = []
-    # The phase's rows of the columns read, as arrays (issue 28: a frame of them per phase, its selection by a hash
+    # The phase's rows of the columns read, as arrays (a frame of them per phase, its selection by a hash
     # of every row's step, and a groupby of a categorical were most of this at 2.1 GB); each sum below is the
     # pandas sum it was, over the same values in the same order.
     step, share, layer = (items[c].to_numpy() for c in ("step", "share_ns", "layer"))

@@ -45,7 +45,7 @@ def _bucket_times(items: pd.DataFrame, col: str, busy_ns: float) -> list[BucketT
 
 def _bucket_times_by_code(items: pd.DataFrame, col: str, busy_ns: float) -> list[BucketTime]:
     """:func:`_bucket_times` of a categorical column from its codes: the same group sums (pandas' compensated sum
-    over each bucket's rows in row order) and the same sort of them, without a frame per call (issue 28)."""
+    over each bucket's rows in row order) and the same sort of them, without a frame per call."""
     code = items[col].cat.codes.to_numpy()
     cats = items[col].cat.categories
     count = np.bincount(code + 1, minlength=len(cats) + 1)[1:]  # null buckets (-1) are no group
@@ -60,7 +60,7 @@ def _bucket_times_by_code(items: pd.DataFrame, col: str, busy_ns: float) -> list
 
 def _top_kernels(items: pd.DataFrame, busy_ns: float, limit: int | None) -> dict[str, list[KernelStat]]:
     """``{str(b): _kernel_stats(sub, busy_ns, limit) for b, sub in items.groupby("kernel_bucket", observed=True)}``
-    from one pass over all buckets (issue 28: a frame and a dozen pandas calls per bucket were a third of the
+    from one pass over all buckets (a frame and a dozen pandas calls per bucket were a third of the
     analysis at 117 MB). A kernel is a (name, bucket) pair, so its rows, and their order, are the same in its
     bucket's frame as in all rows: the same compensated sums, counts, modules and first rows; each bucket's
     kernels come in name order, as in its frame, and are sorted by the same sort."""
@@ -157,7 +157,7 @@ def _unique(v: np.ndarray, *, index: bool = False, inverse: bool = False, counts
 
 def _codes(col: pd.Series, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """An integer per selected row naming its value, and the values (null as a value of its own): a categorical's
-    codes as they are (its values never turned into one Python object per row: issue 28), else ``pd.factorize``."""
+    codes as they are (its values never turned into one Python object per row), else ``pd.factorize``."""
     if isinstance(col.dtype, pd.CategoricalDtype):
         values = np.empty(len(col.cat.categories) + 1, dtype=object)
         values[:-1] = np.asarray(col.cat.categories, dtype=object)
@@ -186,10 +186,10 @@ class _StepContext:
 
     def __init__(self, t: EventTables, det: StepDetection):
         rt = t.runtime
-        # API names as ids into the distinct names (issue 28: one Python string per call, 1.3M at 2 GB, was built
+        # API names as ids into the distinct names (one Python string per call, 1.3M at 2 GB, was built
         # and hashed twice: for the call kinds and for the launch counts)
         self.rt_name_id, self.api_names = _label_ids(rt["name"])
-        if len(self.api_names) < 1 << 15:  # a few API names: 2 bytes a call, not 8 (issue 28)
+        if len(self.api_names) < 1 << 15:  # a few API names: 2 bytes a call, not 8
             self.rt_name_id = self.rt_name_id.astype(np.int16)
         self.rt_ts = rt["ts_ns"].to_numpy()
         self.rt_end = rt["end_ns"].to_numpy()
@@ -279,13 +279,13 @@ def _per_step_views(items: pd.DataFrame) -> dict[str, dict[int, dict[str, float]
 
 class _Groups:
     """Rows grouped by step from one stable sort: group ``k`` holds the rows with step ``k``, ascending (what
-    ``step == k`` selects); rows of no step (-1) are in none. Reductions of every group at once (issue 22:
-    200k steps), exact: integer sums by ``np.add.reduceat``, float sums as ``np.sum`` of each group's rows."""
+    ``step == k`` selects); rows of no step (-1) are in none. Reductions of every group at once (a loop
+    over 200k steps ran for minutes), exact: integer sums by ``np.add.reduceat``, float sums as ``np.sum`` of each group's rows."""
 
     def __init__(self, step: np.ndarray, n: int):
         self.n = n
         # Rows already by step (the rule: items, calls and gaps come in time order): the grouped rows are one
-        # stretch, and ``of`` a view of it instead of a permuted copy of every column (issue 28: memory, time)
+        # stretch, and ``of`` a view of it instead of a permuted copy of every column (memory, time)
         if step.size < 2 or bool((step[1:] >= step[:-1]).all()):
             off = np.searchsorted(step, np.arange(n + 1), side="left")
             self.rows: np.ndarray | slice = slice(int(off[0]), int(off[-1]))
@@ -325,7 +325,7 @@ class _Groups:
 
 
 #: Union gaps handled at once by :func:`_idle_splits`: its per-gap columns (a few, one entry per union piece, about
-#: one per kernel) are this long at most instead of all of a trace's at once (issue 28: they were the analysis' peak
+#: one per kernel) are this long at most instead of all of a trace's at once (they were the analysis' peak
 #: at 117 MB).
 _GAP_BLOCK = 1 << 14
 
@@ -340,7 +340,7 @@ def _idle_splits(work: GpuWork, start: np.ndarray, end: np.ndarray, ctx: _StepCo
     A window meeting union pieces ``[i0, i1)`` has a head gap (window start to piece ``i0``), the union's own gaps
     between its pieces, and a tail gap (piece ``i1 - 1`` to the window end; nothing starts after it inside the
     window: never starved). The union's own gaps are the same in every window that holds them, so each is split
-    once and a window's sum is a difference of their running sums (issue 28: enumerating every window's gaps
+    once and a window's sum is a difference of their running sums (enumerating every window's gaps
     again, with a search per gap, was a sixth of the analysis at 2.1 GB); the sums are of integers, exact in any
     order."""
     # the launch calls' union first (its temporaries before the work's union exists), from copies it may overwrite
@@ -437,7 +437,7 @@ def _step_rows(det: StepDetection, items: pd.DataFrame, ctx: _StepContext, devic
                views: dict[str, dict[int, dict[str, float]]]) -> tuple[list[StepRow], int | None]:
     """Every step's row, and the length of the union of all items (GPU traces; else None). Each column is
     computed for all steps at once by grouped numpy operations over the items, calls and allocations sorted by
-    step (issue 22: 200k steps ran for minutes at ~0.65 ms a step); only the rows themselves are built one by
+    step (200k steps ran for minutes at ~0.65 ms a step); only the rows themselves are built one by
     one."""
     n = len(det.steps)
     g = _Groups(items["step"].to_numpy(), n)
@@ -511,7 +511,7 @@ _PER_STEP_METRICS = {k: attrgetter(a) for k, a in {
     "launch_calls": "launches.total", "graph_launches": "launches.graph_launches",
     "allocations": "memory.allocations", "gpu_allocations": "memory.gpu_allocations",
     "device_mallocs": "memory.device_mallocs", "memcpy_count": "memcpy_count",
-}.items()}  # attribute getters, not lambdas: 13 per step row (issue 22: 200k steps)
+}.items()}  # attribute getters, not lambdas: 13 per step row (a trace may have 200k steps)
 
 
 #: The item columns a phase summary reads: it gets a copy of only these (the phase's rows of all 14 columns were
@@ -555,7 +555,7 @@ def summarize(t: EventTables, prep: Prepared) -> Breakdown:
         notes.append(f"{negative} memcpy/memset event(s) with a negative size: their bytes are not counted")
     if device == "gpu":
         outside = len(t.gpu) - len(items)
-        # every GPU row an item (the rule): the items' union, measured already, is the one of all rows (issue 28)
+        # every GPU row an item (the rule): the items' union, measured already, is the one of all rows
         all_busy = items_busy if not outside and items_busy is not None else \
             iv.total(t.gpu["ts_ns"].to_numpy(), t.gpu["end_ns"].to_numpy())
         if outside:

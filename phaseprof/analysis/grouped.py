@@ -1,5 +1,5 @@
-"""Grouped reductions of item columns that give exactly what the pandas expressions they stand for give, faster
-(issue 28): shared by the breakdown (``analysis.breakdown``) and the attribution summary (``analysis.attribution``)."""
+"""Grouped reductions of item columns that give exactly what the pandas expressions they stand for give, faster:
+shared by the breakdown (``analysis.breakdown``) and the attribution summary (``analysis.attribution``)."""
 
 from __future__ import annotations
 

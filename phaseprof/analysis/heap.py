@@ -1,4 +1,4 @@
-"""The C heap while the analysis runs: freed whole-column temporaries kept for the next ones (issue 28).
+"""The C heap while the analysis runs: freed whole-column temporaries kept for the next ones.
 
 The analysis makes and frees dozens of temporaries of a whole column (40 MB each at 4.9M ops). glibc serves every
 block above its mmap threshold from fresh pages and unmaps it when freed, so each one page-faults afresh: at

@@ -39,7 +39,7 @@ def _union(starts: Array, ends: Array, *, own: bool, first: bool) -> tuple[Array
     del keep
     if s.size == 0:
         return s, e, np.zeros(0, dtype=np.int64) if first else None
-    # Memory and time (issue 28): the inputs are mostly in start order already (kernels, calls); then neither
+    # Memory and time: the inputs are mostly in start order already (kernels, calls); then neither
     # the sort nor its two permuted copies are needed.
     if not (s[1:] >= s[:-1]).all():
         order = np.argsort(s, kind="stable")
@@ -134,7 +134,7 @@ class Merged:
 def _search_ascending(a: Array, t: Array) -> Array:
     """``np.searchsorted(a, t, side="right")`` for ascending ``t``: the part of ``a`` that ``t`` spans merged with
     ``t`` by a stable sort of the two (two sorted runs: one linear merge), each query's place in it less the
-    queries before it. A binary search per query costs more: its ~20 unpredictable branches (issue 28)."""
+    queries before it. A binary search per query costs more: its ~20 unpredictable branches."""
     lo, hi = np.searchsorted(a, t[[0, -1]], side="right")
     part = a[lo:hi]
     both = np.concatenate((part, t))  # equal values: the part's first, as side="right" counts them
@@ -162,8 +162,8 @@ def exclusive_shares(starts: Array, ends: Array) -> Array:
     e = np.maximum(e, s)
     # np.unique with its inverse, by a stable argsort (timsort: kernels come about in time order) and a diff: each
     # start's and end's boundary number is its rank, read off the sort (two searches of the boundaries were half
-    # of this function at 1M kernels, issue 28)
-    # Memory (issue 28: this was the analysis' peak at 117 MB): the boundaries sorted in place (the same values as
+    # of this function at 1M kernels)
+    # Memory (this was the analysis' peak at 117 MB): the boundaries sorted in place (the same values as
     # permuted by the sort's order, without a third copy), ranks as int32 where they fit, each temporary deleted
     # as soon as it is used.
     both = np.r_[s, e]
@@ -188,7 +188,7 @@ def exclusive_shares(starts: Array, ends: Array) -> Array:
     active -= np.bincount(ei, minlength=bounds.size)
     np.cumsum(active, out=active)
     active = active[:-1]
-    # each segment's length split among its active intervals, 0 where none, all in one float column (issue 28: the
+    # each segment's length split among its active intervals, 0 where none, all in one float column (the
     # same divisions, without a temporary for the lengths as integers, the clamped counts, the quotients and where's
     # result, nor a copy of the running sum)
     per = np.empty(active.size, dtype=np.float64)

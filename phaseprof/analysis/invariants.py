@@ -85,7 +85,7 @@ def checked(bd: Breakdown) -> Breakdown:
 def _steps_may_break(bd: Breakdown) -> bool:
     """Whether a step row may break a per-step invariant: the same comparisons as the loop in
     :func:`broken_invariants` (the same float operations, so the same outcome), on every step at once. The loop,
-    which words what broke, runs only when one does (issue 22: 200k steps)."""
+    which words what broke, runs only when one does (a loop over every step ran for minutes at 200k steps)."""
     if not bd.steps:
         return False
     col = {k: np.fromiter(map(attrgetter(k), bd.steps), dtype=np.float64, count=len(bd.steps)) for k in (

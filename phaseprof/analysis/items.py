@@ -28,7 +28,7 @@ _UNNAMED = (Bucket.UNKNOWN, Bucket.OTHER)
 @dataclass(frozen=True)
 class Coded:
     """A per-row column as codes into its distinct values (``values[codes]``; code -1: None), so that the
-    analysis can map, mask and count it without a Python object per row (issue 28: 4.9M ops at 2.1 GB)."""
+    analysis can map, mask and count it without a Python object per row (4.9M ops at 2.1 GB)."""
 
     codes: np.ndarray  # int32 per row, -1 = None
     values: np.ndarray  # object, each distinct value once
@@ -47,7 +47,7 @@ class Coded:
 class OpModules:
     """Module-view bucket of ops (:func:`op_modules`: an op's own module rule, else its nearest ancestor's), as
     codes into ``values``, found only for the rows asked for: the work items need it at their launching ops (1M
-    of 4.9M ops at 2.1 GB, issue 28), not at every op."""
+    of 4.9M ops at 2.1 GB), not at every op."""
 
     name_codes: np.ndarray  # per op: its name's category code
     own_code: np.ndarray  # per name category: its own module rule's value code, -1 none
@@ -66,7 +66,7 @@ class OpModules:
             object.__setattr__(self, "_memo", np.full(len(self.name_codes), -2,  # -2: not looked up yet
                                                       dtype=np.int8 if small else np.int32))
         out = np.full(rows.size, -1, dtype=np.int32)
-        if fresh:  # nothing known yet: no lookup of every row in it (issue 28)
+        if fresh:  # nothing known yet: no lookup of every row in it
             todo = None if bool((rows >= 0).all()) else np.flatnonzero(rows >= 0)  # None: every row, not indexed
         else:
             valid = np.flatnonzero(rows >= 0)
@@ -78,7 +78,7 @@ class OpModules:
         asked, r = todo, (rows if todo is None else rows[todo])
         # Each round: the rows whose op has a rule take its value; the others go up to their op's parent, and those
         # without one keep -1 (out's own value: never written). One compress per round of the rows still going up
-        # (issue 28: a mask, its negation and three compresses a round were most of this at 2.1 GB).
+        # (a mask, its negation and three compresses a round were most of this at 2.1 GB).
         while r.size:
             v = self.own_code[self.name_codes[r]]
             hit = v >= 0
@@ -128,7 +128,7 @@ def op_modules(ops: pd.DataFrame, parent: np.ndarray, rules: RuleSet) -> np.ndar
 def bucket_column(values: np.ndarray) -> pd.Categorical:
     """``columns.buckets(values)`` (raises on a non-bucket the same way), each distinct value looked up once:
     ``pd.Categorical(values, dtype=...)`` took 0.27 s per million ``Bucket`` objects where factorizing them takes
-    0.07 s (issue 28: two such columns per analysis)."""
+    0.07 s (two such columns per analysis)."""
     codes, uniq = pd.factorize(np.asarray(values, dtype=object))  # None and NaN: -1
     per = buckets(np.asarray(uniq, dtype=object)).codes
     return pd.Categorical.from_codes(np.where(codes >= 0, per[codes] if per.size else -1, -1), dtype=BUCKET_DTYPE)
@@ -194,7 +194,7 @@ def gpu_items(t: EventTables, c: Correlated, det: StepDetection, rules: RuleSet,
     kb = bucket_codes(kernel_buckets)
     own = op_module.at(op)
     module = np.where(own >= 0, _value_buckets(op_module.values)[own], kb)
-    # The columns as they are, not copied into one block (issue 28: the frame was a 7-column int64 block, the
+    # The columns as they are, not copied into one block (the frame was a 7-column int64 block, the
     # analysis' largest single allocation at 117 MB, plus copies of columns the tables and ``c`` hold already):
     # the tables' own columns and the launches read-only (a write into the items fails instead of changing them).
     items = pd.DataFrame({
@@ -206,7 +206,7 @@ def gpu_items(t: EventTables, c: Correlated, det: StepDetection, rules: RuleSet,
         "row": np.arange(len(g), dtype=np.int64),
     }, copy=False)
     in_steps = step >= 0
-    del host_t, step, op, kb, own, module  # in the frame now (issue 28: the peak is the shares below)
+    del host_t, step, op, kb, own, module  # in the frame now (the peak is the shares below)
     if not in_steps.all():  # else the frame as it is: the same rows and index (a RangeIndex), not a copy of it
         items = items[in_steps]  # a new frame already (pandas 3: copy on write): no second copy
     del in_steps

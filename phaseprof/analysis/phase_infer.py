@@ -138,7 +138,7 @@ def infer_mode(t: EventTables, items: pd.DataFrame, det: StepDetection, device: 
         launches = per_step.reindex(graph_steps).dropna()
         full, piecewise = int((launches <= 1).sum()), int((launches > 1).sum())
         pct = 100 * float(share[graph_steps].mean()) if len(graph_steps) else 0.0
-        # steps with no replay but TorchInductor kernels: a batch above the largest capture size (issue 45)
+        # steps with no replay but TorchInductor kernels: a batch above the largest capture size
         kernel = label_in(items["kind"], ("kernel",))
         ind_step = pd.Series(_inductor_names(items["name"])[kernel]).groupby(steps[kernel]).mean()
         compiled = int(((ind_step > COMPILED_SHARE) & (share.reindex(ind_step.index) == 0)

@@ -31,7 +31,7 @@ from phaseprof.trace.tables import EventTables
 @dataclass(frozen=True)
 class Prepared:
     """``correlated`` and ``kernel_buckets`` are made again on first use (nothing after :func:`prepare` reads them
-    as a rule: kept, they were a third of what an analysis keeps, ~3.4 MB at 117 MB, through its peak; issue 28)."""
+    as a rule: kept, they were a third of what an analysis keeps, ~3.4 MB at 117 MB, through its peak)."""
 
     device: str  # "gpu", or "cpu" for CPU-only traces (CPU ops are the work items)
     detection: StepDetection

@@ -188,7 +188,7 @@ def assign_to_steps(times_ns: np.ndarray, steps: tuple[StepWindow, ...]) -> np.n
     order = np.argsort(starts, kind="stable")
     starts, ends = starts[order], ends[order]
     t = np.asarray(times_ns, dtype=np.int64)
-    # the last step starting at or before each time, if it has not ended: in place on one column (issue 28: a call
+    # the last step starting at or before each time, if it has not ended: in place on one column (a call
     # per table, over every kernel and runtime call, made seven temporaries of it)
     pos = np.searchsorted(starts, t, side="right").astype(np.int64, copy=False)
     before = pos == 0

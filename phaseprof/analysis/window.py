@@ -68,7 +68,7 @@ _APIS = ((LAUNCH_APIS, HostCallKind.LAUNCH), (SYNC_APIS, HostCallKind.SYNC),
 @dataclass(frozen=True)
 class HostCalls:
     """Per runtime row: one boolean mask per kind, and its kind (a ``HostCallKind`` value) where asked for: an
-    object per row that the breakdown never reads (issue 28: 1.3M of them at 2.1 GB)."""
+    object per row that the breakdown never reads (1.3M of them at 2.1 GB)."""
 
     is_launch: np.ndarray
     is_sync: np.ndarray

@@ -90,7 +90,7 @@ class RuleSet:
 
     def first_by_set(self, name: str, view: str) -> Rule | None:
         """The first of ``view``'s rules with a pattern found in ``name``, from one pass of an RE2 set over the
-        name (issue 28: a search per rule until one matched was most of the kernel classification), or None where
+        name (a search per rule until one matched was most of the kernel classification), or None where
         the set finds no pattern, or RE2 gave up (which it reports the same way): the caller then tries the rules
         one by one (``classifier.first_match``)."""
         if view not in self._sets:

@@ -218,7 +218,7 @@ def sweep_curves(curves: Sequence[dict[str, Any]], *, x_title: str, y_title: str
         fig.add_scatter(x=c["x"], y=c["y"], name=plot(c["name"]), mode="lines+markers", line=dict(color=col),
                         legendgroup=c["name"])
     _layout(fig, title=f"{y_title} vs {x_title}", height=420 + 22 * len(curves))
-    # Under the chart: beside it, long run names took two thirds of the width (issue 25).
+    # Under the chart: beside it, long run names took two thirds of the width.
     fig.update_layout(xaxis_title=x_title, yaxis_title=y_title, margin=dict(b=60 + 22 * len(curves)),
                       legend=dict(orientation="h", yanchor="top", y=-0.18, x=0))
     return fig

@@ -1,4 +1,4 @@
-"""Which GPU a sweep ran on, and where that came from (issue 44, item 3).
+"""Which GPU a sweep ran on, and where that came from.
 
 An in-process sweep records its CUDA device. A served sweep (``sweep --server``) talks to a URL: the GPU behind
 it is learned, first found: a name stated by the user (``pareto --gpu``); the record's own ``device.gpu`` (with its

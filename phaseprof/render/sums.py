@@ -1,5 +1,5 @@
-"""Parts printed beside their total add up on paper (issue 44: "every printed total equals the sum of its printed
-parts"): each part rounded to the printed digits, then the rounding leftover handed out by largest remainder
+"""Parts printed beside their total add up on paper (every printed total equals the sum of its printed
+parts): each part rounded to the printed digits, then the rounding leftover handed out by largest remainder
 (Hamilton's method), so no part moves by more than one unit of its last digit."""
 
 from __future__ import annotations

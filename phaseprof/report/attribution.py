@@ -7,7 +7,7 @@ from rich.table import Table
 
 from phaseprof.analysis.attribution_types import Attribution, Method, PhaseAttribution
 from phaseprof.analysis.results import Breakdown
-from phaseprof.report.fit import Col, fitted_tables
+from phaseprof.render.fit import Col, fitted_tables
 from phaseprof.safe_text import markdown
 
 _SHORT = {Method.OP_STACK.value: "op stack", Method.MODULE_TREE.value: "modules",

@@ -27,7 +27,7 @@ def dumps(bd: Breakdown) -> bytes:
     """The JSON document; ``capture`` as the flat subset a capture embeds in its trace (``RunRecord.embedded``),
     {} when the breakdown has none. orjson writes the dataclasses itself, fields in order (what
     ``dataclasses.asdict`` gives, without its deep copy of every value: it took as long as the analysis on a
-    trace of 20k steps, issue 22 class 16)."""
+    trace of 20k steps)."""
     doc = {f.name: getattr(bd, f.name) for f in dataclasses.fields(bd)}
     doc["capture"] = {} if bd.capture is None else bd.capture.embedded()
     return orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY)

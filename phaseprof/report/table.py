@@ -1,7 +1,7 @@
 """Rich terminal rendering of a Breakdown (rendering only: every number comes from the Breakdown and
 ``analysis.digest``), meant to be read in a minute: verdicts first, per-step means, short kernel names.
 
-Every table fits the console width with headers and numbers whole (``phaseprof.report.fit``).
+Every table fits the console width with headers and numbers whole (``phaseprof.render.fit``).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from rich.text import Text
 from phaseprof.analysis.digest import per_step, top_kernels
 from phaseprof.analysis.results import Breakdown, PhaseSummary
 from phaseprof.render.sums import fit_sum
-from phaseprof.report.fit import Col, cell_len, fitted_tables, print_fitted
+from phaseprof.render.fit import Col, cell_len, fitted_tables, print_fitted
 from phaseprof.report.short_names import MAX_CHARS, short_names
 
 

@@ -117,7 +117,7 @@ def _window_parts(c: RankCollectives, both: tuple[np.ndarray, np.ndarray], lo: n
                   ) -> tuple[np.ndarray, ...]:
     """Per window ``[lo, hi)`` of one rank (ns): its length, its overlap with the rank's compute, with its launch
     calls, and with ``both`` (its launch calls intersected with its compute: launch time hidden behind GPU work).
-    Each union is merged once for all windows (issue 28: once per window set and step, it was most of the late
+    Each union is merged once for all windows (once per window set and step, it was most of the late
     causes' time)."""
     return (hi - lo, iv.overlap_with_union(lo, hi, c.compute_start_ns, c.compute_end_ns),
             iv.overlap_with_union(lo, hi, c.launch_start_ns, c.launch_end_ns),
@@ -140,7 +140,7 @@ def _cause(parts: tuple[np.ndarray, ...]) -> LateCause:
 def match_collectives(by_rank: dict[int, RankCollectives], *, clock: str) -> CollectiveReport:
     """Match every rank's collective instances and split their time into wait and transfer.
 
-    All instances and ranks at once as arrays (issue 28: a loop over every instance and rank, 0.33-0.53 s of a
+    All instances and ranks at once as arrays (a loop over every instance and rank, 0.33-0.53 s of a
     16-rank ``--jobs 16`` run's 1.6 s, in the parent after the workers). Every sum adds its terms in instance order
     from 0.0, as that loop did: the same bits. Instances are in step order, then by rank 0's start, then by its
     row (the loop took ties of rank 0's start within a step, which real traces do not have, in a set's order)."""

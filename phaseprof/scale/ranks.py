@@ -17,7 +17,7 @@ from phaseprof.analysis.pipeline import AnalysedTrace
 from phaseprof.analysis.results import Breakdown
 from phaseprof.classify.buckets import Bucket
 from phaseprof.errors import PhaseprofError
-from phaseprof.inputs import TRACE_SUFFIXES, scan_traces, trace_files  # noqa: F401 - kept importable here
+from phaseprof.inputs import scan_traces
 from phaseprof.scale.collectives import CollectiveReport, match_collectives
 from phaseprof.scale.local import analyze_rank_files
 from phaseprof.scale.rank_task import RankResult, rank_result

@@ -1,4 +1,4 @@
-"""How the multi-rank numbers of one wait relate, and which rank mostly waits on which (issue 44, item 5).
+"""How the multi-rank numbers of one wait relate, and which rank mostly waits on which.
 
 Three numbers describe one wait, each defined in ``collectives.py``:
 

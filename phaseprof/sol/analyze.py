@@ -1,4 +1,4 @@
-"""Breakdown + model config + ceiling → the ``sol`` section (see ``sol.results`` for the definitions).
+"""Breakdown + model config + ceiling → the ``sol`` section (see ``analysis.sol_results`` for the definitions).
 
 Token counts per step come from the step markers (the step's label); decode KV lengths are followed through
 the trace: a sequence enters with its prefill length (or the capture's ``prompt_tokens`` when the trace holds
@@ -16,7 +16,7 @@ from phaseprof.routing import Routing
 from phaseprof.sol.ceilings import Ceiling
 from phaseprof.sol.imbalance import floor_us, moe_layers
 from phaseprof.sol.model import SolModel
-from phaseprof.sol.results import SolBucket, SolCeiling, SolPhase, SolSection, SolStep
+from phaseprof.analysis.sol_results import SolBucket, SolCeiling, SolPhase, SolSection, SolStep
 from phaseprof.sol.work import COMPONENT_BUCKET, StepTokens, Work, precision, step_work
 from phaseprof.trace.markers import parse_step_marker
 

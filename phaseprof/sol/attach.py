@@ -22,7 +22,7 @@ from phaseprof.routing import read_routing
 from phaseprof.sol.analyze import NEEDS_CONFIG, sol_section, with_sol
 from phaseprof.sol.ceilings import SPEC, choose_ceiling, load_measured
 from phaseprof.sol.model import SolModel, sol_model
-from phaseprof.sol.results import SolSection
+from phaseprof.analysis.sol_results import SolSection
 
 if TYPE_CHECKING:
     from phaseprof.analysis.pipeline import AnalysedTrace

@@ -16,7 +16,7 @@ from phaseprof.analysis.results import Breakdown
 from phaseprof.routing import Routing, gini, hottest
 from phaseprof.sol.ceilings import Ceiling
 from phaseprof.sol.model import SolModel
-from phaseprof.sol.results import SolMoeLayer
+from phaseprof.analysis.sol_results import SolMoeLayer
 from phaseprof.sol.work import StepTokens, Work, moe_layer
 from phaseprof.trace.markers import parse_step_marker
 

@@ -16,7 +16,7 @@ from phaseprof.routing import Routing
 from phaseprof.sol.analyze import sol_section
 from phaseprof.sol.ceilings import Ceiling
 from phaseprof.sol.model import SolModel
-from phaseprof.sol.results import SolCeiling, SolSection
+from phaseprof.analysis.sol_results import SolCeiling, SolSection
 
 
 @dataclass(frozen=True)

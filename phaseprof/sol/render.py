@@ -8,7 +8,7 @@ from rich.table import Table
 
 from phaseprof.render.fit import Col, print_fitted
 from phaseprof.safe_text import terminal
-from phaseprof.sol.results import SolBucket, SolPhase, SolSection
+from phaseprof.analysis.sol_results import SolBucket, SolPhase, SolSection
 
 
 def _pct(v: float | None) -> str:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from phaseprof.sol.results import SolSection
+from phaseprof.analysis.sol_results import SolSection
 
 #: Points with no FLOPs (norm, elementwise: bytes only) sit at this intensity so a log axis can show them.
 MIN_INTENSITY = 1e-2

@@ -97,7 +97,7 @@ def _op_parents(ops: pd.DataFrame, key_codes: np.ndarray | None = None, *, compa
     an op within the top is its child; an op that starts inside the top but ends after it (a partial overlap:
     clock jitter) is taken as the top's sibling, replacing it on the stack. Where the scanner's library is built,
     its one native pass of that sweep (``native.op_parents``) gives them all: 5.1M ops in ~0.03 s against ~0.65
-    s of the array path below (issue 28). Without it, :func:`_sweep` runs only on the stretches of a thread that
+    s of the array path below. Without it, :func:`_sweep` runs only on the stretches of a thread that
     hold a partial overlap; everywhere else (properly nested ops) the same
     parents come from array operations: an op's depth is the number of earlier ops still open at its start, and
     its parent is the last earlier op one level up. ``key_codes``: ``_thread_codes(ops)[0]`` where the caller
@@ -112,7 +112,7 @@ def _op_parents(ops: pd.DataFrame, key_codes: np.ndarray | None = None, *, compa
         key_codes = _thread_codes(ops)[0]
     order = _sweep_order_or_none(ts_a, end_a, key_codes)
     out_t = np.int32 if compact and n < 1 << 31 else np.int64
-    from phaseprof.trace import native  # the scanner's library: its sweep, ~25x the array path (issue 28)
+    from phaseprof.trace import native  # the scanner's library: its sweep, ~25x the array path
     swept = native.op_parents(ts_a, end_a, key_codes, order, out_t)
     if swept is not None:
         return swept
@@ -200,7 +200,7 @@ def _nested_parents(ts: np.ndarray, end: np.ndarray, key: np.ndarray) -> np.ndar
     if ts.dtype != np.int64 or end.dtype != np.int64 or (end < ts).any():  # the tables' times are int64
         return None
     # Memory: this runs on every op (millions of rows), each temporary a whole column: positions, levels and
-    # thread numbers are int32 (half an int64 column; issue 28: correlate was the analysis' largest transient),
+    # thread numbers are int32 (half an int64 column; correlate was the analysis' largest transient),
     # updated in place and deleted as soon as they are used up.
     pos_t = np.int32 if n < 1 << 31 else np.int64
     new_thread = np.empty(n, dtype=bool)
@@ -317,7 +317,7 @@ def _nested_parents(ts: np.ndarray, end: np.ndarray, key: np.ndarray) -> np.ndar
 def _parents_by_count(depth: np.ndarray, levels: int, cand: np.ndarray) -> None:
     """Per position at depth >= 1, the last earlier position one level up, into ``cand`` (left as is where none).
     Few levels (the rule): each level's rows by one pass over the depths, and for each the number of rows one
-    level up before it, a running count of them over all rows (~3x cheaper than searching, issue 28; no sort by
+    level up before it, a running count of them over all rows (~3x cheaper than searching; no sort by
     level), or for a level of few rows (< 1/16 of them) a search of the rows one level up."""
     up_mask = depth == 0
     up = np.flatnonzero(up_mask)
@@ -350,7 +350,7 @@ _SEARCH_BLOCK = 1 << 14
 
 def _search_sorted(a: np.ndarray, q: np.ndarray, side: str) -> np.ndarray:
     """``np.searchsorted(a, q, side=side)``; for ascending ``q`` a block of queries at a time within the part of
-    ``a`` they span (issue 28: a search of 1.3M calls among 4.9M ops was a third faster so, its part of ``a`` in
+    ``a`` they span (a search of 1.3M calls among 4.9M ops was a third faster so, its part of ``a`` in
     cache instead of a walk down the whole of it per query)."""
     if q.size < 2 * _SEARCH_BLOCK or not bool((q[1:] >= q[:-1]).all()):
         return np.searchsorted(a, q, side=side)
@@ -373,7 +373,7 @@ def _innermost_ops(runtime: pd.DataFrame, ops: pd.DataFrame, parent: np.ndarray,
     ots, oend = ops["ts_ns"].to_numpy(), ops["end_ns"].to_numpy()
     ocode, rcode = codes if codes is not None else _thread_codes(ops, runtime)
     # ops of one thread (the rule; _thread_codes gives it as one code broadcast): by start alone, which the
-    # thread-then-start check would find comparing every pair of codes too (issue 28: 4.9M ops at 2.1 GB)
+    # thread-then-start check would find comparing every pair of codes too (4.9M ops at 2.1 GB)
     one_op_thread = ocode.strides == (0,) or bool(ocode.min() == ocode.max())
     if one_op_thread:  # None: the rows in that order (positions are rows); else lexsort((ts, code)) of one code
         o_order = None if bool((ots[1:] >= ots[:-1]).all()) else np.argsort(ots, kind="stable")
@@ -396,7 +396,7 @@ def _innermost_ops(runtime: pd.DataFrame, ops: pd.DataFrame, parent: np.ndarray,
         at += lo
         out[ridx] = np.where(pos >= 0, at if o_order is None else o_order[at], -1)
     # Up the parents, all rows at once, while the op ends before the call starts: each row's op and start carried
-    # along (issue 28: read back from the whole columns every round, they were half of this at 2.1 GB).
+    # along (read back from the whole columns every round, they were half of this at 2.1 GB).
     valid = out >= 0
     todo = None if bool(valid.all()) else np.flatnonzero(valid)  # None: every row (the rule), not indexed
     del valid
@@ -416,7 +416,7 @@ def _innermost_ops(runtime: pd.DataFrame, ops: pd.DataFrame, parent: np.ndarray,
 
 def correlate(t: EventTables, *, compact: bool = False) -> Correlated:
     """Compute launch and op-stack links for all events in ``t``. ``compact``: ``op_parent`` as int32 where the
-    rows fit (what the analysis uses while it runs, issue 28: an int64 per op was its largest array), else int64."""
+    rows fit (what the analysis uses while it runs: an int64 per op was its largest array), else int64."""
     rt = t.runtime
     codes = _thread_codes(t.ops, rt)  # once for both searches (they were a third of correlate's time at 2 GB)
     parent = _op_parents(t.ops, key_codes=codes[0], compact=compact)
@@ -433,7 +433,7 @@ def _launches(corr: np.ndarray, g_corr: np.ndarray) -> np.ndarray:
     if corr.size == 0 or g_corr.size == 0:
         return out
     # every call with an id, and every GPU row too (the rule): rows are positions, and no compressed copies of the
-    # ids, of the GPU rows' ids (twice) or of the results (issue 28)
+    # ids, of the GPU rows' ids (twice) or of the results
     all_valid = bool((corr >= 0).all())
     valid = None if all_valid else np.flatnonzero(corr >= 0)  # None: every row
     if valid is not None and valid.size == 0:

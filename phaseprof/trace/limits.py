@@ -180,7 +180,7 @@ MAX_KEPT_EVENTS = 8_000_000
 #: Steps one analysis takes at most (in the ``--steps`` window, when given): its memory and time grow with them,
 #: ~10 KB and ~0.12 s a step (100,000 marker steps measured: 1.0 GB peak, 8.4 s; 250,000: 2.4 GB, 30-42 s, on
 #: two shared cores), so past this a trace is refused in one line instead (a million steps took ~9 GB, ~92 s).
-#: Issue 22's 200,000 steps still run.
+#: A trace of 200,000 marker steps (the hostile-input tests' largest) still runs.
 MAX_STEPS = 200_000
 #: Beyond this many kept events a trace must bring at least MIN_BYTES_PER_KEPT_EVENT decompressed bytes per kept
 #: event (real traces bring 286 or more): the analysis takes ~250-400 bytes per kept event, so its memory stays in

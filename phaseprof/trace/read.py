@@ -109,7 +109,7 @@ def release_free_heap() -> None:
 
     Why: reading leaves ~15 MB of freed memory in the heap on a 115 MB trace (the scanner's column buffers, the
     decompressed pieces) that the analysis does not reuse (its arrays come from fresh pages), so the analysis
-    stacked its own peak on top of it: RSS after the tables 109 -> 95 MB measured (issue 28). Costs ~1 ms."""
+    stacked its own peak on top of it: RSS after the tables 109 -> 95 MB measured. Costs ~1 ms."""
     if not sys.platform.startswith("linux"):
         return
     try:

@@ -184,7 +184,7 @@ class ReadAhead(Source):
     def _read_into_slots(self) -> tuple[bool | None, int]:
         """The file inflated (or read) straight into reused buffers, queued as :class:`Slot` pieces: no piece is
         allocated and none is copied again by the stream reader (2.1 GB: the inflate 1.8 -> 1.1 CPU-s, and 0.4
-        CPU-s of copies gone from the scanning thread; issue 28). ``(True, n)`` when read to the end, ``(None,
+        CPU-s of copies gone from the scanning thread). ``(True, n)`` when read to the end, ``(None,
         n)`` when stopped, ``(False, 0)`` where this reader does not apply (no ``isal``, standard input); ``n``:
         the decompressed bytes queued. Whatever it raises but a bound's TraceError, the reference read
         (:meth:`_read_pieces`) takes over from the same byte, so every outcome (an error's wording too) is
@@ -267,7 +267,7 @@ class ReadAhead(Source):
 
     def close(self) -> None:
         """Stop the thread (it ends within one piece) and drop what it queued, and the buffers given back: ~10 MB
-        that would otherwise live on through the tables' making, the read's peak (issue 28)."""
+        that would otherwise live on through the tables' making, the read's peak."""
         self._stop.set()
         for q in (self._queue, self._free):
             while True:

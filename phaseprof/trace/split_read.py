@@ -1,6 +1,7 @@
 """One big trace read by two processes at once (``load_tables`` uses it for traces of ``SPLIT_MIN_BYTES`` and
 more that the pure-Python decoder reads, or wherever ``PHASEPROF_SPLIT_READ=1``; the native scanner reads them
-with a thread inflating ahead instead, which is faster since issue 28's seventh pass): this process decodes the first half of the events, a forked child the second
+with a thread inflating ahead instead, which is faster): this process decodes the first half of the events, a
+forked child the second
 (:func:`~phaseprof.trace.stream.stream_half`), and the child's columns come back through a pipe, out of band, to
 be appended to this process's. Any doubt (no separator at the split, a half that fails or hits a limit, a child
 that dies) returns None and the caller reads the file in one process, which gives the same tables or the same

@@ -234,7 +234,7 @@ def _categorical(codes: np.ndarray, labels: list[str] | tuple[str, ...],
 
     Why not ``np.unique(codes)`` and ``from_codes(remap[codes], ...)``: at 7.4 M rows that sorted every column,
     gathered int64 codes that pandas then validated (two passes) and cast to the dtype it keeps (a third); here a
-    count marks the codes used and the gather writes that dtype directly (issue 28)."""
+    count marks the codes used and the gather writes that dtype directly."""
     import pandas as pd  # here, not at the top: the read runs before pandas is imported (``trace.read``)
 
     if codes.size == 0:
@@ -644,7 +644,7 @@ class TableBuilder:
         """Drop ``family``'s builder columns once its table is made (:meth:`finish` only: the builder takes no
         more events). The table keeps what it shares; the rest (float µs times, wide codes) is freed now rather
         than when the read ends, so each family's transient no longer stacks on the ones before it: the read's
-        peak is its largest family's, not the sum (issue 28)."""
+        peak is its largest family's, not the sum."""
         self._cols[family] = defaultdict(_Growing)
 
 
@@ -652,7 +652,7 @@ def _constant_as_one(column: np.ndarray) -> np.ndarray:
     """``column``, or where every row holds one value, a read-only view of that one value repeated (stride 0): the
     same values and dtype in one element's memory. Most families leave most int columns at their default (CPU ops
     have no correlation, device, stream or bytes): 4 of the ops table's 8 int64 columns, 8.6 MB of its 18.5 on a
-    115 MB trace (issue 28). Table columns are read-only under pandas' copy-on-write in any case."""
+    115 MB trace. Table columns are read-only under pandas' copy-on-write in any case."""
     if column.size < 2:
         return column
     if column.strides != (0,) and (not (column[:4096] == column[0]).all() or not (column == column[0]).all()):
@@ -696,7 +696,7 @@ def gc_paused() -> Iterator[None]:
 
 def label_in(column: pd.Series, names: Collection[str]) -> np.ndarray:
     """Per row, whether its label (:func:`labels`) is one of ``names``: ``np.isin(labels(column), list(names))``,
-    decided once per category of a categorical column (no string per row: issue 28)."""
+    decided once per category of a categorical column (no string per row)."""
     import pandas as pd
 
     if isinstance(column.dtype, pd.CategoricalDtype):

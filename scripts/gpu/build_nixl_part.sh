@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 27: NIXL for the H200 payload (vLLM's NixlConnector imports `nixl._api`), as one extra part
+# NIXL for the H200 payload (vLLM's NixlConnector imports `nixl._api`), as one extra part
 # .gpu/nixl/nixl-site.tar.xz (~19 MB: fits one device call with the tree). nixl-cu13 1.5.1's wheel is 59 MB; its
 # nixl_ep_cu13 expert-parallel builds (95 MB unpacked) and headers are not needed by the connector and are dropped.
 # On the device: tar -C ~/phaseprof-payload/site -xJf .gpu/nixl/nixl-site.tar.xz

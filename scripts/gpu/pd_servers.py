@@ -1,4 +1,4 @@
-"""Issue 27: a prefill and a decode `vllm serve` of one model on ONE GPU, joined by vLLM's NixlConnector, with
+"""A prefill and a decode `vllm serve` of one model on ONE GPU, joined by vLLM's NixlConnector, with
 vLLM's torch profiler configured on both (inactive until /start_profile); kept up until DIR/stop appears (or
 --hold-s), then stopped (also on failure). phaseprof's disaggregated capture runs against them from another call:
 

@@ -1,4 +1,4 @@
-"""Captures with MoE routing recorded (issue 30), all from one engine, eager mode (the routing hook is Python:
+"""Captures with MoE routing recorded, all from one engine, eager mode (the routing hook is Python:
 CUDA-graph replays do not call it):
 
     python scripts/gpu/routing_captures.py --out DIR [--model qwen3.5-35b-a3b] [--batch 64]

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from phaseprof.capture.inprocess.tree_compare import TreeComparison, compare_trees
+from benchmarks.tree_compare import TreeComparison, compare_trees
 from phaseprof.capture.shared.options import CaptureOptions, EngineOptions, Hierarchy, Phase
 from tests.capture._vllm import skip_without_vllm
 

@@ -1,4 +1,4 @@
-"""A runs directory in which every string of a breakdown, a trace and a run record is hostile (issue 31).
+"""A runs directory in which every string of a breakdown, a trace and a run record is hostile.
 
 Real recordings, mutated: the committed H200 eager 4K prefill captured with ``--hierarchy hooks`` (breakdown with
 attribution and per-layer times, run.json; its speed-of-light section computed by phaseprof and stored in it),

@@ -43,7 +43,7 @@ def test_roofline_and_sol_table_are_the_analysis_numbers(make_app, h200_runs):
     fig = figure(at, "roofline")
     points = {t["name"]: t for t in fig["data"] if t["mode"] == "markers"}
     # One point per bucket that did FLOPs, named in the legend and coloured by bucket as in every other chart
-    # (issue 25: all grey, labels overlapping, FLOP-less buckets pulling the axis down to 10µ TFLOP/s).
+    # (all grey, labels overlapping, FLOP-less buckets pulling the axis down to 10µ TFLOP/s).
     with_flops = [b for b in expected if b.flops > 0 and b.time_us > 0]
     assert sorted(points) == sorted(b.bucket for b in with_flops) and "moe" in points
     for b in with_flops:
@@ -70,7 +70,7 @@ def _breakdown_with_ceilings(make_app, tmp_path, run):
 
 def test_a_point_faster_than_its_floor_is_flagged(make_app, tmp_path):
     """The eager decode capture's prefill MoE ran at 111% of light (uniform routing assumed): ringed on the
-    roofline and explained under it (issue 25: a prefill MoE point drawn above the roof, unflagged)."""
+    roofline and explained under it (a prefill MoE point drawn above the roof, unflagged)."""
     at, sol = _breakdown_with_ceilings(make_app, tmp_path,
                                        REPO / "traces/h200/eager/20261130T094747Z-h200-qwen3.5-35b-a3b-decode-128in-32out")
     beats = [(ph.phase, b) for ph in sol.phases for b in ph.buckets if b.beats_floor]
@@ -125,7 +125,7 @@ def test_layer_heatmap_and_coverage_are_the_attribution_section(make_app, tmp_pa
     fig = figure(at, "layer_heatmap")
     heat = fig["data"][0]
     assert len(heat["y"]) == 40 and "norm" in heat["x"]
-    # Every layer labelled (issue 25: only even rows were, the attention layers 3, 7, ... were not).
+    # Every layer labelled (only even rows were, the attention layers 3, 7, ... were not).
     assert fig["layout"]["yaxis"]["tickvals"] == heat["y"] == fig["layout"]["yaxis"]["ticktext"]
     assert "3 attention+moe" in heat["y"] and "7 attention+moe" in heat["y"]
 
@@ -158,7 +158,7 @@ def test_graph_run_aligned_with_its_reference_shows_bracketed_coverage_and_layer
 
 def test_measured_routing_heat_map(make_app, tmp_path):
     """A capture with its MoE routing recorded (the H200 c = 64 decode batch, routing.npz): the Breakdown page
-    draws phases x MoE layers, each cell the SOL section's hottest-expert load over the balanced load (issue 30)."""
+    draws phases x MoE layers, each cell the SOL section's hottest-expert load over the balanced load."""
     at, sol = _breakdown_with_ceilings(make_app, tmp_path,
                                        REPO / "traces/h200/routing/qwen3.5-35b-a3b-decode-128in-32out-c64")
     assert sol.routing == "measured (routing.npz)" and len(sol.moe_layers) == 3 * 40  # prefill, mixed, decode
@@ -170,7 +170,7 @@ def test_measured_routing_heat_map(make_app, tmp_path):
 
 
 def test_a_cpu_run_is_shown_in_cpu_words(make_app, tmp_path):
-    """Issue 44: the page opened on the committed CPU run in GPU words ("GPU busy", "launch overhead 0.00") and
+    """The page opened on the committed CPU run in GPU words ("GPU busy", "launch overhead 0.00") and
     said "not for CPU-only traces ()"."""
     cpu = REPO / "traces/cpu/tiny-hybrid-prefill128-decode8"
     runs = tmp_path / "runs"

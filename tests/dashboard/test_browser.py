@@ -167,7 +167,7 @@ def _drawn(page: object, name: str, done: str, expected: list[str], *, shot: Pat
 
 def test_every_page_in_headless_chromium(browser: object, server: str, runs_dir: Path) -> None:
     page = browser.new_page(viewport={"width": 1400, "height": 2000})  # type: ignore[attr-defined]
-    errors: list[str] = []  # the browser console's errors (issue 25: "Invalid color specifier" on Compare)
+    errors: list[str] = []  # the browser console's errors ("Invalid color specifier" on Compare)
     page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)  # type: ignore[attr-defined]
     text = _visit(page, server, "Runs")
     n = len(list(runs_dir.glob("*.json.gz"))) + 1  # loose traces and the run directory (the table is a canvas)

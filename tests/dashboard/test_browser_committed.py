@@ -1,6 +1,6 @@
 """Every dashboard page in headless Chromium on the committed runs (traces/: the H200 eager and graph prefill and
 decode captures, the sweeps, the TP2 rank folder, the CPU run), one server for them all: each page is drawn, shows
-what to look at first, and the browser console stays free of errors (issue 25: plotly.js logged "Invalid color
+what to look at first, and the browser console stays free of errors (plotly.js logged "Invalid color
 specifier" on Compare). Screenshots land in test-artifacts/dashboard/committed-*.png; scripts/docs_screenshots.py
 takes the same visits for docs/img/.
 """

@@ -1,4 +1,4 @@
-"""End to end on hostile runs (issue 31): headless Chromium opens every page of ``phaseprof dashboard`` on a
+"""End to end on hostile runs: headless Chromium opens every page of ``phaseprof dashboard`` on a
 runs directory whose every breakdown, trace and run-record string is hostile (``hostile_runs``), hovers every
 chart, and checks what the browser did: no request left for anything but the dashboard's own address, no element
 the payload made (a bold or italic run, a styled span, a link, an image, LaTeX, a coloured directive; in the page

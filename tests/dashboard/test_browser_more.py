@@ -1,5 +1,5 @@
-"""In headless Chromium: a markdown-image GPU name makes the browser fetch nothing (issue 17), and the
-Timeline's one-click export downloads a trace file that is the step (issue 11)."""
+"""In headless Chromium: a markdown-image GPU name makes the browser fetch nothing, and the
+Timeline's one-click export downloads a trace file that is the step."""
 
 from __future__ import annotations
 

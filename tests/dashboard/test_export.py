@@ -20,7 +20,7 @@ from tests.conftest import PUBLIC_CUT_DIR, REPO
 
 from .conftest import H100_DECODE, figure, ok
 
-#: A real eager decode run on the H200 (2,441 kernels per step): the "wall of hairlines" of issue 11.
+#: A real eager decode run on the H200 (2,441 kernels per step): a "wall of hairlines" when drawn whole.
 H200_EAGER_DECODE = REPO / "traces/h200/eager/20261130T094747Z-h200-qwen3.5-35b-a3b-decode-128in-32out/trace.json.gz"
 #: The tiny CPU capture (CPU ops only, no GPU activity).
 CPU_RUN = REPO / "traces/cpu/tiny-hybrid-prefill128-decode8/trace.json.gz"

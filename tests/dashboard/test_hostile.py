@@ -1,4 +1,4 @@
-"""Hostile input against the dashboard (issue 17): links leading out of the runs directory, markdown in names
+"""Hostile input against the dashboard: links leading out of the runs directory, markdown in names
 a trace or the disk supplies, huge upload names, NUL in typed paths; and the Compare page's model naming."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from tests.conftest import PUBLIC_CUT_DIR, REPO
 
 from .conftest import B200_PREFILL, H100_DECODE, ok, shown
 
-#: A GPU name that is a markdown image: rendered, the browser would fetch the URL (issue 17).
+#: A GPU name that is a markdown image: rendered, the browser would fetch the URL.
 EVIL_GPU = "![x](http://127.0.0.1:9/track.png)"
 #: A file name that is a markdown image too (a relative URL: the dashboard's own server would be asked).
 EVIL_FILE = "![y](track.png) $x$ :red[z].json.gz"

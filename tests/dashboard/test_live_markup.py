@@ -1,4 +1,4 @@
-"""No string from a trace, a breakdown or a run record becomes live in the page (issue 31).
+"""No string from a trace, a breakdown or a run record becomes live in the page.
 
 Every page runs on a runs directory in which every such string is hostile (``hostile_runs``), and the test walks
 *everything the page sent* (every element and block of the AppTest tree, every string field of its message), not

@@ -47,7 +47,7 @@ def test_runs_page_lists_everything_and_reads_run_json(make_app, runs_dir):
     assert not df.select_dtypes(exclude="number").isna().any().any()  # not known: empty, not "None"
     assert status["broken.json.gz"] == f"error: {analyze_error(runs_dir / 'broken.json.gz')}"
     assert status[B200_PREFILL] == "ok"
-    # Drawn again after the analysis: nothing left to analyse, so no button (issue 25: it still said 3 were not).
+    # Drawn again after the analysis: nothing left to analyse, so no button (it still said 3 were not).
     assert not [b for b in at.button if b.key == "analyse_all"]
     # What bounds each phase, next to the timings (analysis.verdict).
     bound = dict(zip(df["run"], df["bound"]))
@@ -75,7 +75,7 @@ def test_runs_page_filters_and_hands_runs_to_other_pages(make_app):
     assert ok(at).title[0].value == "Breakdown" and at.sidebar.radio(key="page").value == "Breakdown"
     assert any(H100_DECODE in shown(m.value) for m in at.markdown)
     at.sidebar.radio(key="page").set_value("Compare").run()
-    # The heading names what differs (issue 25: "A: NVIDIA H200 / B: NVIDIA H200" said nothing).
+    # The heading names what differs ("A: NVIDIA H200 / B: NVIDIA H200" said nothing).
     assert shown(ok(at).subheader[0].value) == (
         "Comparing eager (inferred) · NVIDIA B200 (A) with graph (inferred) · NVIDIA H100 80GB HBM3 (B)")
 
@@ -105,7 +105,7 @@ def test_breakdown_page_shows_the_library_numbers(make_app, runs_dir, name):
     lines = [v.line for v in verdicts_of(bd).phases]
     boxes = [shown(x.value) for x in at.main if x.type == "alert" or type(x).__name__ in ("Info", "Warning")]
     assert lines and [x for x in boxes if x in lines] == lines
-    # Stacked bars: one trace per bucket, then per idle cause; lengths = ms per step (issue 25: busy time only,
+    # Stacked bars: one trace per bucket, then per idle cause; lengths = ms per step (busy time only,
     # summed over steps, made a 5%-busy step look GPU-bound). A phase's bar is its mean step's wall time.
     bars = {t["name"]: t["x"] for t in figure(at, "phase_buckets")["data"]}
     for i, ph in enumerate(bd.phases):
@@ -223,7 +223,7 @@ def test_sweep_page_plots_the_stored_points(make_app):
 
 def test_sweep_legend_names_the_sweeps_by_what_tells_them_apart(make_app, tmp_path):
     """The committed H200 prefill sweeps, eager and graph: the legend says "eager" and "graph", not two run paths
-    of 80 characters (issue 25: the legend took two thirds of the chart's width); the caption maps them back."""
+    of 80 characters (the legend took two thirds of the chart's width); the caption maps them back."""
     runs = tmp_path / "runs"
     found = {}
     for mode in ("eager", "graph"):
@@ -236,7 +236,7 @@ def test_sweep_legend_names_the_sweeps_by_what_tells_them_apart(make_app, tmp_pa
     legend = next(shown(c.value) for c in at.caption if c.value.startswith("Legend"))
     assert all(f"{m} = {path} (" in legend for m, path in found.items()), legend
     assert frame(at, "sweep", "p90")["sweep"].unique().tolist() == ["eager", "graph"]
-    # issue 44: eager's least-squares slope is negative (-1.47 µs per token): never stated as a cost per token
+    # Eager's least-squares slope is negative (-1.47 µs per token): never stated as a cost per token
     slope = next(shown(c.value) for c in at.caption if c.value.startswith("TTFT slope"))
     assert "eager: no meaningful fit: TTFT does not grow with the prompt length" in slope
     assert "graph: 12.19 µs per prompt token (least squares)" in slope
@@ -244,7 +244,7 @@ def test_sweep_legend_names_the_sweeps_by_what_tells_them_apart(make_app, tmp_pa
 
 
 def test_pareto_page_offers_the_profiled_runs_the_cli_matches_from_the_traces_root(make_app):
-    """Issue 44: with the dashboard opened on traces/ (the committed tree: profiled runs 5 folders deep), the
+    """With the dashboard opened on traces/ (the committed tree: profiled runs 5 folders deep), the
     Pareto page found the sweeps but offered "No options to select" for the runs `pareto --profiled` matches."""
     at = ok(make_app("Pareto", runs=REPO / "traces").run())
     runs = at.multiselect(key="pareto_profiled")
@@ -300,11 +300,11 @@ def test_ranks_page_shows_the_real_tp2_capture_side_by_side(make_app, tmp_path):
                                                       for r in (0, 1)]
     spread = frame(at, "step", "slowest rank", "spread ms")
     assert spread["slowest rank"].tolist() == [s.slowest_rank for s in want.steps]
-    # Explained (issue 25: "slowest rank 0" next to rank 1 at 96% communication, unexplained): what each rank's
+    # Explained ("slowest rank 0" next to rank 1 at 96% communication, unexplained): what each rank's
     # phases are bound by, who waited for whom in the collectives, and how to read the two.
     lines = [shown(i.value) for i in at.info]
     c = want.collectives
-    # issue 44: a rank that mostly waits says on whom first; its phases' own verdicts follow, but not a
+    # A rank that mostly waits says on whom first; its phases' own verdicts follow, but not a
     # "GPU-bound — communication" one, which is that wait
     waiting = rank_verdicts(c, {r: bd.totals["gpu_busy_us"] for r, bd in want.ranks.items()})
     assert list(waiting) == [0] and waiting[0].startswith("waiting on rank 1 — 59% of its GPU busy")
@@ -320,7 +320,7 @@ def test_ranks_page_shows_the_real_tp2_capture_side_by_side(make_app, tmp_path):
 
 def test_compare_opens_on_a_like_for_like_pair_named_by_what_differs(make_app, tmp_path):
     """Committed H200 captures (eager and graph, prefill and decode): Compare opens on the eager and graph runs
-    of one workload, not the first two listed, and its legend says eager / graph, not the GPU twice (issue 25)."""
+    of one workload, not the first two listed, and its legend says eager / graph, not the GPU twice."""
     h200 = REPO / "traces" / "h200"
     runs = tmp_path / "runs"
     for mode in ("eager", "graph"):
@@ -332,9 +332,9 @@ def test_compare_opens_on_a_like_for_like_pair_named_by_what_differs(make_app, t
     a, b = at.session_state["cmp_a"], at.session_state["cmp_b"]
     assert (a.split("/")[0], b.split("/")[0]) == ("eager", "graph") and a.endswith("prefill-4096") \
         and b.endswith("prefill-4096"), (a, b)
-    # the committed breakdowns are the current analysis (issue 44): the graph prefill's module view is now placed
+    # the committed breakdowns are the current analysis: the graph prefill's module view is now placed
     # structurally (no op stack in a graph replay), and the page says so
-    # both module views now rest on the layer plan (issue 45: eager steps without module scopes are cut into
+    # both module views now rest on the layer plan (eager steps without module scopes are cut into
     # layers too), so only the mode differs
     assert [shown(w.value) for w in at.warning if "like for like" in w.value] == [
         "Not like for like: mode differs: eager (A) vs graph (B)."]

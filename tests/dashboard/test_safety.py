@@ -204,7 +204,7 @@ def test_the_checkout_entry_only_calls_the_packaged_app(runs_dir, tmp_path, monk
 
 def test_runs_page_lists_only_traces_and_breakdowns_among_loose_json(tmp_path):
     """A capture folder's other JSON files (startup facts, summaries, timing, results, a ceilings file) are no
-    input to analyse: listing them as traces gave a wall of errors (issue 25)."""
+    input to analyse: listing them as traces gave a wall of errors."""
     h200 = REPO / "traces" / "h200"
     eager = h200 / "eager"
     for f in (eager / "startup.json", eager / "summary.json", eager / "timing-benchmark.json",

@@ -72,7 +72,7 @@ def test_moe_and_attention_matched_across_vendors_by_bucket_and_order():
 
 
 def test_the_same_name_in_different_buckets_is_matched_first_and_says_both_groups():
-    """Issue 44: one kernel the two sides classified differently is still one kernel; the rank pairing within a
+    """One kernel the two sides classified differently is still one kernel; the rank pairing within a
     group only takes what no same-name pair took."""
     a = breakdown(phase(kernels=[K("triton_poi_fused_0", "elementwise", 10, 100.0), K("memcpy_a", "memory", 5, 50.0)]))
     b = breakdown(phase(kernels=[K("triton_poi_fused_0", "norm", 10, 90.0), K("memcpy_b", "memory", 5, 50.0),

@@ -65,7 +65,7 @@ def test_gemm_kernels_matched_across_vendors_although_names_differ(vendor_pair):
     d, _ = vendor_pair
     cross = [m for m in _pairs(d, "gemm") if NVIDIA_GEMM.match(m.a.name) and ROCM_GEMM.match(m.b.name)]
     # module view: the projections' GEMMs stay gemm; the lm_head GEMM (once per step, last) ran for the
-    # LogitsProcessor module (nn.Module events in these traces, issue 12)
+    # LogitsProcessor module (nn.Module events in these traces)
     assert len(cross) >= 4 and all(m.how == "order" for m in cross)
     assert {m.module for m in cross} == {"gemm", "LogitsProcessor"}
     assert [m.a.calls_per_step for m in cross if m.module == "LogitsProcessor"] == [1.0]
@@ -156,7 +156,7 @@ def test_graph_mode_cuts_launch_calls_per_decode_step_while_kernels_stay_close()
 
 
 def test_eager_vs_graph_4096_prefill_pairs_identical_names_first() -> None:
-    """Issue 44, item 6, on the committed H200 pair (``diff -f markdown`` eager vs graph 4096 prefill): the
+    """On the committed H200 pair (``diff -f markdown`` eager vs graph 4096 prefill): the
     same nvjet GEMM and ``Memcpy DtoD`` were left unmatched, or paired with another kernel "by rank", because
     each side put them in a different bucket or module. Now they pair by name, and no kernel name found on both
     sides is paired with another one."""

@@ -1,4 +1,4 @@
-"""Issue 48, items 1-4 and 15: a PD run directory and a PD capture's servers are input like any other.
+"""A PD run directory and a PD capture's servers are input like any other.
 
 - Strings a PD run records (connector, model, URLs, link, notes) reach the terminal without control characters
   and markdown inside a fenced block (nothing live); rich markup prints as written.
@@ -115,7 +115,7 @@ def test_counters_that_went_down_are_a_note_not_a_negative_fact(tmp_path: Path,
     _edit(run / "handoff.json", reset)
     h = read_handoff(run / "handoff.json")
     assert h.requests[1].nixl is None and h.requests[0].nixl is not None
-    # the stored median is re-derived from the requests whose counters are facts (issue 44): a true median
+    # the stored median is re-derived from the requests whose counters are facts: a true median
     assert h.median.bytes is not None and h.median.bytes > 0 and h.bytes_ratio is None
     assert not any("median NIXL transfer is no fact" in n for n in h.notes)  # that median is gone
     assert any("request 1: the decode server's NIXL counters went down" in n for n in h.notes)

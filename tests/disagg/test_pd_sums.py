@@ -1,4 +1,4 @@
-"""Issue 44, item 1: a PD run's TTFT printed as a sum adds up in every view (terminal, markdown, JSON; the
+"""A PD run's TTFT printed as a sum adds up in every view (terminal, markdown, JSON; the
 dashboard prints the same ``summary_lines``, checked in ``tests/dashboard/test_pd_page.py``).
 
 On the committed runs (``traces/h200/pd``) the old headline took each part as the median of its own column, from

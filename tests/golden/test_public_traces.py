@@ -1,5 +1,5 @@
 """Every public trace (../shared/traces/public, ``public`` tier) loads and gives a sane breakdown, and real facts
-about each one hold (issue 2's acceptance: B200 gpt-oss moe from bmm_*/routing kernels, MI300X ``Cijk_`` GEMMs,
+about each one hold (B200 gpt-oss moe from bmm_*/routing kernels, MI300X ``Cijk_`` GEMMs,
 H100 Llama graph launches and communication kernels, ...)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 44, item 4: the records committed under traces/ are what the current code writes.
+"""The records committed under traces/ are what the current code writes.
 
 - a breakdown whose trace is kept beside it equals a fresh ``phaseprof analyze`` of that trace, at the current
   schema (before: ``traces/h200/graph/*prefill-4096/breakdown.json`` was schema 1.0 with moe 37.4 % / gemm
@@ -58,7 +58,7 @@ def test_every_served_sweep_records_its_gpu() -> None:
 
 @pytest.mark.parametrize("run", ["serving/bf16/profiled/c1", "pd/qwen3.5-35b-a3b-fp8-eager-4096in-32out"])
 def test_a_stored_breakdown_is_printed_without_the_recording_hosts_path(run: str, capsys) -> None:
-    """Issue 44: a committed breakdown's trace.path is where it was recorded (/root/keep/…); analyze names the
+    """A committed breakdown's trace.path is where it was recorded (/root/keep/…); analyze names the
     trace beside the breakdown, marked not kept."""
     from phaseprof.commands.main import main
 
@@ -69,7 +69,7 @@ def test_a_stored_breakdown_is_printed_without_the_recording_hosts_path(run: str
 
 
 def test_a_pd_run_names_the_gpu_its_engines_traces_name() -> None:
-    """Issue 44: a PD run.json recorded no device (the Runs page's GPU cell was empty); it is the one its engines'
+    """A PD run.json recorded no device (the Runs page's GPU cell was empty); it is the one its engines'
     breakdowns name, where they were kept (the UCX_TLS repeat kept none: no GPU claimed)."""
     runs = regen.committed_pd_runs()
     assert len(runs) == 3

@@ -1,4 +1,4 @@
-"""Issue 12's acceptance on the H200 traces of the 35B-A3B hybrid recorded by vLLM 0.23's own profiler with
+"""Module attribution's acceptance on the H200 traces of the 35B-A3B hybrid recorded by vLLM 0.23's own profiler with
 Python stacks (eager and graph mode): norm from the module tree, per-layer view, graph-mode coverage.
 
 The trimmed copies live in traces/h200/own-eager/, traces/h200/own-graph/ and traces/h200/fp8/ (their READMEs say
@@ -83,7 +83,7 @@ def test_graph_mode_kernels_take_modules_and_layers_from_the_eager_run(eager):
     for pa in a.phases:
         assert [r.layer for r in pa.layers] == list(range(40))
         assert [r.layer for r in pa.layers if r.layer_type == "attention+moe"] == list(range(3, 40, 4))
-        # issue 12: module/layer attribution (module tree, op stack, graph alignment, bracketing) >= 95% of GPU time
+        # Module/layer attribution (module tree, op stack, graph alignment, bracketing) >= 95% of GPU time
         assert pa.coverage_pct[Method.GRAPH_ALIGNMENT] > 40 and pa.coverage_pct[Method.BRACKETED] > 0
         assert 100 - pa.coverage_pct[Method.KERNEL_NAME] >= 95, (pa.phase, pa.coverage_pct)
     for ph in graph.phases:

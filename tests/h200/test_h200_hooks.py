@@ -1,4 +1,4 @@
-"""Issue 12 on phaseprof's *own* H200 captures with the module tree from module hooks (``--hierarchy hooks``,
+"""Module attribution on phaseprof's *own* H200 captures with the module tree from module hooks (``--hierarchy hooks``,
 the default): traces/h200/hooks/ (README there: vLLM 0.23.0, qwen3.5-35b-a3b, eager and graph mode).
 
 - eager prefill 4096: the hooks' ``nn.Module:`` scopes give the module tree, so ``norm`` (GemmaRMSNorm as ATen

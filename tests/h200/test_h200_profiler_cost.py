@@ -1,4 +1,4 @@
-"""Issue 45, part 2: the profiler's own cost, named. What a trace was recorded with (``trace/recording.py``), the
+"""The profiler's own cost, named. What a trace was recorded with (``trace/recording.py``), the
 Python-stack recorder's host time per phase (``analysis/profiler_cost.py``) and a verdict that never calls a step
 host-bound on the profiler's account without saying so (``analysis/verdict.py``), on the committed H200 traces:
 vLLM's own profiler with stacks (served piecewise-graph prefill ``server-tp1``, in-process eager ``own-eager``:
@@ -74,7 +74,7 @@ def test_frames_of_a_cut_trace_are_counted_by_their_ids():
 
 def test_eager_prefill_is_not_host_bound_on_the_profilers_account():
     """vLLM's own eager profile (stacks on): the prefill step took 220 ms with the GPU busy 42% of it (the clean
-    TTFT is 108.9 ms, result.json); 67,980 Python frames were recorded in it. Before issue 45: "host-bound". The
+    TTFT is 108.9 ms, result.json); 67,980 Python frames were recorded in it. Before the profiler's cost was named: "host-bound". The
     decode step is host-bound even without the recorder (eager decode: clean TPOT 81.1 ms, GPU busy ~7 ms)."""
     bd = _bd(OWN_EAGER)
     pre, dec = bd.verdicts.phases

@@ -1,4 +1,4 @@
-"""Issue 45, part 1: layers from vLLM's own traces in every execution mode, from the trace and ``--model-config``
+"""Layers from vLLM's own traces in every execution mode, from the trace and ``--model-config``
 alone (``analysis/structural.py``: the fused add-RMSNorm cuts, else the mixer/MoE anchor runs).
 
 Modes, each on real traces:
@@ -94,7 +94,7 @@ def test_served_graph_trace_without_stacks(path):
 
 @pytest.mark.parametrize("path", [EAGER_PREFILL, EAGER_DECODE, TP2_RANK0], ids=["prefill", "decode", "tp2-rank0"])
 def test_eager_without_stacks_from_the_anchors(path):
-    """Eager, no module scopes, RMSNorm unfused (Gemma's, ATen kernels): before issue 45 no layer at all (57% /
+    """Eager, no module scopes, RMSNorm unfused (Gemma's, ATen kernels): before the anchor layers no layer at all (57% /
     42% from op rules alone); now the mixer and MoE anchor runs cut every step into the config's 40 layers."""
     bare = _analyse(path, config=None) if path == TP2_RANK0 else None
     if bare is not None:  # the TP2 ranks have no run.json: without --model-config no plan, no layers
@@ -121,7 +121,7 @@ def test_vllm_own_eager_trace_with_and_without_its_stacks():
 @pytest.mark.public
 def test_compiled_without_graphs_public_llama70b(public_dir):
     """Step 0 of the public H100 Llama-3-70B TP4 trace (vLLM's own profiler): a 32 x 1,000-token prefill above
-    the largest capture size, torch.compile'd without graphs. Before issue 45: 0 of 80 layers, 13.8% of the
+    the largest capture size, torch.compile'd without graphs. Before the layer plan cut compiled steps: 0 of 80 layers, 13.8% of the
     trace's GPU time from evidence (op rules); now every step, graphs or not, is cut into its 80 layers."""
     path = public_dir / "traceMap__1_h100_1000isl_10osl_32con.pt.trace.json.gz"
     a = _analyse(path, config=LLAMA70B_CONFIG)

@@ -1,4 +1,4 @@
-"""Issue 24: module + layer attribution of CUDA-graph replays from the replay alone, the model's layer plan (its
+"""Module + layer attribution of CUDA-graph replays from the replay alone, the model's layer plan (its
 config) in place of an eager reference run (``analysis/structural.py``).
 
 On the committed H200 graph traces: the 35B-A3B hybrid (40 layers: every fourth full attention, MoE in all) from

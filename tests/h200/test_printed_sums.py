@@ -1,4 +1,4 @@
-"""Issue 44, acceptance: every printed total equals the sum of its printed parts, on every committed breakdown
+"""Every printed total equals the sum of its printed parts, on every committed breakdown
 (terminal tables: per step wall = busy + idle, idle = launch + host work + queued/tail; each bucket column, ms
 and %, adds up to the GPU busy row). PD runs: tests/disagg/test_pd_sums.py; ranks: tests/scale/test_waits.py.
 

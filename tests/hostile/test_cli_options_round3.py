@@ -1,4 +1,4 @@
-"""Issue 48, the CLI-options surface of round 3: the options added since round 2 (``capture --ray``,
+"""The CLI-options surface of hostile-input round 3: the options added since round 2 (``capture --ray``,
 ``--max-trace-mb`` on the server path, ``--decode-server``/``--link``, ``pareto --max-instances``/``--disagg``/
 ``--ceilings``) take any value a user could type and end in exit 0, or 2/3 with one line: never a traceback.
 

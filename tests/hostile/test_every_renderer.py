@@ -1,4 +1,4 @@
-"""Issue 48: every renderer gets the same hostile strings, from every kind of outside input (a trace, a PD run
+"""Every renderer gets the same hostile strings, from every kind of outside input (a trace, a PD run
 directory, a sweep record, a measured ceilings file), and shows them inert.
 
 One string (``HOSTILE``) carries terminal control (ANSI CSI, an OSC 8 hyperlink, BEL, a C1 CSI, NUL), a

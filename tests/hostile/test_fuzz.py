@@ -1,4 +1,4 @@
-"""Mutation fuzzing of committed real traces through ``phaseprof analyze``, in-process (issue 17).
+"""Mutation fuzzing of committed real traces through ``phaseprof analyze``, in-process.
 
 Each case takes one real trace from traces/ (an MI300X SGLang decode, a B200 vLLM prefill window, an H200
 phaseprof capture with allocator events), mutates it once or twice, and runs ``main(["analyze", path, "-f",

@@ -1,4 +1,4 @@
-"""The two trace readers against each other on mutated real traces (issue 47): the native scanner either gives
+"""The two trace readers against each other on mutated real traces: the native scanner either gives
 exactly the pure-Python reader's outcome (the same tables, or the same one-line error) or refuses the trace
 (``NativeUnsupported``), after which ``--reader auto`` reads it in pure Python and gives the reference's outcome.
 

@@ -1,5 +1,5 @@
 """The invariants every Breakdown must pass before output hold on the committed real runs, and a breakdown that
-breaks one (the numbers issue 17 saw: busy > wall, a negative idle part) is refused with one line."""
+breaks one (numbers once seen on hostile input: busy > wall, a negative idle part) is refused with one line."""
 
 from __future__ import annotations
 

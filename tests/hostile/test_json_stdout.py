@@ -1,4 +1,4 @@
-"""``analyze -f json`` prints one JSON document (issue 22, class 13): ``analyze A B -f json`` printed two documents
+"""``analyze -f json`` prints one JSON document: ``analyze A B -f json`` printed two documents
 back to back, which no JSON reader accepts. One input prints its document; several print one array of them, in
 the order given (multi-rank reports of rank folders first), documented in README.md. Also: concurrent users of
 one ``--json`` destination each leave a whole, valid breakdown (atomic replace), never a torn or temp file."""

@@ -1,4 +1,4 @@
-"""Hostile trace input (issue 17): every case ends with exit 2 and ONE line naming the file, or a correct result.
+"""Hostile trace input: every case ends with exit 2 and ONE line naming the file, or a correct result.
 
 Each reproducer is made here, small: special files, gzip members and padding, whitespace bombs (16 MB runs of
 blanks compress to ~16 KB), integers beyond int64, odd digit strings, absurd timestamps, deep nesting.

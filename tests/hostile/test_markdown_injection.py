@@ -1,4 +1,4 @@
-"""Markdown injection (issue 22, class 7). A kernel name holding a backtick closed its code span in ``analyze -f
+"""Markdown injection. A kernel name holding a backtick closed its code span in ``analyze -f
 markdown`` and the ``![b](http://...)`` and ``<img>`` after it rendered live in a PR comment; ``diff -f markdown``
 wrote bucket and phase names from a breakdown file unescaped. Every string from a trace or a breakdown now goes
 through ``phaseprof.safe_text`` (``markdown`` for text and table cells, ``code_span`` for names in code), and the

@@ -1,4 +1,4 @@
-"""``phaseprof memory`` round 2 (issue 22, classes 6 and 15). It planned KV for 1000 KV heads of 32 attention
+"""``phaseprof memory`` round 2. It planned KV for 1000 KV heads of 32 attention
 heads, for 7 heads on a hidden size of 4096, for top-8... top-100 of 8 experts, and printed integers above 2^64
 for ``--max-model-len 1e20``; ``--activation-peak-gib 1e308`` / ``inf`` and ``--cudagraph-pool-gib inf`` were
 OverflowError tracebacks. Inconsistent configs are refused naming the two fields; every numeric option is

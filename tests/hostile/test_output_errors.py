@@ -1,4 +1,4 @@
-"""Issue 48, item 12: every command ends cleanly when its output goes away. ``analyze ... | head -1`` (the reader
+"""Every command ends cleanly when its output goes away. ``analyze ... | head -1`` (the reader
 closes the pipe) exits 141 without a word, as ``cat`` does; a closed stdout (``>&-``) and a full disk
 (``> /dev/full``) are one line on stderr and exit 3 (the environment). Never a traceback, never the interpreter's
 "Exception ignored" on its last flush.

@@ -1,4 +1,4 @@
-"""No output path may resolve to an input (issue 22, class 1): ``analyze t.json --json t.json`` replaced the user's
+"""No output path may resolve to an input: ``analyze t.json --json t.json`` replaced the user's
 trace with its breakdown and exited 0. The same file, a hard link and a symlink to it are refused with one line,
 exit 2, before anything is analysed, and the input is left byte for byte as it was."""
 

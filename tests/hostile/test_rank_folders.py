@@ -1,4 +1,4 @@
-"""Rank folders (issue 22, classes 5 and 12). A folder with rank 5 and rank -1 of a world of 2 exited 0 and said
+"""Rank folders. A folder with rank 5 and rank -1 of a world of 2 exited 0 and said
 it "covers 2 of 2 ranks" while ranks 0 and 1 had no trace; ``-j 10000`` on a folder of small rank files started
 a process per file. Ranks outside [0, world_size), duplicates and non-integer ranks are one-line errors; the
 coverage line counts only real ranks; ``--jobs`` is clamped to the cores and the files, and says so.

@@ -1,4 +1,4 @@
-"""Issue 48, items 11 and 14: what a trace states is a fact only when it can be one, and the work grows with the
+"""What a trace states is a fact only when it can be one, and the work grows with the
 trace only up to a stated bound.
 
 - A memcpy or memset with a negative size (``args.bytes`` -4096) is no size: its bytes are not counted (the

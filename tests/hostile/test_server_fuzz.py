@@ -1,4 +1,4 @@
-"""Fuzzing ``capture --server``'s reading of a server's answers (issue 22, classes 8 and 9), in-process.
+"""Fuzzing ``capture --server``'s reading of a server's answers, in-process.
 
 A fake vLLM server on 127.0.0.1 (``tests/capture/test_server_hostile.py``) answers every probe and streamed
 completion as vLLM does, except for one place per case, where hypothesis puts any JSON value (deep nesting, NaN,

@@ -1,4 +1,4 @@
-"""Issue 48, item 7: a FIFO, ``/dev/zero`` or a directory where a file is expected is one line (exit 2) at once:
+"""A FIFO, ``/dev/zero`` or a directory where a file is expected is one line (exit 2) at once:
 never a read that waits for a writer for ever, never one that fills memory. Files are opened without blocking
 and checked on the open descriptor (``phaseprof.io.read_regular``), before a byte is read.
 

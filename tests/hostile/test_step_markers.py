@@ -1,4 +1,4 @@
-"""Duplicate and overlapping step markers (issue 22, class 4): six copies of each marker gave a phase six times
+"""Duplicate and overlapping step markers: six copies of each marker gave a phase six times
 the trace's wall time; a marker overlapping the previous one counted the shared time twice, with no note. One
 engine step runs at a time on the host, so copies are merged, nested markers dropped and overlaps trimmed, and
 the breakdown's notes say so. The traces are the real CPU capture with its own markers copied or shifted."""
@@ -91,7 +91,7 @@ def test_real_traces_have_no_marker_notes() -> None:
 
 def test_per_step_work_builds_no_frame_per_step(doc: dict[str, Any], tmp_path: Path,
                                                monkeypatch: pytest.MonkeyPatch) -> None:
-    """Issue 22, class 16 (200k markers ran for minutes, ~0.65 ms per step): the per-step rows read slices of
+    """200k markers ran for minutes (~0.65 ms per step); now the per-step rows read slices of
     arrays, so the pandas row selections of the analysis do not grow with the step count. The same real trace
     with each marker split into four quarters (4x the steps) makes as many ``DataFrame.take`` calls. (The time
     ratio is benchmarks/bench_steps.py's.)"""

@@ -1,4 +1,4 @@
-"""Numbers in a trace's top-level metadata (issue 22, class 14): ``deviceProperties`` with ``numSms: 2**70`` ended
+"""Numbers in a trace's top-level metadata: ``deviceProperties`` with ``numSms: 2**70`` ended
 in an "Integer exceeds 64-bit range" traceback in every output format (the breakdown copies the GPU's
 properties). deviceProperties, distributedInfo and phaseprof's own capture record are checked at load: integers
 within int64, floats finite, bounded nesting; otherwise one line naming the file and the field, exit 2."""

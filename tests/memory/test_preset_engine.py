@@ -1,4 +1,4 @@
-"""Issue 44, item 8: ``memory --model <preset>`` plans with the dtypes the preset runs with, and a run's facts
+"""``memory --model <preset>`` plans with the dtypes the preset runs with, and a run's facts
 say what else to match.
 
 tiny-hybrid runs with ``mamba_ssm_cache_dtype`` float32 (its ``engine_defaults``): the plan used bf16 and
@@ -48,7 +48,7 @@ def test_the_cpu_capture_is_predicted_to_the_token_with_its_settings() -> None:
 
 
 def test_memory_prints_at_the_terminals_width() -> None:
-    """Issue 44: ``memory`` printed at a fixed 160 columns; into a pipe (80) every line fits and no value or
+    """``memory`` printed at a fixed 160 columns; into a pipe (80) every line fits and no value or
     name is cut with an ellipsis."""
     import os
     import subprocess

@@ -1,4 +1,4 @@
-"""The native scanner ships in the wheel (issue 47): ``pip wheel`` gives a platform wheel holding it; installed
+"""The native scanner ships in the wheel: ``pip wheel`` gives a platform wheel holding it; installed
 into a fresh venv on a PATH without cargo, ``phaseprof analyze`` reads every committed trace with it (``--verbose``
 says so, the JSON records ``tool.reader``) and prints the pure-Python reader's JSON on each.
 

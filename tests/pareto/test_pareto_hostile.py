@@ -1,4 +1,4 @@
-"""Issue 48, items 8-10: ``phaseprof pareto`` on hostile sweep records and options.
+"""``phaseprof pareto`` on hostile sweep records and options.
 
 - A record value of the wrong type (``max_num_seqs: "x"``), a count below 1, a negative or non-finite throughput
   or latency, a TPOT of 0 (tokens/s per user divides by it), a prefill TTFT of 0 (``--disagg`` divides by it):

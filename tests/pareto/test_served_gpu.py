@@ -1,4 +1,4 @@
-"""Issue 44, item 3: a served sweep (``sweep --server``, its device the server's URL) learns its GPU — stated
+"""A served sweep (``sweep --server``, its device the server's URL) learns its GPU — stated
 (``--gpu``), recorded in ``device.gpu``, or from its profiled runs' traces — and says where it came from, so the
 speed-of-light frontier works on the production path.
 

@@ -102,7 +102,7 @@ def test_context_rules_name_known_families_and_every_family_has_a_role():
 def test_run_records_say_whether_a_run_was_expert_parallel(tmp_path):
     ranks = tmp_path / "ep" / "traces"
     ranks.mkdir(parents=True)
-    shutil.copy(SERVE_EP, tmp_path / "ep" / "serve.json")  # the real TP2 + EP server record (session 3)
+    shutil.copy(SERVE_EP, tmp_path / "ep" / "serve.json")  # the real TP2 + EP server record
     assert declared_expert_parallel(ranks / "rank0.pt.trace.json.gz") is True
     tp = tmp_path / "tp"
     tp.mkdir()

@@ -1,4 +1,4 @@
-"""Issue 44, item 5: three numbers for one wait ("late by", "waited", "c.wait") are defined, printed as a
+"""Three numbers for one wait ("late by", "waited", "c.wait") are defined, printed as a
 waterfall that sums, and a rank that mostly waits is said to be "waiting on rank N", not "GPU-bound".
 
 The real TP2 + expert-parallel decode step on two H200s (traces/h200x2/server-tp2-ep/decode-step1): rank 0 late

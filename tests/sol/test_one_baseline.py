@@ -1,4 +1,4 @@
-"""Issue 44, item 2: one speed of light per GPU. The measured ceilings of a GPU ship with phaseprof
+"""One speed of light per GPU. The measured ceilings of a GPU ship with phaseprof
 (``phaseprof/sol/measured/``) and are chosen by the GPU's name wherever the run sits; the datasheet only for a GPU
 phaseprof has no measurement of, or when asked (``--ceilings spec``); the ceiling is named in the output.
 

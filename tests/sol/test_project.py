@@ -9,7 +9,7 @@ import pytest
 
 from phaseprof.commands.main import main
 from phaseprof.sol.project import explain, sentence
-from phaseprof.sol.results import SolBucket, SolCeiling, SolPhase, SolSection
+from phaseprof.analysis.sol_results import SolBucket, SolCeiling, SolPhase, SolSection
 
 REPO = Path(__file__).resolve().parents[2]
 (DECODE,) = (REPO / "traces" / "h200" / "graph").glob("*-decode-128in-32out")

@@ -163,7 +163,7 @@ def test_roofline_data(prefill):
 def test_measured_ceilings_beside_the_runs_count_for_a_gpu_phaseprof_ships_none_of(tmp_path, monkeypatch):
     """A capture session's ceilings/ folder (traces/h200/ceilings/ for traces/h200/graph/<run>/) holds its GPU's
     measured ceilings: breakdowns below it use them and say so — unless phaseprof ships a measured file for that
-    GPU (phaseprof/sol/measured/), which wins wherever the run sits (issue 44: one baseline per GPU)."""
+    GPU (phaseprof/sol/measured/), which wins wherever the run sits (one baseline per GPU)."""
     from phaseprof.sol import ceilings as C
 
     src = _run("prefill-4096")

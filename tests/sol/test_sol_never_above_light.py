@@ -1,5 +1,5 @@
 """No committed H200 capture runs faster than its speed of light unless the floor rests on an assumed input,
-and then the section names that assumption (issue 30). Every trace and run directory under traces/h200: bf16 and
+and then the section names that assumption. Every trace and run directory under traces/h200: bf16 and
 FP8, eager and graph, prefill and decode, phaseprof's own captures, vLLM's own profiler, a live server; against
 the measured ceilings (traces/h200/ceilings) and against the datasheet."""
 

@@ -1,4 +1,4 @@
-"""Committed captures that recorded their MoE routing (routing.npz, issue 30): the distinct experts the
+"""Committed captures that recorded their MoE routing (routing.npz): the distinct experts the
 section reports per step and layer equal a hand count from the raw ids, the MoE floor reads those experts, and
 no MoE point sits above the measured HBM roof. Empty until such captures are committed (the H200 runs of
 scripts/gpu/routing_captures.py, under traces/h200/routing/)."""

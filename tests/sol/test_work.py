@@ -154,7 +154,7 @@ def test_qwen3_30b(q30):
 
 
 def test_qwen3_30b_norm_and_elementwise_bytes(q30, llama):
-    """Issue 30: the H200 qwen3-30b-a3b 4K prefill's norm bucket ran at 126% of a floor that counted the
+    """The H200 qwen3-30b-a3b 4K prefill's norm bucket ran at 126% of a floor that counted the
     per-head q/k norms as their own pass (their torch.compile kernels are classified elementwise, fused with
     RoPE). Norm: 48·2 + 1 = 97 RMSNorms of 4096 × 2048, the first (no residual yet) reads + writes 2 × hidden,
     the other 96 read hidden + residual and write both (4 × hidden); bf16."""

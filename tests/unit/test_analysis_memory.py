@@ -1,4 +1,4 @@
-"""The analysis' memory shortcuts of issue 28's seventh pass (views instead of permuted copies, blocks of steps,
+"""The analysis' memory shortcuts (views instead of permuted copies, blocks of steps,
 temporaries freed early) give exactly what the code they replaced gave: each is checked against that code, kept
 here verbatim as the reference, on random values and on committed traces."""
 

@@ -1,4 +1,4 @@
-"""The analysis' shortcuts (issue 28: no Python object per row, counting instead of sorting) give exactly what
+"""The analysis' shortcuts (no Python object per row, counting instead of sorting) give exactly what
 the plain pandas/numpy expressions they replaced give: each is checked against that expression, on random values
 and on a committed trace's columns."""
 
@@ -145,7 +145,7 @@ def test_coded_str_categorical_is_str_categorical_of_the_column() -> None:
 
 
 def _attribution_by_objects(items: pd.DataFrame, t, c, rules, op_module: np.ndarray, device: str) -> pd.DataFrame:
-    """``attribute_items`` without graph replays as it was before its codes (issue 28): an object per item for
+    """``attribute_items`` without graph replays as it was before its codes: an object per item for
     the module view and the method, stored in the frame, then ``str_categorical`` (``prepare`` did that)."""
     tree = build_module_tree(t.modules, rules)
     n = len(items)
@@ -221,7 +221,7 @@ def test_items_and_attribution_codes_are_the_object_columns(rel: str) -> None:
 
 
 def _op_modules_by_pointer_jumping(ops: pd.DataFrame, parent: np.ndarray, rules) -> np.ndarray:
-    """``items.op_modules`` as it was before :class:`OpModules` (issue 28): every op's bucket at once."""
+    """``items.op_modules`` as it was before :class:`OpModules`: every op's bucket at once."""
     cats = ops["name"].cat.categories
     own_by_cat = [module_bucket_of_op(str(n), rules) for n in cats]
     values = list(dict.fromkeys(b for b in own_by_cat if b is not None))

@@ -1,4 +1,4 @@
-"""The analysis' speed-ups of issue 28's session 11 give exactly what the code they replaced gave: each is checked
+"""The analysis' speed-ups give exactly what the code they replaced gave: each is checked
 against that code (kept here verbatim as the reference where it is gone) or against the pandas/numpy expression it
 stands for, on random values, edge cases included. The committed traces' whole breakdowns are the golden tests'."""
 

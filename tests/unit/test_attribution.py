@@ -1,4 +1,4 @@
-"""Module-tree, per-layer and graph-replay attribution (issue 12), on real traces and tiny inline ones.
+"""Module-tree, per-layer and graph-replay attribution, on real traces and tiny inline ones.
 
 Real fixtures:
 - traces/cpu/vllm-own-stack/: vLLM 0.28 CPU's own profiler (with_stack=True) on the tiny-hybrid preset
@@ -104,7 +104,7 @@ def _self_times(ops: list[dict]) -> list[tuple[float, float, float, int]]:
 
 
 def test_norm_equals_the_time_of_ops_under_rmsnorm_modules_from_raw_events(cpu_bd):
-    """Acceptance (issue 12) on the committed real trace: module-view norm = self time of the CPU ops running
+    """Acceptance on the committed real trace: module-view norm = self time of the CPU ops running
     inside ``*RMSNorm_N`` modules (GemmaRMSNorm; not RMSNormGated, GDN's gate), summed from the raw JSON."""
     events = json.loads(gzip.decompress(CPU_STACK.read_bytes()))["traceEvents"]
     norms = [(e["ts"], e["ts"] + e["dur"], e["tid"]) for e in events if e.get("cat") == "python_function"

@@ -134,7 +134,7 @@ MODULE_TABLE = [
     ("vllm::all_reduce", B.COMMUNICATION),
     ("nn.Module: Sampler_0", B.SAMPLING),
     ("vllm/v1/sample/sampler.py(82): greedy_sample", B.SAMPLING),
-    # the whole block, projections included: the module view says which component a kernel ran for (issue 12)
+    # the whole block, projections included: the module view says which component a kernel ran for
     ("nn.Module: OAIAttention_0", B.ATTENTION),
     ("nn.Module: QwenGatedDeltaNetAttention_0", B.GDN),  # GDN's block is named ...Attention: gdn rule first
     ("nn.Module: RMSNormGated_0", B.GDN),  # GDN's gated output norm, as in the kernel view

@@ -1,4 +1,4 @@
-"""``phaseprof analyze`` ends without the interpreter's teardown (``cli.exit_without_teardown``, issue 28): its
+"""``phaseprof analyze`` ends without the interpreter's teardown (``cli.exit_without_teardown``): its
 output is whole and flushed, its exit status is the command's, and where something could still need the teardown
 (another thread, a child process, Ray) the process exits normally."""
 

@@ -1,7 +1,7 @@
-"""Issue 44, item 4: the output blocks of README.md and docs/*.md are what the current code prints
+"""The output blocks of README.md and docs/*.md are what the current code prints
 (``scripts/regenerate_docs.py`` rewrites them; ``--check`` fails on any that lag). Before: the README's "Real
 output" showed the graph 4K prefill's module view as moe 37.4 % / gemm 22.1 % and "86 lines in all"; the code
-printed moe 47.0 % / gemm 0.3 % / gdn 40.6 % and 89 lines (93 once issue 45 named the LM head)."""
+printed moe 47.0 % / gemm 0.3 % / gdn 40.6 % and 89 lines (93 once the LM head was named)."""
 
 from __future__ import annotations
 
@@ -43,7 +43,7 @@ def test_the_readme_line_counts_are_the_outputs() -> None:
 
 
 def test_the_first_line_never_breaks_a_path_mid_name() -> None:
-    """Issue 44: "…prefill-4096/trace.json.\\ngz  NVIDIA H200": the path is broken after a "/" only."""
+    """A path in a table: "…prefill-4096/trace.json.\\ngz  NVIDIA H200": the path is broken after a "/" only."""
     from phaseprof.report.table import path_lines
 
     lines = (REPO / "README.md").read_text().splitlines()

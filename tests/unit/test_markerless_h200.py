@@ -15,7 +15,7 @@ def test_steps_inferred_from_the_sampler_kernel():
     # Decode steps replay one full CUDA graph each and run the same kernels; the first step is the prefill.
     assert [s.launches.graph_launches for s in steps[1:]] == [1, 1, 1, 1]
     assert len({s.kernels for s in steps[1:]}) == 1 and steps[0].kernels > steps[1].kernels
-    # No token counts without markers: the phases come from the kernels each step ran (issue 12), and say so.
+    # No token counts without markers: the phases come from the kernels each step ran, and say so.
     assert [s.phase for s in steps] == ["prefill", "decode", "decode", "decode", "decode"]
     inferred = {ip.step: ip for ip in bd.attribution.inferred_phases}
     assert sorted(inferred) == [0, 1, 2, 3, 4]

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from phaseprof.commands.main import main
-from phaseprof.report.fit import split_columns
+from phaseprof.render.fit import split_columns
 
 ROOT = Path(__file__).resolve().parents[2]
 CPU_TRACE = ROOT / "traces/cpu/tiny-hybrid-prefill128-decode8/trace.json.gz"

@@ -1,4 +1,4 @@
-"""The step from the scanner's columns to the tables (issue 28): columns handed over without a copy
+"""The step from the scanner's columns to the tables: columns handed over without a copy
 (``pp_take``/``pp_release``), times in one native pass (``pp_times``) and categoricals from a count of the codes used
 (``tables._categorical``), each against the plain expression it replaces, on the columns of real committed traces.
 The whole tables stay compared native vs pure-Python in ``test_native_scan.py``."""

@@ -1,4 +1,4 @@
-"""Every top-level function of ``phaseprof/`` has a caller in the program (issue 23): ``phaseprof/``,
+"""Every top-level function of ``phaseprof/`` has a caller in the program: ``phaseprof/``,
 ``scripts/``, ``benchmarks/`` or ``dashboards/``. A function only tests call belongs in the tests; one nobody calls
 goes. Decorated functions (typer commands and callbacks: the decorator is their caller) and dunders (PEP 562's
 module ``__getattr__``) are not asked.

@@ -1,4 +1,4 @@
-"""``trace.recording``: what a trace was recorded with, from its bytes (issue 45). Inline traces, both JSON layouts
+"""``trace.recording``: what a trace was recorded with, from its bytes. Inline traces, both JSON layouts
 (Kineto's ", " / ": " and compact), read whole and in pieces far smaller than an event."""
 
 from __future__ import annotations

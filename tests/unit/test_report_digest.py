@@ -47,9 +47,9 @@ def _report(run: Path, width: int = 80) -> str:
     return buf.getvalue()
 
 
-# eager decode: 150 -> 160 with issue 45 (its layers from the layer plan: the plan's detail line, 4 lines, and the LM
-# head named in both phases, a row and a 2-line note each), +1: the trace's path is broken only after a "/" (issue
-# 44), so an absolute one takes a line more
+# eager decode: 150 -> 160 with the layers from the layer plan (the plan's detail line, 4 lines, and the LM
+# head named in both phases, a row and a 2-line note each), +1: the trace's path is broken only after a "/",
+# so an absolute one takes a line more
 @pytest.mark.parametrize(("run", "budget"), [(GRAPH_PREFILL, 100), (HOOKS_PREFILL, 100), (EAGER_DECODE, 161)],
                          ids=["graph-prefill-4k", "hooks-graph-prefill-4k", "eager-decode"])
 def test_default_report_fits_its_line_budget_at_80_columns(run: Path, budget: int) -> None:

@@ -252,7 +252,7 @@ def test_long_whitespace_between_events_streams(tmp_path: Path) -> None:
 ])
 def test_finish_frees_each_familys_builder_columns(trace: str, families: set[str]) -> None:
     """``finish`` drops a family's builder columns once its table is made (the read's peak is then its largest
-    family's transient, not the sum of all: issue 28), and the tables are still those of the whole-document path."""
+    family's transient, not the sum of all), and the tables are still those of the whole-document path."""
     import gc
     import weakref
 

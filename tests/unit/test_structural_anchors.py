@@ -1,4 +1,4 @@
-"""``structural.anchor_layers``: layers from the mixer / MoE anchor runs when no fused norm cuts a step (issue 45).
+"""``structural.anchor_layers``: layers from the mixer / MoE anchor runs when no fused norm cuts a step.
 Input and expected output side by side: a step's kernels as block codes (0 gdn, 1 attention, 2 moe, -1 none)."""
 
 from __future__ import annotations

@@ -18,7 +18,6 @@ from phaseprof.capture.server.probe import FALLBACK_VOCAB, check_length
 from phaseprof.capture.server.rounds import CLIENT_CLOCK, RequestPlan, round_throughput, run_rounds
 from phaseprof.capture.shared.options import Phase
 from phaseprof.capture.shared.rundir import (
-    RUN_SCHEMA_VERSION,
     command_line,
     make_readable,
     run_dir_name,
@@ -41,7 +40,7 @@ from phaseprof.capture.shared.timing import summarize
 from phaseprof.errors import PhaseprofError
 from phaseprof.pareto.gpu import STATED
 from phaseprof.pareto.records import AsyncScheduling, to_builtins
-from phaseprof.records import SweepRecord
+from phaseprof.records import RUN_SCHEMA_VERSION, SweepRecord
 
 MAX_SWEEP_REQUESTS = 5000
 

@@ -21,7 +21,7 @@ from rich.console import Console
 
 from phaseprof.errors import PhaseprofError
 from phaseprof.io import atomic_directory, atomic_write_bytes
-from phaseprof.records import RUN_SCHEMA_VERSION, RunRecord  # noqa: F401 - RUN_SCHEMA_VERSION kept importable from here
+from phaseprof.records import RunRecord
 
 
 def slugify(text: str) -> str:

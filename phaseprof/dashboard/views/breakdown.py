@@ -11,7 +11,7 @@ from phaseprof.dashboard import charts, data, widgets
 from phaseprof.dashboard.text import md, plot
 
 DEFAULT_STEP_METRICS = ("wall ms", "GPU busy ms", "launch overhead ms", "kernels", "launch calls")
-#: A CPU-only trace's work items are CPU ops and it launches nothing: its tables say so (issue 44: the page
+#: A CPU-only trace's work items are CPU ops and it launches nothing: its tables say so (the page
 #: opened on a CPU run in GPU words, "GPU busy", "launch overhead 0.00").
 CPU_DEFAULT_STEP_METRICS = ("wall ms", "GPU busy ms", "kernels")
 CPU_WORDS = (("GPU busy", "CPU op time"), ("GPU idle", "between ops"), ("kernels", "ops"))

@@ -43,7 +43,7 @@ def short_labels(paths: list[str]) -> list[str]:
     """Legend labels for sweeps overlaid: the parts of their directory paths that tell them apart, first
     differing component first, more until each is unique ("eager", "graph", "server-graph" for
     ``h200/eager/<stamp>-sweep-…``, ``h200/graph/<stamp>-sweep-…``, ``h200/server-graph/sweep-…``); the last
-    component alone for a single sweep (issue 25: full paths took two thirds of the chart's width)."""
+    component alone for a single sweep (full paths took two thirds of the chart's width)."""
     parts = [p.split("/") for p in paths]
     if len(parts) < 2:
         return [p[-1] for p in parts]
@@ -59,7 +59,7 @@ def short_labels(paths: list[str]) -> list[str]:
 
 def _name(path: Path, ctx: data.Context, rec: SweepRecord) -> str:
     rel = path.parent.relative_to(ctx.runs_dir).as_posix() if path.parent != ctx.runs_dir else path.name
-    device = rec.device.gpu_name or rec.device.name  # a served sweep: its GPU, once learned (issue 44)
+    device = rec.device.gpu_name or rec.device.name  # a served sweep: its GPU, once learned
     extra = " · ".join(str(v) for v in (device, rec.model.name, rec.engine.mode) if v)
     return f"{rel} ({extra})" if extra else rel
 
