@@ -20,7 +20,7 @@ from phaseprof.report.diff import BreakdownDiff, BucketDelta, Delta
 from phaseprof.report.diff_markdown import (METRIC_LABELS, fmt_change, fmt_rel, fmt_value, diff_markdown,
                                             HEADLINE_SHIFTS)
 from phaseprof.report.fail_on import CheckResult, describe
-from phaseprof.report.fit import Col, print_fitted
+from phaseprof.render.fit import Col, print_fitted
 
 
 class DiffFormat(str, Enum):

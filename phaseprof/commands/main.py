@@ -281,8 +281,8 @@ def _plain_analyze(words: list[str]) -> bool:
 
 def exit_without_teardown(code: int) -> None:
     """End the process now, with exit status ``code``, skipping the interpreter's teardown: after an analysis it
-    frees every table, module and object one by one, 0.025-0.045 s of a 1 s ``phaseprof analyze`` of 117 MB
-    (issue 28), for memory the kernel takes back at once. Output is flushed first. Returns (the caller then exits
+    frees every table, module and object one by one, 0.025-0.045 s of a 1 s ``phaseprof analyze`` of 117 MB,
+    for memory the kernel takes back at once. Output is flushed first. Returns (the caller then exits
     normally) where teardown may still have work: another thread, a child process or Ray is alive, or a flush
     fails (a closed pipe: the normal exit reports it as Python does)."""
     import threading

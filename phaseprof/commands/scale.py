@@ -12,7 +12,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from phaseprof.scale.ranks import RankSummary, summarize_ranks
 from phaseprof.safe_text import for_terminal, terminal
 from phaseprof.scale.local import analyze_rank_files, clamp_jobs, default_jobs
-from phaseprof.scale.report import write_rank_outputs  # noqa: F401 - kept importable from here
+from phaseprof.scale.report import write_rank_outputs
 from phaseprof.scale.rank_task import RankResult
 from phaseprof.trace.readers import Reader
 

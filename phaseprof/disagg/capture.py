@@ -217,7 +217,7 @@ def capture_pd(req: PdCapture, *, console: Console, argv: list[str] | None = Non
 
 def pd_device(prefill: Any, decode: Any) -> DeviceRecord:
     """The GPU of a PD run, as its traces name it (the prefill side's, else the decode side's): the servers answer
-    with a URL, their traces with the device (issue 44: the Runs page showed an empty GPU cell)."""
+    with a URL, their traces with the device (else the Runs page shows an empty GPU cell)."""
     name = next((bd.trace.gpu_name for bd in (prefill, decode) if bd is not None and bd.trace.gpu_name), None)
     return DeviceRecord(kind="cuda", name=name) if name else DeviceRecord()
 

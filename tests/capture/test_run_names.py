@@ -1,4 +1,4 @@
-"""Run-directory names under concurrency (issue #22, class 2): captures started in the same second into one
+"""Run-directory names under concurrency: captures started in the same second into one
 ``--out`` each get their own directory, from real concurrent processes and threads. Before names were reserved,
 every one picked the same free name and all but the first lost their run at the final rename
 ("OSError: Directory not empty")."""

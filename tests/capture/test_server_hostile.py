@@ -1,4 +1,4 @@
-"""``capture --server`` against a hostile or broken server (issue #22, classes 8-11): a fake vLLM server in this
+"""``capture --server`` against a hostile or broken server: a fake vLLM server in this
 process, on 127.0.0.1, with one mode per class. Every answer is untrusted input: the capture ends with exit 0,
 or with exit 2/3 and one line on stderr — never a traceback, never a hang, never memory without bound.
 

@@ -1,4 +1,4 @@
-"""Issue 48, items 5 and 6: ``capture --server`` bounds what a server sends, whatever its framing.
+"""``capture --server`` bounds what a server sends, whatever its framing.
 
 - ``--request-timeout`` is a wall-clock deadline for the whole answer also when the server frames it with
   ``Connection: close`` and no length and drips it (``http.client`` hands such a socket to the response and

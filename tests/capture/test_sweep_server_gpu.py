@@ -1,4 +1,4 @@
-"""``sweep --server --gpu``: the stated GPU is checked in one line before any request (issue 44, item 3), and
+"""``sweep --server --gpu``: the stated GPU is checked in one line before any request, and
 refused without --server."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Never two engines on the GPU at once (issue 43): the serving-timing engine runs in a process of its own, and
+"""Never two engines on the GPU at once: the serving-timing engine runs in a process of its own, and
 the profiling engine starts only after that process ended and the device reports the memory free.
 
 A fake GPU (an allocator keyed by owner) stands in for the device: the fake serving process takes the 35B-A3B
@@ -26,7 +26,7 @@ from phaseprof.capture.shared.timing import PhaseTiming, summarize, timing_from_
 from phaseprof.errors import PhaseprofError
 
 TOTAL = int(79.18 * GIB)  # an H100 80GB HBM3 as torch.cuda.mem_get_info reports it
-HELD = int(68 * GIB)  # what the 35B-A3B preset's first engine held there (issue 43)
+HELD = int(68 * GIB)  # what the 35B-A3B preset's first engine held there (an H200)
 
 
 @dataclass
