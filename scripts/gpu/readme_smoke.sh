@@ -18,7 +18,7 @@ mkdir -p "$out"
 [ -f "$HOME/phaseprof-payload/env.sh" ] && . "$HOME/phaseprof-payload/env.sh"
 export PYTHONPATH="$root${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1 COLUMNS=80
 if ! command -v phaseprof >/dev/null 2>&1; then
-  phaseprof() { python3 -c 'import sys; from phaseprof.commands.main import entry; sys.argv[0] = "phaseprof"; entry()' "$@"; }
+  phaseprof() { python3 -c 'import sys; from phaseprof.commands.main import entry; sys.argv[0] = "phaseprof"; sys.exit(entry())' "$@"; }
 fi
 command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total,memory.used,driver_version --format=csv,noheader | tee "$out/gpu.txt"
 
