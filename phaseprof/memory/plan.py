@@ -179,21 +179,20 @@ def _comparisons(plan_layout: KvLayout, budget: Budget | None, weights: WeightEs
 
 def _settings_warnings(i: MemoryInputs, layout: KvLayout, facts: VllmFacts) -> list[str]:
     out = []
-    run_ssm = facts.settings.get("mamba_ssm_cache_dtype")
+    run = facts.engine
+    run_ssm = run.mamba_ssm_cache_dtype
     if layout.gdn and run_ssm and run_ssm != "auto" and run_ssm != layout.gdn.ssm_dtype:
         out.append(f"the run used mamba_ssm_cache_dtype={run_ssm} but the plan models {layout.gdn.ssm_dtype}")
-    run_len = facts.settings.get("max_model_len")
-    if run_len and i.max_model_len and int(run_len) != i.max_model_len:
-        out.append(f"the run used max_model_len={run_len} but the plan models {i.max_model_len}")
-    caching = facts.settings.get("enable_prefix_caching")
-    if isinstance(caching, bool) and caching != i.prefix_caching:
-        out.append(f"the run used enable_prefix_caching={caching} but the plan models "
+    if run.max_model_len and i.max_model_len and run.max_model_len != i.max_model_len:
+        out.append(f"the run used max_model_len={run.max_model_len} but the plan models {i.max_model_len}")
+    if run.enable_prefix_caching is not None and run.enable_prefix_caching != i.prefix_caching:
+        out.append(f"the run used enable_prefix_caching={run.enable_prefix_caching} but the plan models "
                    f"{'--prefix-caching' if i.prefix_caching else '--no-prefix-caching'}")
-    version = str(facts.settings.get("vllm_version") or "")
+    version = facts.vllm_version or ""
     if version and not (version == i.vllm_version or version.startswith(i.vllm_version + ".")):
         out.append(f"the run used vLLM {version} but the plan applies vLLM {i.vllm_version}'s rules "
                    f"(--vllm-version)")
-    if facts.settings.get("device_kind") == "cpu" and i.block_size is None and layout.gdn is not None:
+    if facts.device_kind == "cpu" and i.block_size is None and layout.gdn is not None:
         out.append(f"the run ran on CPU, where vLLM's default --block-size is {D.CPU_DEFAULT_BLOCK_SIZE_TOKENS} "
                    f"(the hybrid block is a multiple of it): pass --block-size {D.CPU_DEFAULT_BLOCK_SIZE_TOKENS}")
     return out

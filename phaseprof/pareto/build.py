@@ -35,7 +35,7 @@ from phaseprof.sol.ceilings import Ceiling, choose_ceiling
 from phaseprof.sol.model import QUANT_WEIGHT_BYTES, SolModel
 from phaseprof.sol.sweep import step_floor_ms
 from phaseprof.sol.work import StepTokens
-from phaseprof.vllm_log import facts_from_dict
+from phaseprof.vllm_log import StartupFacts
 
 
 @dataclasses.dataclass(frozen=True)
@@ -175,7 +175,7 @@ def sweep_layout(rec: SweepRecord) -> tuple[KvLayout | None, str | None]:
 def config_capacity(s: Sweep) -> tuple[ConfigCapacity | None, str | None]:
     """The capacity wall of a sweep's configuration, or (None, why not)."""
     rec = s.record
-    facts = facts_from_dict(rec.vllm_startup_facts or {})
+    facts = rec.vllm_startup_facts or StartupFacts()
     if facts.kv_cache_gib is None:
         return None, "vLLM logged no KV cache size"
     if not (math.isfinite(facts.kv_cache_gib) and 0 < facts.kv_cache_gib <= MAX_KV_GIB):

@@ -240,7 +240,7 @@ def run_record(session: EngineSession, opts: CaptureOptions, timing: PhaseTiming
         engine=EngineInfo(kwargs=session.plan.kwargs, env=session.plan.env, notes=list(session.plan.notes),
                           startup_s=round(session.startup_s, 3),
                           async_scheduling=to_builtins(async_record(session, timing, serving))),
-        vllm_startup_facts=session.facts.to_dict(),
+        vllm_startup_facts=session.facts,
         profile=ProfileInfo(
             profiled_steps=profiled.profiled_steps,
             host_ms=None if profiled.host_s is None else round(profiled.host_s * 1e3, 4),
