@@ -14,7 +14,8 @@ from phaseprof.errors import PhaseprofError
 from phaseprof.memory import defaults as D
 from phaseprof.memory.budget import Budget, BudgetItem, memory_budget
 from phaseprof.memory.facts import VllmFacts, load_run_facts
-from phaseprof.memory.gpus import GpuSpec, custom_gpu, lookup_gpu
+from phaseprof.gpu_names import GpuEntry
+from phaseprof.memory.gpus import custom_gpu, lookup_gpu
 from phaseprof.memory.kv_plan import (Capacity, CacheSettings, KvLayout, RequestCost, capacity, kv_layout,
                                       request_cost)
 from phaseprof.memory.model_shape import ModelShape, load_hf_config, shape_from_hf_config
@@ -79,7 +80,7 @@ class MemoryPlan:
     max_model_len: int
     request: RequestCost
     weights: WeightEstimate
-    gpu: GpuSpec | None
+    gpu: GpuEntry | None
     serving: ResolvedServing
     scratch: ScratchCheck
     budget: Budget | None
@@ -199,7 +200,7 @@ def _settings_warnings(i: MemoryInputs, layout: KvLayout, facts: VllmFacts) -> l
 
 
 def _scratch(shape: ModelShape, cache: CacheSettings, layout: KvLayout, inputs: MemoryInputs,
-             serving: ResolvedServing, gpu: GpuSpec | None, weights: WeightEstimate,
+             serving: ResolvedServing, gpu: GpuEntry | None, weights: WeightEstimate,
              facts: VllmFacts | None) -> ScratchCheck:
     """The scratch check; free memory = device total - weights (logged if the run has them) - runtime overhead."""
     loaded = facts.model_loading_gib if facts else None
@@ -215,7 +216,7 @@ def _scratch(shape: ModelShape, cache: CacheSettings, layout: KvLayout, inputs: 
                          smaller_block_layout=smaller)
 
 
-def _budget(inputs: MemoryInputs, gpu: GpuSpec, layout: KvLayout, weights: WeightEstimate,
+def _budget(inputs: MemoryInputs, gpu: GpuEntry, layout: KvLayout, weights: WeightEstimate,
             serving: ResolvedServing, facts: VllmFacts | None, max_len: int) -> Budget:
     """Weights from the config; activation peak and graph pool from the caller, else the run, else unknown."""
     w_item = BudgetItem("weights", weights.bytes_per_gpu, "config", weights.format)
