@@ -291,15 +291,15 @@ def match_profiled(sweeps: Sequence[Sweep], runs: Sequence[str | Path]) -> dict[
     mode, weights format and server (when both name one) whose points include its prompt length and concurrency;
     a run that matches none, or more than one configuration, or a point already profiled, is one PhaseprofError
     naming the run directory."""
-    from phaseprof.records import RunRecord  # noqa: PLC0415
+    from phaseprof.records import RunDir  # noqa: PLC0415
 
     out: dict[tuple[int, int], Path] = {}
     for given in runs:
         d = Path(given)
-        f = d / "run.json"
-        if not f.is_file():
-            raise PhaseprofError("--profiled takes run directories (no run.json)", path=d)
-        rec = RunRecord.read(f)
+        run = RunDir(d)
+        if not run.has_record:
+            raise PhaseprofError(f"--profiled takes run directories (no {RunDir.RECORD})", path=d)
+        rec = run.record
         if not rec.breakdown or not (d / rec.breakdown).is_file():
             raise PhaseprofError("--profiled: the run has no breakdown.json", path=d)
         if rec.request.phase != "decode":
