@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from phaseprof.errors import PhaseprofError
-from phaseprof.records import EngineSettings, RunRecord, RunDir
+from phaseprof.records import EngineSettings, RunDir
 from phaseprof.vllm_log import PATTERNS, StartupFacts, parse_facts
 
 LOG_PATTERNS = PATTERNS  # the one set of vLLM log patterns (phaseprof.vllm_log)
