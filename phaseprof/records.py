@@ -10,6 +10,9 @@
   breakdown's ``capture`` section holds the same subset, read back with ``RunRecord.from_embedded``.
 
 Every reader takes the typed record (``Breakdown.capture`` is one): nothing downstream searches a dict for keys.
+vLLM's startup facts are a ``vllm_log.StartupFacts`` (parsed once, at capture); the engine settings a reader
+needs are ``RunRecord.engine_settings`` (``EngineSettings``, by vLLM's names; None where the run keeps none).
+``RunDir`` is the one place that knows where a run directory keeps its run.json.
 
 Reading accepts run.json files written before this module (multi-GPU runs kept phase, tokens and parallel
 settings at the top level): ``RunRecord.from_dict`` maps them onto the same fields. Keys this module does not
