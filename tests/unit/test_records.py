@@ -11,8 +11,8 @@ import jsonschema
 import pytest
 
 from phaseprof.errors import PhaseprofError
-from phaseprof.records import (RUN_SCHEMA_PATH, SWEEP_SCHEMA_PATH, DeviceRecord, EngineInfo, Headline, ProfileInfo,
-                               RunRecord, SweepPoint, SweepRecord, TraceFileInfo, schema)
+from phaseprof.records import (RUN_SCHEMA_PATH, SWEEP_SCHEMA_PATH, DeviceRecord, EngineInfo, EngineSettings, Headline,
+                               ProfileInfo, RunDir, RunRecord, SweepPoint, SweepRecord, TraceFileInfo, schema)
 from phaseprof.trace.read import load_tables
 from phaseprof.vllm_log import stored_layout
 
@@ -176,3 +176,23 @@ def test_every_committed_breakdowns_capture_reads_typed_and_writes_back_the_same
     if bd.capture is not None:
         assert bd.capture.request.phase == section["phase"] and bd.capture.model.name == section["model"]
         assert bd.capture.clean_ms.get("ttft_ms") == section["ttft_ms"]
+
+
+def test_run_dir_is_a_directory_or_a_file_inside_it() -> None:
+    assert RunDir.open(CPU_RUN).record_file == RunDir.open(CPU_RUN / "trace.json.gz").record_file \
+        == CPU_RUN / "run.json"
+    assert RunDir.open(CPU_RUN).record == RunRecord.read(CPU_RUN / "run.json")
+    assert not RunDir.open(REPO / "traces").has_record
+
+
+def test_engine_settings_are_read_by_name_from_each_layout() -> None:
+    """In-process (engine arguments), the older multi-GPU layout (tp_run.json's ``engine_args``) and a server
+    capture (what the server reported): each setting by its vLLM name, None where the record keeps none."""
+    cpu = RunRecord.read(CPU_RUN / "run.json").engine_settings
+    assert (cpu.max_model_len, cpu.mamba_ssm_cache_dtype, cpu.enable_prefix_caching) == (137, "float32", False)
+    tp = RunRecord.read(REPO / "traces/h200x2/tp2-eager-prefill4096-decode8/tp_run.json").engine_settings
+    assert (tp.tensor_parallel_size, tp.enable_expert_parallel, tp.max_model_len) == (2, False, 4120)
+    served = RunRecord.read(REPO / "traces/h200/serving/bf16/profiled/c1/run.json").engine_settings
+    assert (served.max_model_len, served.tensor_parallel_size, served.enable_prefix_caching) == (8320, 1, None)
+    with pytest.raises(PhaseprofError, match="max_model_len"):
+        EngineSettings.of({"max_model_len": "long"}, source="x.json")
