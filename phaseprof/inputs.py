@@ -1,11 +1,14 @@
 """What a path given to phaseprof means: a trace, a breakdown JSON, a run directory, a directory of rank traces
 or a sweep. Decided here once for ``phaseprof analyze``, ``phaseprof diff``, the rank analysis and the dashboard.
 
-Rules, in order:
+Rules, in order (``file_kind``: the one classifier of files, which the dashboard's listing uses too):
 
-- a file: ``sweep.json`` is a sweep; a JSON whose first 4 KiB hold a string ``"schema_version"`` ("1.4") and no
-  ``"traceEvents"`` (uncompressed: phaseprof writes breakdowns plain) is a breakdown; anything else is a trace
-  (records such as run.json number their schema with an integer: stored compact, theirs falls in the 4 KiB);
+- a file: ``sweep.json`` is a sweep; a JSON whose first 4 KiB hold a string ``"schema_version"`` ("1.4"), name
+  phaseprof as its writer (``"tool": {"name": "phaseprof"``) and hold no ``"traceEvents"`` (uncompressed:
+  phaseprof writes breakdowns plain) is a breakdown; a file named as one of phaseprof's records
+  (``RECORD_FILES``: run.json, plot.json, ...) is neither; else a trace by its content (below). A file given
+  on its own that is none of these is taken as a trace, so the loader names what is wrong with it (records such
+  as run.json number their schema with an integer: stored compact, theirs falls in the 4 KiB);
 - a directory with ``sweep.json`` is a sweep;
 - a directory with two or more trace files directly inside (vLLM's profiler writes one per TP/EP rank), or a
   ``ranks/`` sub-directory holding them (``phaseprof capture --tensor-parallel-size``), is a rank directory;
@@ -28,13 +31,21 @@ from enum import StrEnum
 from pathlib import Path
 
 from phaseprof.errors import PhaseprofError
+from phaseprof.records import RunDir
 
 #: A run directory's trace, in order of preference (capture writes ``trace.json.gz``).
 TRACE_GLOBS = ("trace.json.gz", "trace.json", "*.pt.trace.json.gz", "*.trace.json.gz", "*.json.gz")
 TRACE_SUFFIXES = (".json", ".json.gz")
-#: JSON files that are never traces.
-NOT_TRACES = ("breakdown.json", "run.json", "sweep.json", "plot.json", ".schema.json", "MANIFEST.json", "package.json")
 SWEEP_NAME = "sweep.json"
+BREAKDOWN_NAME = "breakdown.json"
+#: JSON files (name endings) that are neither traces nor breakdowns: phaseprof's records, a sweep's plot data,
+#: JSON Schemas, package metadata.
+RECORD_FILES = (RunDir.RECORD, SWEEP_NAME, "plot.json", ".schema.json", "MANIFEST.json", "package.json")
+#: JSON files that are never traces.
+NOT_TRACES = (BREAKDOWN_NAME, *RECORD_FILES)
+#: Files whose presence makes a directory one run (``phaseprof capture``'s run directory); ``resolve`` also
+#: finds a run's trace by content (``find_trace``).
+RUN_MARKERS = (RunDir.RECORD, BREAKDOWN_NAME, "trace.json.gz", "trace.json")
 #: Bytes of a file's (decompressed) start read to tell a trace from other JSON. Kineto writes its header
 #: first; ``deviceProperties`` of 8 GPUs is ~6 KB, so ``schemaVersion``/``traceEvents`` fall well inside.
 PEEK_BYTES = 64 * 1024
@@ -70,6 +81,8 @@ class Input:
 #: A breakdown's (and a multi-rank report's) schema version is a string; the run records' (run.json, sweep.json,
 #: handoff.json) an integer.
 _BREAKDOWN_VERSION = re.compile(rb'"schema_version"\s*:\s*"')
+#: A breakdown names its writer near its start; other JSON with a string ``schema_version`` does not.
+_BREAKDOWN_TOOL = re.compile(rb'"tool"\s*:\s*\{\s*"name"\s*:\s*"phaseprof"')
 
 
 def is_breakdown_json(path: Path) -> bool:
@@ -83,7 +96,8 @@ def is_breakdown_json(path: Path) -> bool:
             head = f.read(4096)
     except OSError as e:
         raise PhaseprofError(f"cannot read: {e.strerror}", path=path) from None
-    return head[:2] != b"\x1f\x8b" and _BREAKDOWN_VERSION.search(head) is not None and b'"traceEvents"' not in head
+    return (head[:2] != b"\x1f\x8b" and _BREAKDOWN_VERSION.search(head) is not None
+            and _BREAKDOWN_TOOL.search(head) is not None and b'"traceEvents"' not in head)
 
 
 def _is_trace_name(name: str) -> bool:
@@ -112,6 +126,27 @@ def looks_like_trace(path: Path) -> bool:
                                                                    and b'"ph"' in head)
 
 
+def file_kind(path: Path) -> InputKind | None:
+    """What one file is (the module docstring's rules): ``SWEEP``, ``BREAKDOWN``, ``TRACE``, or None for a file
+    that is none of them (a hidden or non-JSON file, a record named in ``RECORD_FILES``, JSON that is no trace).
+    A file whose head cannot be read counts as a trace, so the loader names the problem."""
+    name = path.name
+    if name.startswith(".") or not name.endswith(TRACE_SUFFIXES):
+        return None
+    if name == SWEEP_NAME:
+        return InputKind.SWEEP
+    if name.endswith(RECORD_FILES):
+        return None
+    try:
+        if is_breakdown_json(path):
+            return InputKind.BREAKDOWN
+    except PhaseprofError:
+        pass  # unreadable or not a regular file: judged (and named by the loader) as a trace below
+    if not _is_trace_name(name):
+        return None
+    return InputKind.TRACE if looks_like_trace(path) else None
+
+
 @dataclass(frozen=True)
 class DirectoryTraces:
     """The trace files directly inside a directory, and the JSON files there that are not traces (named in
@@ -133,7 +168,7 @@ def scan_traces(directory: Path) -> DirectoryTraces:
     phaseprof's own files (NOT_TRACES) by name, the rest by content (``looks_like_trace``)."""
     files = sorted(p for p in directory.iterdir() if p.is_file() and p.name.endswith(TRACE_SUFFIXES)
                    and not p.name.startswith("."))
-    traces = tuple(p for p in files if _is_trace_name(p.name) and looks_like_trace(p))
+    traces = tuple(p for p in files if file_kind(p) is InputKind.TRACE)
     return DirectoryTraces(traces, tuple(p for p in files if p not in traces))
 
 
@@ -145,7 +180,7 @@ def trace_files(directory: Path) -> list[Path]:
 def find_trace(directory: Path) -> Path | None:
     """A run directory's trace (see TRACE_GLOBS), or None."""
     for g in TRACE_GLOBS:
-        hits = sorted(x for x in directory.glob(g) if x.is_file() and _is_trace_name(x.name) and looks_like_trace(x))
+        hits = sorted(x for x in directory.glob(g) if x.is_file() and file_kind(x) is InputKind.TRACE)
         if hits:
             return hits[0]
     return None
@@ -158,13 +193,17 @@ def resolve(path: str | Path) -> Input:
     if not p.exists():
         raise PhaseprofError("no such file or directory", path=p)
     if not p.is_dir():
-        if p.name == SWEEP_NAME:
+        if p.name != SWEEP_NAME:
+            is_breakdown_json(p)  # a special or unreadable file: its one-line error here
+        kind = file_kind(p)
+        if kind is InputKind.SWEEP:
             return Input(InputKind.SWEEP, p, sweep_json=p)
-        if is_breakdown_json(p):
+        if kind is InputKind.BREAKDOWN:
             return Input(InputKind.BREAKDOWN, p, breakdown=p)
         return Input(InputKind.TRACE, p, trace=p)
-    run_json = p / "run.json" if (p / "run.json").is_file() else None
-    breakdown = p / "breakdown.json" if (p / "breakdown.json").is_file() else None
+    run = RunDir(p)
+    run_json = run.record_file if run.has_record else None
+    breakdown = p / BREAKDOWN_NAME if (p / BREAKDOWN_NAME).is_file() else None
     if (p / SWEEP_NAME).is_file():
         return Input(InputKind.SWEEP, p, sweep_json=p / SWEEP_NAME, run_json=run_json)
     scanned = scan_traces(p)

@@ -22,6 +22,7 @@ import msgspec
 import numpy as np
 
 from phaseprof.errors import PhaseprofError
+from phaseprof.records import RunDir
 
 ROUTING_FILE = "routing.npz"
 #: Raw ids are kept while all steps' ids number at most this many (layers × tokens × top-k summed; ~0.5 MB as
@@ -119,7 +120,7 @@ def read_routing(run_dir: str | Path, doc: Mapping[str, Any] | None) -> Routing 
     A named file that is missing or malformed raises PhaseprofError naming it."""
     if not isinstance(doc, Mapping):
         return None
-    rec = RoutingRecord.from_dict(doc, source=str(Path(run_dir) / "run.json"))
+    rec = RoutingRecord.from_dict(doc, source=str(RunDir(Path(run_dir)).record_file))
     if rec.file is None:
         return None
     path = Path(run_dir) / Path(rec.file).name

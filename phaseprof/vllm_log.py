@@ -1,5 +1,6 @@
 """vLLM's startup facts from its log lines: the one parser capture (while the engine starts) and the memory plan
-(from a run directory) share, with one set of names.
+(from a ``vllm_startup.log`` beside a run) share, with one set of names. Capture stores the parsed facts
+(``StartupFacts``, typed in ``records.RunRecord`` / ``SweepRecord``); readers take them as stored.
 
 vLLM logs (messages as of 0.23-0.28; matched by pattern, so wording drift only loses a fact, never fails a run):
   ``Setting attention block size to 1056 tokens to ensure that attention page size is >= mamba page size.``
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,8 +39,6 @@ PATTERNS: dict[str, re.Pattern[str]] = {
     "oom_tried_gib": re.compile(r"Tried to allocate " + _NUM + " GiB"),
 }
 _INTS = frozenset({"attention_block_size_tokens", "kv_cache_tokens", "max_concurrency_tokens"})
-#: Spellings of earlier files (memory plan JSON before the names were unified) -> the names here.
-ALIASES = {"attention_block_size": "attention_block_size_tokens"}
 
 
 def _num(text: str) -> float:
@@ -85,9 +84,8 @@ class StartupFacts:
         return all(getattr(self, f) is None for f in FACT_NAMES)
 
     def to_dict(self) -> dict[str, Any]:
-        """The facts as run.json keeps them (``kv_cache_gib`` included, for readers of older files)."""
-        d = {f: getattr(self, f) for f in FACT_NAMES}
-        return {**d, "kv_cache_gib": self.kv_cache_gib, "raw_lines": list(self.raw_lines)}
+        """The facts as run.json and sweep.json keep them."""
+        return {**{f: getattr(self, f) for f in FACT_NAMES}, "raw_lines": list(self.raw_lines)}
 
 
 FACT_NAMES: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(StartupFacts) if f.name != "raw_lines")
@@ -122,29 +120,16 @@ def parse_facts(lines: Iterable[str]) -> StartupFacts:
     return StartupFacts(raw_lines=tuple(raw), **found)  # type: ignore[arg-type]
 
 
-def _coerce(name: str, value: Any) -> int | float | None:
-    if value is None or isinstance(value, bool):
-        return None
-    try:
-        num = _num(str(value))
-    except ValueError:
-        return None
-    return int(num) if name in _INTS else num
-
-
-def facts_from_dict(doc: Mapping[str, Any], extra_lines: Iterable[str] = ()) -> StartupFacts:
-    """Facts stored in a file (run.json's ``vllm_startup_facts``, a memory plan's ``vllm_facts``), plus any
-    further log lines: the lines are parsed again (so each GiB figure lands under the right name whatever the
-    file called it), then the stored values win where they are set."""
-    lines = [str(x) for x in doc.get("raw_lines") or []] + list(extra_lines)
-    values: dict[str, Any] = parse_values(lines)[0]
-    for key, v in doc.items():
-        name = ALIASES.get(key, key)
-        if name in FACT_NAMES and (c := _coerce(name, v)) is not None:
-            values[name] = c
-    legacy = _coerce("kv_cache_gib", doc.get("kv_cache_gib"))
-    said = values.get("available_kv_cache_gib") is not None or values.get("reserved_kv_cache_gib") is not None
-    if legacy is not None and not said:
-        values["available_kv_cache_gib"] = legacy  # an older file without the lines that say which it was
-    matched = tuple(ln.strip() for ln in lines if any(p.search(ln) for p in PATTERNS.values()))
-    return StartupFacts(raw_lines=matched, **values)
+def stored_layout(doc: dict[str, Any]) -> dict[str, Any]:
+    """Stored facts (run.json's or sweep.json's ``vllm_startup_facts``) in the current layout, for the record
+    reader to type. Files written before the measured and the reserved KV size were told apart hold one
+    ``kv_cache_gib``: it is filed under the name its own stored line says (``reserved_kv_cache_gib`` when the
+    line is vLLM's explicit reservation, else ``available_kv_cache_gib``); nothing else is re-read from the
+    lines."""
+    d = dict(doc)
+    legacy = d.pop("kv_cache_gib", None)
+    if legacy is not None and d.get("available_kv_cache_gib") is None and d.get("reserved_kv_cache_gib") is None:
+        lines = [str(x) for x in d.get("raw_lines") or []]
+        reserved = any(PATTERNS["reserved_kv_cache_gib"].search(ln) for ln in lines)
+        d["reserved_kv_cache_gib" if reserved else "available_kv_cache_gib"] = legacy
+    return d

@@ -311,12 +311,12 @@ def _print_stored(path: Path, *, fmt: str, console: Callable[[], Console], docum
 def _run_record(p: Path) -> Any:  # noqa: ANN401 - RunRecord | None
     """A run directory's run.json, typed; None for anything else, and for a run.json that does not read (a
     trace beside it is still analysed; the reader that needs the record says what is wrong with it)."""
-    if not (p.is_dir() and (p / "run.json").is_file()):
-        return None
-    from phaseprof.records import RunRecord  # noqa: PLC0415
+    from phaseprof.records import RunDir  # noqa: PLC0415
 
+    if not (p.is_dir() and RunDir(p).has_record):
+        return None
     try:
-        return RunRecord.read(p / "run.json")
+        return RunDir(p).record
     except PhaseprofError:
         return None
 

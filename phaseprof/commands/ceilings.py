@@ -15,7 +15,8 @@ from rich.table import Table
 from phaseprof.errors import EnvironmentProblem, PhaseprofError
 from phaseprof.io import atomic_write_bytes
 from phaseprof.safe_text import terminal
-from phaseprof.sol.ceilings import Ceiling, load_measured, load_spec, measured_ceiling, spec_by_name, validate_measured
+from phaseprof.sol.ceilings import (Ceiling, load_measured, load_spec, measured_ceiling, spec_by_name, spec_ceiling,
+                                     validate_measured)
 
 
 def _num(v: float | None, fmt: str = ",.0f") -> str:
@@ -90,8 +91,8 @@ def ceilings(
         else:
             rows = []
             for e in load_spec():
-                rows.append(e.ceiling)
-                rows += [m for m in mine if (s := _spec_of(m)) is not None and s.gpu == e.ceiling.gpu]
+                rows.append(spec_ceiling(e))
+                rows += [m for m in mine if (s := _spec_of(m)) is not None and s.gpu == e.name]
             rows += [m for m in mine if _spec_of(m) is None]
         console.print(ceilings_table(rows, "GPU ceilings"))
         for c in rows if gpu else []:

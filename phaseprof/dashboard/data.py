@@ -23,7 +23,7 @@ from phaseprof.dashboard.sources import (ADDED_PATHS, Kind, Roots, Source, added
                                          guard_members, iso_time, scan)
 from phaseprof.dashboard.text import md
 from phaseprof.errors import PhaseprofError
-from phaseprof.records import RecordOnly, RunRecord, record_only as _record_only
+from phaseprof.records import RecordOnly, RunDir, RunRecord, record_only as _record_only
 
 #: Traces at least this big show a step-by-step progress box while they are analysed.
 BIG_TRACE_BYTES = 100 * 1024 * 1024
@@ -196,7 +196,7 @@ def breakdown(src: Source, roots: Roots) -> Breakdown:
     else:
         path = guard(src.path, roots)
         if path.is_dir():
-            guard_members(path, ("breakdown.json", "run.json"), roots)  # what load_side opens there
+            guard_members(path, ("breakdown.json", RunDir.RECORD), roots)  # what load_side opens there
         result = _stored_breakdown(key, str(path))
     if isinstance(result, _Failed):
         reg[key] = result
@@ -385,9 +385,9 @@ def pd_files(src: Source, roots: Roots) -> list[Path]:
     rec = run_json(src, roots)
     if rec is None or rec.kind != "pd" or rec.disagg is None:
         raise PhaseprofError("not a disaggregated (PD) run: run.json has no kind 'pd' and disagg section",
-                             path=d / "run.json")
+                             path=RunDir(d).record_file)
     rels = [rec.disagg.handoff or "handoff.json", rec.disagg.prefill.breakdown, rec.disagg.decode.breakdown]
-    files = [guard(d / "run.json", roots), guard(d / rels[0], roots)]  # handoff.json: the run has none without it
+    files = [guard(RunDir(d).record_file, roots), guard(d / rels[0], roots)]  # handoff.json: the run has none without it
     for rel in rels[1:]:
         f = d / rel if rel else None
         if f is not None and (f.is_symlink() or f.exists()):

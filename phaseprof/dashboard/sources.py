@@ -16,15 +16,11 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-
 from phaseprof.errors import PhaseprofError
-from phaseprof.inputs import is_breakdown_json, looks_like_trace
+from phaseprof.inputs import BREAKDOWN_NAME, RUN_MARKERS, SWEEP_NAME, InputKind, file_kind
+from phaseprof.records import RunDir
 
-RUN_MARKERS = ("run.json", "breakdown.json", "trace.json.gz", "trace.json")
 TRACE_NAMES = ("trace.json.gz", "trace.json")
-SWEEP_NAME = "sweep.json"
-#: JSON files under the runs directory that are neither traces nor breakdowns.
-NOT_INPUTS = frozenset({"run.json", SWEEP_NAME, "plot.json", "package.json", "MANIFEST.json"})
 #: runs/<sweep>/<run>/... is as deep as capture writes; the committed tree keeps runs 5 deep below traces/
 #: (<gpu>/<study>/<config>/profiled/<run>): the Pareto page must find profiled runs wherever it finds their sweeps.
 MAX_SCAN_DEPTH = 6
@@ -34,9 +30,6 @@ MAX_UPLOAD_NAME = 120
 #: Longest path the "Add path" box accepts (Linux PATH_MAX).
 MAX_PATH_CHARS = 4096
 _CONTROL = re.compile("[\x00-\x1f\x7f]")
-#: A breakdown names its writer near its start (``"tool": {"name": "phaseprof"``); other phaseprof records with
-#: a ``schema_version`` (ceilings, startup facts) do not.
-_BREAKDOWN_TOOL = re.compile(rb'"tool"\s*:\s*\{\s*"name"\s*:\s*"phaseprof"')
 #: Session-state key of the files added by path on the Runs page.
 ADDED_PATHS = "added_paths"
 
@@ -128,25 +121,11 @@ def added_key(p: Path, roots: Roots) -> str:
         return "added/" + p.name
 
 
-def looks_like_breakdown(path: Path) -> bool:
-    """``inputs.is_breakdown_json`` (one sniffer for every reader); a special or unreadable file is not one."""
-    try:
-        return is_breakdown_json(path)
-    except PhaseprofError:
-        return False
-
-
 def listed_kind(path: Path) -> str | None:
-    """What a loose JSON file under the runs directory is, from its first 4 KiB: ``Kind.BREAKDOWN`` (phaseprof's
-    breakdown), ``Kind.TRACE`` (a Kineto trace), or None for anything else (a run's ``startup.json``,
-    ``summary.json``, ``result.json``, a ceilings file), which the Runs page does not list."""
-    try:
-        if looks_like_breakdown(path):
-            with path.open("rb") as f:
-                return Kind.BREAKDOWN if _BREAKDOWN_TOOL.search(f.read(4096)) else None
-        return Kind.TRACE if looks_like_trace(path) else None
-    except OSError:
-        return None
+    """What a loose file under the runs directory is to the Runs page (``inputs.file_kind``: the one
+    classifier): ``Kind.BREAKDOWN``, ``Kind.TRACE``, or None for anything else (a run's ``startup.json``,
+    ``summary.json``, ``result.json``, a ceilings file, a record), which the page does not list."""
+    return {InputKind.BREAKDOWN: Kind.BREAKDOWN, InputKind.TRACE: Kind.TRACE}.get(file_kind(path))
 
 
 def _manifest(d: Path, root: Path) -> dict[str, str]:
@@ -161,11 +140,6 @@ def _manifest(d: Path, root: Path) -> dict[str, str]:
         return {}
 
 
-def _is_input_file(name: str) -> bool:
-    return (name.endswith(".json") or name.endswith(".json.gz")) and name not in NOT_INPUTS \
-        and not name.endswith(".schema.json") and not name.startswith(".")
-
-
 def _inside(f: Path, root: Path) -> bool:
     """``f`` is a file whose real path (symlinks followed) lies under ``root``."""
     try:
@@ -177,8 +151,8 @@ def _inside(f: Path, root: Path) -> bool:
 def _run_source(d: Path, key: str, root: Path) -> Source:
     """A run directory; a marker file that is a symlink leading outside ``root`` counts as absent."""
     trace = next((d / n for n in TRACE_NAMES if _inside(d / n, root)), None)
-    bd = d / "breakdown.json"
-    rj = d / "run.json"
+    bd = d / BREAKDOWN_NAME
+    rj = RunDir(d).record_file
     has_bd, has_rj = _inside(bd, root), _inside(rj, root)
     main = trace if trace is not None else (bd if has_bd else rj if has_rj else None)
     st = main.stat() if main is not None else d.stat()
@@ -189,7 +163,7 @@ def _run_source(d: Path, key: str, root: Path) -> Source:
 def file_source(f: Path, key: str, description: str = "") -> Source:
     """A loose trace or breakdown file."""
     st = f.stat()
-    is_bd = looks_like_breakdown(f)
+    is_bd = file_kind(f) is InputKind.BREAKDOWN
     return Source(key=key, kind=Kind.BREAKDOWN if is_bd else Kind.TRACE, path=f,
                   trace=None if is_bd else f, breakdown=f if is_bd else None, description=description,
                   size_bytes=st.st_size, mtime=st.st_mtime)
@@ -221,7 +195,7 @@ def scan(root: Path, *, prefix: str = "", every_file: bool = False) -> tuple[lis
         manifest = None
         for n in sorted(filenames):
             f = d / n
-            if not _is_input_file(n) or not f.is_file():
+            if not n.endswith((".json", ".json.gz")) or n.startswith(".") or not f.is_file():
                 continue
             try:
                 f.resolve().relative_to(root)

@@ -33,7 +33,7 @@ from phaseprof.disagg.exchange import PdPair, run_request
 from phaseprof.disagg.records import HandoffReport, HandoffRequest, centre, checked
 from phaseprof.errors import PhaseprofError
 from phaseprof.io import atomic_write_bytes
-from phaseprof.records import DeviceRecord, DisaggInfo, DisaggSide, ModelInfo, ServerRecord
+from phaseprof.records import DeviceRecord, DisaggInfo, DisaggSide, ModelInfo, RunDir, ServerRecord
 
 #: The proxy's clock: PhaseTiming.source of a disaggregated capture.
 PROXY_CLOCK = "pd_proxy_client"
@@ -210,7 +210,7 @@ def capture_pd(req: PdCapture, *, console: Console, argv: list[str] | None = Non
             model=ModelInfo(name=p_info.model_id, kind="server", path=p_info.root, architecture=p_info.architecture),
             requests_sent=2 * n, vocab_size=p_info.vocab_size or FALLBACK_VOCAB, disagg=sides,
             breakdown_error=p_side.breakdown_error or d_side.breakdown_error, device=pd_device(p_bd, d_bd))
-        rec.write(tmp / "run.json")
+        RunDir(tmp).write(rec)
         make_readable(tmp)
     return PdResult(run_dir=final, report=report, sides=sides)
 

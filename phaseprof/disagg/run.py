@@ -10,7 +10,7 @@ from typing import Any
 
 from phaseprof.disagg.records import HandoffReport, ProfiledTimeline, read_handoff
 from phaseprof.errors import PhaseprofError
-from phaseprof.records import RunRecord
+from phaseprof.records import RunDir, RunRecord
 
 
 @dataclass(frozen=True)
@@ -39,7 +39,7 @@ def run_file(directory: Path, rel: str, what: str) -> Path:
     p = Path(rel)
     shown = plain(rel)[:200]
     if not rel or p.is_absolute() or ".." in p.parts or "\0" in rel:
-        raise PhaseprofError(f"{what} {shown!r} is not a path inside the run directory", path=directory / "run.json")
+        raise PhaseprofError(f"{what} {shown!r} is not a path inside the run directory", path=RunDir(directory).record_file)
     path = directory / p
     root = directory.resolve()
     try:
@@ -47,7 +47,7 @@ def run_file(directory: Path, rel: str, what: str) -> Path:
     except (OSError, RuntimeError):  # a link loop
         inside = False
     if not inside:
-        raise PhaseprofError(f"{what} {shown!r} leads out of the run directory", path=directory / "run.json")
+        raise PhaseprofError(f"{what} {shown!r} leads out of the run directory", path=RunDir(directory).record_file)
     return path
 
 
@@ -91,10 +91,10 @@ def read_pd_run(directory: Path, record: RunRecord | None = None) -> PdRun:
     """The PD run in ``directory``; one PhaseprofError naming the file when run.json or handoff.json is not a
     PD run's. ``record``: its run.json when the caller has read it already (``phaseprof analyze`` reads it to
     tell a PD run from others), so the file is parsed once."""
-    rec = record if record is not None else RunRecord.read(directory / "run.json")
+    rec = record if record is not None else RunDir(directory).record
     if rec.kind != "pd" or rec.disagg is None:
         raise PhaseprofError("not a disaggregated (PD) run: run.json has no kind 'pd' and disagg section",
-                             path=directory / "run.json")
+                             path=RunDir(directory).record_file)
     h = read_handoff(run_file(directory, rec.disagg.handoff or "handoff.json", "disagg.handoff"))
     errors: dict[str, str] = {}
     sides = {}

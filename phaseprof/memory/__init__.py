@@ -9,7 +9,7 @@ only present it.
 # The names below load on first use (PEP 562): ``phaseprof analyze`` imports ``phaseprof.commands.memory`` to register
 # its command, and need not pay for the planner (~50 ms of imports) on every start.
 _LAZY = {
-    "phaseprof.memory.gpus": ("KNOWN_GPUS", "GpuSpec", "lookup_gpu"),
+    "phaseprof.memory.gpus": ("KNOWN_GPUS", "lookup_gpu"),
     "phaseprof.memory.kv_plan": ("CacheSettings", "Capacity", "KvLayout", "RequestCost", "capacity", "kv_layout",
                                  "request_cost"),
     "phaseprof.memory.model_shape": ("ModelShape", "load_hf_config", "shape_from_hf_config"),
@@ -29,7 +29,7 @@ def __getattr__(name: str) -> object:
 
 
 __all__ = [
-    "KNOWN_GPUS", "CacheSettings", "Capacity", "GpuSpec", "KvLayout", "MemoryInputs", "MemoryPlan", "ModelShape",
+    "KNOWN_GPUS", "CacheSettings", "Capacity", "KvLayout", "MemoryInputs", "MemoryPlan", "ModelShape",
     "RequestCost", "build_memory_plan", "capacity", "kv_layout", "load_hf_config", "lookup_gpu", "request_cost",
     "shape_from_hf_config",
 ]

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from phaseprof.errors import PhaseprofError
-from phaseprof.memory.gpus import GpuSpec
+from phaseprof.gpu_names import GpuEntry
 from phaseprof.memory.kv_plan import Capacity, KvLayout, capacity
 
 
@@ -59,7 +59,7 @@ class Budget:
         return (self.weights, self.activation_peak, self.cudagraph_pool)
 
 
-def memory_budget(*, gpu: GpuSpec, gpu_memory_utilization: float, weights: BudgetItem,
+def memory_budget(*, gpu: GpuEntry, gpu_memory_utilization: float, weights: BudgetItem,
                   activation_peak: BudgetItem, cudagraph_pool: BudgetItem, layout: KvLayout,
                   max_model_len: int) -> Budget:
     if not 0 < gpu_memory_utilization <= 1:

@@ -1,87 +1,59 @@
 """vLLM's own startup facts from a capture's run directory, to set beside the prediction.
 
-Read from ``run.json["vllm_startup_facts"]`` (what ``phaseprof capture`` writes, ``phaseprof/capture/runner.py``)
-or ``run.json["vllm_facts"]``, every key optional, and, to fill gaps, from the log lines themselves: the facts'
-``raw_lines`` and a ``vllm_startup.log`` beside run.json. The patterns are vLLM's format strings (same in 0.23
-and 0.28; 0.28 prints KV tokens and concurrency on one line). Settings the run names (engine kwargs, the command
-line, the preset) are collected so the plan can check it models the same run.
+The facts are the ones capture parsed while the engine started and stored typed in run.json
+(``RunRecord.vllm_startup_facts``); a ``vllm_startup.log`` beside run.json (or alone in the directory) is parsed
+with the same patterns (``phaseprof.vllm_log``) and fills what run.json does not hold. The engine settings the
+plan checks it models are read by name from the record (``RunRecord.engine_settings``): a record that does not
+keep a setting leaves it unknown (None).
 """
 
 from __future__ import annotations
 
-import re
+import dataclasses
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
 
 from phaseprof.errors import PhaseprofError
-from phaseprof.records import RunRecord
-from phaseprof.vllm_log import PATTERNS, StartupFacts, facts_from_dict
+from phaseprof.records import EngineSettings, RunDir
+from phaseprof.vllm_log import PATTERNS, StartupFacts, parse_facts
 
 LOG_PATTERNS = PATTERNS  # the one set of vLLM log patterns (phaseprof.vllm_log)
+STARTUP_LOG = "vllm_startup.log"
 
 
 @dataclass(frozen=True)
 class VllmFacts(StartupFacts):
-    """What vLLM logged (``StartupFacts``: the same names capture records), plus where it came from."""
+    """What vLLM logged (``StartupFacts``: the same names capture records), where it came from, and the run's
+    settings the plan checks against (None: the run does not say)."""
 
     source: str = ""
-    settings: dict[str, Any] = field(default_factory=dict)
-    """vLLM settings the run names (e.g. ``mamba_ssm_cache_dtype``), to check the plan models the same run."""
+    engine: EngineSettings = field(default_factory=EngineSettings)
+    preset: str | None = None  # the preset the capture ran (``model.kind`` "preset")
+    device_kind: str | None = None  # "cpu": vLLM's CPU platform has its own defaults
+    vllm_version: str | None = None
 
 
-_FACT_SECTIONS = ("vllm_startup_facts", "vllm_facts")
-_SETTING_KEYS = ("preset", "mamba_ssm_cache_dtype", "kv_cache_dtype", "max_model_len", "gpu_memory_utilization",
-                 "enable_prefix_caching", "max_num_seqs", "max_cudagraph_capture_size", "tensor_parallel_size")
-
-
-def _find_settings(obj: Any, out: dict[str, Any]) -> None:
-    """Collect vLLM settings named anywhere in run.json: as keys, or as ``--flag value`` in strings/lists."""
-    if isinstance(obj, dict):
-        for k, v in obj.items():
-            key = str(k).lstrip("-").replace("-", "_")
-            if key in _SETTING_KEYS and key not in out and not isinstance(v, (dict, list)):
-                out[key] = v
-            _find_settings(v, out)
-    elif isinstance(obj, list):
-        if all(isinstance(x, str) for x in obj):
-            _find_settings(" ".join(obj), out)
-        for x in obj:
-            _find_settings(x, out)
-    elif isinstance(obj, str) and "--" in obj:
-        for m in re.finditer(r"--([a-z0-9-]+)(?:[ =]([^\s-][^\s]*))?", obj):
-            key = m.group(1).replace("-", "_")
-            if key == "mamba_ssm_dtype":
-                key = "mamba_ssm_cache_dtype"
-            if key in _SETTING_KEYS and key not in out:
-                out[key] = m.group(2) if m.group(2) is not None else True
-            if key == "no_enable_prefix_caching" and "enable_prefix_caching" not in out:
-                out["enable_prefix_caching"] = False
+def _merged(stored: StartupFacts | None, log: StartupFacts) -> StartupFacts:
+    """``stored`` (run.json's) where it says a fact, else the log file's."""
+    if stored is None:
+        return log
+    said = {f.name: getattr(stored, f.name) for f in fields(StartupFacts)
+            if getattr(stored, f.name) not in (None, ())}
+    return dataclasses.replace(log, **said)
 
 
 def load_run_facts(run_dir: str | Path) -> VllmFacts:
     """Facts of one capture. A directory without run.json or a startup log → PhaseprofError."""
     run = Path(run_dir)
-    run_json, log = run / "run.json", run / "vllm_startup.log"
-    if not run.is_dir() or not (run_json.is_file() or log.is_file()):
-        raise PhaseprofError(f"{run_dir}: not a run directory (no run.json or vllm_startup.log)")
-    doc: dict[str, Any] = RunRecord.read(run_json).to_dict() if run_json.is_file() else {}
-    vf: dict[str, Any] = {}
-    for section in _FACT_SECTIONS:
-        if isinstance(doc.get(section), dict):
-            vf = {**doc[section], **vf}
-    log_lines = log.read_text(errors="replace").splitlines() if log.is_file() else []
-    facts = facts_from_dict(vf, log_lines)
-    settings: dict[str, Any] = {}
-    model = doc.get("model")
-    if isinstance(model, dict) and model.get("kind") == "preset" and model.get("name"):
-        settings["preset"] = model["name"]
-    device, versions = doc.get("device"), doc.get("versions")
-    if isinstance(device, dict) and isinstance(device.get("kind"), str):
-        settings["device_kind"] = device["kind"]  # "cpu": vLLM's CPU platform has its own defaults
-    if isinstance(versions, dict) and isinstance(versions.get("vllm"), str):
-        settings["vllm_version"] = versions["vllm"]
-    _find_settings({k: v for k, v in doc.items() if k not in (*_FACT_SECTIONS, "model_config")}, settings)
-    _find_settings({k: v for k, v in vf.items() if k != "raw_lines"}, settings)
-    return VllmFacts(source=str(run_json if run_json.is_file() else log), settings=settings,
-                     **{f.name: getattr(facts, f.name) for f in fields(StartupFacts)})
+    log = run / STARTUP_LOG
+    rec = RunDir.open(run).record if (run / RunDir.RECORD).is_file() else None
+    if not run.is_dir() or (rec is None and not log.is_file()):
+        raise PhaseprofError(f"{run_dir}: not a run directory (no {RunDir.RECORD} or {STARTUP_LOG})")
+    logged = parse_facts(log.read_text(errors="replace").splitlines()) if log.is_file() else StartupFacts()
+    facts = _merged(rec.vllm_startup_facts if rec is not None else None, logged)
+    common = {f.name: getattr(facts, f.name) for f in fields(StartupFacts)}
+    if rec is None:
+        return VllmFacts(source=str(log), **common)
+    return VllmFacts(source=str(run / RunDir.RECORD), engine=rec.engine_settings,
+                     preset=rec.model.name if rec.model.kind == "preset" else None,
+                     device_kind=rec.device.kind, vllm_version=rec.versions.get("vllm"), **common)

@@ -14,7 +14,8 @@ from phaseprof.errors import PhaseprofError
 from phaseprof.memory import defaults as D
 from phaseprof.memory.budget import Budget, BudgetItem, memory_budget
 from phaseprof.memory.facts import VllmFacts, load_run_facts
-from phaseprof.memory.gpus import GpuSpec, custom_gpu, lookup_gpu
+from phaseprof.gpu_names import GpuEntry
+from phaseprof.memory.gpus import custom_gpu, lookup_gpu
 from phaseprof.memory.kv_plan import (Capacity, CacheSettings, KvLayout, RequestCost, capacity, kv_layout,
                                       request_cost)
 from phaseprof.memory.model_shape import ModelShape, load_hf_config, shape_from_hf_config
@@ -79,7 +80,7 @@ class MemoryPlan:
     max_model_len: int
     request: RequestCost
     weights: WeightEstimate
-    gpu: GpuSpec | None
+    gpu: GpuEntry | None
     serving: ResolvedServing
     scratch: ScratchCheck
     budget: Budget | None
@@ -179,28 +180,27 @@ def _comparisons(plan_layout: KvLayout, budget: Budget | None, weights: WeightEs
 
 def _settings_warnings(i: MemoryInputs, layout: KvLayout, facts: VllmFacts) -> list[str]:
     out = []
-    run_ssm = facts.settings.get("mamba_ssm_cache_dtype")
+    run = facts.engine
+    run_ssm = run.mamba_ssm_cache_dtype
     if layout.gdn and run_ssm and run_ssm != "auto" and run_ssm != layout.gdn.ssm_dtype:
         out.append(f"the run used mamba_ssm_cache_dtype={run_ssm} but the plan models {layout.gdn.ssm_dtype}")
-    run_len = facts.settings.get("max_model_len")
-    if run_len and i.max_model_len and int(run_len) != i.max_model_len:
-        out.append(f"the run used max_model_len={run_len} but the plan models {i.max_model_len}")
-    caching = facts.settings.get("enable_prefix_caching")
-    if isinstance(caching, bool) and caching != i.prefix_caching:
-        out.append(f"the run used enable_prefix_caching={caching} but the plan models "
+    if run.max_model_len and i.max_model_len and run.max_model_len != i.max_model_len:
+        out.append(f"the run used max_model_len={run.max_model_len} but the plan models {i.max_model_len}")
+    if run.enable_prefix_caching is not None and run.enable_prefix_caching != i.prefix_caching:
+        out.append(f"the run used enable_prefix_caching={run.enable_prefix_caching} but the plan models "
                    f"{'--prefix-caching' if i.prefix_caching else '--no-prefix-caching'}")
-    version = str(facts.settings.get("vllm_version") or "")
+    version = facts.vllm_version or ""
     if version and not (version == i.vllm_version or version.startswith(i.vllm_version + ".")):
         out.append(f"the run used vLLM {version} but the plan applies vLLM {i.vllm_version}'s rules "
                    f"(--vllm-version)")
-    if facts.settings.get("device_kind") == "cpu" and i.block_size is None and layout.gdn is not None:
+    if facts.device_kind == "cpu" and i.block_size is None and layout.gdn is not None:
         out.append(f"the run ran on CPU, where vLLM's default --block-size is {D.CPU_DEFAULT_BLOCK_SIZE_TOKENS} "
                    f"(the hybrid block is a multiple of it): pass --block-size {D.CPU_DEFAULT_BLOCK_SIZE_TOKENS}")
     return out
 
 
 def _scratch(shape: ModelShape, cache: CacheSettings, layout: KvLayout, inputs: MemoryInputs,
-             serving: ResolvedServing, gpu: GpuSpec | None, weights: WeightEstimate,
+             serving: ResolvedServing, gpu: GpuEntry | None, weights: WeightEstimate,
              facts: VllmFacts | None) -> ScratchCheck:
     """The scratch check; free memory = device total - weights (logged if the run has them) - runtime overhead."""
     loaded = facts.model_loading_gib if facts else None
@@ -216,7 +216,7 @@ def _scratch(shape: ModelShape, cache: CacheSettings, layout: KvLayout, inputs: 
                          smaller_block_layout=smaller)
 
 
-def _budget(inputs: MemoryInputs, gpu: GpuSpec, layout: KvLayout, weights: WeightEstimate,
+def _budget(inputs: MemoryInputs, gpu: GpuEntry, layout: KvLayout, weights: WeightEstimate,
             serving: ResolvedServing, facts: VllmFacts | None, max_len: int) -> Budget:
     """Weights from the config; activation peak and graph pool from the caller, else the run, else unknown."""
     w_item = BudgetItem("weights", weights.bytes_per_gpu, "config", weights.format)

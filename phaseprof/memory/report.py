@@ -6,6 +6,8 @@ import json
 from dataclasses import asdict
 from typing import Any
 
+import msgspec
+
 from phaseprof.memory.defaults import SCHEMA_VERSION
 from phaseprof.memory.kv_plan import Capacity
 from phaseprof.memory.plan import MemoryPlan
@@ -37,8 +39,10 @@ def plan_to_dict(plan: MemoryPlan) -> dict[str, Any]:
                   "kv_is_upper_bound": b.kv_is_upper_bound, "capacity": _capacity(b.capacity)}
     facts = None
     if plan.facts is not None:
-        facts = {k: v for k, v in asdict(plan.facts).items()}
-        facts["raw_lines"] = list(plan.facts.raw_lines)
+        f = plan.facts
+        said = {**msgspec.structs.asdict(f.engine), "preset": f.preset, "device_kind": f.device_kind,
+                "vllm_version": f.vllm_version}
+        facts = {**f.to_dict(), "source": f.source, "settings": {k: v for k, v in said.items() if v is not None}}
     return {
         "schema_version": SCHEMA_VERSION,
         "inputs": asdict(plan.inputs),

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from phaseprof.memory import defaults as D
-from phaseprof.memory.gpus import GpuSpec
+from phaseprof.gpu_names import GpuEntry
 from phaseprof.memory.kv_plan import KvLayout
 
 
@@ -38,7 +38,7 @@ class ResolvedServing:
     capture_size_source: str
 
 
-def resolve_serving(s: ServingSettings, gpu: GpuSpec | None, vllm_version: str) -> ResolvedServing:
+def resolve_serving(s: ServingSettings, gpu: GpuEntry | None, vllm_version: str) -> ResolvedServing:
     """``EngineArgs.get_batch_defaults`` (OpenAI server) and ``VllmConfig._set_cudagraph_sizes``."""
     large = gpu is not None and gpu.total_bytes >= D.LARGE_GPU_THRESHOLD_BYTES and "A100" not in gpu.name
     seqs = s.max_num_seqs or (D.SERVER_MAX_NUM_SEQS_LARGE_GPU if large else D.SERVER_MAX_NUM_SEQS_SMALL_GPU)
@@ -105,7 +105,7 @@ def min_blocks(vllm_version: str, serving: ResolvedServing) -> tuple[int, str]:
 
 
 def scratch_check(layout: KvLayout, *, serving: ResolvedServing, enforce_eager: bool, vllm_version: str,
-                  gpu: GpuSpec | None, free_bytes: int | None, free_source: str,
+                  gpu: GpuEntry | None, free_bytes: int | None, free_source: str,
                   smaller_block_layout: KvLayout | None = None) -> ScratchCheck:
     """Size the scratch, compare it with the memory free when it is allocated, and list fixes if it does not fit.
 

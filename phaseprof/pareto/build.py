@@ -35,7 +35,7 @@ from phaseprof.sol.ceilings import Ceiling, choose_ceiling
 from phaseprof.sol.model import QUANT_WEIGHT_BYTES, SolModel
 from phaseprof.sol.sweep import step_floor_ms
 from phaseprof.sol.work import StepTokens
-from phaseprof.vllm_log import facts_from_dict
+from phaseprof.vllm_log import StartupFacts
 
 
 @dataclasses.dataclass(frozen=True)
@@ -175,7 +175,7 @@ def sweep_layout(rec: SweepRecord) -> tuple[KvLayout | None, str | None]:
 def config_capacity(s: Sweep) -> tuple[ConfigCapacity | None, str | None]:
     """The capacity wall of a sweep's configuration, or (None, why not)."""
     rec = s.record
-    facts = facts_from_dict(rec.vllm_startup_facts or {})
+    facts = rec.vllm_startup_facts or StartupFacts()
     if facts.kv_cache_gib is None:
         return None, "vLLM logged no KV cache size"
     if not (math.isfinite(facts.kv_cache_gib) and 0 < facts.kv_cache_gib <= MAX_KV_GIB):
@@ -291,15 +291,15 @@ def match_profiled(sweeps: Sequence[Sweep], runs: Sequence[str | Path]) -> dict[
     mode, weights format and server (when both name one) whose points include its prompt length and concurrency;
     a run that matches none, or more than one configuration, or a point already profiled, is one PhaseprofError
     naming the run directory."""
-    from phaseprof.records import RunRecord  # noqa: PLC0415
+    from phaseprof.records import RunDir  # noqa: PLC0415
 
     out: dict[tuple[int, int], Path] = {}
     for given in runs:
         d = Path(given)
-        f = d / "run.json"
-        if not f.is_file():
-            raise PhaseprofError("--profiled takes run directories (no run.json)", path=d)
-        rec = RunRecord.read(f)
+        run = RunDir(d)
+        if not run.has_record:
+            raise PhaseprofError(f"--profiled takes run directories (no {RunDir.RECORD})", path=d)
+        rec = run.record
         if not rec.breakdown or not (d / rec.breakdown).is_file():
             raise PhaseprofError("--profiled: the run has no breakdown.json", path=d)
         if rec.request.phase != "decode":

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from phaseprof.errors import PhaseprofError
 from phaseprof.gpu_names import gpu_key
-from phaseprof.records import RunRecord, SweepRecord
+from phaseprof.records import RunDir, RunRecord, SweepRecord
 
 #: ``gpu_source`` of a name given on the command line.
 STATED = "stated (--gpu)"
@@ -44,10 +44,10 @@ def from_profiled(runs: Iterable[Path]) -> SweepGpu:
     error when they disagree (the runs would not be of one server)."""
     names: dict[str, list[str]] = {}
     for r in runs:
-        f = Path(r) / "run.json"
-        if not f.is_file():
+        run = RunDir(Path(r))
+        if not run.has_record:
             continue
-        gpu = RunRecord.read(f).device.gpu_name
+        gpu = run.record.device.gpu_name
         if gpu:
             names.setdefault(gpu_key(gpu), []).append(gpu)
     if not names:
@@ -85,7 +85,7 @@ def served_runs(sweep_dir: Path, rec: SweepRecord, *, levels: int = 2) -> list[P
         return []
     for d in [sweep_dir.parent, *sweep_dir.parent.parents][:levels]:
         found = []
-        for f in sorted(d.rglob("run.json")):
+        for f in sorted(d.rglob(RunDir.RECORD)):
             r = RunRecord.read(f)
             if r.server is not None and r.server.url == url and r.model.name == model and r.device.kind == "cuda":
                 found.append(f.parent)

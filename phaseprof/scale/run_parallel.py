@@ -5,60 +5,59 @@ data_parallel_size 1 run the same all-reduce after the experts. So the answer co
 looked up in the trace's directory and up to ``LEVELS_UP`` directories above it, nearest first; a record that
 does not say (a server capture's run.json when vLLM's ``/server_info`` was not served) does not stop the search:
 
-- ``run.json``: ``parallel.expert_parallel`` (``phaseprof capture`` on several GPUs writes ``ranks/`` inside its
-  run directory), or ``server.parallel.enable_expert_parallel`` (``phaseprof capture --server``);
-- ``tp_run.json``: ``expert_parallel`` (scripts/h200x2/tp2_capture.py);
-- ``serve.json``: ``engine_kwargs.enable_expert_parallel`` (the GPU sessions' server launcher, one level above
-  the ``runs/`` that ``capture --server`` writes).
+- ``run.json`` (``RunRecord.engine_settings.enable_expert_parallel``): ``parallel.expert_parallel``
+  (``phaseprof capture`` on several GPUs writes ``ranks/`` inside its run directory), the server's parallel
+  layout (``phaseprof capture --server``), or the engine arguments;
+- ``tp_run.json`` (scripts/h200x2/tp2_capture.py): run.json's older multi-GPU layout, read by the same record;
+- ``serve.json`` (``ServeLaunch``): ``engine_kwargs.enable_expert_parallel`` (the GPU sessions' server launcher,
+  one level above the ``runs/`` that ``capture --server`` writes).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
-import orjson
+import msgspec
 
 from phaseprof.errors import PhaseprofError
-from phaseprof.records import RunRecord
+from phaseprof.records import EngineSettings, RunDir, RunRecord
 
 LEVELS_UP = 3  # trace dir, ranks/ -> run dir -> runs/ -> the server's item dir holding serve.json
+#: scripts/h200x2/tp2_capture.py's record: run.json's pre-record multi-GPU layout (``RunRecord.from_dict``).
+TP_RUN = "tp_run.json"
+SERVE = "serve.json"
 
 
-def _json(path: Path) -> dict[str, Any] | None:
+class ServeLaunch(msgspec.Struct, frozen=True):
+    """``serve.json``, the GPU sessions' server launcher record: the engine arguments the server started with
+    (only the settings phaseprof reads; the launcher's other keys are not read)."""
+
+    engine_kwargs: EngineSettings | None = None
+
+
+def _record_says(path: Path) -> bool | None:
+    """Whether a run record (run.json, or tp_run.json in its older layout) says expert parallelism was on."""
     try:
-        d = orjson.loads(path.read_bytes())
-    except (OSError, orjson.JSONDecodeError):
-        return None  # an unreadable side file is no evidence either way
-    return d if isinstance(d, dict) else None
-
-
-def _get(d: Any, *keys: str) -> bool | None:
-    for k in keys:
-        d = d.get(k) if isinstance(d, dict) else None
-    return d if isinstance(d, bool) else None
-
-
-def _run_json(path: Path) -> bool | None:
-    try:
-        rec = RunRecord.read(path)
+        return RunRecord.read(path).engine_settings.enable_expert_parallel
     except PhaseprofError:
+        return None  # an unreadable side file is no evidence either way
+
+
+def _serve_says(path: Path) -> bool | None:
+    try:
+        launch = msgspec.json.decode(path.read_bytes(), type=ServeLaunch, strict=False)
+    except (OSError, msgspec.DecodeError):
         return None
-    if rec.parallel is not None:
-        return rec.parallel.expert_parallel
-    return _get(rec.server.parallel, "enable_expert_parallel") if rec.server is not None else None
+    if launch.engine_kwargs is None:
+        return None
+    return bool(launch.engine_kwargs.enable_expert_parallel)  # not given: vLLM's default, off
 
 
 def _said(d: Path) -> bool | None:
-    if (d / "run.json").is_file() and (v := _run_json(d / "run.json")) is not None:
-        return v
-    if (d / "tp_run.json").is_file() and (v := _get(_json(d / "tp_run.json"), "expert_parallel")) is not None:
-        return v
-    if (d / "serve.json").is_file():
-        doc = _json(d / "serve.json")
-        if doc is not None and isinstance(doc.get("engine_kwargs"), dict):
-            return bool(doc["engine_kwargs"].get("enable_expert_parallel", False))  # vLLM's default: off
-    return None
+    for record in (RunDir(d).record_file, d / TP_RUN):
+        if record.is_file() and (v := _record_says(record)) is not None:
+            return v
+    return _serve_says(d / SERVE) if (d / SERVE).is_file() else None
 
 
 def declared_expert_parallel(trace: str | Path) -> bool | None:

@@ -1,32 +1,23 @@
-"""GPU ceilings: what a GPU can do at most, from its datasheet (the GPU catalogue ``phaseprof/gpus.toml``: its
-entries with throughput) or measured on it
+"""GPU ceilings: what a GPU can do at most, from its datasheet (the GPU catalogue ``phaseprof/gpus.toml``, read by
+``gpu_names.read_catalogue``: its entries with throughput) or measured on it
 (``phaseprof ceilings`` → a JSON file). Loading validates like the classification rules: a bad file fails
 with one line naming the file and the entry."""
 
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
 from typing import Any, Mapping
 
 import orjson
 
-from phaseprof.classify.rules import check_keys
 from phaseprof.errors import PhaseprofError
+from phaseprof.gpu_names import CATALOGUE_PATH, GpuEntry, gpu_key, read_catalogue
 from phaseprof.io import read_regular
-from phaseprof.gpu_names import CATALOGUE_PATH, gpu_key, read_catalogue
 
 SPEC_PATH = CATALOGUE_PATH
 PRECISIONS = ("bf16", "fp8", "fp4")
-_REQUIRED = frozenset({"name", "match", "bf16_tflops", "hbm_tbps", "source"})
-_ALLOWED = _REQUIRED | {"fp8_tflops", "fp4_tflops", "sm_count", "examples", "aliases",
-                         # the catalogue's memory facts (memory.gpus reads them)
-                         "vendor", "memory_gb", "compute_capability", "visible_bytes", "visible_source"}
-_THROUGHPUT = frozenset({"match", "bf16_tflops", "fp8_tflops", "fp4_tflops", "hbm_tbps", "sm_count", "examples",
-                         "source"})
 MEASURED_SCHEMA_VERSION = 1
 _MEASURED_REQUIRED = ("gpu_name", "bf16_dense_tflops", "hbm_copy_tbps", "method")
 
@@ -58,19 +49,6 @@ class Ceiling:
         return f"{self.gpu} ({self.kind})"
 
 
-@dataclass(frozen=True)
-class SpecEntry:
-    ceiling: Ceiling
-    patterns: tuple[re.Pattern[str], ...]
-    sm_count: int | None
-    aliases: tuple[str, ...] = ()  # other spellings of the name (the catalogue's ``aliases``)
-
-    def match(self, gpu_name: str, sm_count: int | None = None) -> bool:
-        if not any(p.search(gpu_name) for p in self.patterns):
-            return False
-        return self.sm_count is None or sm_count is None or sm_count == self.sm_count
-
-
 def _positive(v: Any, what: str, fail: Any, *, optional: bool = False) -> float | None:
     if v is None and optional:
         return None
@@ -79,72 +57,20 @@ def _positive(v: Any, what: str, fail: Any, *, optional: bool = False) -> float 
     return float(v)
 
 
-def _entry(table: Any, where: str, file: Path) -> SpecEntry | None:
-    """One entry's ceiling; None for a GPU the catalogue knows without throughput (memory facts only)."""
-    def fail(problem: str) -> PhaseprofError:
-        return PhaseprofError(f"{where}: {problem}", path=file)
-
-    if isinstance(table, dict) and not set(table) & _THROUGHPUT:
-        check_keys(table, required=frozenset({"name"}), allowed=_ALLOWED, fail=fail)
-        return None
-    check_keys(table, required=_REQUIRED, allowed=_ALLOWED, fail=fail)
-    for key in ("name", "source"):
-        if not isinstance(table[key], str) or not table[key].strip():
-            raise fail(f"{key!r} must be a non-empty string")
-    pats = table["match"]
-    if not isinstance(pats, list) or not pats or not all(isinstance(p, str) for p in pats):
-        raise fail("'match' must be a non-empty list of regex strings")
-    try:
-        compiled = tuple(re.compile(p, re.IGNORECASE) for p in pats)
-    except re.error as e:
-        raise fail(f"bad regex in 'match': {e}") from None
-    sm = table.get("sm_count")
-    if sm is not None and (isinstance(sm, bool) or not isinstance(sm, int) or sm <= 0):
-        raise fail(f"'sm_count' must be a positive integer, not {sm!r}")
-    c = Ceiling(gpu=table["name"], kind="spec", bf16_tflops=_positive(table["bf16_tflops"], "bf16_tflops", fail),
-                hbm_tbps=_positive(table["hbm_tbps"], "hbm_tbps", fail), source=table["source"],
-                fp8_tflops=_positive(table.get("fp8_tflops"), "fp8_tflops", fail, optional=True),
-                fp4_tflops=_positive(table.get("fp4_tflops"), "fp4_tflops", fail, optional=True))
-    aliases = table.get("aliases", [])
-    if not isinstance(aliases, list) or not all(isinstance(a, str) for a in aliases):
-        raise fail("'aliases' must be a list of strings")
-    entry = SpecEntry(c, compiled, sm, tuple(aliases))
-    examples = table.get("examples", [])
-    if not isinstance(examples, list) or not all(isinstance(e, str) for e in examples):
-        raise fail("'examples' must be a list of strings")
-    for ex in examples:
-        if not any(p.search(ex) for p in compiled):
-            raise fail(f"example {ex!r} matches none of its 'match' patterns")
-    return entry
+def spec_ceiling(entry: GpuEntry) -> Ceiling:
+    """A catalogue entry's datasheet ceiling (an entry with throughput: ``load_spec``)."""
+    assert entry.bf16_tflops is not None and entry.hbm_tbps is not None, entry.name  # load_spec keeps only these
+    return Ceiling(gpu=entry.name, kind="spec", bf16_tflops=entry.bf16_tflops, hbm_tbps=entry.hbm_tbps,
+                   source=entry.source, fp8_tflops=entry.fp8_tflops, fp4_tflops=entry.fp4_tflops)
 
 
-def load_spec(path: str | Path = SPEC_PATH) -> tuple[SpecEntry, ...]:
-    """The datasheet table, in match order. Bad TOML, keys, numbers or regexes → PhaseprofError."""
-    p = Path(path)
-    try:
-        stat = p.stat()
-    except OSError:
-        raise PhaseprofError("ceilings file not found", path=p) from None
-    return _load_spec(str(p.resolve()), stat.st_mtime_ns)
-
-
-@lru_cache(maxsize=8)
-def _load_spec(path: str, _mtime_ns: int) -> tuple[SpecEntry, ...]:
-    file = Path(path)
-    data = read_catalogue(file)
-    unknown = sorted(set(data) - {"gpu", "link"})  # [[link]]: interconnects, read by sol/links.py
-    if unknown:
-        raise PhaseprofError(f"unknown section {unknown[0]!r} (expected [[gpu]] or [[link]])", path=file)
-    tables = data.get("gpu", [])
-    if not isinstance(tables, list) or not tables:
-        raise PhaseprofError("no [[gpu]] entries", path=file)
-    entries = tuple(e for i, t in enumerate(tables, 1) if (e := _entry(t, f"[[gpu]] #{i}", file)) is not None)
+def load_spec(path: str | Path = SPEC_PATH) -> tuple[GpuEntry, ...]:
+    """The catalogue's GPUs with datasheet throughput, in match order (``gpu_names.read_catalogue`` checks the
+    file). None of them → PhaseprofError naming the file."""
+    cat = read_catalogue(path)
+    entries = tuple(g for g in cat.gpus if g.has_throughput)
     if not entries:
-        raise PhaseprofError("no [[gpu]] entry with throughput", path=file)
-    names = [e.ceiling.gpu for e in entries]
-    dupes = sorted({n for n in names if names.count(n) > 1})
-    if dupes:
-        raise PhaseprofError(f"GPU {dupes[0]!r} is listed twice", path=file)
+        raise PhaseprofError("no [[gpu]] entry with throughput", path=cat.path)
     return entries
 
 
@@ -160,23 +86,20 @@ def spec_for(gpu_name: str | None, props: Mapping[str, Any] | None = None, *,
     if not gpu_name:
         return None
     sms = sm_count_of(props)
-    return next((e.ceiling for e in load_spec(path) if e.match(gpu_name, sms)), None)
+    return next((spec_ceiling(e) for e in load_spec(path) if e.matches_device(gpu_name, sms)), None)
 
 
 def spec_by_name(name: str, *, path: str | Path = SPEC_PATH) -> Ceiling:
-    """A datasheet ceiling by table name (``B200``), by a device name that matches an entry, or by one of an
-    entry's aliases (``H100-SXM5-80GB``), in that order."""
+    """A datasheet ceiling by catalogue name or alias (``B200``, ``H100-SXM5-80GB``: ``gpu_key``), else by a
+    device name that matches an entry (``NVIDIA H200``)."""
     entries = load_spec(path)
-    for e in entries:
-        if gpu_key(e.ceiling.gpu) == gpu_key(name):
-            return e.ceiling
-    for e in entries:
-        if e.match(name):
-            return e.ceiling
-    for e in entries:
-        if gpu_key(name) in {gpu_key(a) for a in e.aliases}:
-            return e.ceiling
-    raise PhaseprofError(f"no ceilings for GPU {name!r}; known: {', '.join(e.ceiling.gpu for e in entries)}")
+    named = read_catalogue(path).gpu(name)
+    if named is not None and named.has_throughput:
+        return spec_ceiling(named)
+    if named is None and (hit := next((e for e in entries if e.matches_device(name)), None)) is not None:
+        return spec_ceiling(hit)
+    why = f"the catalogue's {named.name} has no datasheet throughput" if named is not None else "unknown GPU"
+    raise PhaseprofError(f"no ceilings for GPU {name!r} ({why}); known: {', '.join(e.name for e in entries)}")
 
 
 # ------------------------------------------------------------------------------------------ measured

@@ -50,7 +50,7 @@ def batch_decode(session, *, out: Path, tokens: int, output: int, batch: int, st
             created_utc=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
             command=["scripts/gpu/routing_captures.py"], mode="eager", quant=str(session.options.quant),
             versions=session.versions, device=session.device.to_dict(), model=ModelInfo.of_source(session.source),
-            model_config=session.source.hf_config, vllm_startup_facts=session.facts.to_dict(),
+            model_config=session.source.hf_config, vllm_startup_facts=session.facts,
             engine={"kwargs": session.plan.kwargs, "env": session.plan.env, "notes": list(session.plan.notes)},
             request=RequestInfo(phase="decode", prompt_tokens=tokens, max_tokens=output, concurrency=batch, seed=0),
             profile={"profiled_steps": profiled.profiled_steps, "hierarchy": "hooks"}, trace=trace.to_dict(),

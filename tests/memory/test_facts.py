@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
 from phaseprof.memory import MemoryInputs, build_memory_plan
 from phaseprof.memory.facts import load_run_facts
+from phaseprof.records import EngineSettings
 from phaseprof.vllm_log import parse_values
 from tests.memory.configs import qwen35_35b_a3b_as_qwen3next
 
@@ -37,22 +39,30 @@ def test_028_one_line_capacity_format_is_read_too():
     assert parse_values([line])[0] == {"kv_cache_tokens": 1234, "max_concurrency_tokens": 4096, "max_concurrency": 3.5}
 
 
-def test_run_json_keys_win_and_missing_keys_are_tolerated(tmp_path):
-    (tmp_path / "run.json").write_text(json.dumps({
-        "preset": "qwen3.5-35b-a3b", "engine_args": {"max_model_len": 8192, "enable_prefix_caching": False},
-        "vllm_facts": {"attention_block_size": 544, "raw_lines": LOG.splitlines()[:2]}}))
-    f = load_run_facts(tmp_path)
-    assert f.attention_block_size_tokens == 544 and f.mamba_page_padding_pct == 1.49
-    assert f.kv_cache_tokens is None and f.available_kv_cache_gib is None
-    assert f.settings == {"preset": "qwen3.5-35b-a3b", "max_model_len": 8192, "enable_prefix_caching": False}
+CPU_RUN = Path(__file__).resolve().parents[2] / "traces/cpu/tiny-hybrid-prefill128-decode8"
+SERVER_RUN = Path(__file__).resolve().parents[2] / "traces/h200/server-graph/prefill-4096"
 
 
-def test_flags_in_a_command_line_are_settings(tmp_path):
+def test_settings_are_the_records_fields_and_unknown_where_it_keeps_none():
+    """A committed in-process capture: the settings are its engine arguments as recorded; a server capture's
+    record keeps what the server reported (max_model_len) and nothing else is guessed."""
+    f = load_run_facts(CPU_RUN)
+    assert (f.engine.max_model_len, f.engine.mamba_ssm_cache_dtype, f.engine.enable_prefix_caching) == \
+        (137, "float32", False)
+    assert (f.preset, f.device_kind, f.vllm_version) == ("tiny-hybrid", "cpu", "0.28.0")
+    served = load_run_facts(SERVER_RUN)
+    assert served.engine.max_model_len == 4128
+    assert (served.engine.mamba_ssm_cache_dtype, served.engine.enable_prefix_caching) == (None, None)
+
+
+def test_flags_in_a_command_line_are_not_settings(tmp_path):
+    """A run.json naming settings only in a command line: the record's fields say nothing, so nothing is
+    known (no text is searched for flags)."""
     (tmp_path / "run.json").write_text(json.dumps({"command": "vllm serve m --max-model-len 8192 "
                                                    "--mamba-ssm-cache-dtype float32 --no-enable-prefix-caching"}))
     (tmp_path / "vllm_startup.log").write_text(LOG)
     f = load_run_facts(tmp_path)
-    assert f.settings == {"max_model_len": "8192", "mamba_ssm_cache_dtype": "float32", "enable_prefix_caching": False}
+    assert f.engine == EngineSettings()
     assert f.kv_cache_tokens == 2_066_990 and len(f.raw_lines) == 7
 
 
@@ -77,8 +87,9 @@ def test_plan_sets_the_logged_facts_beside_the_prediction(run_dir):
 
 
 def test_settings_that_differ_from_the_plan_are_warned_about(tmp_path):
-    (tmp_path / "run.json").write_text(json.dumps({"args": ["--mamba-ssm-cache-dtype", "float32"],
-                                                   "vllm_facts": {"attention_block_size": 1056}}))
+    (tmp_path / "run.json").write_text(json.dumps({
+        "engine": {"kwargs": {"mamba_ssm_cache_dtype": "float32"}},
+        "vllm_startup_facts": {"attention_block_size_tokens": 1056}}))
     p = build_memory_plan(MemoryInputs(model="x", run_dir=str(tmp_path)), hf_config=qwen35_35b_a3b_as_qwen3next())
     assert any("mamba_ssm_cache_dtype=float32" in w for w in p.warnings)
     assert {c.name: c.difference for c in p.comparisons}["attention block size"] == 1056 - 544
@@ -90,6 +101,7 @@ def test_reads_the_run_json_that_phaseprof_capture_writes(tmp_path):
     from phaseprof.capture.inprocess.vllm_facts import parse_facts
 
     startup = parse_facts(LOG.splitlines()).to_dict()
+    assert load_run_facts(CPU_RUN).raw_lines  # a committed capture's stored lines are read back as stored
     (tmp_path / "run.json").write_text(json.dumps({
         "schema_version": "1", "kind": "capture", "command": "phaseprof capture --model qwen3.5-35b-a3b",
         "model": {"name": "qwen3.5-35b-a3b", "kind": "preset", "architecture": "Qwen3NextForCausalLM"},
@@ -98,4 +110,4 @@ def test_reads_the_run_json_that_phaseprof_capture_writes(tmp_path):
     f = load_run_facts(tmp_path)
     assert (f.attention_block_size_tokens, f.mamba_page_padding_pct, f.kv_cache_tokens) == (544, 1.49, 2_066_990)
     assert (f.max_concurrency, f.max_concurrency_tokens, f.available_kv_cache_gib) == (252.32, 8192, 57.60)
-    assert f.settings["preset"] == "qwen3.5-35b-a3b" and f.settings["max_model_len"] == 8192
+    assert f.preset == "qwen3.5-35b-a3b" and f.engine.max_model_len == 8192

@@ -12,7 +12,7 @@ from phaseprof.memory.gpus import KNOWN_GPUS, lookup_gpu
                                           ("L40S", 48)])
 def test_lookup_by_name_or_alias(name, gb):
     g = lookup_gpu(name)
-    assert g.stated_gb == gb and g.stated_bytes == gb * GIB
+    assert g.memory_gb == gb and g.stated_bytes == gb * GIB
 
 
 def test_measured_totals_are_below_stated_and_say_where_they_come_from():

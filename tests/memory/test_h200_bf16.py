@@ -80,7 +80,7 @@ def test_bf16_prediction_is_internally_consistent():
 
 def _config_for(facts):
     """The run's preset when run.json names one we can load, else the inline preset form."""
-    name = facts.settings.get("preset")
+    name = facts.preset
     if name:
         from phaseprof.presets import load_preset
         return load_preset(str(name)).config_dict()
@@ -95,12 +95,12 @@ def test_prediction_matches_vllm_on_the_h200(run_dir):
         assert (L.block_size_tokens, f"{L.mamba_padding_pct:.2f}") == (544, "1.49")
         return
     facts = load_run_facts(run_dir)
-    s = facts.settings
-    cache = CacheSettings(
-        kv_cache_dtype=str(s.get("kv_cache_dtype", "auto")),
-        mamba_ssm_cache_dtype=str(s.get("mamba_ssm_cache_dtype", "auto")),
-        tensor_parallel_size=int(s.get("tensor_parallel_size", 1)),
-        enable_prefix_caching=str(s.get("enable_prefix_caching", True)).lower() not in {"false", "0"},
+    s = facts.engine
+    cache = CacheSettings(  # a setting the run does not record: vLLM's default
+        kv_cache_dtype=s.kv_cache_dtype or "auto",
+        mamba_ssm_cache_dtype=s.mamba_ssm_cache_dtype or "auto",
+        tensor_parallel_size=s.tensor_parallel_size or 1,
+        enable_prefix_caching=s.enable_prefix_caching is not False,
     )
     L = kv_layout(shape_from_hf_config(_config_for(facts)), cache)
     why = (f"{run_dir}: predicted {L.block_size_tokens} tokens / {L.mamba_padding_pct:.2f}% with {cache} "
@@ -110,7 +110,7 @@ def test_prediction_matches_vllm_on_the_h200(run_dir):
     if facts.mamba_page_padding_pct is not None:
         assert facts.mamba_page_padding_pct == pytest.approx(round(L.mamba_padding_pct, 2), abs=0.005), why
     if None not in (facts.kv_cache_gib, facts.kv_cache_tokens):
-        length = facts.max_concurrency_tokens or int(s.get("max_model_len", 0)) or None
+        length = facts.max_concurrency_tokens or s.max_model_len or None
         assert length, f"{run_dir}: KV tokens logged but no max_model_len to interpret them"
         cap = capacity(L, kv_cache_bytes=round(facts.kv_cache_gib * GIB), max_model_len=length)
         # KV memory (measured or reserved) is logged to 0.01 GiB: allow that much, in pool blocks, either way.

@@ -31,19 +31,19 @@ def test_the_memory_catalogue_and_the_datasheet_take_the_same_spellings() -> Non
 def test_one_display_name_per_gpu() -> None:
     """Every GPU the planner and the speed of light both know is one catalogue entry: the same display name,
     and no spelling (name or alias) that leads to two entries."""
-    from phaseprof.gpu_names import catalogue_gpus
+    from phaseprof.gpu_names import catalogue
     from phaseprof.memory.gpus import KNOWN_GPUS
     from phaseprof.sol.ceilings import load_spec
 
-    gpus = catalogue_gpus()
-    keys = [gpu_key(s) for g in gpus for s in (g["name"], *g.get("aliases", ()))]
+    gpus = catalogue().gpus
+    keys = [gpu_key(s) for g in gpus for s in (g.name, *g.aliases)]
     assert len(keys) == len(set(keys))
-    memory, sol = {g.name for g in KNOWN_GPUS}, {e.ceiling.gpu for e in load_spec()}
-    assert memory | sol == {g["name"] for g in gpus}
+    memory, sol = {g.name for g in KNOWN_GPUS}, {e.name for e in load_spec()}
+    assert memory | sol == {g.name for g in gpus}
     assert {"H100-SXM", "H100-PCIe", "H200", "B200", "MI300X"} <= memory & sol
     for g in KNOWN_GPUS:  # a measured fact names where it was measured
         assert (g.visible_bytes is None) == (not g.visible_source)
-    assert all(e.ceiling.source for e in load_spec())
+    assert all(e.source for e in load_spec())
 
 
 def test_a_measured_file_is_found_and_matched_by_the_same_key(tmp_path: Path) -> None:

@@ -11,9 +11,10 @@ import jsonschema
 import pytest
 
 from phaseprof.errors import PhaseprofError
-from phaseprof.records import (RUN_SCHEMA_PATH, SWEEP_SCHEMA_PATH, DeviceRecord, EngineInfo, Headline, ProfileInfo,
-                               RunRecord, SweepPoint, SweepRecord, TraceFileInfo, schema)
+from phaseprof.records import (RUN_SCHEMA_PATH, SWEEP_SCHEMA_PATH, DeviceRecord, EngineInfo, EngineSettings, Headline,
+                               ProfileInfo, RunDir, RunRecord, SweepPoint, SweepRecord, TraceFileInfo, schema)
 from phaseprof.trace.read import load_tables
+from phaseprof.vllm_log import stored_layout
 
 REPO = Path(__file__).resolve().parents[2]
 RUNS = sorted((REPO / "traces").rglob("run.json"))
@@ -31,12 +32,19 @@ def _values(doc: Any) -> Any:
     return doc
 
 
+def _current(doc: dict[str, Any]) -> dict[str, Any]:
+    """``doc`` with its startup facts in the current layout (older files hold one ``kv_cache_gib``, written back
+    under the name their stored line says: ``vllm_log.stored_layout``)."""
+    facts = doc.get("vllm_startup_facts")
+    return {**doc, "vllm_startup_facts": stored_layout(facts)} if isinstance(facts, dict) else doc
+
+
 @pytest.mark.parametrize("path", [p for p in RUNS if p != TP2], ids=lambda p: p.parent.name)
 def test_every_committed_run_json_reads_back_whole(path: Path) -> None:
     doc = json.loads(path.read_text())
     rec = RunRecord.read(path)
     assert rec.request.phase in ("prefill", "decode") and rec.model.name and rec.ttft_ms == doc["ttft_ms"]
-    assert _values(rec.to_dict()) == _values(doc) and rec.extra == {}
+    assert _values(rec.to_dict()) == _values(_current(doc)) and rec.extra == {}
 
 
 @pytest.mark.parametrize("path", RUNS, ids=lambda p: f"{p.parents[1].name}-{p.parent.name}")
@@ -70,7 +78,7 @@ def test_every_committed_sweep_json_reads_back_whole(path: Path) -> None:
     assert all(isinstance(p, SweepPoint) and p.extra == {} for p in rec.points)  # every key typed
     assert all(rec.x_of(p) == p_doc[rec.x_key] and p.stats(rec.y_key).median_ms == p_doc[rec.y_key]["median_ms"] > 0
                for p, p_doc in zip(rec.points, doc["points"]))
-    assert _values(rec.to_dict()) == _values(doc)
+    assert _values(rec.to_dict()) == _values(_current(doc))
     jsonschema.validate(doc, json.loads(SWEEP_SCHEMA_PATH.read_text()))  # the committed schema describes it
 
 
@@ -128,7 +136,7 @@ def test_a_sweep_point_keeps_keys_it_does_not_know_and_refuses_bad_types(tmp_pat
     assert rec.points[0].extra == {"new_key": [1]} and rec.points[0].tpot.median_ms == doc["points"][0]["tpot"][
         "median_ms"]
     rec.write(tmp_path / "again.json")
-    assert _values(json.loads((tmp_path / "again.json").read_text())) == _values(doc)
+    assert _values(json.loads((tmp_path / "again.json").read_text())) == _values(_current(doc))
     doc["points"][0]["tpot"] = 5
     f.write_text(json.dumps(doc))
     with pytest.raises(PhaseprofError, match=r"not a valid sweep point \(points\[0\]\): Expected `object \| null`, got "
@@ -168,3 +176,23 @@ def test_every_committed_breakdowns_capture_reads_typed_and_writes_back_the_same
     if bd.capture is not None:
         assert bd.capture.request.phase == section["phase"] and bd.capture.model.name == section["model"]
         assert bd.capture.clean_ms.get("ttft_ms") == section["ttft_ms"]
+
+
+def test_run_dir_is_a_directory_or_a_file_inside_it() -> None:
+    assert RunDir.open(CPU_RUN).record_file == RunDir.open(CPU_RUN / "trace.json.gz").record_file \
+        == CPU_RUN / "run.json"
+    assert RunDir.open(CPU_RUN).record == RunRecord.read(CPU_RUN / "run.json")
+    assert not RunDir.open(REPO / "traces").has_record
+
+
+def test_engine_settings_are_read_by_name_from_each_layout() -> None:
+    """In-process (engine arguments), the older multi-GPU layout (tp_run.json's ``engine_args``) and a server
+    capture (what the server reported): each setting by its vLLM name, None where the record keeps none."""
+    cpu = RunRecord.read(CPU_RUN / "run.json").engine_settings
+    assert (cpu.max_model_len, cpu.mamba_ssm_cache_dtype, cpu.enable_prefix_caching) == (137, "float32", False)
+    tp = RunRecord.read(REPO / "traces/h200x2/tp2-eager-prefill4096-decode8/tp_run.json").engine_settings
+    assert (tp.tensor_parallel_size, tp.enable_expert_parallel, tp.max_model_len) == (2, False, 4120)
+    served = RunRecord.read(REPO / "traces/h200/serving/bf16/profiled/c1/run.json").engine_settings
+    assert (served.max_model_len, served.tensor_parallel_size, served.enable_prefix_caching) == (8320, 1, None)
+    with pytest.raises(PhaseprofError, match="max_model_len"):
+        EngineSettings.of({"max_model_len": "long"}, source="x.json")

@@ -11,7 +11,8 @@ import pytest
 
 from phaseprof.capture.inprocess.vllm_facts import parse_facts as capture_parse
 from phaseprof.memory.facts import load_run_facts
-from phaseprof.vllm_log import FACT_NAMES, facts_from_dict, parse_facts
+from phaseprof.records import RunRecord
+from phaseprof.vllm_log import FACT_NAMES, parse_facts, stored_layout
 
 REPO = Path(__file__).resolve().parents[2]
 H200 = REPO / "traces/h200"
@@ -24,7 +25,7 @@ def test_real_gpu_logs(mode: str) -> None:
     f = parse_facts(lines)
     assert capture_parse is parse_facts  # capture collects messages; the parsing is this one function
     # What the capture recorded at the time (its own facts, written to startup.json) is what this parser reads.
-    recorded = json.loads((H200 / mode / "startup.json").read_text())["facts"]
+    recorded = stored_layout(json.loads((H200 / mode / "startup.json").read_text())["facts"])
     assert {k: v for k, v in f.to_dict().items() if k in recorded and k != "raw_lines"} == \
         {k: v for k, v in recorded.items() if k != "raw_lines"}
     assert f.attention_block_size_tokens == 544 and f.model_loading_gib == 64.61
@@ -53,10 +54,14 @@ def test_memory_reads_capture_run_dirs_under_the_same_names() -> None:
     assert (cpu.reserved_kv_cache_gib, cpu.available_kv_cache_gib) == (1.0, None)  # not filed as measured
 
 
-def test_older_spellings_and_stored_values() -> None:
-    assert facts_from_dict({"attention_block_size": 1056}).attention_block_size_tokens == 1056
-    # A stored value wins over the lines; an old kv_cache_gib without lines saying which it was is "available".
-    f = facts_from_dict({"kv_cache_tokens": 7, "kv_cache_gib": 3.5, "raw_lines": ["GPU KV cache size: 9 tokens"]})
-    assert (f.kv_cache_tokens, f.available_kv_cache_gib, f.reserved_kv_cache_gib) == (7, 3.5, None)
-    assert facts_from_dict({}).is_empty and set(parse_facts([]).to_dict()) == {*FACT_NAMES, "kv_cache_gib",
-                                                                               "raw_lines"}
+def test_stored_facts_are_read_as_stored_and_the_older_layout_is_mapped() -> None:
+    """Facts stored by the current capture are typed as written; a committed file of the older layout (one
+    ``kv_cache_gib``) files it under the name its own stored line says."""
+    assert stored_layout({"kv_cache_tokens": 7, "raw_lines": ["GPU KV cache size: 9 tokens"]}) == \
+        {"kv_cache_tokens": 7, "raw_lines": ["GPU KV cache size: 9 tokens"]}  # no line is parsed again
+    cpu = json.loads((CPU_RUN / "run.json").read_text())["vllm_startup_facts"]
+    assert "reserved_kv_cache_gib" not in cpu and cpu["kv_cache_gib"] == 1.0  # the older layout, as committed
+    rec = RunRecord.read(CPU_RUN / "run.json").vllm_startup_facts
+    assert rec is not None and (rec.reserved_kv_cache_gib, rec.available_kv_cache_gib) == (1.0, None)
+    assert rec.raw_lines == tuple(cpu["raw_lines"])
+    assert set(parse_facts([]).to_dict()) == {*FACT_NAMES, "raw_lines"}

@@ -33,7 +33,7 @@ from phaseprof.capture.shared.rundir import (
 )
 from phaseprof.capture.shared.timing import summarize
 from phaseprof.errors import EnvironmentProblem, PhaseprofError
-from phaseprof.records import DeviceRecord, EngineInfo, ModelInfo, ParallelInfo, ProfileInfo
+from phaseprof.records import DeviceRecord, EngineInfo, ModelInfo, ParallelInfo, ProfileInfo, RunDir
 
 MULTICAST_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 FLUSH_WAIT_S = 5.0  # workers write their traces asynchronously after stop_profile()
@@ -150,7 +150,7 @@ def capture_parallel(request: CaptureRequest, *, console: Console) -> Path:
                                                overhead_definition="profiled / unprofiled host-clock time of "
                                                                    "llm.generate"),
             parallel=ParallelInfo(tensor_parallel_size=tp, expert_parallel=ep, rank_traces=tuple(traces)),
-        ).write(tmp / "run.json")
+        ).write(RunDir(tmp).record_file)
         del llm
     make_readable(final)  # temp-dir files are created 0600; a run directory is meant to be shared
     return final

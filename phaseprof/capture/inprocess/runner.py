@@ -45,7 +45,7 @@ from phaseprof.capture.shared.result import CaptureResult
 from phaseprof.capture.shared.timing import PhaseTiming, TimingStats
 from phaseprof.capture.shared.trace_file import DEFAULT_MAX_TRACE_BYTES, TraceFile, finalize_trace
 from phaseprof.pareto.records import AsyncScheduling, to_builtins
-from phaseprof.records import DeviceRecord, EngineInfo, ModelInfo, ProfileInfo, RunRecord, TraceFileInfo
+from phaseprof.records import DeviceRecord, EngineInfo, ModelInfo, ProfileInfo, RunDir, RunRecord, TraceFileInfo
 from phaseprof.routing import RoutingRecord, write_routing
 
 
@@ -240,7 +240,7 @@ def run_record(session: EngineSession, opts: CaptureOptions, timing: PhaseTiming
         engine=EngineInfo(kwargs=session.plan.kwargs, env=session.plan.env, notes=list(session.plan.notes),
                           startup_s=round(session.startup_s, 3),
                           async_scheduling=to_builtins(async_record(session, timing, serving))),
-        vllm_startup_facts=session.facts.to_dict(),
+        vllm_startup_facts=session.facts,
         profile=ProfileInfo(
             profiled_steps=profiled.profiled_steps,
             host_ms=None if profiled.host_s is None else round(profiled.host_s * 1e3, 4),
@@ -321,7 +321,7 @@ def capture_phase(session: EngineSession, opts: CaptureOptions, *, console: Cons
         if vllm_log is not None:
             vllm_log.copy_into(tmp)
             rec = replace(rec, vllm_log=LOG_NAME)
-        rec.write(tmp / "run.json")
+        RunDir(tmp).write(rec)
         make_readable(tmp)
     stages.prefix = ""
     return CaptureResult(run_dir=final, record=rec, timing=serving.timing if serving else timing,

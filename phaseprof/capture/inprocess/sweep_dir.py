@@ -66,7 +66,7 @@ def _header(session: EngineSession, req: SweepRequest, argv: list[str] | None) -
         engine=EngineInfo(kwargs=session.plan.kwargs, env=session.plan.env, notes=list(session.plan.notes),
                           startup_s=round(session.startup_s, 3), mode=str(session.options.mode),
                           quant=str(session.options.quant), world_size=world_size_of(session.plan.kwargs)),
-        vllm_startup_facts=session.facts.to_dict(), reps=sp.reps, warmup=sp.warmup, seed=sp.seed)
+        vllm_startup_facts=session.facts, reps=sp.reps, warmup=sp.warmup, seed=sp.seed)
 
 
 def run_sweep(session: EngineSession, req: SweepRequest, *, console: Console,

@@ -62,7 +62,7 @@ from phaseprof.capture.shared.result import CaptureResult
 from phaseprof.capture.shared.timing import PhaseTiming
 from phaseprof.capture.shared.trace_file import DEFAULT_MAX_TRACE_BYTES, finalize_trace
 from phaseprof.errors import PhaseprofError
-from phaseprof.records import ModelInfo, RunRecord, ServerRecord
+from phaseprof.records import ModelInfo, RunDir, RunRecord, ServerRecord
 from phaseprof.trace.limits import MAX_WHOLE_DOCUMENT_BYTES, inflate, open_trace
 
 #: Requests one capture may send in all (warm-up + reps + profiled rounds, times concurrency).
@@ -221,7 +221,7 @@ def capture_from_server(req: ServerCapture, *, console: Console, argv: list[str]
         breakdowns, err, trace_doc, warnings = ranks.breakdowns, ranks.error, ranks.trace_doc, list(ranks.warnings)
         rec = _run_json(req, info, timing, prof_ms, ratio, collected, other, trace_doc, breakdowns, err, warnings,
                         client.sent, argv)
-        rec.write(tmp / "run.json")
+        RunDir(tmp).write(rec)
         make_readable(tmp)
     return CaptureResult(run_dir=final, record=rec, timing=timing, overhead_ratio=ratio, breakdowns=breakdowns,
                          breakdown_error=err, warnings=tuple(warnings), rank_summary=ranks.summary,
@@ -391,7 +391,7 @@ def _run_json(req: ServerCapture, info: ServerInfo, timing: PhaseTiming, prof_ms
             "note": "other clients' requests during the profiled round would appear in the trace too",
         },
         "trace": trace_doc,
-    }, source="run.json")
+    }, source=RunDir.RECORD)
     return capture_record(
         c, timing, argv=argv, clock=CLIENT_CLOCK,
         prompt="random token ids, one seeded prompt per request (seed + request index), so no request hits the "

@@ -18,9 +18,11 @@ from phaseprof.dashboard.text import md, md_frame, plot
 from phaseprof.errors import PhaseprofError
 from phaseprof.memory import defaults as D
 from phaseprof.memory.dtypes import KV_CACHE_DTYPES, MAMBA_DTYPES
+from phaseprof.memory.facts import STARTUP_LOG
 from phaseprof.memory.gpus import known_gpu_names, lookup_gpu
 from phaseprof.memory.plan import MemoryInputs, MemoryPlan, build_memory_plan
 from phaseprof.memory.render import comparison_rows, headline, sections
+from phaseprof.records import RunDir
 
 CUSTOM_MODEL = "(a directory with config.json)"
 
@@ -140,7 +142,7 @@ def _guarded(inputs: MemoryInputs, roots: Any) -> MemoryInputs:
     if inputs.run_dir:
         path = resolve_user_path(inputs.run_dir, roots)
         if path.is_dir():
-            guard_members(path, ("run.json", "vllm_startup.log"), roots)
+            guard_members(path, (RunDir.RECORD, STARTUP_LOG), roots)
         run_dir = str(path)
     return replace(inputs, model=model, run_dir=run_dir)
 

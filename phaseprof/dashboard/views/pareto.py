@@ -20,6 +20,7 @@ from phaseprof.dashboard.sources import Kind, guard
 from phaseprof.dashboard.text import code, md
 from phaseprof.errors import PhaseprofError
 from phaseprof.pareto.records import ParetoReport
+from phaseprof.records import RunDir
 from phaseprof.safe_text import plotly_figure
 
 CHART = "pareto_chart"
@@ -161,7 +162,7 @@ def render(st: Any, ctx: data.Context) -> None:
                 candidates[str(guard(src.path, ctx.roots))] = src.key
         except PhaseprofError:
             continue
-    run_files = [Path(r) / "run.json" for r in candidates]
+    run_files = [RunDir(Path(r)).record_file for r in candidates]
     fits, fitting = _matching(sweep_dirs, tuple(candidates), _digest(sweep_files + run_files))
     key_of = {r: candidates[r] for r in fits}
     c1, c2 = st.columns([3, 2])
@@ -187,7 +188,7 @@ def render(st: Any, ctx: data.Context) -> None:
     ceil_path = None if ceil == frontier.AUTO else ceil if fixed else str(guard(ctx.runs_dir / ceil, ctx.roots))
     with st.spinner("Building the frontier…"):
         report = _report(sweep_dirs, run_dirs, ceil_path,
-                         _digest(sweep_files + [Path(r) / "run.json" for r in run_dirs]
+                         _digest(sweep_files + [RunDir(Path(r)).record_file for r in run_dirs]
                                  + ([] if fixed else [Path(ceil_path)])))
     if isinstance(report, str):
         raise PhaseprofError(report)
