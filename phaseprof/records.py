@@ -413,7 +413,7 @@ class RunRecord:
     rank_breakdowns: list[str] | None = None  # rank<N>.breakdown.json files, several ranks only
     vllm_log: str | None = None  # vLLM's own output kept beside the run ("vllm.log"), in-process captures
     # MoE routing of the profiled steps (``routing.RoutingRecord.to_dict``: routing.npz and what it holds, or why
-    # none was recorded); captures of MoE models since issue 30 only.
+    # none was recorded); MoE models only, and absent from runs recorded before routing was.
     routing: dict[str, Any] | None = None
     # Disaggregated (PD) captures only: both engines' files and the handoff table.
     disagg: DisaggInfo | None = None

@@ -284,7 +284,7 @@ pub unsafe extern "C" fn pp_times(ts: *const f64, dur: *const f64, n: usize, ori
 /// before its i64 is written), `end_ns` into `end_ns`. The checks run first, over every row: returns 0, nothing
 /// written, when a row fails one (the caller's numpy path then reads the same inputs and raises). Why: the float
 /// columns are dropped once converted, so their memory serves; two of the three fresh int64 columns no longer
-/// page-fault (2.1 GB: 7.6M rows, 122 MB; issue 28).
+/// page-fault (2.1 GB: 7.6M rows, 122 MB).
 ///
 /// # Safety
 /// `ts`, `dur` valid and writable for `n` f64 (8-byte aligned), nothing else reading or writing them during the
@@ -344,7 +344,7 @@ pub unsafe extern "C" fn pp_strings(h: *mut Scanner, which: i32, blob: *mut *con
 /// ending within the top is its child; one that starts inside the top but ends after it (a partial overlap: clock
 /// jitter) is the top's sibling and replaces it. Position `p` is row `order[p]` (`order` null: row `p`); `key`
 /// null: one thread. Writes, per row, its parent's row or -1 into `out` (`out_width` 4: i32, else i64). ~5 ns an
-/// op against ~130 of the array path (issue 28).
+/// op against ~130 of the array path.
 ///
 /// # Safety
 /// `ts`, `end` (and `key` unless null) valid for the rows `order` names (every row below `n` when null); `order`

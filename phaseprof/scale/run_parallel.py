@@ -8,9 +8,10 @@ does not say (a server capture's run.json when vLLM's ``/server_info`` was not s
 - ``run.json`` (``RunRecord.engine_settings.enable_expert_parallel``): ``parallel.expert_parallel``
   (``phaseprof capture`` on several GPUs writes ``ranks/`` inside its run directory), the server's parallel
   layout (``phaseprof capture --server``), or the engine arguments;
-- ``tp_run.json`` (scripts/h200x2/tp2_capture.py): run.json's older multi-GPU layout, read by the same record;
-- ``serve.json`` (``ServeLaunch``): ``engine_kwargs.enable_expert_parallel`` (the GPU sessions' server launcher,
-  one level above the ``runs/`` that ``capture --server`` writes).
+- ``tp_run.json`` (the TP capture of traces/h200x2/, see scripts/gpu/README.md): run.json's older multi-GPU
+  layout, read by the same record;
+- ``serve.json`` (``ServeLaunch``): ``engine_kwargs.enable_expert_parallel`` (the server launcher of the committed
+  GPU captures, one level above the ``runs/`` that ``capture --server`` writes).
 """
 
 from __future__ import annotations
