@@ -12,7 +12,6 @@ name: ``GpuEntry.matches_device`` tries the entry's ``match`` patterns (and its 
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass
 from functools import lru_cache
@@ -25,6 +24,7 @@ except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib  # type: ignore[no-redef]
 
 from phaseprof.errors import PhaseprofError
+from phaseprof.toml_checks import check_keys, positive
 
 CATALOGUE_PATH = Path(__file__).with_name("gpus.toml")
 _GIB = 1 << 30  # HBM capacities are marketed in binary units
@@ -119,25 +119,6 @@ class Catalogue:
         return next((g for g in self.gpus if key in {gpu_key(n) for n in (g.name, *g.aliases)}), None)
 
 
-def _check_keys(table: Any, required: frozenset[str], allowed: frozenset[str], fail: Any) -> None:
-    if not isinstance(table, dict):
-        raise fail("must be a table")
-    missing = sorted(required - set(table))
-    if missing:
-        raise fail(f"missing key {missing[0]!r}")
-    extra = sorted(set(table) - allowed)
-    if extra:
-        raise fail(f"unknown key {extra[0]!r} (allowed: {', '.join(sorted(allowed))})")
-
-
-def _positive(v: Any, what: str, fail: Any, *, optional: bool = False) -> float | None:
-    if v is None and optional:
-        return None
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
-        raise fail(f"{what} must be a positive number, not {v!r}")
-    return float(v)
-
-
 def _strings(v: Any, what: str, fail: Any) -> tuple[str, ...]:
     if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
         raise fail(f"'{what}' must be a list of strings")
@@ -150,7 +131,8 @@ def _gpu(t: Any, where: str, file: Path) -> GpuEntry:
         return PhaseprofError(f"{where}: {problem}", path=file)
 
     throughput = isinstance(t, dict) and bool(set(t) & _THROUGHPUT)
-    _check_keys(t, frozenset({"name"}) | (_THROUGHPUT_REQUIRED if throughput else frozenset()), _GPU_KEYS, fail)
+    required = frozenset({"name"}) | (_THROUGHPUT_REQUIRED if throughput else frozenset())
+    check_keys(t, required=required, allowed=_GPU_KEYS, fail=fail)
     if not isinstance(t["name"], str) or not t["name"].strip():
         raise fail("'name' must be a non-empty string")
     fields: dict[str, Any] = {"name": t["name"], "aliases": _strings(t.get("aliases", []), "aliases", fail),
@@ -182,10 +164,10 @@ def _gpu(t: Any, where: str, file: Path) -> GpuEntry:
             if not any(p.search(ex) for p in compiled):
                 raise fail(f"example {ex!r} matches none of its 'match' patterns")
         fields |= {"match": compiled, "sm_count": sm, "source": t["source"],
-                   "bf16_tflops": _positive(t["bf16_tflops"], "bf16_tflops", fail),
-                   "hbm_tbps": _positive(t["hbm_tbps"], "hbm_tbps", fail),
-                   "fp8_tflops": _positive(t.get("fp8_tflops"), "fp8_tflops", fail, optional=True),
-                   "fp4_tflops": _positive(t.get("fp4_tflops"), "fp4_tflops", fail, optional=True)}
+                   "bf16_tflops": positive(t["bf16_tflops"], "bf16_tflops", fail),
+                   "hbm_tbps": positive(t["hbm_tbps"], "hbm_tbps", fail),
+                   "fp8_tflops": positive(t.get("fp8_tflops"), "fp8_tflops", fail, optional=True),
+                   "fp4_tflops": positive(t.get("fp4_tflops"), "fp4_tflops", fail, optional=True)}
     return GpuEntry(**fields)
 
 
@@ -193,8 +175,8 @@ def _link(t: Any, where: str, file: Path) -> Link:
     def fail(problem: str) -> PhaseprofError:
         return PhaseprofError(f"{where}: {problem}", path=file)
 
-    _check_keys(t, _LINK_KEYS, _LINK_KEYS, fail)
-    bw = _positive(t["gb_per_s"], "gb_per_s", fail)
+    check_keys(t, required=_LINK_KEYS, allowed=_LINK_KEYS, fail=fail)
+    bw = positive(t["gb_per_s"], "gb_per_s", fail)
     if not all(isinstance(t[k], str) and t[k].strip() for k in ("name", "source")):
         raise fail("name and source must be non-empty strings")
     return Link(t["name"], float(bw or 0), t["source"])

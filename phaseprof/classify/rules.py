@@ -29,6 +29,7 @@ except ModuleNotFoundError:  # Python 3.10
 
 from phaseprof.classify.buckets import Bucket
 from phaseprof.errors import PhaseprofError
+from phaseprof.toml_checks import check_keys
 from phaseprof.trace.limits import require_regular_file
 
 DEFAULT_RULES_PATH = Path(__file__).with_name("rules") / "default.toml"
@@ -198,20 +199,6 @@ def _parse_file(path: str, mtime_ns: int, size: int) -> dict[str, tuple[Rule, ..
             _parse_rule(table, where=f"[[{section}]] #{i}", file=file) for i, table in enumerate(tables, 1)
         )
     return out
-
-
-def check_keys(table: Any, *, required: frozenset[str], allowed: frozenset[str],
-               fail: Callable[[str], PhaseprofError]) -> None:
-    """A TOML table entry of a data file (rules, ceilings): a table with every required key and no unknown one;
-    else ``fail(problem)`` is raised."""
-    if not isinstance(table, dict):
-        raise fail("must be a table")
-    missing = sorted(required - set(table))
-    if missing:
-        raise fail(f"missing key {missing[0]!r}")
-    extra = sorted(set(table) - allowed)
-    if extra:
-        raise fail(f"unknown key {extra[0]!r} (allowed: {', '.join(sorted(allowed))})")
 
 
 def _parse_rule(table: Any, *, where: str, file: Path) -> Rule:

@@ -127,6 +127,14 @@ def _with_log(err: PhaseprofError, log: Path) -> PhaseprofError:
     return PhaseprofError(f"{err} (vLLM's log: {log})", exit_code=err.exit_code)
 
 
+# The engine options ``capture`` and ``sweep`` share, declared once (the same vLLM engine is started either way).
+_MODEL = typer.Option(None, "--model", help=_MODEL_HELP)
+_MODE = typer.Option(None, "--mode", help=_MODE_HELP, show_default=False)
+_QUANT = typer.Option(Quant.BF16, "--quant", help="bf16 weights, or vLLM's online fp8.")
+_ENGINE_ARG = typer.Option([], "--engine-arg", help=_ENGINE_ARG_HELP)
+_SERVING_TIMING = typer.Option(True, "--serving-timing/--no-serving-timing", help=_SERVING_TIMING_HELP)
+
+
 def capture(
     ctx: typer.Context,
     phase: str = typer.Option("prefill", "--phase", help="prefill: time TTFT; decode: time TPOT; "
@@ -134,12 +142,12 @@ def capture(
     tokens: str = typer.Option("4096", "--tokens", help="Prompt length in tokens (random ids, seeded); several "
                                "(512,4096) capture each, from one engine, one run directory each."),
     output_tokens: int = typer.Option(32, "--output-tokens", help="Decode only: tokens generated per request."),
-    model: str | None = typer.Option(None, "--model", help=_MODEL_HELP),
-    mode: Mode | None = typer.Option(None, "--mode", help=_MODE_HELP, show_default=False),
-    quant: Quant = typer.Option(Quant.BF16, "--quant", help="bf16 weights, or vLLM's online fp8."),
+    model: str | None = _MODEL,
+    mode: Mode | None = _MODE,
+    quant: Quant = _QUANT,
     reps: int = typer.Option(5, "--reps", help="Timed (unprofiled) requests; median, p10 and p90 are reported."),
     warmup: int = typer.Option(2, "--warmup", help="Untimed requests first (JIT, autotuning, caches)."),
-    engine_arg: list[str] = typer.Option([], "--engine-arg", help=_ENGINE_ARG_HELP),
+    engine_arg: list[str] = _ENGINE_ARG,
     out: Path = typer.Option(Path("runs"), "--out", help="Parent directory of the run directory."),
     profile_steps: int | None = typer.Option(None, "--profile-steps", help="Decode only: profile just the first N "
                                              "decode steps (smaller trace); the request still runs to the end."),
@@ -149,7 +157,7 @@ def capture(
                                        "kernels stay. run.json says what was trimmed."),
     seed: int = typer.Option(0, "--seed", help="Seed of the random prompt."),
     hierarchy: Hierarchy = typer.Option(DEFAULT_HIERARCHY, "--hierarchy", help=_HIERARCHY_HELP),
-    serving_timing: bool = typer.Option(True, "--serving-timing/--no-serving-timing", help=_SERVING_TIMING_HELP),
+    serving_timing: bool = _SERVING_TIMING,
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Show vLLM's own output (log lines, progress "
                                  "bars, warnings) while it runs; it is always kept in the run directory's "
                                  "vllm.log."),
@@ -272,13 +280,13 @@ def sweep(
                                           "of --concurrency): a few decode steps at that batch size."),
     profile_steps: int = typer.Option(4, "--profile-steps", help="Decode --profile-at: decode steps profiled at "
                                       "each point."),
-    serving_timing: bool = typer.Option(True, "--serving-timing/--no-serving-timing", help=_SERVING_TIMING_HELP),
-    model: str | None = typer.Option(None, "--model", help=_MODEL_HELP),
-    mode: Mode | None = typer.Option(None, "--mode", help=_MODE_HELP, show_default=False),
-    quant: Quant = typer.Option(Quant.BF16, "--quant", help="bf16 or fp8."),
+    serving_timing: bool = _SERVING_TIMING,
+    model: str | None = _MODEL,
+    mode: Mode | None = _MODE,
+    quant: Quant = _QUANT,
     reps: int = typer.Option(5, "--reps", help="Timed requests (rounds, for decode) per point."),
     warmup: int = typer.Option(1, "--warmup", help="Untimed requests per point first."),
-    engine_arg: list[str] = typer.Option([], "--engine-arg", help=_ENGINE_ARG_HELP),
+    engine_arg: list[str] = _ENGINE_ARG,
     out: Path = typer.Option(Path("runs"), "--out", help="Parent directory of the sweep directory."),
     seed: int = typer.Option(0, "--seed", help="Seed of the random prompts."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Show vLLM's own output while it runs; it is "

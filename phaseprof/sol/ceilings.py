@@ -5,7 +5,6 @@ with one line naming the file and the entry."""
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
@@ -15,6 +14,7 @@ import orjson
 from phaseprof.errors import PhaseprofError
 from phaseprof.gpu_names import CATALOGUE_PATH, GpuEntry, gpu_key, read_catalogue
 from phaseprof.io import read_regular
+from phaseprof.toml_checks import positive
 
 SPEC_PATH = CATALOGUE_PATH
 PRECISIONS = ("bf16", "fp8", "fp4")
@@ -47,14 +47,6 @@ class Ceiling:
     @property
     def label(self) -> str:
         return f"{self.gpu} ({self.kind})"
-
-
-def _positive(v: Any, what: str, fail: Any, *, optional: bool = False) -> float | None:
-    if v is None and optional:
-        return None
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
-        raise fail(f"{what} must be a positive number, not {v!r}")
-    return float(v)
 
 
 def spec_ceiling(entry: GpuEntry) -> Ceiling:
@@ -123,7 +115,7 @@ def validate_measured(doc: Any, *, path: str | Path | None = None) -> dict[str, 
         raise fail("method must be an object")
     for key, optional in (("bf16_dense_tflops", False), ("hbm_copy_tbps", False), ("fp8_dense_tflops", True),
                           ("hbm_read_tbps", True)):
-        _positive(doc.get(key), key, fail, optional=optional)
+        positive(doc.get(key), key, fail, optional=optional)
     return doc
 
 
