@@ -1,5 +1,5 @@
 """Every intermediate table's columns, declared once: name, dtype, unit and meaning (as Perfetto's
-``tables/*.py`` declare theirs). ``tests/unit/test_columns.py`` checks the tables and work items of every
+``tables/*.py`` declare theirs). ``tests/test_columns.py`` checks the tables and work items of every
 committed trace against these declarations.
 
 Tables (``trace.tables.EventTables`` holds the first five; ``analysis.items`` builds the last):

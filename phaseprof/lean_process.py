@@ -5,7 +5,7 @@ Arrow arrays. The analysis never needs either. On a 154 MB H200 trace they cost 
 peak RSS in all (``analyze_trace``: 203 vs 146 MB; ``benchmarks/bench_analyze.py``), more than a third of the
 trace's own size. A ``None`` entry in ``sys.modules`` makes ``import pyarrow`` raise ImportError (the import
 system's documented way to block a module), so pandas runs as without pyarrow: Python string storage, the same
-numbers (``tests/unit/test_lean_process.py``).
+numbers (``tests/test_lean_process.py``).
 
 Only processes phaseprof starts itself do this, and only before pandas is imported; library users, the
 Streamlit dashboard (its own process, started by ``phaseprof dashboard``) and the commands that run vLLM or torch

@@ -1,6 +1,6 @@
 //! Unit tests of the scanner through its C ABI (`cargo test --manifest-path native/Cargo.toml`; pytest runs them:
-//! `tests/unit/test_native_cargo.py`). The equality with the pure-Python reader on real traces is Python's to
-//! check (`tests/unit/test_native_scan.py`); these pin the contract of each exported function on inputs small
+//! `tests/trace/test_native_cargo.py`). The equality with the pure-Python reader on real traces is Python's to
+//! check (`tests/trace/test_native_scan.py`); these pin the contract of each exported function on inputs small
 //! enough to read: return codes, counts, a failed chunk leaving the scanner as it was, the in-place and copying
 //! paths agreeing.
 

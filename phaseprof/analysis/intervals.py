@@ -1,7 +1,7 @@
 """Interval arithmetic on half-open ``[start, end)`` integer-ns intervals, vectorised with numpy.
 
 Everything that says "busy", "idle" or "overlap" in phaseprof is computed here, so these few functions are
-tested against a brute-force reference (tests/unit/test_intervals.py). Unlike torch's helper, an interval
+tested against a brute-force reference (tests/analysis/test_intervals.py). Unlike torch's helper, an interval
 contained in another never loses or double-counts time.
 """
 

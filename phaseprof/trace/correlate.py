@@ -29,7 +29,7 @@ class Correlated:
 def _thread_codes(*frames: pd.DataFrame) -> list[np.ndarray]:
     """Per frame, per row, an int32 code of its host thread: exactly ``pd.factorize`` of all ``frames``' rows'
     "pid/tid" strings concatenated (codes in order of first appearance), split back per frame (tested against
-    that definition: ``thread_keys`` in tests/unit/test_op_parents.py).
+    that definition: ``thread_keys`` in tests/trace/test_op_parents.py).
 
     Why not that: it builds a string object per row (8 bytes a row, plus a sort of the whole column in
     ``np.unique``) and hashes every row's string; on a 358k-op trace that peaked at ~18 MB per call. Here each

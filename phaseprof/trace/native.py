@@ -8,7 +8,7 @@ bytes. It reproduces the pure-Python path exactly on the input it accepts and re
 JSON raise like msgspec (a chunk cut at a false separator is retried with more bytes), and anything it does not
 model (a type msgspec's strict decode rejects, an integer beyond int64, an escaped key, a duplicate field)
 raises :class:`NativeUnsupported`, after which the caller reads the whole trace with the pure-Python loader,
-which stays the reference (``tests/unit/test_native_scan.py`` compares the two on every committed trace).
+which stays the reference (``tests/trace/test_native_scan.py`` compares the two on every committed trace).
 
 How it ships: setuptools-rust builds the crate into this folder (``_phaseprof_scan.abi3.so``; the wheel holds
 it, ``pip install -e .`` builds it in place). Python never builds it. It is loaded once, and only when it

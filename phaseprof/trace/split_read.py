@@ -5,7 +5,7 @@ forked child the second
 (:func:`~phaseprof.trace.stream.stream_half`), and the child's columns come back through a pipe, out of band, to
 be appended to this process's. Any doubt (no separator at the split, a half that fails or hits a limit, a child
 that dies) returns None and the caller reads the file in one process, which gives the same tables or the same
-error (``tests/unit/test_split_read.py``)."""
+error (``tests/trace/test_split_read.py``)."""
 
 from __future__ import annotations
 

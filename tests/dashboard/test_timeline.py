@@ -12,7 +12,7 @@ from phaseprof.errors import PhaseprofError
 from phaseprof.trace.markers import phaseprof_step_name
 from phaseprof.trace.read import load_tables
 from tests.conftest import REPO
-from tests.unit.builders import TraceBuilder
+from tests.builders import TraceBuilder
 
 GEMM = "nvjet_tst_128x64_64x8_2x1_v_bz_TNT"
 LO, HW, OT = IdleCause.LAUNCH_OVERHEAD.value, IdleCause.HOST_WORK.value, IdleCause.OTHER.value

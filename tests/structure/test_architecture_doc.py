@@ -7,7 +7,7 @@ import ast
 from collections.abc import Callable
 from pathlib import Path
 
-from tests.unit.test_import_direction import LAYERS
+from tests.structure.test_import_direction import LAYERS
 
 REPO = Path(__file__).resolve().parents[2]
 DOC = (REPO / "docs" / "architecture.md").read_text()

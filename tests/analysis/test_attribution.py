@@ -24,7 +24,7 @@ from phaseprof.analysis.phase_infer import load_phase_evidence
 from phaseprof.analysis.pipeline import analyze_trace
 from phaseprof.classify.rules import load_rules
 from phaseprof.trace.read import load_tables
-from tests.unit.builders import TraceBuilder
+from tests.builders import TraceBuilder
 
 REPO = Path(__file__).resolve().parents[2]
 CPU_STACK = REPO / "traces/cpu/vllm-own-stack/tiny-hybrid-eager-prefill64-decode1.pt.trace.json.gz"

@@ -16,7 +16,7 @@ import pytest
 from phaseprof.lean_process import KEEP_ENV, SPLIT_ENV, init_rank_worker
 from phaseprof.scale.local import _main_not_reimported
 
-from ..conftest import REPO
+from .conftest import REPO
 
 #: Real traces whose tables hold many strings: a CPU-engine run, an eager H200 prefill with its nn.Module tree
 #: (hooks), a graph-mode H200 decode and a two-rank TP2+EP directory (rank workers).

@@ -46,7 +46,7 @@ def validate(frame: pd.DataFrame, table: Table) -> None:
         raise ValueError("; ".join(problems))
 
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 TRACES = [REPO / "traces/cpu/tiny-hybrid-prefill128-decode8/trace.json.gz",
           *sorted((REPO / "traces/public-cut").glob("*.json.gz"))]
 

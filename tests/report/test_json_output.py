@@ -11,7 +11,7 @@ from phaseprof.commands.main import main
 from phaseprof.report.json_io import SCHEMA_PATH, dumps, json_schema, load_breakdown, write_breakdown
 from phaseprof.trace.markers import phaseprof_step_name
 
-from .builders import TraceBuilder
+from ..builders import TraceBuilder
 
 
 def _trace(tmp_path):

@@ -7,7 +7,7 @@ import pytest
 from phaseprof.analysis.pipeline import analyze_trace
 from phaseprof.trace.markers import phaseprof_step_name
 
-from .builders import TraceBuilder
+from ..builders import TraceBuilder
 
 GEMM = "nvjet_tst_128x64_64x8_2x1_v_bz_TNT"  # real H200 GEMM kernel name family
 MOE = "fused_moe_kernel"

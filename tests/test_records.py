@@ -16,7 +16,7 @@ from phaseprof.records import (RUN_SCHEMA_PATH, SWEEP_SCHEMA_PATH, DeviceRecord,
 from phaseprof.trace.read import load_tables
 from phaseprof.vllm_log import stored_layout
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 RUNS = sorted((REPO / "traces").rglob("run.json"))
 SWEEPS = sorted((REPO / "traces").rglob("sweep.json"))
 TP2 = REPO / "traces/h200x2/cli-tp2-eager-decode-2048in-4out/run.json"

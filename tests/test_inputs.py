@@ -12,7 +12,7 @@ from phaseprof.commands.main import main
 from phaseprof.errors import PhaseprofError
 from phaseprof.inputs import InputKind, looks_like_trace, resolve, scan_traces, trace_files
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 CPU_RUN = REPO / "traces/cpu/tiny-hybrid-prefill128-decode8"
 TP2 = REPO / "traces/h200x2/tp2-eager-prefill4096-decode8"
 H200_RUN = next((REPO / "traces/h200/graph").glob("*-prefill-4096"))
