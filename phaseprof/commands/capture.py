@@ -207,6 +207,7 @@ def _capture_in_process(request: CaptureRequest, target: InProcess, console: Con
     directory each."""
     from phaseprof.capture.inprocess.device import cuda_available  # noqa: PLC0415
     from phaseprof.capture.inprocess.engine import explain_engine_error  # noqa: PLC0415
+    from phaseprof.capture.inprocess.models import default_model_name  # noqa: PLC0415
     from phaseprof.capture.inprocess.progress import Stages  # noqa: PLC0415
     from phaseprof.capture.inprocess.quiet import VllmOutput  # noqa: PLC0415
     from phaseprof.capture.shared.rundir import print_table  # noqa: PLC0415
@@ -216,6 +217,7 @@ def _capture_in_process(request: CaptureRequest, target: InProcess, console: Con
     results = []
     cuda = cuda_available()
     points = request.points()
+    recorded = request.on_device(cuda=cuda, default_model=default_model_name(cuda))  # run.json's command
     with VllmOutput(console, verbose=target.verbose) as log, Stages(console) as stages:
         try:
             engines = open_capture_engines(request.engine_options(cuda=cuda), points, console=console,
@@ -228,7 +230,7 @@ def _capture_in_process(request: CaptureRequest, target: InProcess, console: Con
         try:
             for c in points:
                 results.append(capture_phase(session, c, console=console,
-                                             argv=request.command(phase=c.phase, tokens=c.prompt_tokens),
+                                             argv=recorded.command(phase=c.phase, tokens=c.prompt_tokens),
                                              max_trace_bytes=request.max_trace_bytes, stages=stages,
                                              vllm_log=log, serving=engines.serving.get((c.phase, c.prompt_tokens))))
         except PhaseprofError:

@@ -231,6 +231,8 @@ def test_one_engine_many_run_directories(multi_capture: tuple[list[Path], subpro
         assert cmd[cmd.index("--phase") + 1] == r["request"]["phase"]
         assert cmd[cmd.index("--tokens") + 1] == str(r["request"]["prompt_tokens"])
         assert r["mode"] == "eager"  # the CPU default (no CUDA graphs on a CPU)
+        # the device's defaults written out: the command runs the same engine on a machine with CUDA too
+        assert cmd[cmd.index("--mode") + 1] == "eager" and cmd[cmd.index("--model") + 1] == "tiny-hybrid"
         assert (d / "vllm.log").stat().st_size > 0
     # stdout is a pipe: no progress display and none of vLLM's own output, only phaseprof's results
     for noise in ("INFO", "WARNING", "USDT:", "Triton", "NUMA", "⠋", "\x1b["):

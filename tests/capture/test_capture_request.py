@@ -305,6 +305,24 @@ def test_the_command_parses_back_into_the_same_request(name: str) -> None:
             assert not {f"--{n.replace('_', '-')}" for n in table} & set(flags), (where, flags)
 
 
+@pytest.mark.parametrize("cuda, model, mode", [(True, "qwen3.5-35b-a3b", Mode.GRAPH),
+                                             (False, "tiny-hybrid", Mode.EAGER)])
+def test_the_recorded_command_names_the_devices_defaults(cuda: bool, model: str, mode: Mode) -> None:
+    """Without --model and --mode the device decides them; run.json's command names what it decided, so the same
+    command on another machine starts the same engine (and reads back as the request with them given)."""
+    recorded = parse_request([]).on_device(cuda=cuda, default_model=model)
+    command = recorded.command()
+    assert command[command.index("--model") + 1] == model and command[command.index("--mode") + 1] == str(mode)
+    assert parse_request(command[2:]) == recorded
+
+
+def test_given_model_and_mode_win_over_the_devices_defaults() -> None:
+    given = parse_request(["--model", "tiny-moe", "--mode", "eager"])
+    assert given.on_device(cuda=True, default_model="qwen3.5-35b-a3b") == given
+    server = parse_request(["--server", NOBODY, "--trace-dir", "."])
+    assert server.on_device(cuda=True, default_model="qwen3.5-35b-a3b") == server  # a server's settings are its own
+
+
 def test_each_run_directory_gets_its_own_combination() -> None:
     request = parse_request(["--model", "tiny-hybrid", "--phase", "prefill,decode", "--tokens", "16,32"])
     for phase in (Phase.PREFILL, Phase.DECODE):

@@ -88,8 +88,8 @@ def capture_parallel(request: CaptureRequest, *, console: Console) -> Path:
     tp, ep = target.tensor_parallel_size, target.enable_expert_parallel
     opts = request.engine_options(cuda=True)
     cap = request.capture_options(request.workload.phase[0], request.workload.tokens[0])
-    argv = request.command()
     name = opts.model or default_model_name(True)
+    argv = request.on_device(cuda=True, default_model=name).command()
     source = resolve_model(name)  # unknown preset fails before vLLM's slow import
     require_vllm()
     check_gpus(tp, gpu_count())

@@ -340,6 +340,15 @@ class CaptureRequest:
         """This request for one phase and one prompt length (what one run directory holds)."""
         return replace(self, workload=replace(self.workload, phase=(phase,), tokens=(tokens,)))
 
+    def on_device(self, *, cuda: bool, default_model: str) -> CaptureRequest:
+        """This request with the defaults the device decided written out: ``--model`` (``default_model``, the
+        preset used without it) and ``--mode`` (graph with CUDA, eager on CPU), so that run.json's command runs
+        the same engine on any machine. Only an in-process target has them; others are returned as they are."""
+        t = self.target
+        if not isinstance(t, InProcess):
+            return self
+        return replace(self, target=replace(t, model=t.model or default_model, mode=resolve_mode(t.mode, cuda=cuda)))
+
     def command(self, *, phase: Phase | None = None, tokens: int | None = None) -> list[str]:
         """The canonical ``phaseprof capture`` command line of this request (run.json's ``command``): every
         option that applies, each with its value; ``phase`` and ``tokens`` narrow it to one run directory's."""
