@@ -135,8 +135,11 @@ BUCKET_DTYPE = pd.CategoricalDtype(sorted(b.value for b in Bucket))
 
 def buckets(values: np.ndarray) -> pd.Categorical:
     """A bucket column from ``Bucket`` values (raises on anything else)."""
-    out = pd.Categorical(values, dtype=BUCKET_DTYPE)
-    if out.isna().any() and not pd.isna(values).any():
-        bad = sorted({str(v) for v in values[pd.isna(out)]})
+    # Codes first, then the column: pandas deprecates (and 4.0 refuses) a Categorical built from values outside
+    # its categories, and the error must name them.
+    codes = BUCKET_DTYPE.categories.get_indexer(values)  # -1: missing or not a bucket
+    unknown = (codes < 0) & ~pd.isna(values)
+    if unknown.any():
+        bad = sorted({str(v) for v in values[unknown]})
         raise ValueError(f"not buckets: {bad[:5]}")
-    return out
+    return pd.Categorical.from_codes(codes, dtype=BUCKET_DTYPE)
