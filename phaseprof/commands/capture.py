@@ -31,7 +31,14 @@ from phaseprof.capture.shared.options import (
     parse_int_list,
     resolve_mode,
 )
-from phaseprof.capture.shared.request import DEFAULT_MAX_TRACE_MB, CaptureRequest, InProcess, PdServers, Server
+from phaseprof.capture.shared.request import (
+    DEFAULT_MAX_TRACE_MB,
+    CaptureRequest,
+    InProcess,
+    PdServers,
+    Server,
+    flag,
+)
 from phaseprof.errors import PhaseprofError
 from phaseprof.safe_text import for_terminal
 
@@ -316,6 +323,8 @@ def sweep(
         return SweepSpec.parse(phase=phase, tokens=tokens, concurrency=concurrency, output_tokens=output_tokens,
                                reps=reps, warmup=warmup, seed=seed, out=out)
 
+    _refuse_unused_sweep_options(ctx.params, given_options(ctx), phase=phase, server=server is not None,
+                                 profiling=bool(profile_at))
     if server is not None:
         if profile_at:
             raise PhaseprofError("--profile-at is not available with --server; use `phaseprof capture --server`")
@@ -379,6 +388,34 @@ def sweep(
     if doc.get("slope_us_per_token") is not None:
         console.print(f"slope {doc['slope_us_per_token']:.2f} µs per prompt token (least squares)")
     console.print(f"sweep directory: {directory}")
+
+
+_SERVER_SETS = "the server's own settings apply (set them where the server starts)"
+#: ``phaseprof sweep``'s options that mean nothing for a target, each with why: given, they are refused in one
+#: line rather than ignored (as ``CaptureRequest`` does for ``capture``).
+SWEEP_NOT_FOR: dict[str, dict[str, str]] = {
+    "with --server": {**dict.fromkeys(("model", "mode", "quant", "engine_arg", "serving_timing"), _SERVER_SETS),
+                      "profile_steps": "it goes with --profile-at, which a server sweep has not",
+                      "verbose": "vLLM's output is the server's own log"},
+    "in-process (without --server)": {"request_timeout": "it goes with --server"},
+    "with --phase prefill": {"concurrency": "a prefill sweep sweeps --tokens, one request at a time",
+                             "output_tokens": "a prefill request generates one token"},
+    "without --profile-at": {"profile_steps": "it is the decode steps profiled at each --profile-at point"},
+}
+
+
+def _refuse_unused_sweep_options(params: dict[str, Any], given: frozenset[str], *, phase: Phase, server: bool,
+                                 profiling: bool) -> None:
+    """One line naming the first option given that the sweep asked for does not use, and why."""
+    wheres = ["with --server" if server else "in-process (without --server)"]
+    if phase is Phase.PREFILL:
+        wheres.append("with --phase prefill")
+    if not profiling and not server:
+        wheres.append("without --profile-at")
+    for where in wheres:
+        for name, why in SWEEP_NOT_FOR[where].items():
+            if name in given:
+                raise PhaseprofError(f"{flag(name, params[name])} does not apply {where}: {why}")
 
 
 def _print_presets(console: Console) -> None:

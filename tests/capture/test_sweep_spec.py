@@ -88,3 +88,23 @@ def test_capture_options_of_normalises_once() -> None:
     assert (dec.output_tokens, dec.max_tokens, dec.warmup, dec.profile_decode_steps) == (64, 64, 2, 4)
     req = ServerCapture(capture=dec, server=ServerTarget("http://127.0.0.1:9"), trace_dir=Path("t"))
     assert req.capture is dec and req.server.timeout_s == 600.0
+
+
+@pytest.mark.parametrize("args, refused", [
+    (["--server", "http://127.0.0.1:9", "--quant", "fp8"], "--quant does not apply with --server"),
+    (["--server", "http://127.0.0.1:9", "--model", "tiny-hybrid"], "--model does not apply with --server"),
+    (["--server", "http://127.0.0.1:9", "--no-serving-timing"], "--no-serving-timing does not apply with --server"),
+    (["--server", "http://127.0.0.1:9", "--engine-arg", "max_num_seqs=4"], "--engine-arg does not apply with"),
+    (["--server", "http://127.0.0.1:9", "--phase", "decode", "--profile-steps", "2"],
+     "--profile-steps does not apply with --server"),
+    (["--request-timeout", "5"], "--request-timeout does not apply in-process"),
+    (["--concurrency", "1,2"], "--concurrency does not apply with --phase prefill"),
+    (["--output-tokens", "8"], "--output-tokens does not apply with --phase prefill"),
+    (["--phase", "decode", "--profile-steps", "2"], "--profile-steps does not apply without --profile-at"),
+])
+def test_options_the_sweep_does_not_use_are_refused(args: list[str], refused: str,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """An option the asked-for sweep would ignore is one line and exit 2, before any engine or request."""
+    assert main(["sweep", *args]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: " + refused) and "\n" not in err, err
