@@ -36,8 +36,10 @@ from phaseprof.capture.shared.request import (
     CaptureRequest,
     InProcess,
     PdServers,
+    SERVER_SETTINGS,
     Server,
-    flag,
+    at_least,
+    refuse_given,
 )
 from phaseprof.errors import PhaseprofError
 from phaseprof.safe_text import for_terminal
@@ -83,12 +85,6 @@ def given_options(ctx: typer.Context) -> frozenset[str]:
 def request_of(ctx: typer.Context) -> CaptureRequest:
     """The one ``CaptureRequest`` of a parsed ``phaseprof capture`` command line (every check is there)."""
     return CaptureRequest.from_cli(ctx.params, given_options(ctx))
-
-
-def _positive(name: str, value: int) -> int:
-    if value < 1:
-        raise PhaseprofError(f"--{name} must be at least 1, got {value}")
-    return value
 
 
 def _capture_parallel(request: CaptureRequest, target: InProcess, console: Console) -> None:
@@ -323,8 +319,8 @@ def sweep(
         return SweepSpec.parse(phase=phase, tokens=tokens, concurrency=concurrency, output_tokens=output_tokens,
                                reps=reps, warmup=warmup, seed=seed, out=out)
 
-    _refuse_unused_sweep_options(ctx.params, given_options(ctx), phase=phase, server=server is not None,
-                                 profiling=bool(profile_at))
+    refuse_given(ctx.params, given_options(ctx),
+                 _sweep_rules(phase=phase, server=server is not None, profiling=bool(profile_at)))
     if server is not None:
         if profile_at:
             raise PhaseprofError("--profile-at is not available with --server; use `phaseprof capture --server`")
@@ -340,7 +336,7 @@ def sweep(
     if phase is Phase.DECODE and set(prof) - set(sp.concurrency):
         raise PhaseprofError(f"--profile-at {min(set(prof) - set(sp.concurrency))} is not one of --concurrency "
                              f"({','.join(map(str, sp.concurrency))}): a profile belongs to a point of the sweep")
-    _positive("profile-steps", profile_steps)
+    at_least("profile_steps", profile_steps)
     if phase is Phase.PREFILL:
         max_prompt, max_out, max_seqs = max(list(sp.lengths) + prof), 1, 2
     else:
@@ -390,11 +386,10 @@ def sweep(
     console.print(f"sweep directory: {directory}")
 
 
-_SERVER_SETS = "the server's own settings apply (set them where the server starts)"
-#: ``phaseprof sweep``'s options that mean nothing for a target, each with why: given, they are refused in one
-#: line rather than ignored (as ``CaptureRequest`` does for ``capture``).
+#: ``phaseprof sweep``'s options that mean nothing for the sweep asked for, each with why: given, they are refused
+#: in one line rather than ignored (``refuse_given``, as ``CaptureRequest`` refuses ``capture``'s).
 SWEEP_NOT_FOR: dict[str, dict[str, str]] = {
-    "with --server": {**dict.fromkeys(("model", "mode", "quant", "engine_arg", "serving_timing"), _SERVER_SETS),
+    "with --server": {**dict.fromkeys(("model", "mode", "quant", "engine_arg", "serving_timing"), SERVER_SETTINGS),
                       "profile_steps": "it goes with --profile-at, which a server sweep has not",
                       "verbose": "vLLM's output is the server's own log"},
     "in-process (without --server)": {"request_timeout": "it goes with --server"},
@@ -404,18 +399,14 @@ SWEEP_NOT_FOR: dict[str, dict[str, str]] = {
 }
 
 
-def _refuse_unused_sweep_options(params: dict[str, Any], given: frozenset[str], *, phase: Phase, server: bool,
-                                 profiling: bool) -> None:
-    """One line naming the first option given that the sweep asked for does not use, and why."""
+def _sweep_rules(*, phase: Phase, server: bool, profiling: bool) -> list[tuple[str, dict[str, str]]]:
+    """The rows of ``SWEEP_NOT_FOR`` that apply to the sweep asked for."""
     wheres = ["with --server" if server else "in-process (without --server)"]
     if phase is Phase.PREFILL:
         wheres.append("with --phase prefill")
     if not profiling and not server:
         wheres.append("without --profile-at")
-    for where in wheres:
-        for name, why in SWEEP_NOT_FOR[where].items():
-            if name in given:
-                raise PhaseprofError(f"{flag(name, params[name])} does not apply {where}: {why}")
+    return [(w, SWEEP_NOT_FOR[w]) for w in wheres]
 
 
 def _print_presets(console: Console) -> None:

@@ -12,7 +12,7 @@ each), so no option changes its name between the command line and the request.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Set
+from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass, fields, replace
 from enum import Enum
 from pathlib import Path
@@ -127,13 +127,13 @@ OPTIONS = ("phase", "tokens", "output_tokens", "model", "mode", "quant", "reps",
            "enable_expert_parallel", "server", "trace_dir", "concurrency", "request_timeout", "trace_wait", "ray",
            "decode_server", "decode_trace_dir", "link")
 
-_SERVER_SETTINGS = "the server's own settings apply (set them where the server starts)"
+SERVER_SETTINGS = "the server's own settings apply (set them where the server starts)"
 _WITH_SERVER = "it goes with --server"
 _WITH_PD = "it goes with --server and --decode-server"
 _ENGINE = ("model", "mode", "quant", "engine_arg", "tensor_parallel_size", "enable_expert_parallel",
            "serving_timing")
 _NOT_SERVERS = {  # what neither a server nor a PD pair takes
-    **dict.fromkeys(_ENGINE, _SERVER_SETTINGS),
+    **dict.fromkeys(_ENGINE, SERVER_SETTINGS),
     "hierarchy": "the server's --profiler-config decides what its traces record",
     "profile_steps": "the server's profiler records the whole profiled round",
     "verbose": "vLLM's output is the server's own log",
@@ -176,7 +176,8 @@ def flag(name: str, value: Any = None) -> str:  # noqa: ANN401 - any option's va
     return "--" + name.replace("_", "-")
 
 
-def _at_least(name: str, value: int, least: int = 1) -> None:
+def at_least(name: str, value: int, least: int = 1) -> None:
+    """Option ``name``'s value is at least ``least``; else one line naming the option."""
     if value < least:
         raise PhaseprofError(f"{flag(name)} must be at least {least}, got {value}")
 
@@ -197,28 +198,33 @@ def _where(params: Mapping[str, Any]) -> str:
         return "with --decode-server"
     if params["server"] is not None:
         return "with --server"
-    _at_least("tensor_parallel_size", params["tensor_parallel_size"])  # before it chooses the target
+    at_least("tensor_parallel_size", params["tensor_parallel_size"])  # before it chooses the target
     if params["tensor_parallel_size"] > 1 or params["enable_expert_parallel"]:
         return "with --tensor-parallel-size > 1"
     return "in-process (without --server)"
 
 
+def refuse_given(params: Mapping[str, Any], given: Set[str], rules: Sequence[tuple[str, Mapping[str, str]]]) -> None:
+    """One line naming the first option of ``params`` (in their order) that the user gave and a rule's table
+    lists: ``rules`` are (where, {option: why it does not apply there}). Capture and sweep refuse with it."""
+    for name in params:
+        if name in given:
+            for where, table in rules:
+                if name in table:
+                    raise PhaseprofError(f"{flag(name, params[name])} does not apply {where}: {table[name]}")
+
+
 def _refuse_unused(params: Mapping[str, Any], given: Set[str], where: str, phases: list[Phase]) -> None:
-    """One line naming the first option given that does not apply here, and why."""
-    for name in OPTIONS:
-        if name not in given:
-            continue
-        if name in NOT_FOR[where]:
-            raise PhaseprofError(f"{flag(name, params[name])} does not apply {where}: {NOT_FOR[where][name]}")
-        if Phase.DECODE not in phases and name in DECODE_ONLY:
-            raise PhaseprofError(f"{flag(name)} does not apply with --phase prefill: {DECODE_ONLY[name]}")
+    """One line naming the first option given that does not apply to the target (or to a prefill), and why."""
+    rules = [(where, NOT_FOR[where])] + ([] if Phase.DECODE in phases else [("with --phase prefill", DECODE_ONLY)])
+    refuse_given({name: params[name] for name in OPTIONS}, given, rules)
 
 
 def _in_process(params: Mapping[str, Any], phases: list[Phase], lengths: list[int]) -> InProcess:
     if Phase.DECODE in phases:
-        _at_least("output_tokens", params["output_tokens"])
+        at_least("output_tokens", params["output_tokens"])
     if params["profile_steps"] is not None:
-        _at_least("profile_steps", params["profile_steps"])
+        at_least("profile_steps", params["profile_steps"])
     _check_trace_mb(params["max_trace_mb"])
     parse_engine_args(params["engine_arg"])  # a malformed KEY=VALUE fails here, before vLLM is imported
     target = InProcess(**{f.name: params[f.name] for f in fields(InProcess)} | {
@@ -238,7 +244,7 @@ def _server(params: Mapping[str, Any], phases: list[Phase], lengths: list[int]) 
     if phases[0] is Phase.DECODE and params["output_tokens"] < 2:
         raise PhaseprofError("--phase decode needs --output-tokens of at least 2 (TPOT is the time per token after "
                              "the first)")
-    _at_least("concurrency", params["concurrency"])
+    at_least("concurrency", params["concurrency"])
     check_request_timeout(params["request_timeout"])
     _check_trace_wait(params["trace_wait"])
     _check_trace_mb(params["max_trace_mb"])
@@ -302,7 +308,7 @@ class CaptureRequest:
                                      "through the pair (TTFT and TPOT)")
             phases = [Phase.DECODE]
         _refuse_unused(params, given, where, phases)
-        _at_least("reps", params["reps"])
+        at_least("reps", params["reps"])
         target: Target
         if where == "with --decode-server":
             target = _pd_servers(params)
