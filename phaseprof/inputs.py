@@ -33,8 +33,10 @@ from pathlib import Path
 from phaseprof.errors import PhaseprofError
 from phaseprof.records import RunDir
 
-#: A run directory's trace, in order of preference (capture writes ``trace.json.gz``).
-TRACE_GLOBS = ("trace.json.gz", "trace.json", "*.pt.trace.json.gz", "*.trace.json.gz", "*.json.gz")
+#: The names ``phaseprof capture`` gives a run directory's trace, preferred first.
+TRACE_NAMES = ("trace.json.gz", "trace.json")
+#: A run directory's trace, in order of preference.
+TRACE_GLOBS = (*TRACE_NAMES, "*.pt.trace.json.gz", "*.trace.json.gz", "*.json.gz")
 TRACE_SUFFIXES = (".json", ".json.gz")
 SWEEP_NAME = "sweep.json"
 BREAKDOWN_NAME = "breakdown.json"
@@ -45,7 +47,7 @@ RECORD_FILES = (RunDir.RECORD, SWEEP_NAME, "plot.json", ".schema.json", "MANIFES
 NOT_TRACES = (BREAKDOWN_NAME, *RECORD_FILES)
 #: Files whose presence makes a directory one run (``phaseprof capture``'s run directory); ``resolve`` also
 #: finds a run's trace by content (``find_trace``).
-RUN_MARKERS = (RunDir.RECORD, BREAKDOWN_NAME, "trace.json.gz", "trace.json")
+RUN_MARKERS = (RunDir.RECORD, BREAKDOWN_NAME, *TRACE_NAMES)
 #: Bytes of a file's (decompressed) start read to tell a trace from other JSON. Kineto writes its header
 #: first; ``deviceProperties`` of 8 GPUs is ~6 KB, so ``schemaVersion``/``traceEvents`` fall well inside.
 PEEK_BYTES = 64 * 1024

@@ -17,10 +17,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from phaseprof.errors import PhaseprofError
-from phaseprof.inputs import BREAKDOWN_NAME, RUN_MARKERS, SWEEP_NAME, InputKind, file_kind
+from phaseprof.inputs import BREAKDOWN_NAME, RUN_MARKERS, SWEEP_NAME, TRACE_NAMES, InputKind, file_kind
 from phaseprof.records import RunDir
 
-TRACE_NAMES = ("trace.json.gz", "trace.json")
 #: runs/<sweep>/<run>/... is as deep as capture writes; the committed tree keeps runs 5 deep below traces/
 #: (<gpu>/<study>/<config>/profiled/<run>): the Pareto page must find profiled runs wherever it finds their sweeps.
 MAX_SCAN_DEPTH = 6
